@@ -1,0 +1,109 @@
+#include "core/allocator.h"
+
+#include <cstdlib>
+#include <string>
+
+#ifdef TESSEL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tessel {
+
+std::string_view DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+namespace {
+
+class AlignedHost final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    if (bytes == 0) bytes = 1;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) return InternalError("host allocation of " + std::to_string(bytes) + " bytes failed");
+    return p;
+  }
+  void Free(void* ptr) override { std::free(ptr); }
+  Device device() const override { return Device::kCpu; }
+  std::string_view name() const override { return "host"; }
+};
+
+#ifdef TESSEL_HAVE_CUDA
+class Pinned final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    if (!CudaAvailable()) return fallback_.Allocate(bytes);
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+      return InternalError("pinned allocation of " + std::to_string(bytes) + " bytes failed: " +
+                           cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void Free(void* ptr) override {
+    if (!CudaAvailable()) return fallback_.Free(ptr);
+    cudaFreeHost(ptr);
+  }
+  Device device() const override { return Device::kCpu; }
+  std::string_view name() const override { return "pinned"; }
+
+ private:
+  AlignedHost fallback_;
+};
+
+class Cuda final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    if (!CudaAvailable()) return InternalError("no CUDA device is visible");
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+      return InternalError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void Free(void* ptr) override { cudaFree(ptr); }
+  Device device() const override { return Device::kCuda; }
+  std::string_view name() const override { return "cuda"; }
+};
+#else
+class Cuda final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t) override { return InternalError("Tessel was built without CUDA"); }
+  void Free(void*) override {}
+  Device device() const override { return Device::kCuda; }
+  std::string_view name() const override { return "cuda"; }
+};
+#endif
+
+}  // namespace
+
+Allocator& HostAllocator() {
+  static AlignedHost instance;  // stateless: a shared instance hides no state
+  return instance;
+}
+
+Allocator& PinnedAllocator() {
+#ifdef TESSEL_HAVE_CUDA
+  static Pinned instance;
+#else
+  static AlignedHost instance;
+#endif
+  return instance;
+}
+
+Allocator& CudaAllocator() {
+  static Cuda instance;
+  return instance;
+}
+
+bool CudaAvailable() {
+#ifdef TESSEL_HAVE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace tessel

@@ -1,0 +1,80 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace tessel {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF64: return 8;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU8: return 1;
+  }
+  return 0;
+}
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+  }
+  return "?";
+}
+
+struct Tensor::Buffer {
+  Allocator* alloc;
+  void* ptr;
+  ~Buffer() { alloc->Free(ptr); }
+};
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+Result<Tensor> Tensor::Empty(DType dtype, std::vector<int64_t> shape, Allocator& alloc) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.device_ = alloc.device();
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_) {
+    if (d < 0) return InternalError("negative tensor dimension in " + t.DebugString());
+  }
+  TESSEL_ASSIGN_OR_RETURN(void* p, alloc.Allocate(t.nbytes()));
+  t.buffer_ = std::make_shared<Buffer>(Buffer{&alloc, p});
+  t.data_ = p;
+  return t;
+}
+
+Result<Tensor> Tensor::Zeros(DType dtype, std::vector<int64_t> shape, Allocator& alloc) {
+  if (alloc.device() != Device::kCpu) return InternalError("Tensor::Zeros supports host memory only");
+  TESSEL_ASSIGN_OR_RETURN(Tensor t, Empty(dtype, std::move(shape), alloc));
+  std::memset(t.data_, 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::Borrow(void* data, DType dtype, std::vector<int64_t> shape, Device device) {
+  Tensor t;
+  t.data_ = data;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+std::string Tensor::DebugString() const {
+  std::ostringstream os;
+  os << DTypeName(dtype_) << "[";
+  for (size_t i = 0; i < shape_.size(); ++i) os << (i ? ", " : "") << shape_[i];
+  os << "] " << DeviceName(device_);
+  return os.str();
+}
+
+}  // namespace tessel

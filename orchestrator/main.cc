@@ -1,0 +1,31 @@
+// tessel: the command-line entry point. See `tessel --help` and DESIGN.md "CLI".
+#include <cstdio>
+#include <iostream>
+
+#include "orchestrator/cli.h"
+#include "orchestrator/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessel: a distributed training orchestrator for relational GNNs and pipelined LLMs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(tessel::kVersionString));
+  tessel::Status result;
+  tessel::cli::RegisterRunCommands(app, &result);
+  tessel::cli::RegisterDataCommands(app, &result);
+  tessel::cli::RegisterPartitionCommands(app, &result);
+  tessel::cli::RegisterPluginCommands(app, &result);
+  app.add_subcommand("version", "Print the version and build facts")->callback([] {
+    std::cout << "tessel " << tessel::kVersionString << " (plugin ABI " << tessel::kPluginAbiString << ")\n";
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // every usage error is exit 2
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "tessel: error: %s\n", result.message().c_str());
+    return result.exit_code();
+  }
+  return 0;
+}

@@ -1,0 +1,57 @@
+// HeteroGraph: the in-memory form of the HDF5 graph file of DESIGN.md ("Graph file").
+// Global node ids concatenate the node types in file order: type t's node i is NodeOffset(t) + i.
+// Thread safety: plain values. Failure: see each function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessel::storage {
+
+struct NodeType {
+  std::string name;
+  int64_t count = 0;
+  int64_t feature_dim = 0;       // 0 = no features
+  std::vector<float> features;   // [count * feature_dim] row-major, or empty
+  std::vector<int64_t> labels;   // [count] with -1 = unlabelled, or empty
+  std::vector<uint8_t> train_mask, val_mask, test_mask;  // [count] 0/1 each, or empty
+};
+
+enum class RelationKind : int32_t { kBase = 0, kInverse = 1, kSelfLoop = 2 };
+
+struct Relation {
+  std::string name;
+  int32_t src_type = 0;
+  int32_t dst_type = 0;
+  RelationKind kind = RelationKind::kBase;
+  std::vector<int64_t> src;  // type-local ids of src_type
+  std::vector<int64_t> dst;  // type-local ids of dst_type
+};
+
+struct HeteroGraph {
+  std::string name;
+  std::vector<NodeType> node_types;
+  std::vector<Relation> relations;
+  int64_t num_classes = 0;
+  // Where it came from: the importer's options and source sizes; used to tell whether a cache is stale.
+  std::string source_fingerprint;
+
+  int64_t num_nodes() const;
+  int64_t num_edges() const;
+  int64_t NodeOffset(int32_t type) const;
+  // Checks every invariant (ids in range, sizes consistent, labels < num_classes). kBadData on failure,
+  // naming the node type or relation and the offending index.
+  Status Validate() const;
+};
+
+// Reads and validates a graph file. A missing, truncated or corrupt file, a missing dataset or an
+// out-of-range id is kBadData naming the file and the dataset.
+Result<HeteroGraph> ReadGraph(const std::string& path);
+// Writes to "<path>.tmp-<pid>" and renames it into place, so a failure leaves no partial file.
+// I/O errors are kStorage.
+Status WriteGraph(const HeteroGraph& graph, const std::string& path);
+
+}  // namespace tessel::storage

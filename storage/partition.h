@@ -1,0 +1,66 @@
+// WorkerPartition: what one worker trains on. The coordinator builds one per worker from the graph
+// and a part assignment, serialises it and sends it; `tessel partition` writes the same structure to
+// DIR/part-K.h5. Rows are the worker's local node indices: [0, num_owned) are the nodes it owns
+// (a contiguous range of the range-partitioned id space), [num_owned, num_rows) its 1-hop halo,
+// sorted by new id, hence grouped by owning part.
+// Thread safety: plain values. Failure: every function returns Status; bad bytes are kBadData.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "storage/graph.h"
+
+namespace tessel::storage {
+
+struct WorkerPartition {
+  int32_t part = 0;
+  int32_t num_parts = 1;
+  // Range partition book over new ids: part p owns new ids [offsets[p], offsets[p+1]).
+  std::vector<int64_t> offsets;
+  int64_t num_owned = 0;
+  std::vector<int64_t> row_new_id;   // [num_rows] new global id of each row
+  std::vector<int64_t> row_orig_id;  // [num_rows] global id in the graph file (types concatenated)
+  int64_t num_rows() const { return static_cast<int64_t>(row_new_id.size()); }
+
+  // Every edge whose destination is owned, across all relations, sorted by (relation, src, dst).
+  std::vector<std::string> relation_names;
+  std::vector<int64_t> rel_ptr;  // [num_relations + 1] offsets into src/dst
+  std::vector<int64_t> src;      // row index, owned or halo
+  std::vector<int64_t> dst;      // row index, always < num_owned
+  int32_t num_relations() const { return static_cast<int32_t>(relation_names.size()); }
+
+  // Input features for every row, [num_rows * feature_dim]; empty (feature_dim 0) when the graph is
+  // featureless or its node types disagree on the feature width: the model then uses one-hot input.
+  int64_t feature_dim = 0;
+  std::vector<float> features;
+
+  // Supervision for owned rows only, [num_owned] each. labels: -1 = unlabelled.
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> train_mask, val_mask, test_mask;
+
+  // Whole-graph facts every worker needs.
+  int64_t total_nodes = 0;
+  int64_t num_classes = 0;
+  int64_t total_train = 0;  // labelled training nodes over all parts (the loss is a mean over these)
+  int64_t total_test = 0;
+};
+
+// Builds one WorkerPartition per part. `part_of[g]` is the part of global node g (graph-file id space).
+// New ids order nodes by (part, original id), which makes the book a range book.
+Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& graph,
+                                                           const std::vector<int32_t>& part_of,
+                                                           int32_t num_parts);
+
+// Byte encoding for MPI transfer (magic + version + length-prefixed arrays). Decode validates every
+// size and index and returns kBadData on anything inconsistent.
+std::vector<uint8_t> EncodePartition(const WorkerPartition& p);
+Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size);
+
+// HDF5 files for `tessel partition --out DIR` (DIR/part-K.h5). Write goes through a temporary name.
+Status WritePartitionFile(const WorkerPartition& p, const std::string& path);
+Result<WorkerPartition> ReadPartitionFile(const std::string& path);
+
+}  // namespace tessel::storage
