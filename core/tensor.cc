@@ -28,9 +28,12 @@ std::string_view DTypeName(DType dtype) {
 }
 
 struct Tensor::Buffer {
+  Buffer(Allocator* a, void* p) : alloc(a), ptr(p) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { alloc->Free(ptr); }
   Allocator* alloc;
   void* ptr;
-  ~Buffer() { alloc->Free(ptr); }
 };
 
 int64_t Tensor::numel() const {
@@ -48,7 +51,7 @@ Result<Tensor> Tensor::Empty(DType dtype, std::vector<int64_t> shape, Allocator&
     if (d < 0) return InternalError("negative tensor dimension in " + t.DebugString());
   }
   TESSEL_ASSIGN_OR_RETURN(void* p, alloc.Allocate(t.nbytes()));
-  t.buffer_ = std::make_shared<Buffer>(Buffer{&alloc, p});
+  t.buffer_ = std::make_shared<Buffer>(&alloc, p);
   t.data_ = p;
   return t;
 }

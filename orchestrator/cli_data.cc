@@ -1,10 +1,143 @@
+// `tessel import rdf|edges`, `tessel generate graph` and `tessel inspect`: thin CLI11 wrappers over
+// storage/{rdf_import,edges_import,generator,inspect}.h. Each builds the graph in memory and writes
+// it only when everything succeeded (WriteGraph goes through a temporary name), so a failure leaves
+// no output file.
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+
+#include "core/logging.h"
 #include "orchestrator/cli.h"
+#include "storage/edges_import.h"
+#include "storage/generator.h"
+#include "storage/graph.h"
+#include "storage/inspect.h"
+#include "storage/rdf_import.h"
 
 namespace tessel::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Writes `graph` to `out_path` and prints its summary with the elapsed time since `start`.
+Status WriteAndReport(Result<storage::HeteroGraph> graph, const std::string& out_path, Clock::time_point start,
+                      std::ostream& out) {
+  if (!graph.ok()) return graph.status();
+  const double built = std::chrono::duration<double>(Clock::now() - start).count();
+  TESSEL_RETURN_IF_ERROR(storage::WriteGraph(*graph, out_path));
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  struct stat st;
+  const int64_t bytes = ::stat(out_path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+  out << "wrote " << out_path << " (" << storage::WithThousands(bytes) << " bytes) in " << std::fixed
+      << std::setprecision(2) << total << " s (" << built << " s building)\n"
+      << std::defaultfloat;
+  storage::PrintGraphSummary(*graph, storage::InspectOptions{}, out);
+  return Status::Ok();
+}
+
+void RegisterImportRdf(CLI::App& import, Status* result) {
+  auto opts = std::make_shared<storage::RdfImportOptions>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = import.add_subcommand("rdf", "Import an N-Triples file (.nt or .nt.gz) with optional label TSVs");
+  cmd->add_option("--triples", opts->triples, "N-Triples file, plain or gzip")->required();
+  cmd->add_option("--train-labels", opts->train_labels, "TSV with a header: entity column, label column");
+  cmd->add_option("--val-labels", opts->val_labels, "TSV of validation labels (same format)");
+  cmd->add_option("--test-labels", opts->test_labels, "TSV of test labels (same format)");
+  cmd->add_option("--entity-column", opts->entity_column, "Header name of the entity column (default: first)");
+  cmd->add_option("--label-column", opts->label_column, "Header name of the label column (default: last)");
+  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
+  cmd->add_option("--name", opts->name, "Graph name (default: the triples file name without extensions)");
+  cmd->callback([opts, out, result] {
+    const auto start = Clock::now();
+    *result = WriteAndReport(storage::ImportRdf(*opts), *out, start, std::cout);
+  });
+}
+
+void RegisterImportEdges(CLI::App& import, Status* result) {
+  auto opts = std::make_shared<storage::EdgesImportOptions>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = import.add_subcommand(
+      "edges", "Import head<TAB>relation<TAB>tail edge lists (plain, .gz, or .tar.gz of .txt/.tsv members)");
+  cmd->add_option("--input", opts->inputs, "Edge-list file or archive (repeatable)")->required();
+  cmd->add_option("--member", opts->members, "Archive member to read (repeatable; default: every .txt/.tsv)");
+  cmd->add_flag("--add-inverse", opts->add_inverse, "Add an inverse relation R^-1 per relation");
+  cmd->add_flag("--add-self-loop", opts->add_self_loop, "Add one self-loop relation over all nodes");
+  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
+  cmd->add_option("--name", opts->name, "Graph name (default: the first input's name without extensions)");
+  cmd->callback([opts, out, result] {
+    const auto start = Clock::now();
+    *result = WriteAndReport(storage::ImportEdges(*opts), *out, start, std::cout);
+  });
+}
+
+void RegisterGenerateGraph(CLI::App& generate, Status* result) {
+  auto opts = std::make_shared<storage::GenerateOptions>();
+  auto out = std::make_shared<std::string>();
+  auto no_inverse = std::make_shared<bool>(false);
+  auto no_self_loop = std::make_shared<bool>(false);
+  CLI::App* cmd = generate.add_subcommand(
+      "graph", "Generate a synthetic heterogeneous graph whose labels need relation-typed neighbourhoods");
+  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
+  cmd->add_option("--nodes", opts->nodes, "Number of nodes over all types")->capture_default_str();
+  cmd->add_option("--node-types", opts->node_types, "Number of node types")->capture_default_str();
+  cmd->add_option("--relations", opts->relations, "Number of base relations")->capture_default_str();
+  cmd->add_option("--classes", opts->classes, "Number of classes")->capture_default_str();
+  cmd->add_option("--avg-degree", opts->avg_degree, "Average base degree (in + out) per node")->capture_default_str();
+  cmd->add_option("--feature-dim", opts->feature_dim, "Feature width (0 = featureless)")->capture_default_str();
+  cmd->add_option("--planted-fraction", opts->planted_fraction,
+                  "Probability that an edge follows its relation's class permutation")
+      ->capture_default_str();
+  cmd->add_option("--feature-noise", opts->feature_noise,
+                  "Feature noise; class means are 2/noise noise-stds apart")
+      ->capture_default_str();
+  cmd->add_option("--train-fraction", opts->train_fraction, "Fraction of nodes in the train split")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", opts->val_fraction, "Fraction of nodes in the validation split")
+      ->capture_default_str();
+  cmd->add_option("--test-fraction", opts->test_fraction, "Fraction of nodes in the test split")
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "Random seed; the graph is a deterministic function of the options")
+      ->capture_default_str();
+  cmd->add_option("--name", opts->name, "Graph name")->capture_default_str();
+  cmd->add_flag("--no-inverse", *no_inverse, "Do not add inverse relations");
+  cmd->add_flag("--no-self-loop", *no_self_loop, "Do not add self-loop relations");
+  cmd->callback([opts, out, no_inverse, no_self_loop, result] {
+    opts->add_inverse = !*no_inverse;
+    opts->add_self_loop = !*no_self_loop;
+    const auto start = Clock::now();
+    *result = WriteAndReport(storage::GenerateGraph(*opts), *out, start, std::cout);
+  });
+}
+
+void RegisterInspect(CLI::App& app, Status* result) {
+  auto path = std::make_shared<std::string>();
+  auto all = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("inspect", "Summarise a graph file, or dump the tree of any HDF5 file");
+  cmd->add_option("FILE", *path, "HDF5 file")->required();
+  cmd->add_flag("--all", *all, "List every relation");
+  cmd->callback([path, all, result] {
+    storage::InspectOptions options;
+    if (*all) options.max_relations = -1;
+    *result = storage::InspectFile(*path, options, std::cout);
+  });
+}
+
+}  // namespace
 
 void RegisterDataCommands(CLI::App& app, Status* result) {
-  (void)app;
-  (void)result;
+  CLI::App* import = app.add_subcommand("import", "Import a dataset into a graph file");
+  import->require_subcommand(1);
+  RegisterImportRdf(*import, result);
+  RegisterImportEdges(*import, result);
+  CLI::App* generate = app.add_subcommand("generate", "Generate synthetic data");
+  generate->require_subcommand(1);
+  RegisterGenerateGraph(*generate, result);
+  RegisterInspect(app, result);
 }
 
 }  // namespace tessel::cli

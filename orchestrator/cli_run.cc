@@ -1,10 +1,89 @@
+// `tessel run`, `tessel validate` and `tessel plan`.
+#include <iostream>
+
+#include "core/logging.h"
+#include "jobs/spec.h"
 #include "orchestrator/cli.h"
+#include "orchestrator/coordinator.h"
+#include "orchestrator/job_graph.h"
+#include "orchestrator/job_plan.h"
+#include "workers/comm/mpi_comm.h"
+#include "workers/worker.h"
 
 namespace tessel::cli {
 
+namespace {
+
+struct JobArgs {
+  std::string job;
+  std::vector<std::string> sets;
+};
+
+void AddJobArgs(CLI::App* cmd, JobArgs* args) {
+  cmd->add_option("JOB", args->job, "The job file (TOML)")->required();
+  cmd->add_option("--set", args->sets, "Override a job-file key: --set train.epochs=10 (repeatable)");
+}
+
+Status Run(const JobArgs& args) {
+  TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
+  const bool is_worker = session->world_rank() != 0;
+  TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::Split(is_worker));
+  if (!is_worker) {
+    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets}, *session);
+  }
+  const int rc = workers::RunMpiWorker(*session, *comm);
+  if (rc == 0) return Status();
+  return Status(static_cast<Code>(rc), StrCat("rank ", session->world_rank(), " stopped; the coordinator has the cause"));
+}
+
+Status Validate(const JobArgs& args) {
+  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(args.job, args.sets));
+  TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
+  std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << jobs::KindName(spec.job.kind) << ", "
+            << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
+            << spec.train.epochs << " epochs, data " << jobs::FormatName(spec.data.format) << ", "
+            << spec.resources.workers << " workers)\n";
+  return Status();
+}
+
+Status Plan(const JobArgs& args, int32_t workers) {
+  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(args.job, args.sets));
+  TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
+  if (workers <= 0) workers = spec.resources.workers;
+  Logger log("plan", LogLevel::kWarn);
+  TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, orchestrator::LoadJobGraph(spec, log));
+  TESSEL_ASSIGN_OR_RETURN(orchestrator::JobPlan plan, orchestrator::PlanJob(spec, graph, workers));
+  orchestrator::PrintPlan(spec, graph, plan, std::cout);
+  return Status();
+}
+
+}  // namespace
+
 void RegisterRunCommands(CLI::App& app, Status* result) {
-  (void)app;
-  (void)result;
+  auto run_args = std::make_shared<JobArgs>();
+  CLI::App* run = app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
+  AddJobArgs(run, run_args.get());
+  auto resume = std::make_shared<bool>(false);
+  run->add_flag("--resume", *resume, "Continue from the latest checkpoint");
+  run->callback([=] {
+    if (*resume) {
+      *result = UsageError("--resume: checkpoints are not implemented in this build yet");
+      return;
+    }
+    *result = Run(*run_args);
+  });
+
+  auto val_args = std::make_shared<JobArgs>();
+  CLI::App* validate = app.add_subcommand("validate", "Check a job file and its input paths without running it");
+  AddJobArgs(validate, val_args.get());
+  validate->callback([=] { *result = Validate(*val_args); });
+
+  auto plan_args = std::make_shared<JobArgs>();
+  auto plan_workers = std::make_shared<int32_t>(0);
+  CLI::App* plan = app.add_subcommand("plan", "Print the partition plan with predicted time and memory per worker");
+  AddJobArgs(plan, plan_args.get());
+  plan->add_option("--workers", *plan_workers, "Number of workers to plan for (default: resources.workers)");
+  plan->callback([=] { *result = Plan(*plan_args, *plan_workers); });
 }
 
 }  // namespace tessel::cli

@@ -3,19 +3,19 @@
 #include <iostream>
 
 #include "orchestrator/cli.h"
-#include "orchestrator/version.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessel: a distributed training orchestrator for relational GNNs and pipelined LLMs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string(tessel::kVersionString));
+  app.set_version_flag("--version", std::string(tessel::kTesselVersion));
   tessel::Status result;
   tessel::cli::RegisterRunCommands(app, &result);
   tessel::cli::RegisterDataCommands(app, &result);
   tessel::cli::RegisterPartitionCommands(app, &result);
   tessel::cli::RegisterPluginCommands(app, &result);
   app.add_subcommand("version", "Print the version and build facts")->callback([] {
-    std::cout << "tessel " << tessel::kVersionString << " (plugin ABI " << tessel::kPluginAbiString << ")\n";
+    std::cout << "tessel " << tessel::kTesselVersion << " (plugin ABI " << tessel::kPluginAbiString << ")\n";
   });
   try {
     app.parse(argc, argv);

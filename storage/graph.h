@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -22,6 +23,12 @@ struct NodeType {
 
 enum class RelationKind : int32_t { kBase = 0, kInverse = 1, kSelfLoop = 2 };
 
+// The file's spelling of a kind: "base", "inverse", "self_loop".
+std::string_view RelationKindName(RelationKind kind);
+
+// The version written to /meta format_version; ReadGraph refuses any other.
+inline constexpr int64_t kGraphFormatVersion = 1;
+
 struct Relation {
   std::string name;
   int32_t src_type = 0;
@@ -36,6 +43,9 @@ struct HeteroGraph {
   std::vector<NodeType> node_types;
   std::vector<Relation> relations;
   int64_t num_classes = 0;
+  // Optional human-readable class names (e.g. the label IRIs of an RDF import): empty, or one per class.
+  // Stored as the /meta attribute class_names when present.
+  std::vector<std::string> class_names;
   // Where it came from: the importer's options and source sizes; used to tell whether a cache is stale.
   std::string source_fingerprint;
 
@@ -51,7 +61,9 @@ struct HeteroGraph {
 // out-of-range id is kBadData naming the file and the dataset.
 Result<HeteroGraph> ReadGraph(const std::string& path);
 // Writes to "<path>.tmp-<pid>" and renames it into place, so a failure leaves no partial file.
-// I/O errors are kStorage.
+// An invalid graph is refused with Validate()'s kBadData; I/O errors are kStorage.
+// Layout: features are contiguous (mappable in place); edge arrays of more than 64 Ki entries are
+// chunked with shuffle + deflate.
 Status WriteGraph(const HeteroGraph& graph, const std::string& path);
 
 }  // namespace tessel::storage

@@ -48,11 +48,24 @@ struct WorkerPartition {
   int64_t total_test = 0;
 };
 
+// Range-book lookup: the part owning `new_id` and its local (owned-row) index there, or {-1, -1} when
+// `new_id` is outside [0, offsets.back()). `offsets` is WorkerPartition::offsets. O(log num_parts).
+struct BookEntry {
+  int32_t part = -1;
+  int64_t local = -1;
+};
+BookEntry LookupRangeBook(const std::vector<int64_t>& offsets, int64_t new_id);
+
 // Builds one WorkerPartition per part. `part_of[g]` is the part of global node g (graph-file id space).
 // New ids order nodes by (part, original id), which makes the book a range book.
 Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& graph,
                                                            const std::vector<int32_t>& part_of,
                                                            int32_t num_parts);
+
+// Checks every invariant of a WorkerPartition: the book covers total_nodes, owned rows are the part's
+// range, halo rows are sorted and outside it, rel_ptr is monotone, edge rows are in range and sorted,
+// array sizes agree, labels < num_classes, masks 0/1. kBadData naming the first violation.
+Status ValidatePartition(const WorkerPartition& p);
 
 // Byte encoding for MPI transfer (magic + version + length-prefixed arrays). Decode validates every
 // size and index and returns kBadData on anything inconsistent.

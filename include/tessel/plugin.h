@@ -74,11 +74,14 @@ typedef struct tessel_tensor {
   void* data;
 } tessel_tensor;
 
-/* Runs fn(ctx, begin, end) over chunks of [0, n) on the host's thread pool and returns when all ran. */
+/* Runs fn(ctx, begin, end) over chunks of [0, n) on the host's thread pool and returns when all ran.
+ * fn may run on several threads at once and must not throw. A nested call (from inside fn) runs inline. */
 typedef void (*tessel_range_fn)(void* ctx, int64_t begin, int64_t end);
 
-/* One kernel invocation. Inputs are read-only; outputs are preallocated by the host with the shapes
- * the schema gives. Scalars (a learning rate, a flag) travel as 0-d or 1-element tensors. */
+/* One kernel invocation. Inputs are read-only unless the op documents otherwise (optim.adam.step
+ * updates its inputs in place); outputs are preallocated by the host with the shapes the schema gives.
+ * Every tensor lives on the kernel's device. Scalars (a learning rate, a flag) travel as 0-d or
+ * 1-element tensors. */
 typedef struct tessel_kernel_call {
   size_t struct_size;
   int32_t num_inputs;
@@ -96,15 +99,19 @@ typedef tessel_status* (*tessel_kernel_fn)(void* kernel_state, const tessel_kern
 
 /* A kernel keyed by (op, device). `schema` declares the signature, checked at load time against the
  * host's expectation for that op, e.g.
- *   "rgnn.aggregate.fwd(Y:T[U,D], edge_uniq:i64[E], dst_ptr:i64[N+1], dst_edges:i64[E], norm:T[E]) -> (H:T[N,D])"
- * where T is the floating dtype of the call (f32 or f64). */
+ *   "rgnn.aggregate.fwd(Y:T[U,D], edge_uniq:i64[E], norm:T[E], dst_ptr:i64[N+1], dst_edges:i64[E]) -> (H:T[N,D])"
+ * where T is the floating dtype of the call (f32 or f64). Grammar:
+ *   schema := op "(" [arg {", " arg}] ") -> (" [arg {", " arg}] ")"
+ *   arg    := name ":" type "[" [dim {"," dim}] "]"      type := T | f32 | f64 | i32 | i64 | u8
+ *   dim    := SYMBOL | INTEGER | SYMBOL "+" INTEGER
+ * A symbol names one size across the whole call; the host checks every call against it. */
 typedef struct tessel_kernel_def {
   size_t struct_size;
   const char* op;
   int32_t device; /* tessel_device */
   const char* schema;
   tessel_kernel_fn fn;
-  void* kernel_state; /* passed back to fn; owned by the plugin, must outlive the plugin handle */
+  void* kernel_state; /* passed back to fn; owned by the plugin, valid for as long as it is loaded */
 } tessel_kernel_def;
 
 typedef struct tessel_host_api {
@@ -115,11 +122,14 @@ typedef struct tessel_host_api {
   void* registry;
   /* Registers a kernel; returns NULL or an error (a duplicate (op, device), a malformed schema). */
   tessel_status* (*register_kernel)(void* registry, const tessel_kernel_def* def);
+  /* Makes a status; the message is copied. Never returns NULL. */
   tessel_status* (*make_status)(void* registry, int32_t code, const char* message);
   /* level: 0 debug, 1 info, 2 warn, 3 error. */
   void (*log)(void* registry, int32_t level, const char* message);
 } tessel_host_api;
 
+/* Zeroed by the host, which sets struct_size before it calls tessel_plugin_init; the plugin fills the
+ * rest. */
 typedef struct tessel_plugin_info {
   size_t struct_size;
   int32_t abi_major; /* set to TESSEL_PLUGIN_ABI_MAJOR */
@@ -130,6 +140,10 @@ typedef struct tessel_plugin_info {
 } tessel_plugin_info;
 
 typedef tessel_status* (*tessel_plugin_init_fn)(const tessel_host_api* host, tessel_plugin_info* info);
+
+/* The entry point, declared here so that a plugin's definition is checked against it and exported
+ * even under -fvisibility=hidden. The host never calls it by name: it resolves it with dlsym. */
+TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_host_api* host, tessel_plugin_info* info);
 
 #define TESSEL_PLUGIN_INIT_SYMBOL "tessel_plugin_init"
 

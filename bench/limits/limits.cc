@@ -1,0 +1,168 @@
+// tessel-bench-limits: measures the two limits bench/run.sh reports fraction_of_limit against, at the
+// thread count of the benchmark (DESIGN.md "Benchmarks"):
+//   - sgemm: OpenBLAS cblas_sgemm, square n x n x n, GFLOP/s (2 n^3 per call), best of the repetitions;
+//   - stream copy: `threads` threads each memcpy one slice of a buffer far larger than the caches,
+//     GB/s counting bytes read plus bytes written (STREAM's convention for Copy), best repetition.
+//
+// Usage: tessel-bench-limits [--threads N] [--quick]
+// Prints one JSON object on stdout. Exit 0 on success, 2 on a usage error.
+// Single-threaded driver; the copy spawns its own threads and joins them before returning.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Options {
+  int threads = 2;
+  bool quick = false;
+};
+
+struct GemmResult {
+  int n = 0;
+  int repetitions = 0;
+  double best_gflops = 0;
+};
+
+// Times cblas_sgemm on n x n matrices until `min_seconds` have passed (and at least 3 calls), after one
+// untimed warm-up call that lets OpenBLAS start its threads.
+GemmResult MeasureSgemm(int n, double min_seconds) {
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
+  std::vector<float> a(count), b(count), c(count, 0.0f);
+  for (size_t i = 0; i < count; ++i) {
+    a[i] = static_cast<float>((i * 7 + 3) % 13) * 0.01f;
+    b[i] = static_cast<float>((i * 5 + 1) % 11) * 0.01f;
+  }
+  auto call = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
+  };
+  call();
+  GemmResult result;
+  result.n = n;
+  const double flops = 2.0 * n * static_cast<double>(n) * n;
+  const auto start = Clock::now();
+  while (result.repetitions < 3 || SecondsSince(start) < min_seconds) {
+    const auto t0 = Clock::now();
+    call();
+    result.best_gflops = std::max(result.best_gflops, flops / SecondsSince(t0) / 1e9);
+    ++result.repetitions;
+  }
+  return result;
+}
+
+struct CopyResult {
+  size_t bytes = 0;  // size of one buffer
+  int repetitions = 0;
+  double best_gbps = 0;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Each thread first touches its own slices (so pages are placed as they would be for the copy), then
+// every repetition copies src -> dst in parallel; the time of a repetition is that of the slowest thread.
+CopyResult MeasureCopy(size_t bytes, int threads, int repetitions) {
+  constexpr size_t kAlign = 4096;
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  std::unique_ptr<char, FreeDeleter> src(static_cast<char*>(std::aligned_alloc(kAlign, bytes)));
+  std::unique_ptr<char, FreeDeleter> dst(static_cast<char*>(std::aligned_alloc(kAlign, bytes)));
+  if (!src || !dst) {
+    std::fprintf(stderr, "tessel-bench-limits: cannot allocate 2 x %zu bytes\n", bytes);
+    std::exit(1);
+  }
+  const size_t slice = (bytes / static_cast<size_t>(threads) + kAlign - 1) / kAlign * kAlign;
+  auto run_all = [&](auto&& body) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      const size_t begin = std::min(bytes, slice * static_cast<size_t>(t));
+      const size_t end = std::min(bytes, begin + slice);
+      pool.emplace_back([&body, begin, end] { body(begin, end); });
+    }
+    for (auto& th : pool) th.join();
+  };
+  run_all([&](size_t begin, size_t end) {
+    std::memset(src.get() + begin, 1, end - begin);
+    std::memset(dst.get() + begin, 0, end - begin);
+  });
+  CopyResult result;
+  result.bytes = bytes;
+  for (int r = 0; r < repetitions; ++r) {
+    const auto t0 = Clock::now();
+    run_all([&](size_t begin, size_t end) { std::memcpy(dst.get() + begin, src.get() + begin, end - begin); });
+    const double seconds = SecondsSince(t0);
+    result.best_gbps = std::max(result.best_gbps, 2.0 * static_cast<double>(bytes) / seconds / 1e9);
+    ++result.repetitions;
+  }
+  // Keeps the compiler from proving the copies dead.
+  if (dst.get()[bytes / 2] != 1) std::fprintf(stderr, "tessel-bench-limits: copy check failed\n");
+  return result;
+}
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += ' ';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+int Usage(const char* why) {
+  std::fprintf(stderr, "tessel-bench-limits: %s\nusage: tessel-bench-limits [--threads N] [--quick]\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--quick") {
+      options.quick = true;
+    } else if (arg == "--threads" && i + 1 < argc) {
+      options.threads = std::atoi(argv[++i]);
+      if (options.threads < 1 || options.threads > 1024) return Usage("--threads must be 1 .. 1024");
+    } else if (arg == "--help" || arg == "-h") {
+      Usage("measures sgemm GFLOP/s and stream-copy GB/s; prints JSON");
+      return 0;
+    } else {
+      return Usage("unknown argument");
+    }
+  }
+  openblas_set_num_threads(options.threads);
+  const int n = options.quick ? 1024 : 2048;
+  const GemmResult gemm = MeasureSgemm(n, options.quick ? 0.3 : 1.0);
+  const CopyResult copy = MeasureCopy(size_t{256} << 20, options.threads, options.quick ? 5 : 10);
+  std::printf(
+      "{\"threads\": %d, \"quick\": %s,\n"
+      " \"sgemm\": {\"n\": %d, \"repetitions\": %d, \"gflops\": %.2f, \"blas\": \"%s\"},\n"
+      " \"stream_copy\": {\"buffer_bytes\": %zu, \"repetitions\": %d, \"gbps\": %.2f,"
+      " \"counts\": \"read + write\"}}\n",
+      options.threads, options.quick ? "true" : "false", gemm.n, gemm.repetitions, gemm.best_gflops,
+      JsonEscape(openblas_get_config()).c_str(), copy.bytes, copy.repetitions, copy.best_gbps);
+  return 0;
+}

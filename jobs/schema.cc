@@ -1,0 +1,567 @@
+// The field table (kept at the top of the file, where a reader looks for it) and the value conversions
+// it needs. See jobs/schema.h.
+#include "jobs/schema.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include "core/logging.h"
+
+namespace tessel::jobs {
+namespace {
+
+constexpr std::array<std::string_view, 2> kKindNames = {"rgnn", "llm"};
+constexpr std::array<std::string_view, 3> kDeviceNames = {"auto", "cpu", "cuda"};
+constexpr std::array<std::string_view, 4> kFormatNames = {"graph", "rdf", "edges", "synthetic"};
+constexpr std::array<std::string_view, 3> kPartitionNames = {"metis", "random", "range"};
+
+std::span<const std::string_view> NamesOf(JobKind) { return kKindNames; }
+std::span<const std::string_view> NamesOf(DeviceChoice) { return kDeviceNames; }
+std::span<const std::string_view> NamesOf(DataFormat) { return kFormatNames; }
+std::span<const std::string_view> NamesOf(PartitionMethod) { return kPartitionNames; }
+
+}  // namespace
+
+std::string_view KindName(JobKind kind) { return kKindNames.at(static_cast<size_t>(kind)); }
+std::string_view DeviceName(DeviceChoice device) { return kDeviceNames.at(static_cast<size_t>(device)); }
+std::string_view FormatName(DataFormat format) { return kFormatNames.at(static_cast<size_t>(format)); }
+std::string_view PartitionMethodName(PartitionMethod method) { return kPartitionNames.at(static_cast<size_t>(method)); }
+
+namespace schema {
+namespace {
+
+// How a C++ member type maps onto a Value.
+template <typename T>
+struct Binder;
+
+template <typename Int>
+requires std::is_integral_v<Int> &&(!std::is_same_v<Int, bool>)struct Binder<Int> {
+  static constexpr ValueType kType = ValueType::kInteger;
+  static constexpr int64_t kMin = std::is_signed_v<Int> ? int64_t{std::numeric_limits<Int>::min()} : 0;
+  static constexpr int64_t kMax = sizeof(Int) >= sizeof(int64_t)
+                                      ? std::numeric_limits<int64_t>::max()
+                                      : static_cast<int64_t>(std::numeric_limits<Int>::max());
+  static Value ToValue(Int v) { return static_cast<int64_t>(v); }
+  static void FromValue(Int& dst, const Value& v) { dst = static_cast<Int>(std::get<int64_t>(v)); }
+};
+template <>
+struct Binder<double> {
+  static constexpr ValueType kType = ValueType::kFloat;
+  static Value ToValue(double v) { return v; }
+  static void FromValue(double& dst, const Value& v) { dst = std::get<double>(v); }
+};
+template <>
+struct Binder<bool> {
+  static constexpr ValueType kType = ValueType::kBoolean;
+  static Value ToValue(bool v) { return v; }
+  static void FromValue(bool& dst, const Value& v) { dst = std::get<bool>(v); }
+};
+template <>
+struct Binder<std::string> {
+  static constexpr ValueType kType = ValueType::kString;
+  static Value ToValue(const std::string& v) { return v; }
+  static void FromValue(std::string& dst, const Value& v) { dst = std::get<std::string>(v); }
+};
+template <>
+struct Binder<std::vector<std::string>> {
+  static constexpr ValueType kType = ValueType::kStringArray;
+  static Value ToValue(const std::vector<std::string>& v) { return v; }
+  static void FromValue(std::vector<std::string>& dst, const Value& v) { dst = std::get<std::vector<std::string>>(v); }
+};
+// Enums travel as their TOML name; Convert() has already checked it is one of NamesOf(E{}).
+template <typename E>
+requires std::is_enum_v<E>
+struct Binder<E> {
+  static constexpr ValueType kType = ValueType::kString;
+  static Value ToValue(E v) { return std::string(NamesOf(v)[static_cast<size_t>(v)]); }
+  static void FromValue(E& dst, const Value& v) {
+    const auto names = NamesOf(E{});
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == std::get<std::string>(v)) dst = static_cast<E>(i);
+    }
+  }
+};
+
+// `get` is a generic lambda returning a reference to the member, so one accessor serves set and get.
+template <typename Get>
+Field MakeField(std::string_view key, Get get, Constraint constraint, std::string_view doc) {
+  using T = std::remove_reference_t<std::invoke_result_t<Get, JobSpec&>>;
+  using B = Binder<T>;
+  Field f;
+  f.key = key;
+  f.type = constraint.bytes ? ValueType::kBytes : B::kType;
+  if constexpr (B::kType == ValueType::kInteger) {
+    f.type_min = B::kMin;
+    f.type_max = B::kMax;
+  }
+  if constexpr (std::is_enum_v<T>) {
+    const auto names = NamesOf(T{});
+    constraint.choices.assign(names.begin(), names.end());
+  }
+  f.constraint = std::move(constraint);
+  f.doc = doc;
+  f.set = [get](JobSpec& s, const Value& v) { B::FromValue(get(s), v); };
+  f.get = [get](const JobSpec& s) { return B::ToValue(get(s)); };
+  return f;
+}
+
+// The key path in the file is the member path in JobSpec, so the macro spells it once for both.
+#define TESSEL_JOB_FIELD(path, constraint, doc) \
+  MakeField(                                    \
+      #path, [](auto& s) -> auto& { return s.path; }, constraint, doc)
+
+std::vector<Field> BuildFields() {
+  return {
+      // [job]
+      TESSEL_JOB_FIELD(job.name, Required(),
+                       "Names the run: run directory, metric label, summary.json. Letters, digits, '.', '_', '-'."),
+      TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN); \"llm\" is reserved."),
+      TESSEL_JOB_FIELD(job.seed, AtLeast(0), "Seed of weight initialisation and sampling."),
+      TESSEL_JOB_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
+      TESSEL_JOB_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
+      TESSEL_JOB_FIELD(job.output_dir, Any(), "Run directory; \"\" = runs/NAME-TIMESTAMP (UTC)."),
+      TESSEL_JOB_FIELD(job.log_level, OneOf({"debug", "info", "warn", "error"}), "Least severe log level printed."),
+      // [resources]
+      TESSEL_JOB_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
+      TESSEL_JOB_FIELD(resources.threads_per_worker, AtLeast(1), "CPU threads per worker (kernels and BLAS)."),
+      TESSEL_JOB_FIELD(resources.gpus_per_worker, AtLeast(0),
+                       "GPUs per worker; > 0 needs job.device \"auto\" or \"cuda\"."),
+      TESSEL_JOB_FIELD(resources.memory_budget_bytes, Bytes(),
+                       "Memory one worker may use; the plan must fit it. 0 = unlimited."),
+      // [data]
+      TESSEL_JOB_FIELD(data.format, Required(), "Where the graph comes from."),
+      TESSEL_JOB_FIELD(data.graph, Any(),
+                       "Graph file (.h5): the input for \"graph\", else the import cache (\"\" = no cache)."),
+      TESSEL_JOB_FIELD(data.triples, Any(), "RDF N-Triples file, plain or .gz (format \"rdf\")."),
+      TESSEL_JOB_FIELD(data.train_labels, Any(),
+                       "TSV of training labels with a header row: entity, ..., class (format \"rdf\")."),
+      TESSEL_JOB_FIELD(data.test_labels, Any(), "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
+      TESSEL_JOB_FIELD(data.edges, Any(),
+                       "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
+      TESSEL_JOB_FIELD(data.add_inverse, Any(),
+                       "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
+      TESSEL_JOB_FIELD(data.add_self_loop, Any(),
+                       "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
+      // [data.synthetic]
+      TESSEL_JOB_FIELD(data.synthetic.nodes, AtLeast(1), "Nodes in all, split across the node types."),
+      TESSEL_JOB_FIELD(data.synthetic.node_types, AtLeast(1), "Node types."),
+      TESSEL_JOB_FIELD(data.synthetic.relations, AtLeast(1), "Relations, before inverses and self-loops."),
+      TESSEL_JOB_FIELD(data.synthetic.classes, AtLeast(2), "Label classes."),
+      TESSEL_JOB_FIELD(data.synthetic.avg_degree, Above(0), "Mean out-degree of a node over all relations."),
+      TESSEL_JOB_FIELD(data.synthetic.feature_dim, AtLeast(0), "Input feature width; 0 = no features."),
+      TESSEL_JOB_FIELD(data.synthetic.train_fraction, Above(0).Below(1), "Fraction of labelled nodes to train on."),
+      TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),
+      TESSEL_JOB_FIELD(data.synthetic.seed, AtLeast(0), "Seed of the generator, independent of job.seed."),
+      // [model]
+      TESSEL_JOB_FIELD(model.name, NonEmpty(), "Architecture; this build supports \"rgcn\"."),
+      TESSEL_JOB_FIELD(model.layers, AtLeast(1), "Message-passing layers (the last one outputs class scores)."),
+      TESSEL_JOB_FIELD(model.hidden, AtLeast(1), "Width of the hidden layers."),
+      TESSEL_JOB_FIELD(model.input, OneOf({"auto", "features", "onehot"}),
+                       "First-layer input; \"auto\" = features where the graph has them, else one-hot."),
+      TESSEL_JOB_FIELD(model.num_bases, AtLeast(0), "Basis decomposition of relation weights; 0 = none."),
+      // [train]
+      TESSEL_JOB_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
+      TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
+      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "L2 penalty on the first layer's weights (as in the R-GCN paper)."),
+      TESSEL_JOB_FIELD(train.optimizer, OneOf({"adam", "sgd"}), "Optimizer."),
+      TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs between progress lines."),
+      // [partition]
+      TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
+      TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
+      // [spill]
+      TESSEL_JOB_FIELD(spill.dir, NonEmpty(), "Directory of the per-worker HDF5 spill files (local NVMe is best)."),
+      TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
+      TESSEL_JOB_FIELD(spill.policy, OneOf({"auto", "keep", "offload", "recompute"}),
+                       "What happens to saved activations; \"auto\" lets the planner choose per tensor."),
+      TESSEL_JOB_FIELD(spill.checksum, Any(), "Fletcher32 checksum on every spilled tensor."),
+      // [checkpoint]
+      TESSEL_JOB_FIELD(checkpoint.dir, Any(), "Checkpoint directory; \"\" = OUTPUT_DIR/checkpoints."),
+      TESSEL_JOB_FIELD(checkpoint.every_steps, AtLeast(0), "Steps between checkpoints; 0 = none."),
+      TESSEL_JOB_FIELD(checkpoint.keep, AtLeast(1), "Checkpoints kept; older ones are deleted."),
+      // [plugins]
+      TESSEL_JOB_FIELD(plugins.paths, Any(), "Plugin .so files loaded after the built-in plugins."),
+      TESSEL_JOB_FIELD(plugins.search_dirs, Any(), "Directories whose .so files are all loaded as plugins."),
+      // [metrics]
+      TESSEL_JOB_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
+      TESSEL_JOB_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),
+                       "Rank r listens on port_base + r; 0 = no exporter."),
+      TESSEL_JOB_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
+      TESSEL_JOB_FIELD(metrics.pushgateway, Any(), "Pushgateway URL for the final metrics; \"\" = none."),
+      // [timeouts]
+      TESSEL_JOB_FIELD(timeouts.heartbeat_interval_seconds, Above(0), "Seconds between heartbeats of each rank."),
+      TESSEL_JOB_FIELD(timeouts.heartbeat_timeout_seconds, Above(0),
+                       "A rank silent this long has failed (exit 5); > 2 x the interval."),
+      TESSEL_JOB_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
+      TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank."),
+  };
+}
+
+#undef TESSEL_JOB_FIELD
+
+std::string_view ExpectedText(ValueType type) {
+  switch (type) {
+    case ValueType::kInteger:
+      return "an integer";
+    case ValueType::kFloat:
+      return "a number";
+    case ValueType::kBoolean:
+      return "a boolean";
+    case ValueType::kString:
+      return "a string";
+    case ValueType::kStringArray:
+      return "an array of strings";
+    case ValueType::kBytes:
+      return "a byte count (an integer, or a string such as \"64GiB\")";
+  }
+  return "?";
+}
+
+Status TypeMismatch(ValueType expected, const toml::node& node) {
+  return UsageError(StrCat("expected ", ExpectedText(expected), ", got ", NodeTypeName(node)));
+}
+
+std::string ChoicesText(const std::vector<std::string_view>& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i) out += StrCat(i ? ", " : "", QuoteToml(choices[i]));
+  return out;
+}
+
+// "64GiB", "1.5 TB", "4096" -> bytes. Decimal (KB = 1000) and binary (KiB = 1024) units.
+Result<int64_t> ParseByteSize(std::string_view text) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {{"", 1},
+                                                                   {"B", 1},
+                                                                   {"KB", 1e3},
+                                                                   {"MB", 1e6},
+                                                                   {"GB", 1e9},
+                                                                   {"TB", 1e12},
+                                                                   {"KiB", 1ULL << 10},
+                                                                   {"MiB", 1ULL << 20},
+                                                                   {"GiB", 1ULL << 30},
+                                                                   {"TiB", 1ULL << 40}};
+  const auto bad = [&] {
+    return UsageError(
+        StrCat("expected a byte count such as \"64GiB\" (units B, KB, MB, GB, TB, KiB, MiB, GiB, "
+               "TiB), got ",
+               QuoteToml(text)));
+  };
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  double number = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + i, number);
+  if (i == 0 || ec != std::errc() || end != text.data() + i) return bad();
+  std::string_view unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    const double bytes = std::round(number * scale);
+    if (bytes >= 9.2e18) return UsageError(StrCat("byte count ", QuoteToml(text), " is too large"));
+    return static_cast<int64_t>(bytes);
+  }
+  return bad();
+}
+
+}  // namespace
+
+Constraint Constraint::AtMost(double v) const {
+  Constraint c = *this;
+  c.max = v;
+  c.max_exclusive = false;
+  return c;
+}
+Constraint Constraint::Below(double v) const {
+  Constraint c = *this;
+  c.max = v;
+  c.max_exclusive = true;
+  return c;
+}
+Constraint Any() { return {}; }
+Constraint Required() {
+  Constraint c;
+  c.required = true;
+  return c;
+}
+Constraint NonEmpty() {
+  Constraint c;
+  c.non_empty = true;
+  return c;
+}
+Constraint AtLeast(double v) {
+  Constraint c;
+  c.min = v;
+  return c;
+}
+Constraint Above(double v) {
+  Constraint c = AtLeast(v);
+  c.min_exclusive = true;
+  return c;
+}
+Constraint Bytes() {
+  Constraint c = AtLeast(0);
+  c.bytes = true;
+  return c;
+}
+Constraint OneOf(std::vector<std::string_view> choices) {
+  Constraint c;
+  c.choices = std::move(choices);
+  return c;
+}
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = BuildFields();
+  return fields;
+}
+
+const Field* FindField(std::string_view key) {
+  for (const Field& f : Fields()) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+bool IsSection(std::string_view key) {
+  for (const Field& f : Fields()) {
+    if (f.key.size() > key.size() && f.key.starts_with(key) && f.key[key.size()] == '.') return true;
+  }
+  return false;
+}
+
+std::vector<std::string> SectionNames() {
+  std::vector<std::string> out;
+  for (const Field& f : Fields()) {
+    std::string_view k = f.key;
+    for (size_t dot = k.find('.'); dot != std::string_view::npos; dot = k.find('.', dot + 1)) {
+      std::string section(k.substr(0, dot));
+      if (std::find(out.begin(), out.end(), section) == out.end()) out.push_back(section);
+    }
+  }
+  return out;
+}
+
+Result<Value> Convert(const Field& field, const toml::node& node) {
+  switch (field.type) {
+    case ValueType::kInteger: {
+      const auto* v = node.as_integer();
+      if (!v) return TypeMismatch(field.type, node);
+      const int64_t x = v->get();
+      if (x < field.type_min || x > field.type_max) {
+        return UsageError(StrCat("must be between ", field.type_min, " and ", field.type_max, ", got ", x));
+      }
+      return Value(x);
+    }
+    case ValueType::kBytes: {
+      if (const auto* v = node.as_integer()) return Value(v->get());
+      const auto* s = node.as_string();
+      if (!s) return TypeMismatch(field.type, node);
+      TESSEL_ASSIGN_OR_RETURN(int64_t bytes, ParseByteSize(s->get()));
+      return Value(bytes);
+    }
+    case ValueType::kFloat: {
+      double x = 0;
+      if (const auto* i = node.as_integer()) {
+        x = static_cast<double>(i->get());
+      } else if (const auto* f = node.as_floating_point()) {
+        x = f->get();
+      } else {
+        return TypeMismatch(field.type, node);
+      }
+      if (!std::isfinite(x)) return UsageError(StrCat("expected a finite number, got ", FormatNumber(x)));
+      return Value(x);
+    }
+    case ValueType::kBoolean: {
+      const auto* v = node.as_boolean();
+      if (!v) return TypeMismatch(field.type, node);
+      return Value(v->get());
+    }
+    case ValueType::kString: {
+      const auto* v = node.as_string();
+      if (!v) return TypeMismatch(field.type, node);
+      Value value(v->get());
+      // Enum-like fields are checked here, because an enum member cannot hold a wrong name.
+      if (std::string problem = CheckConstraint(field, value); !problem.empty()) return UsageError(problem);
+      return value;
+    }
+    case ValueType::kStringArray: {
+      const auto* arr = node.as_array();
+      if (!arr) return TypeMismatch(field.type, node);
+      std::vector<std::string> out;
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const auto* s = (*arr)[i].as_string();
+        if (!s) {
+          return UsageError(StrCat("expected an array of strings, but element ", i, " is ", NodeTypeName((*arr)[i])));
+        }
+        out.push_back(s->get());
+      }
+      return Value(std::move(out));
+    }
+  }
+  return InternalError("unknown value type");
+}
+
+std::string CheckConstraint(const Field& field, const Value& value) {
+  const Constraint& c = field.constraint;
+  if (const auto* s = std::get_if<std::string>(&value)) {
+    if (c.non_empty && s->empty()) return "must not be empty";
+    if (!c.choices.empty() && std::find(c.choices.begin(), c.choices.end(), *s) == c.choices.end()) {
+      return StrCat(QuoteToml(*s), " is not allowed; allowed values: ", ChoicesText(c.choices));
+    }
+    return "";
+  }
+  double x = 0;
+  std::string text;
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    x = static_cast<double>(*i);
+    text = std::to_string(*i);
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    x = *d;
+    text = FormatNumber(*d);
+  } else {
+    return "";
+  }
+  const bool below_min = c.min && (c.min_exclusive ? x <= *c.min : x < *c.min);
+  const bool above_max = c.max && (c.max_exclusive ? x >= *c.max : x > *c.max);
+  if (below_min || above_max) return StrCat("must be ", DescribeAllowed(field), ", got ", text);
+  return "";
+}
+
+std::string_view NodeTypeName(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "nothing";
+  }
+}
+
+std::string_view TypeName(ValueType type) {
+  switch (type) {
+    case ValueType::kInteger:
+      return "integer";
+    case ValueType::kFloat:
+      return "float";
+    case ValueType::kBoolean:
+      return "boolean";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kStringArray:
+      return "array of strings";
+    case ValueType::kBytes:
+      return "bytes";
+  }
+  return "?";
+}
+
+void ErrorList::Add(std::string_view origin, std::string_view message) {
+  lines_.push_back(StrCat(origin, ": ", message));
+}
+
+Status ErrorList::ToStatus() const {
+  if (lines_.empty()) return Status::Ok();
+  constexpr size_t kMaxLines = 20;
+  std::string text;
+  for (size_t i = 0; i < lines_.size() && i < kMaxLines; ++i) text += StrCat(i ? "\n" : "", lines_[i]);
+  if (lines_.size() > kMaxLines) text += StrCat("\n... and ", lines_.size() - kMaxLines, " more");
+  return UsageError(std::move(text));
+}
+
+std::string FormatNumber(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, ec == std::errc() ? end : buf);
+  // "5e-04" -> "5e-4": shorter, and still TOML.
+  if (const size_t e = s.find('e'); e != std::string::npos) {
+    size_t digits = e + 1;
+    if (digits < s.size() && (s[digits] == '-' || s[digits] == '+')) ++digits;
+    while (digits + 1 < s.size() && s[digits] == '0') s.erase(digits, 1);
+  }
+  return s;
+}
+
+std::string QuoteToml(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string FormatValue(const Value& value) {
+  struct Visitor {
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const {
+      std::string s = FormatNumber(v);
+      // A float must not read back as an integer.
+      if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+      return s;
+    }
+    std::string operator()(bool v) const { return v ? "true" : "false"; }
+    std::string operator()(const std::string& v) const { return QuoteToml(v); }
+    std::string operator()(const std::vector<std::string>& v) const {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += StrCat(i ? ", " : "", QuoteToml(v[i]));
+      return out + "]";
+    }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+std::string DescribeAllowed(const Field& field) {
+  const Constraint& c = field.constraint;
+  if (!c.choices.empty()) return ChoicesText(c.choices);
+  if (c.non_empty) return "non-empty";
+  const auto num = [](double v) { return FormatNumber(v); };
+  if (c.min && c.max && !c.min_exclusive && !c.max_exclusive) return StrCat(num(*c.min), " .. ", num(*c.max));
+  std::string out;
+  if (c.min) out = StrCat(c.min_exclusive ? "> " : ">= ", num(*c.min));
+  if (c.max) out += StrCat(out.empty() ? "" : ", ", c.max_exclusive ? "< " : "<= ", num(*c.max));
+  return out;
+}
+
+}  // namespace schema
+}  // namespace tessel::jobs

@@ -1,0 +1,210 @@
+// The job file: its typed form (JobSpec), the parser and the validator.
+//
+// A job file is TOML with `version = 1` at the top (DESIGN.md "Job file"). The schema — every key's
+// name, type, default, allowed values and one-line doc — is declared once, in the field table of
+// jobs/schema.cc; that table drives parsing, unknown-key rejection, `--set` overrides, FormatJobToml()
+// and DescribeFields(), and a test checks that jobs/README.md documents exactly its keys.
+//
+// Defaults live in the member initialisers below and nowhere else.
+//
+// Failure: every problem with a job file or an override is Code::kUsage (exit 2). Messages start
+// with where the offending key came from — "FILE:LINE:COL: ..." for a key in the file, "FILE: ..."
+// when a required key is absent, "--set k=v: ..." for an override — and several problems found in one
+// pass are reported together, one per line.
+//
+// Thread safety: every function here is reentrant (no shared state); a JobSpec is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessel::jobs {
+
+inline constexpr int kJobFileVersion = 1;
+
+enum class JobKind { kRgnn, kLlm };
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+enum class DataFormat {
+  kGraph,      // an existing Tessel graph file (.h5)
+  kRdf,        // RDF N-Triples plus train/test label TSVs (e.g. AIFB), imported on first use
+  kEdges,      // TSV edge lists, imported on first use
+  kSynthetic,  // generated from [data.synthetic]
+};
+enum class PartitionMethod { kMetis, kRandom, kRange };
+
+// The TOML spelling of each enum value ("rgnn", "cuda", ...).
+std::string_view KindName(JobKind kind);
+std::string_view DeviceName(DeviceChoice device);
+std::string_view FormatName(DataFormat format);
+std::string_view PartitionMethodName(PartitionMethod method);
+
+struct JobSection {
+  std::string name;               // required; letters, digits, '.', '_' and '-' only (it names the run directory)
+  JobKind kind = JobKind::kRgnn;  // required in the file
+  uint64_t seed = 0;
+  DeviceChoice device = DeviceChoice::kAuto;
+  double time_limit_seconds = 0;   // 0 = none
+  std::string output_dir;          // "" = runs/<name>-<UTC timestamp>, resolved by the runner
+  std::string log_level = "info";  // debug | info | warn | error
+  bool operator==(const JobSection&) const = default;
+};
+
+struct ResourcesSection {
+  int32_t workers = 1;
+  int32_t threads_per_worker = 1;
+  int32_t gpus_per_worker = 0;
+  int64_t memory_budget_bytes = 0;  // 0 = unlimited; the runner compares the planner's prediction
+  bool operator==(const ResourcesSection&) const = default;
+};
+
+struct SyntheticSection {
+  int64_t nodes = 20000;
+  int32_t node_types = 3;
+  int32_t relations = 6;
+  int32_t classes = 4;
+  double avg_degree = 8;
+  int64_t feature_dim = 32;  // 0 = no features (the model then uses one-hot inputs)
+  double train_fraction = 0.1;
+  double test_fraction = 0.2;
+  uint64_t seed = 1;
+  bool operator==(const SyntheticSection&) const = default;
+};
+
+struct DataSection {
+  DataFormat format = DataFormat::kSynthetic;  // required in the file
+  // The input graph file for kGraph; for the other formats the cache written on first use and read on
+  // later runs ("" = no cache: import or generate in memory every run).
+  std::string graph;
+  std::string triples, train_labels, test_labels;  // kRdf (labels are optional for kEdges)
+  std::vector<std::string> edges;                  // kEdges
+  bool add_inverse = true;                         // importers add an inverse relation per relation
+  bool add_self_loop = true;                       // importers add a self-loop relation per node type
+  SyntheticSection synthetic;
+  bool operator==(const DataSection&) const = default;
+};
+
+struct ModelSection {
+  std::string name = "rgcn";
+  int32_t layers = 2;
+  int32_t hidden = 16;
+  std::string input = "auto";  // auto | features | onehot
+  int32_t num_bases = 0;       // 0 = a full weight matrix per relation
+  bool operator==(const ModelSection&) const = default;
+};
+
+struct TrainSection {
+  int32_t epochs = 50;
+  double lr = 0.01;
+  double l2 = 5e-4;                // L2 on the first layer's weights, as in the R-GCN paper
+  std::string optimizer = "adam";  // adam | sgd
+  int32_t log_every = 1;           // epochs between progress lines
+  bool operator==(const TrainSection&) const = default;
+};
+
+struct PartitionSection {
+  PartitionMethod method = PartitionMethod::kMetis;
+  uint64_t seed = 0;
+  bool operator==(const PartitionSection&) const = default;
+};
+
+struct SpillSection {
+  std::string dir = "/tmp/tessel-spill";
+  int64_t budget_bytes = 0;     // 0 = unlimited
+  std::string policy = "auto";  // auto | keep | offload | recompute
+  bool checksum = false;        // HDF5 Fletcher32 on every spilled tensor
+  bool operator==(const SpillSection&) const = default;
+};
+
+struct CheckpointSection {
+  std::string dir;          // "" = OUTPUT_DIR/checkpoints, resolved by the runner
+  int32_t every_steps = 0;  // 0 = no checkpoints
+  int32_t keep = 2;
+  bool operator==(const CheckpointSection&) const = default;
+};
+
+struct PluginsSection {
+  std::vector<std::string> paths;        // extra plugin .so files, loaded after the built-in ones
+  std::vector<std::string> search_dirs;  // directories scanned for *.so plugins
+  bool operator==(const PluginsSection&) const = default;
+};
+
+struct MetricsSection {
+  std::string bind = "127.0.0.1";
+  int32_t port_base = 9400;  // rank r listens on port_base + r; 0 disables the exporter
+  std::string targets_file;  // "" = OUTPUT_DIR/targets.json
+  std::string pushgateway;   // "" = no push; else a Pushgateway URL
+  bool operator==(const MetricsSection&) const = default;
+};
+
+struct TimeoutsSection {
+  double heartbeat_interval_seconds = 1.0;
+  double heartbeat_timeout_seconds = 10.0;
+  double startup_seconds = 120.0;
+  double step_seconds = 600.0;
+  bool operator==(const TimeoutsSection&) const = default;
+};
+
+struct JobSpec {
+  int version = kJobFileVersion;
+  std::string source_path;  // the file (or source name) it was parsed from
+  JobSection job;
+  ResourcesSection resources;
+  DataSection data;
+  ModelSection model;
+  TrainSection train;
+  PartitionSection partition;
+  SpillSection spill;
+  CheckpointSection checkpoint;
+  PluginsSection plugins;
+  MetricsSection metrics;
+  TimeoutsSection timeouts;
+
+  // Where each key that was set came from: key path ("train.epochs", "data.edges[1]", or a section
+  // name such as "data") -> "FILE:LINE:COL" or "--set k=v". Keys left at their default are absent.
+  std::map<std::string, std::string, std::less<>> origins;
+};
+
+// Where `key` was set (see JobSpec::origins), or spec.source_path when it was left at its default.
+std::string KeyOrigin(const JobSpec& spec, std::string_view key);
+
+// Reads the file at `path` and parses it with ParseJob(). An unreadable file is kUsage.
+Result<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides);
+
+// Parses TOML text, applies the overrides ("key.path=value", in order, the last one winning) and runs
+// ValidateJob(). `source_name` is used in messages and kept as JobSpec::source_path.
+// An override's value is parsed as a TOML value (`3`, `0.02`, `"0.0.0.0"`, `["a", "b"]`); text that is
+// not a TOML value is taken as a bare string (`runs/seed3`), and so is any value given to a string key.
+// Overrides go through the same type and range checks as the file and may set keys the file lacks.
+Result<JobSpec> ParseJob(std::string_view toml_text, const std::string& source_name,
+                         const std::vector<std::string>& overrides);
+
+// The rules that span fields (jobs/README.md "Rules across fields"). ParseJob() already calls it; call it
+// again after changing a JobSpec by hand.
+Status ValidateJob(const JobSpec& spec);
+
+// Coordinator-only: checks that the input files of [data] exist and are readable regular files. Workers
+// parse the job text but never read the data, so this is separate. kUsage naming the key's origin and
+// the path. Relative paths are taken relative to the current working directory.
+Status ValidateDataPaths(const JobSpec& spec);
+
+// The resolved job as a TOML document that ParseJob() reads back to an equal JobSpec: every key of the
+// field table, defaults included, grouped by section. For RUN_DIR/job.toml and for sending to workers.
+std::string FormatJobToml(const JobSpec& spec);
+
+// The field table, for documentation and tooling (one entry per key, in table order).
+struct FieldInfo {
+  std::string key;            // "train.epochs"
+  std::string type;           // "integer", "float", "boolean", "string", "array of strings", "bytes"
+  std::string default_value;  // as TOML ("50", "\"adam\"", "[]"), or "required"
+  std::string allowed;        // ">= 1", "> 0", "0 .. 65535", "\"adam\", \"sgd\"", or "" for any
+  std::string doc;            // one line
+};
+std::vector<FieldInfo> DescribeFields();
+
+}  // namespace tessel::jobs

@@ -1,0 +1,181 @@
+// The rules that span fields (jobs/README.md "Rules across fields") and the coordinator's check of the
+// input files. Each message starts with the origin of the key at fault (see KeyOrigin()).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/logging.h"
+#include "jobs/schema.h"
+#include "jobs/spec.h"
+
+namespace tessel::jobs {
+namespace {
+
+using schema::ErrorList;
+
+bool IsRunName(std::string_view name) {
+  if (name.empty() || !std::isalnum(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+// A key that a data format needs. Reported like a missing required key, at the [data] section when
+// the file has one, else where data.format was set.
+void Require(const JobSpec& spec, bool present, std::string_view key, std::string_view what, ErrorList* errors) {
+  if (present) return;
+  const bool has_section = spec.origins.contains("data");
+  errors->Add(KeyOrigin(spec, has_section ? "data" : "data.format"),
+              StrCat("missing required key '", key, "' (", what,
+                     "): data.format = ", schema::QuoteToml(FormatName(spec.data.format)), " needs it"));
+}
+
+void CheckDataSection(const JobSpec& spec, ErrorList* errors) {
+  const DataSection& d = spec.data;
+  switch (d.format) {
+    case DataFormat::kGraph:
+      Require(spec, !d.graph.empty(), "data.graph", "the .h5 graph file", errors);
+      break;
+    case DataFormat::kRdf:
+      Require(spec, !d.triples.empty(), "data.triples", "the N-Triples file", errors);
+      Require(spec, !d.train_labels.empty(), "data.train_labels", "the training labels TSV", errors);
+      Require(spec, !d.test_labels.empty(), "data.test_labels", "the test labels TSV", errors);
+      break;
+    case DataFormat::kEdges:
+      Require(spec, !d.edges.empty(), "data.edges", "at least one edge-list file", errors);
+      break;
+    case DataFormat::kSynthetic: {
+      const SyntheticSection& s = d.synthetic;
+      if (s.nodes < s.node_types) {
+        errors->Add(KeyOrigin(spec, "data.synthetic.nodes"),
+                    StrCat("data.synthetic.nodes = ", s.nodes, " must be >= data.synthetic.node_types = ", s.node_types,
+                           " (every node type needs a node)"));
+      }
+      if (s.train_fraction + s.test_fraction > 1) {
+        errors->Add(KeyOrigin(spec, "data.synthetic.test_fraction"),
+                    StrCat("data.synthetic.train_fraction + test_fraction = ",
+                           schema::FormatNumber(s.train_fraction + s.test_fraction), " must be <= 1"));
+      }
+      if (s.feature_dim == 0 && spec.model.input == "features") {
+        errors->Add(KeyOrigin(spec, "model.input"),
+                    "model.input = \"features\" needs node features, but data.synthetic.feature_dim = 0");
+      }
+      break;
+    }
+  }
+}
+
+// `key` names the value in the message ("data.edges[1]"); its origin is looked up under `key`, falling back
+// to `origin_key`.
+void CheckReadableFile(const JobSpec& spec, const std::string& key, const std::string& path, ErrorList* errors,
+                       std::string_view origin_key = "") {
+  struct stat st;
+  std::string problem;
+  if (::stat(path.c_str(), &st) != 0) {
+    problem = std::strerror(errno);
+  } else if (S_ISDIR(st.st_mode)) {
+    problem = "it is a directory, not a file";
+  } else if (::access(path.c_str(), R_OK) != 0) {
+    problem = std::strerror(errno);
+  } else {
+    return;
+  }
+  std::string hint;
+  if (!path.empty() && path.front() != '/') {
+    std::error_code ec;
+    const auto cwd = std::filesystem::current_path(ec);
+    hint = StrCat(" (a relative path is taken from the current directory, ", ec ? "?" : cwd.string(), ")");
+  }
+  const bool own_origin = spec.origins.contains(key) || origin_key.empty();
+  errors->Add(KeyOrigin(spec, own_origin ? std::string_view(key) : origin_key),
+              StrCat(key, ": cannot read ", schema::QuoteToml(path), ": ", problem, hint));
+}
+
+}  // namespace
+
+Status ValidateJob(const JobSpec& spec) {
+  const auto at = [&spec](std::string_view key) { return KeyOrigin(spec, key); };
+  // A rule between two keys is reported where the first was set, else where the second was.
+  const auto at_either = [&spec](std::string_view first, std::string_view second) {
+    return KeyOrigin(spec, spec.origins.contains(first) ? first : second);
+  };
+  if (spec.version != kJobFileVersion) {
+    return UsageError(StrCat(spec.source_path, ": version = ", spec.version,
+                             " is not supported; this build reads job files of version ", kJobFileVersion));
+  }
+  // The llm schema ([pipeline], microbatches, ...) arrives with the llm executor; until then the rest of
+  // an llm file would only produce confusing follow-on errors.
+  if (spec.job.kind == JobKind::kLlm) {
+    return UsageError(StrCat(at("job.kind"), ": job.kind = \"llm\" is not supported by this build yet"));
+  }
+
+  ErrorList errors;
+  for (const schema::Field& f : schema::Fields()) {
+    if (std::string problem = schema::CheckConstraint(f, f.get(spec)); !problem.empty()) {
+      errors.Add(at(f.key), StrCat(f.key, ": ", problem));
+    }
+  }
+  // The rules below assume every value is in its own range.
+  if (!errors.empty()) return errors.ToStatus();
+  if (!IsRunName(spec.job.name)) {
+    errors.Add(at("job.name"), StrCat("job.name = ", schema::QuoteToml(spec.job.name),
+                                      ": use letters, digits, '.', '_' and '-', starting with a letter or digit "
+                                      "(it names the run directory)"));
+  }
+  if (spec.origins.contains("pipeline")) {
+    errors.Add(at("pipeline"),
+               "[pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]");
+  }
+  if (spec.model.name != "rgcn") {
+    errors.Add(at("model.name"), StrCat("model.name = ", schema::QuoteToml(spec.model.name),
+                                        " is not supported yet; supported: \"rgcn\""));
+  }
+  if (spec.resources.gpus_per_worker > 0 && spec.job.device == DeviceChoice::kCpu) {
+    errors.Add(at_either("resources.gpus_per_worker", "job.device"),
+               StrCat("resources.gpus_per_worker = ", spec.resources.gpus_per_worker,
+                      " needs job.device = \"auto\" or \"cuda\", but job.device = \"cpu\" (", at("job.device"), ")"));
+  }
+  const TimeoutsSection& t = spec.timeouts;
+  if (!(t.heartbeat_timeout_seconds > 2 * t.heartbeat_interval_seconds)) {
+    errors.Add(at_either("timeouts.heartbeat_timeout_seconds", "timeouts.heartbeat_interval_seconds"),
+               StrCat("timeouts.heartbeat_timeout_seconds = ", schema::FormatNumber(t.heartbeat_timeout_seconds),
+                      " must be more than 2 x timeouts.heartbeat_interval_seconds = ",
+                      schema::FormatNumber(t.heartbeat_interval_seconds), ", so one late heartbeat is not a failure"));
+  }
+  const int64_t last_port = int64_t{spec.metrics.port_base} + spec.resources.workers;
+  if (spec.metrics.port_base != 0 && last_port > 65535) {
+    errors.Add(at_either("metrics.port_base", "resources.workers"),
+               StrCat("metrics.port_base = ", spec.metrics.port_base, " + resources.workers = ", spec.resources.workers,
+                      " is ", last_port, ", past the last port 65535 (rank r listens on port_base + r)"));
+  }
+  CheckDataSection(spec, &errors);
+  return errors.ToStatus();
+}
+
+Status ValidateDataPaths(const JobSpec& spec) {
+  const DataSection& d = spec.data;
+  ErrorList errors;
+  switch (d.format) {
+    case DataFormat::kGraph:
+      CheckReadableFile(spec, "data.graph", d.graph, &errors);
+      break;
+    case DataFormat::kRdf:
+      CheckReadableFile(spec, "data.triples", d.triples, &errors);
+      CheckReadableFile(spec, "data.train_labels", d.train_labels, &errors);
+      CheckReadableFile(spec, "data.test_labels", d.test_labels, &errors);
+      break;
+    case DataFormat::kEdges:
+      for (size_t i = 0; i < d.edges.size(); ++i) {
+        CheckReadableFile(spec, StrCat("data.edges[", i, "]"), d.edges[i], &errors, "data.edges");
+      }
+      break;
+    case DataFormat::kSynthetic:
+      break;
+  }
+  return errors.ToStatus();
+}
+
+}  // namespace tessel::jobs

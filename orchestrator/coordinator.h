@@ -1,0 +1,28 @@
+// The coordinator: world rank 0 of `tessel run`. It parses and validates the job, loads or imports
+// the graph, plans the partition, sends each worker its assignment, watches heartbeats and progress,
+// gathers the results and writes RUN_DIR/summary.json. With a world of one process it also plays the
+// worker (the embedded default).
+//
+// Failure handling: an error before dispatch stops the workers cleanly and returns its Status. After
+// dispatch, a worker's reported error or a worker silent for longer than
+// [timeouts] heartbeat_timeout_seconds ends the whole job with MPI_Abort and the matching exit code
+// (5 for a dead or hung rank), after a message naming the rank and the step.
+// Thread safety: call once, from the main thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "workers/comm/mpi_comm.h"
+
+namespace tessel::orchestrator {
+
+struct RunRequest {
+  std::string job_path;
+  std::vector<std::string> overrides;
+};
+
+Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);
+
+}  // namespace tessel::orchestrator

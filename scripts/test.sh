@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test: the whole CTest suite (unit, integration and
+# mpirun cluster tests), then the unit tests again under AddressSanitizer + UBSan (label "sanitize").
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$TESSEL_ROOT"
+
+"$TESSEL_ROOT/scripts/setup-deps.sh"
+tessel_build
+
+echo "== ctest (all labels)"
+(cd "$TESSEL_BUILD" && ctest --output-on-failure --timeout 900 -j "$(tessel_jobs)" -LE sanitize)
+
+echo "== ctest -L sanitize (ASan + UBSan build of the unit tests)"
+asan="$TESSEL_ROOT/build-asan"
+if [ ! -f "$asan/CMakeCache.txt" ]; then
+  cmake -S "$TESSEL_ROOT" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DTESSEL_SANITIZE=ON -DTESSEL_CUDA=OFF
+fi
+cmake --build "$asan" --parallel "$(tessel_jobs)"
+(cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   ctest --output-on-failure --timeout 900 -j "$(tessel_jobs)" -L sanitize)

@@ -1,0 +1,249 @@
+#include "storage/generator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "storage/edges_import.h"
+
+namespace tessel::storage {
+namespace {
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256** (Blackman & Vigna). One independent stream per purpose, so that changing one part of
+// the generator does not reshuffle the others.
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream) {
+    uint64_t sm = seed ^ (stream * 0xD1B54A32D192ED03ull);
+    for (auto& word : s_) word = SplitMix64(&sm);
+  }
+  uint64_t Next() {
+    const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = Rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [0, n) (Lemire's multiply-shift; the bias is below 2^-32 for n < 2^32 and irrelevant here).
+  int64_t Below(int64_t n) {
+    return static_cast<int64_t>((static_cast<__uint128_t>(Next()) * static_cast<uint64_t>(n)) >> 64);
+  }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // Standard normal pairs by Box-Muller.
+  std::pair<double, double> NormalPair() {
+    const double u1 = 1.0 - Uniform();  // (0, 1]
+    const double u2 = Uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    return {r * std::cos(2.0 * M_PI * u2), r * std::sin(2.0 * M_PI * u2)};
+  }
+
+ private:
+  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+enum Stream : uint64_t { kClasses = 1, kPermutations, kMeans, kFeatures, kSplits, kEdges };
+
+void FillNormal(Rng& rng, double scale, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    auto [a, b] = rng.NormalPair();
+    out[i] = static_cast<float>(a * scale);
+    out[i + 1] = static_cast<float>(b * scale);
+  }
+  if (i < n) out[i] = static_cast<float>(rng.NormalPair().first * scale);
+}
+
+std::vector<int32_t> RandomPermutation(Rng& rng, int32_t n) {
+  std::vector<int32_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  while (true) {
+    for (int32_t i = n - 1; i > 0; --i) std::swap(perm[i], perm[rng.Below(i + 1)]);
+    bool identity = true;
+    for (int32_t i = 0; i < n; ++i) identity = identity && perm[i] == i;
+    if (!identity || n < 2) return perm;
+  }
+}
+
+Relation MakeEdges(const GenerateOptions& o, const HeteroGraph& g, int32_t r, int64_t num_edges,
+                   const std::vector<int32_t>& perm, const std::vector<std::vector<std::vector<int64_t>>>& by_class,
+                   Rng& rng) {
+  Relation rel;
+  rel.name = StrCat("rel", r);
+  rel.kind = RelationKind::kBase;
+  const int32_t t = o.node_types;
+  rel.src_type = r % t;
+  rel.dst_type = (r + 1 + r / t) % t;
+  const NodeType& src = g.node_types[rel.src_type];
+  const NodeType& dst = g.node_types[rel.dst_type];
+  std::vector<std::pair<int64_t, int64_t>> edges(static_cast<size_t>(num_edges));
+  for (auto& e : edges) {
+    const int64_t u = rng.Below(src.count);
+    int64_t v;
+    const auto& pool = by_class[rel.dst_type][perm[src.labels[u]]];
+    if (rng.Uniform() < o.planted_fraction && !pool.empty()) {
+      v = pool[rng.Below(static_cast<int64_t>(pool.size()))];
+    } else {
+      v = rng.Below(dst.count);
+    }
+    e = {u, v};
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  rel.src.reserve(edges.size());
+  rel.dst.reserve(edges.size());
+  for (const auto& [u, v] : edges) {
+    rel.src.push_back(u);
+    rel.dst.push_back(v);
+  }
+  return rel;
+}
+
+std::string Fingerprint(const GenerateOptions& o) {
+  return StrCat("tessel-generate v1; nodes=", o.nodes, "; node_types=", o.node_types, "; relations=", o.relations,
+                "; classes=", o.classes, "; avg_degree=", o.avg_degree, "; feature_dim=", o.feature_dim,
+                "; planted_fraction=", o.planted_fraction, "; feature_noise=", o.feature_noise,
+                "; train=", o.train_fraction, "; val=", o.val_fraction, "; test=", o.test_fraction,
+                "; seed=", o.seed, "; inverse=", o.add_inverse ? 1 : 0, "; self_loop=", o.add_self_loop ? 1 : 0,
+                "; name=", o.name);
+}
+
+}  // namespace
+
+Status ValidateGenerateOptions(const GenerateOptions& o) {
+  auto bad = [](std::string_view what) { return UsageError(StrCat("generate graph: ", what)); };
+  if (o.node_types < 1) return bad("--node-types must be at least 1");
+  if (o.nodes < o.node_types) return bad("--nodes must be at least --node-types");
+  if (o.nodes > (int64_t{1} << 40)) return bad("--nodes is too large");
+  if (o.relations < 1) return bad("--relations must be at least 1");
+  if (o.classes < 1 || o.classes > 1000000) return bad("--classes must be in [1, 1000000]");
+  if (!(o.avg_degree >= 0) || o.avg_degree * static_cast<double>(o.nodes) > 1e11) {
+    return bad("--avg-degree must be non-negative and give at most 5e10 edges");
+  }
+  if (o.feature_dim < 0 || o.feature_dim > 1000000) return bad("--feature-dim must be in [0, 1000000]");
+  if (!(o.planted_fraction >= 0 && o.planted_fraction <= 1)) return bad("--planted-fraction must be in [0, 1]");
+  if (!(o.feature_noise >= 0) || !std::isfinite(o.feature_noise)) return bad("--feature-noise must be >= 0");
+  for (double f : {o.train_fraction, o.val_fraction, o.test_fraction}) {
+    if (!(f >= 0 && f <= 1)) return bad("split fractions must be in [0, 1]");
+  }
+  if (o.train_fraction + o.val_fraction + o.test_fraction > 1 + 1e-9) {
+    return bad("--train-fraction + --val-fraction + --test-fraction exceeds 1");
+  }
+  if (o.name.empty()) return bad("--name must not be empty");
+  return Status::Ok();
+}
+
+Result<HeteroGraph> GenerateGraph(const GenerateOptions& o) {
+  TESSEL_RETURN_IF_ERROR(ValidateGenerateOptions(o));
+  HeteroGraph g;
+  g.name = o.name;
+  g.num_classes = o.classes;
+  g.source_fingerprint = Fingerprint(o);
+  for (int32_t c = 0; c < o.classes; ++c) g.class_names.push_back(StrCat("class", c));
+
+  // Latent classes, and per type the nodes of each class (the planted destinations).
+  Rng class_rng(o.seed, kClasses);
+  std::vector<std::vector<std::vector<int64_t>>> by_class(static_cast<size_t>(o.node_types));
+  for (int32_t t = 0; t < o.node_types; ++t) {
+    NodeType& type = g.node_types.emplace_back();
+    type.name = StrCat("type", t);
+    type.count = o.nodes / o.node_types + (t < o.nodes % o.node_types ? 1 : 0);
+    type.labels.resize(static_cast<size_t>(type.count));
+    by_class[t].resize(static_cast<size_t>(o.classes));
+    for (int64_t i = 0; i < type.count; ++i) {
+      type.labels[i] = class_rng.Below(o.classes);
+      by_class[t][type.labels[i]].push_back(i);
+    }
+  }
+
+  // Features: class mean + noise.
+  if (o.feature_dim > 0) {
+    const auto dim = static_cast<size_t>(o.feature_dim);
+    std::vector<float> means(static_cast<size_t>(o.classes) * dim);
+    Rng mean_rng(o.seed, kMeans);
+    FillNormal(mean_rng, 1.0, means.data(), means.size());
+    const double noise = o.feature_noise * std::sqrt(static_cast<double>(o.feature_dim) / 2.0);
+    Rng feature_rng(o.seed, kFeatures);
+    for (auto& type : g.node_types) {
+      type.feature_dim = o.feature_dim;
+      type.features.resize(static_cast<size_t>(type.count) * dim);
+      FillNormal(feature_rng, noise, type.features.data(), type.features.size());
+      for (int64_t i = 0; i < type.count; ++i) {
+        const float* mean = means.data() + static_cast<size_t>(type.labels[i]) * dim;
+        float* row = type.features.data() + static_cast<size_t>(i) * dim;
+        for (size_t k = 0; k < dim; ++k) row[k] += mean[k];
+      }
+    }
+  }
+
+  // Splits.
+  Rng split_rng(o.seed, kSplits);
+  for (auto& type : g.node_types) {
+    const auto n = static_cast<size_t>(type.count);
+    type.train_mask.assign(n, 0);
+    type.val_mask.assign(n, 0);
+    type.test_mask.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const double u = split_rng.Uniform();
+      if (u < o.train_fraction) {
+        type.train_mask[i] = 1;
+      } else if (u < o.train_fraction + o.val_fraction) {
+        type.val_mask[i] = 1;
+      } else if (u < o.train_fraction + o.val_fraction + o.test_fraction) {
+        type.test_mask[i] = 1;
+      }
+    }
+  }
+
+  // Base relations.
+  Rng perm_rng(o.seed, kPermutations);
+  const auto total_edges = static_cast<int64_t>(std::llround(static_cast<double>(o.nodes) * o.avg_degree / 2.0));
+  for (int32_t r = 0; r < o.relations; ++r) {
+    const std::vector<int32_t> perm = RandomPermutation(perm_rng, o.classes);
+    Rng edge_rng(o.seed, kEdges + static_cast<uint64_t>(r));
+    const int64_t num_edges = total_edges / o.relations + (r < total_edges % o.relations ? 1 : 0);
+    g.relations.push_back(MakeEdges(o, g, r, num_edges, perm, by_class, edge_rng));
+  }
+  if (o.add_inverse) {
+    for (int32_t r = 0; r < o.relations; ++r) {
+      const Relation& base = g.relations[r];
+      Relation inv;
+      inv.name = StrCat(base.name, kInverseSuffix);
+      inv.kind = RelationKind::kInverse;
+      inv.src_type = base.dst_type;
+      inv.dst_type = base.src_type;
+      inv.src = base.dst;
+      inv.dst = base.src;
+      g.relations.push_back(std::move(inv));
+    }
+  }
+  if (o.add_self_loop) {
+    for (int32_t t = 0; t < o.node_types; ++t) {
+      Relation self;
+      self.name = o.node_types == 1 ? std::string(kSelfLoopName) : StrCat(kSelfLoopName, ":", g.node_types[t].name);
+      self.kind = RelationKind::kSelfLoop;
+      self.src_type = self.dst_type = t;
+      self.src.resize(static_cast<size_t>(g.node_types[t].count));
+      std::iota(self.src.begin(), self.src.end(), int64_t{0});
+      self.dst = self.src;
+      g.relations.push_back(std::move(self));
+    }
+  }
+  return g;
+}
+
+}  // namespace tessel::storage

@@ -1,0 +1,157 @@
+// WritePartitionFile / ReadPartitionFile: one WorkerPartition per HDF5 file (DIR/part-K.h5).
+//
+// Layout, in the conventions of the graph file:
+//   /partition                attributes format_version, part, num_parts, num_owned, feature_dim,
+//                             total_nodes, num_classes, total_train, total_test (int64) and
+//                             relation_names (string array)
+//   /partition/offsets        int64 [num_parts + 1]   the range partition book over new ids
+//   /partition/row_new_id     int64 [num_rows]
+//   /partition/row_orig_id    int64 [num_rows]
+//   /partition/rel_ptr        int64 [num_relations + 1]
+//   /partition/src, dst       int64 [num_edges]       row indices; chunked + deflate when large
+//   /partition/features       float32 [num_rows, feature_dim], contiguous; absent when feature_dim is 0
+//   /partition/labels         int64 [num_owned]
+//   /partition/train, val, test  uint8 [num_owned]
+#include <unistd.h>
+
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "storage/hdf5_util.h"
+#include "storage/partition.h"
+
+namespace tessel::storage {
+namespace {
+
+constexpr int64_t kPartitionFormatVersion = 1;
+constexpr const char* kGroup = "/partition";
+// Edge and id arrays longer than this are chunked and compressed; shorter ones stay contiguous.
+constexpr size_t kChunkThreshold = size_t{1} << 16;
+
+template <typename T>
+Status Write1D(hid_t group, const std::string& name, const std::vector<T>& v, std::string_view file) {
+  const h5::Layout layout = v.size() > kChunkThreshold ? h5::Layout::kChunkedDeflate : h5::Layout::kContiguous;
+  return h5::WriteArray<T>(group, name, v.data(), {static_cast<hsize_t>(v.size())}, layout,
+                           StrCat(file, ": ", kGroup, "/", name));
+}
+
+template <typename T>
+Status Read1D(hid_t file_id, const std::string& name, std::string_view file, std::vector<T>* out) {
+  std::vector<hsize_t> dims;
+  return h5::ReadArray<T>(file_id, StrCat(kGroup, "/", name), file, 1, out, &dims);
+}
+
+Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view file) {
+  const std::string where = StrCat(file, ": ", kGroup);
+  h5::Group group(H5Gcreate2(file_id, kGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  if (!group.valid()) return h5::WriteError(where, "cannot create group");
+  const hid_t g = group.get();
+  const std::pair<const char*, int64_t> attrs[] = {
+      {"format_version", kPartitionFormatVersion}, {"part", p.part}, {"num_parts", p.num_parts},
+      {"num_owned", p.num_owned}, {"feature_dim", p.feature_dim}, {"total_nodes", p.total_nodes},
+      {"num_classes", p.num_classes}, {"total_train", p.total_train}, {"total_test", p.total_test}};
+  for (const auto& [name, value] : attrs) TESSEL_RETURN_IF_ERROR(h5::WriteInt64Attribute(g, name, value, where));
+  TESSEL_RETURN_IF_ERROR(h5::WriteStringArrayAttribute(g, "relation_names", p.relation_names, where));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "offsets", p.offsets, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "row_new_id", p.row_new_id, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "row_orig_id", p.row_orig_id, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "rel_ptr", p.rel_ptr, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "src", p.src, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "dst", p.dst, file));
+  if (p.feature_dim > 0) {
+    TESSEL_RETURN_IF_ERROR(h5::WriteArray<float>(
+        g, "features", p.features.data(),
+        {static_cast<hsize_t>(p.num_rows()), static_cast<hsize_t>(p.feature_dim)}, h5::Layout::kContiguous,
+        StrCat(where, "/features")));
+  }
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "labels", p.labels, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "train", p.train_mask, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "val", p.val_mask, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "test", p.test_mask, file));
+  return Status::Ok();
+}
+
+Result<int32_t> ReadInt32Attribute(hid_t obj, const std::string& name, std::string_view where) {
+  TESSEL_ASSIGN_OR_RETURN(int64_t v, h5::ReadInt64Attribute(obj, name, where));
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+    return BadDataError(StrCat(where, ": attribute ", name, " = ", v, " is out of range"));
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+Status WritePartitionFile(const WorkerPartition& p, const std::string& path) {
+  TESSEL_RETURN_IF_ERROR(ValidatePartition(p).WithContext(StrCat("refusing to write ", path)));
+  const std::string tmp = StrCat(path, ".tmp-", ::getpid());
+  h5::ScopedErrorSilencer silence;
+  Status st;
+  {
+    h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+    // As for graph files: v1.8 object headers hold attributes beyond 64 KiB (long relation_names lists).
+    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    if (!file.valid()) return h5::WriteError(tmp, "cannot create file");
+    st = WriteContents(p, file.get(), path);
+    if (st.ok() && file.Close() < 0) st = h5::WriteError(tmp, "cannot close (flush) file");
+  }
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = StorageError(StrCat("cannot rename ", tmp, " to ", path));
+  }
+  if (!st.ok()) std::remove(tmp.c_str());
+  return st;
+}
+
+Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
+  h5::ScopedErrorSilencer silence;
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    return BadDataError(StrCat(path, ": cannot open partition file (missing, unreadable or not HDF5)"));
+  }
+  h5::File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) return h5::ReadError(path, "cannot open partition file");
+  TESSEL_ASSIGN_OR_RETURN(h5::Group group, h5::OpenGroup(file.get(), kGroup, path));
+  const hid_t g = group.get();
+  const std::string where = StrCat(path, ": ", kGroup);
+  TESSEL_ASSIGN_OR_RETURN(int64_t version, h5::ReadInt64Attribute(g, "format_version", where));
+  if (version != kPartitionFormatVersion) {
+    return BadDataError(StrCat(where, ": format_version ", version, " is not supported (expected ",
+                               kPartitionFormatVersion, ")"));
+  }
+  WorkerPartition p;
+  TESSEL_ASSIGN_OR_RETURN(p.part, ReadInt32Attribute(g, "part", where));
+  TESSEL_ASSIGN_OR_RETURN(p.num_parts, ReadInt32Attribute(g, "num_parts", where));
+  TESSEL_ASSIGN_OR_RETURN(p.num_owned, h5::ReadInt64Attribute(g, "num_owned", where));
+  TESSEL_ASSIGN_OR_RETURN(p.feature_dim, h5::ReadInt64Attribute(g, "feature_dim", where));
+  TESSEL_ASSIGN_OR_RETURN(p.total_nodes, h5::ReadInt64Attribute(g, "total_nodes", where));
+  TESSEL_ASSIGN_OR_RETURN(p.num_classes, h5::ReadInt64Attribute(g, "num_classes", where));
+  TESSEL_ASSIGN_OR_RETURN(p.total_train, h5::ReadInt64Attribute(g, "total_train", where));
+  TESSEL_ASSIGN_OR_RETURN(p.total_test, h5::ReadInt64Attribute(g, "total_test", where));
+  TESSEL_ASSIGN_OR_RETURN(p.relation_names, h5::ReadStringArrayAttribute(g, "relation_names", where));
+  const hid_t f = file.get();
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "offsets", path, &p.offsets));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "row_new_id", path, &p.row_new_id));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "row_orig_id", path, &p.row_orig_id));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "rel_ptr", path, &p.rel_ptr));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "src", path, &p.src));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "dst", path, &p.dst));
+  if (p.feature_dim > 0) {
+    std::vector<hsize_t> dims;
+    TESSEL_RETURN_IF_ERROR(h5::ReadArray<float>(f, StrCat(kGroup, "/features"), path, 2, &p.features, &dims));
+    if (dims[0] != static_cast<hsize_t>(p.row_new_id.size()) || dims[1] != static_cast<hsize_t>(p.feature_dim)) {
+      return BadDataError(StrCat(where, "/features: shape [", dims[0], ", ", dims[1], "] is not [num_rows=",
+                                 p.row_new_id.size(), ", feature_dim=", p.feature_dim, "]"));
+    }
+  }
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "labels", path, &p.labels));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "train", path, &p.train_mask));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "val", path, &p.val_mask));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "test", path, &p.test_mask));
+  TESSEL_RETURN_IF_ERROR(ValidatePartition(p).WithContext(path));
+  return p;
+}
+
+}  // namespace tessel::storage

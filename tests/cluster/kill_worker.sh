@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A worker killed with SIGKILL mid-run:
+#  - under mpirun --enable-recovery the coordinator's heartbeat notices within the timeout, names the rank
+#    and the step, and ends the job with MPI_Abort(5): mpirun exits 5;
+#  - under plain mpirun Open MPI tears the job down itself (exit 137) and names the rank.
+source "$(dirname "$0")/../lib.sh"
+job=jobs/examples/rgcn-synthetic.toml
+sets=(--set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=100000 --set metrics.port_base=0
+      --set timeouts.heartbeat_timeout_seconds=5 --set timeouts.heartbeat_interval_seconds=0.5)
+"$TESSEL" run "$job" "${sets[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" >/dev/null 2>&1
+
+# pid of the process that is world rank $1 of the mpirun child tree
+rank_pid() {
+  for p in $(pgrep -f "bin/tessel run $job"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
+  done
+}
+
+run_and_kill() {  # $1 = extra mpirun flag; sets rc, elapsed; log in $TESSEL_WORK/log
+  local log=$TESSEL_WORK/log
+  mpirun "${MPIRUN_FLAGS[@]}" $1 -np 3 "$TESSEL" run "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 &
+  local mpirun_pid=$!
+  for _ in $(seq 1 600); do grep -q "epoch 1/" "$log" && break; sleep 0.1; done
+  grep -q "epoch 1/" "$log" || { cat "$log"; fail "the job never reached epoch 1"; }
+  sleep 1
+  local victim
+  victim=$(rank_pid 2)
+  [ -n "$victim" ] || fail "cannot find world rank 2"
+  local t0=$SECONDS
+  kill -9 "$victim"
+  set +e
+  timeout 60 tail --pid=$mpirun_pid -f /dev/null
+  wait $mpirun_pid
+  rc=$?
+  set -e
+  elapsed=$((SECONDS - t0))
+}
+
+run_and_kill --enable-recovery
+cat "$TESSEL_WORK/log" | grep -v "^\s*$" | tail -n 12
+[ "$rc" -eq 5 ] || fail "with --enable-recovery mpirun exited $rc, expected 5"
+[ "$elapsed" -le 30 ] || fail "detection took ${elapsed}s (> 30 s)"
+grep -Eq "rank 2 .*no heartbeat.*last step [0-9]+" "$TESSEL_WORK/log" || fail "the message does not name rank 2 and its step"
+pass "--enable-recovery: exit 5 after ${elapsed}s, rank and step named"
+
+run_and_kill ""
+cat "$TESSEL_WORK/log" | grep -v "^\s*$" | tail -n 6
+[ "$rc" -eq 137 ] || fail "under plain mpirun the exit was $rc, expected 137"
+grep -Eqi "rank 2" "$TESSEL_WORK/log" || fail "Open MPI's message does not name rank 2"
+pass "plain mpirun: exit 137, Open MPI names rank 2"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Bad input gives a clear error with the right exit code, names the file/line/key, and leaves nothing behind.
+source "$(dirname "$0")/../lib.sh"
+w=$TESSEL_WORK
+
+# --- job files: exit 2 with FILE:LINE:COL
+base='version = 1
+[job]
+name = "bad"
+kind = "rgnn"
+[data]
+format = "synthetic"'
+printf '%s\n[train]\nepoch = 3\n' "$base" > "$w/unknown.toml"
+expect_exit 2 "$TESSEL" validate "$w/unknown.toml"
+expect_stderr "unknown.toml:8:1: .*unknown key 'train.epoch'"
+printf '%s\n[train]\nepochs = "many"\n' "$base" > "$w/type.toml"
+expect_exit 2 "$TESSEL" run "$w/type.toml" --set job.output_dir="$w/run-type"
+expect_stderr "type.toml:8:10: .*train.epochs.*integer"
+[ ! -e "$w/run-type" ] || fail "a rejected job left $w/run-type behind"
+printf 'version = 1\n[job]\nkind = "rgnn"\n[data]\nformat = "synthetic"\n' > "$w/missing.toml"
+expect_exit 2 "$TESSEL" validate "$w/missing.toml"
+expect_stderr "missing.toml.*job.name"
+expect_exit 2 "$TESSEL" validate "$w/unknown.toml" --set train.epochs=x
+pass "job-file errors"
+
+# --- RDF: a malformed triple is exit 3 naming file:line; a truncated .nt.gz is exit 3 naming the file
+printf '<a> <p> <b> .\n<b> <p> "lit"@en .\n<c> <p> .\n' > "$w/bad.nt"
+expect_exit 3 "$TESSEL" import rdf --triples "$w/bad.nt" --out "$w/bad.h5"
+expect_stderr "bad.nt:3"
+[ ! -e "$w/bad.h5" ] || fail "a failed import left bad.h5 behind"
+for i in $(seq 1 3000); do echo "<http://x/s$i> <http://x/p$((i % 7))> <http://x/o$((i % 97))> ."; done | gzip -c > "$w/full.nt.gz"
+head -c $(( $(stat -c %s "$w/full.nt.gz") / 2 )) "$w/full.nt.gz" > "$w/trunc.nt.gz"
+expect_exit 3 "$TESSEL" import rdf --triples "$w/trunc.nt.gz" --out "$w/trunc.h5"
+expect_stderr "trunc.nt.gz"
+[ -z "$(ls "$w" | grep -E '^trunc\.h5')" ] || fail "a failed import left trunc.h5 (or a temp file) behind"
+pass "RDF import errors"
+
+# --- graph files: a truncated or foreign .h5 is exit 3 naming the file, for every command that reads it
+"$TESSEL" import rdf --triples "$w/full.nt.gz" --out "$w/good.h5" >/dev/null
+head -c $(( $(stat -c %s "$w/good.h5") / 2 )) "$w/good.h5" > "$w/cut.h5"
+expect_exit 3 "$TESSEL" inspect "$w/cut.h5"
+expect_stderr "cut.h5"
+expect_exit 3 "$TESSEL" partition "$w/cut.h5" --parts 2 --out "$w/parts"
+[ ! -e "$w/parts" ] || fail "a failed partition left $w/parts behind"
+head -c 4096 /dev/urandom > "$w/noise.h5"
+printf '%s\ngraph = "%s"\n' "${base/synthetic/graph}" "$w/noise.h5" > "$w/noise.toml"
+expect_exit 3 "$TESSEL" run "$w/noise.toml" --set job.output_dir="$w/run-noise"
+expect_stderr "noise.h5"
+[ ! -e "$w/run-noise" ] || fail "a failed run left $w/run-noise behind"
+pass "graph-file errors"

@@ -1,0 +1,42 @@
+# Shared by the shell tests (tests/integration, tests/cluster). Source it.
+# Environment (set by CTest; defaults work from a checkout with build/):
+#   TESSEL           the tessel binary
+#   TESSEL_DATA_DIR  the shared datasets (../shared/data)
+#   TESSEL_WORK      a scratch directory for this test
+set -euo pipefail
+TESSEL_SOURCE_DIR=${TESSEL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+TESSEL=${TESSEL:-$TESSEL_SOURCE_DIR/build/bin/tessel}
+TESSEL_DATA_DIR=${TESSEL_DATA_DIR:-$TESSEL_SOURCE_DIR/../shared/data}
+TESSEL_WORK=${TESSEL_WORK:-$(mktemp -d)}
+rm -rf "$TESSEL_WORK" && mkdir -p "$TESSEL_WORK"
+cd "$TESSEL_SOURCE_DIR"
+
+MPIRUN_FLAGS=(--oversubscribe --mca btl_vader_single_copy_mechanism none)
+[ "$(id -u)" -eq 0 ] && MPIRUN_FLAGS+=(--allow-run-as-root)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+pass() { echo "PASS: $*"; }
+
+# expect_exit CODE CMD...: runs CMD, captures stderr in $TESSEL_WORK/stderr, checks the exit code.
+expect_exit() {
+  local want=$1; shift
+  set +e
+  "$@" >"$TESSEL_WORK/stdout" 2>"$TESSEL_WORK/stderr"
+  local got=$?
+  set -e
+  if [ "$got" -ne "$want" ]; then
+    cat "$TESSEL_WORK/stderr" >&2
+    fail "expected exit $want, got $got from: $*"
+  fi
+}
+
+# expect_stderr REGEX: the last expect_exit's stderr matches REGEX.
+expect_stderr() {
+  grep -Eq -- "$1" "$TESSEL_WORK/stderr" || { cat "$TESSEL_WORK/stderr" >&2; fail "stderr does not match /$1/"; }
+}
+
+# json FILE EXPR: prints a Python expression over the parsed JSON document `s`.
+json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+need_aifb() { [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ] || skip "no AIFB data at $TESSEL_DATA_DIR/aifb"; }

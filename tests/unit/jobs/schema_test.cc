@@ -1,0 +1,119 @@
+// The field table (jobs/schema.cc) and its documentation: jobs/README.md must list exactly the table's
+// keys, each with the type, default, allowed values and one-line doc that the table declares.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "jobs/spec.h"
+
+namespace tessel::jobs {
+namespace {
+
+// The README row of one key, exactly as the reference table spells it.
+std::string ReadmeRow(const FieldInfo& f) {
+  const std::string def = f.default_value == "required" ? "**required**" : "`" + f.default_value + "`";
+  return "| `" + f.key + "` | " + f.type + " | " + def + " | " + (f.allowed.empty() ? "any" : f.allowed) + " | " +
+         f.doc + " |";
+}
+
+// The reference tables as they should read, section by section, for pasting into jobs/README.md.
+std::string ExpectedTables() {
+  std::string out, section;
+  for (const FieldInfo& f : DescribeFields()) {
+    const std::string this_section = f.key.substr(0, f.key.rfind('.'));
+    if (this_section != section) {
+      section = this_section;
+      out +=
+          "\n### [" + section + "]\n\n| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
+    }
+    out += ReadmeRow(f) + "\n";
+  }
+  return out;
+}
+
+TEST(JobsReadme, DocumentsEveryKeyOfTheFieldTable) {
+  const std::string path = std::string(TESSEL_SOURCE_DIR) + "/jobs/README.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::map<std::string, std::string> rows;  // key -> row
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("| `")) continue;
+    const size_t end = line.find('`', 3);
+    if (end != std::string::npos) rows[line.substr(3, end - 3)] = line;
+  }
+  bool drifted = false;
+  std::set<std::string> keys;
+  for (const FieldInfo& f : DescribeFields()) {
+    keys.insert(f.key);
+    const auto it = rows.find(f.key);
+    if (it == rows.end()) {
+      ADD_FAILURE() << "jobs/README.md does not document '" << f.key << "'; add:\n" << ReadmeRow(f);
+      drifted = true;
+    } else if (it->second != ReadmeRow(f)) {
+      ADD_FAILURE() << "jobs/README.md's row for '" << f.key
+                    << "' differs from the field table:\n  README: " << it->second << "\n  table:  " << ReadmeRow(f);
+      drifted = true;
+    }
+  }
+  for (const auto& [key, row] : rows) {
+    if (key == "version" || keys.contains(key)) continue;
+    ADD_FAILURE() << "jobs/README.md documents '" << key << "', which is not in the field table: " << row;
+    drifted = true;
+  }
+  if (drifted) std::cerr << "The reference tables should read:\n" << ExpectedTables();
+}
+
+TEST(FieldTable, KeysAreUniqueAndDocumented) {
+  std::set<std::string> seen;
+  for (const FieldInfo& f : DescribeFields()) {
+    SCOPED_TRACE(f.key);
+    EXPECT_TRUE(seen.insert(f.key).second) << "declared twice";
+    EXPECT_NE(f.key.find('.'), std::string::npos) << "every key belongs to a section";
+    EXPECT_FALSE(f.doc.empty());
+    EXPECT_EQ(f.doc.find_first_of("|\n<"), std::string::npos) << "the doc goes into a Markdown table row";
+    EXPECT_FALSE(f.type.empty());
+    EXPECT_FALSE(f.default_value.empty());
+  }
+}
+
+TEST(FieldTable, DescribesDefaultsFromTheStructs) {
+  std::map<std::string, FieldInfo> by_key;
+  for (const FieldInfo& f : DescribeFields()) by_key[f.key] = f;
+  EXPECT_EQ(by_key.at("job.name").default_value, "required");
+  EXPECT_EQ(by_key.at("job.kind").default_value, "required");
+  EXPECT_EQ(by_key.at("job.kind").allowed, "\"rgnn\", \"llm\"");
+  EXPECT_EQ(by_key.at("data.format").default_value, "required");
+  EXPECT_EQ(by_key.at("data.format").allowed, "\"graph\", \"rdf\", \"edges\", \"synthetic\"");
+  EXPECT_EQ(by_key.at("job.device").default_value, "\"auto\"");
+  EXPECT_EQ(by_key.at("train.epochs").default_value, "50");
+  EXPECT_EQ(by_key.at("train.epochs").type, "integer");
+  EXPECT_EQ(by_key.at("train.epochs").allowed, ">= 1");
+  EXPECT_EQ(by_key.at("train.lr").default_value, "0.01");
+  EXPECT_EQ(by_key.at("train.lr").type, "float");
+  EXPECT_EQ(by_key.at("train.lr").allowed, "> 0");
+  EXPECT_EQ(by_key.at("train.l2").default_value, "5e-4");
+  EXPECT_EQ(by_key.at("data.synthetic.avg_degree").default_value, "8.0");
+  EXPECT_EQ(by_key.at("data.synthetic.train_fraction").allowed, "> 0, < 1");
+  EXPECT_EQ(by_key.at("metrics.port_base").allowed, "0 .. 65535");
+  EXPECT_EQ(by_key.at("resources.memory_budget_bytes").type, "bytes");
+  EXPECT_EQ(by_key.at("plugins.paths").default_value, "[]");
+  EXPECT_EQ(by_key.at("plugins.paths").type, "array of strings");
+  EXPECT_EQ(by_key.at("job.output_dir").default_value, "\"\"");
+  EXPECT_EQ(by_key.at("data.add_inverse").default_value, "true");
+}
+
+TEST(FieldTable, EnumNamesAreTheTomlSpellings) {
+  EXPECT_EQ(KindName(JobKind::kRgnn), "rgnn");
+  EXPECT_EQ(KindName(JobKind::kLlm), "llm");
+  EXPECT_EQ(DeviceName(DeviceChoice::kCuda), "cuda");
+  EXPECT_EQ(FormatName(DataFormat::kRdf), "rdf");
+  EXPECT_EQ(PartitionMethodName(PartitionMethod::kMetis), "metis");
+}
+
+}  // namespace
+}  // namespace tessel::jobs

@@ -1,0 +1,301 @@
+// The catalog contract: monitoring/METRICS.md, the code catalog and what a Metrics registry exposes agree.
+#include "monitoring/metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tessel::monitoring {
+namespace {
+
+struct CatalogRow {
+  std::string type;
+  std::set<std::string> labels;
+  std::string unit;
+  std::set<std::string> exported_by;
+};
+
+std::string Trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  const size_t end = s.find_last_not_of(" \t");
+  return s.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> SplitCells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (size_t i = 1; i < line.size(); ++i) {  // skip the leading '|'
+    if (line[i] == '|') {
+      cells.push_back(Trim(cell));
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return cells;
+}
+
+std::set<std::string> SplitList(const std::string& s) {
+  std::set<std::string> items;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!Trim(item).empty()) items.insert(Trim(item));
+  }
+  return items;
+}
+
+// Parses the catalog table of METRICS.md: the table whose header row starts with "| name | type |".
+std::map<std::string, CatalogRow> ParseCatalog(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::map<std::string, CatalogRow> rows;
+  std::string line;
+  bool in_table = false;
+  std::vector<std::string> header;
+  while (std::getline(in, line)) {
+    if (!in_table) {
+      if (line.rfind("| name | type |", 0) == 0) {
+        in_table = true;
+        header = SplitCells(line);
+        EXPECT_EQ(header, (std::vector<std::string>{"name", "type", "labels", "unit", "meaning", "exported by"}));
+        std::getline(in, line);  // the | --- | separator
+      }
+      continue;
+    }
+    if (line.empty() || line[0] != '|') break;
+    std::vector<std::string> cells = SplitCells(line);
+    EXPECT_EQ(cells.size(), header.size()) << line;
+    if (cells.size() != header.size()) continue;
+    std::string name = cells[0];
+    EXPECT_TRUE(name.size() > 2 && name.front() == '`' && name.back() == '`') << "name not in backticks: " << line;
+    name = name.substr(1, name.size() - 2);
+    EXPECT_EQ(rows.count(name), 0u) << "duplicate row " << name;
+    rows[name] = CatalogRow{cells[1], SplitList(cells[2]), cells[3], SplitList(cells[5])};
+  }
+  EXPECT_FALSE(rows.empty()) << "no catalog table in " << path;
+  return rows;
+}
+
+std::map<std::string, CatalogRow> MarkdownCatalog() {
+  return ParseCatalog(std::string(TESSEL_SOURCE_DIR) + "/monitoring/METRICS.md");
+}
+
+std::string TypeName(prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter: return "counter";
+    case prometheus::MetricType::Gauge: return "gauge";
+    case prometheus::MetricType::Histogram: return "histogram";
+    case prometheus::MetricType::Summary: return "summary";
+    case prometheus::MetricType::Untyped: return "untyped";
+  }
+  return "?";
+}
+
+// Family name -> the collected family.
+std::map<std::string, prometheus::MetricFamily> Collect(Metrics& metrics) {
+  std::map<std::string, prometheus::MetricFamily> families;
+  for (prometheus::MetricFamily& family : metrics.registry()->Collect()) {
+    EXPECT_EQ(families.count(family.name), 0u) << "family registered twice: " << family.name;
+    families[family.name] = std::move(family);
+  }
+  return families;
+}
+
+std::set<std::string> LabelNames(const prometheus::MetricFamily& family) {
+  std::set<std::string> names;
+  for (const prometheus::ClientMetric& metric : family.metric) {
+    for (const prometheus::ClientMetric::Label& label : metric.label) names.insert(label.name);
+  }
+  return names;
+}
+
+std::string Label(const prometheus::ClientMetric& metric, const std::string& name) {
+  for (const auto& label : metric.label) {
+    if (label.name == name) return label.value;
+  }
+  return "<absent>";
+}
+
+template <typename Map>
+std::set<std::string> Keys(const Map& map) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : map) keys.insert(key);
+  return keys;
+}
+
+void TouchEverySetter(Metrics& metrics) {
+  metrics.ObserveStep(0.25);
+  metrics.SetLoss(1.5);
+  metrics.SetEpoch(3);
+  metrics.AddHaloBytes(100, 200);
+  metrics.SetPartitionEdgeCut(42);
+  metrics.SetWorkersAlive(4);
+}
+
+TEST(MetricsCatalog, MarkdownMatchesRegisteredFamilies) {
+  const std::map<std::string, CatalogRow> catalog = MarkdownCatalog();
+  Metrics metrics({"catalog", 0, std::string(kRoleEmbedded)}, "1.2.3");
+  TouchEverySetter(metrics);
+  const std::map<std::string, prometheus::MetricFamily> families = Collect(metrics);
+
+  ASSERT_EQ(Keys(families), Keys(catalog)) << "METRICS.md and the registered families differ";
+  for (const auto& [name, row] : catalog) {
+    const prometheus::MetricFamily& family = families.at(name);
+    EXPECT_EQ(TypeName(family.type), row.type) << name;
+    EXPECT_EQ(LabelNames(family), row.labels) << name;
+    EXPECT_FALSE(family.help.empty()) << name;
+  }
+}
+
+TEST(MetricsCatalog, MarkdownMatchesCodeCatalog) {
+  const std::map<std::string, CatalogRow> catalog = MarkdownCatalog();
+  std::set<std::string> code_names;
+  for (const MetricSpec& spec : Catalog()) {
+    const std::string name(spec.name);
+    code_names.insert(name);
+    ASSERT_EQ(catalog.count(name), 1u) << name << " is in metrics.cc but not in METRICS.md";
+    const CatalogRow& row = catalog.at(name);
+    EXPECT_EQ(row.type, MetricKindName(spec.kind)) << name;
+    EXPECT_EQ(row.unit, spec.unit.empty() ? "none" : std::string(spec.unit)) << name;
+    std::set<std::string> labels{"job", "rank", "role"};
+    for (const std::string& label : SplitList(std::string(spec.variable_labels))) labels.insert(label);
+    EXPECT_EQ(row.labels, labels) << name;
+    std::set<std::string> roles;
+    for (std::string_view role : {kRoleCoordinator, kRoleWorker, kRoleEmbedded}) {
+      if (RoleExports(role, spec.exported_by)) roles.insert(std::string(role));
+    }
+    EXPECT_EQ(row.exported_by, roles) << name;
+  }
+  EXPECT_EQ(code_names, Keys(catalog));
+}
+
+TEST(MetricsCatalog, NamesFollowPrometheusPractice) {
+  for (const MetricSpec& spec : Catalog()) {
+    const std::string name(spec.name);
+    EXPECT_EQ(name.rfind("tessel_", 0), 0u) << name;
+    const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+    EXPECT_EQ(total, spec.kind == MetricKind::kCounter) << name << ": _total goes on counters, and only there";
+    if (!spec.unit.empty()) {
+      EXPECT_NE(name.find("_" + std::string(spec.unit)), std::string::npos) << name << " lacks its unit";
+    }
+  }
+}
+
+TEST(Metrics, EachRoleRegistersItsMetricsAtStart) {
+  const std::map<std::string, CatalogRow> catalog = MarkdownCatalog();
+  int32_t rank = 0;
+  for (std::string_view role : {kRoleCoordinator, kRoleWorker, kRoleEmbedded}) {
+    Metrics metrics({"roles", rank++, std::string(role)}, "1.2.3");
+    std::set<std::string> expected;
+    for (const auto& [name, row] : catalog) {
+      if (row.exported_by.count(std::string(role))) expected.insert(name);
+    }
+    EXPECT_EQ(Keys(Collect(metrics)), expected) << "role " << role;
+  }
+}
+
+TEST(Metrics, EveryMetricCarriesRankLabels) {
+  Metrics metrics({"labels", 7, std::string(kRoleWorker)}, "0.1.0");
+  TouchEverySetter(metrics);
+  for (const auto& [name, family] : Collect(metrics)) {
+    ASSERT_FALSE(family.metric.empty()) << name;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      EXPECT_EQ(Label(metric, "job"), "labels") << name;
+      EXPECT_EQ(Label(metric, "rank"), "7") << name;
+      EXPECT_EQ(Label(metric, "role"), "worker") << name;
+    }
+  }
+}
+
+TEST(Metrics, SettersUpdateValues) {
+  Metrics metrics({"values", 0, std::string(kRoleEmbedded)}, "0.1.0");
+  metrics.ObserveStep(0.004);
+  metrics.ObserveStep(2.0);
+  metrics.ObserveStep(-1.0);                                      // dropped
+  metrics.ObserveStep(std::numeric_limits<double>::quiet_NaN());  // dropped
+  metrics.SetLoss(0.75);
+  metrics.SetEpoch(12);
+  metrics.AddHaloBytes(1000, 3000);
+  metrics.AddHaloBytes(24, -5);  // the negative amount is dropped
+  metrics.SetPartitionEdgeCut(123456);
+  metrics.SetWorkersAlive(3);
+
+  const auto families = Collect(metrics);
+  const auto& build = families.at("tessel_build_info").metric.at(0);
+  EXPECT_EQ(build.gauge.value, 1.0);
+  EXPECT_EQ(Label(build, "version"), "0.1.0");
+
+  const auto& step = families.at("tessel_step_duration_seconds").metric.at(0).histogram;
+  EXPECT_EQ(step.sample_count, 2u);
+  EXPECT_DOUBLE_EQ(step.sample_sum, 2.004);
+  ASSERT_EQ(step.bucket.size(), StepDurationBuckets().size() + 1);  // + the +Inf bucket
+  EXPECT_DOUBLE_EQ(step.bucket.front().upper_bound, 0.001);
+  EXPECT_DOUBLE_EQ(step.bucket[StepDurationBuckets().size() - 1].upper_bound, 100.0);
+  EXPECT_EQ(step.bucket[2].cumulative_count, 1u);  // le=0.005 holds the 4 ms step
+
+  EXPECT_EQ(families.at("tessel_loss").metric.at(0).gauge.value, 0.75);
+  EXPECT_EQ(families.at("tessel_epoch").metric.at(0).gauge.value, 12.0);
+  EXPECT_EQ(families.at("tessel_partition_edge_cut").metric.at(0).gauge.value, 123456.0);
+  EXPECT_EQ(families.at("tessel_workers_alive").metric.at(0).gauge.value, 3.0);
+
+  std::map<std::string, double> halo;
+  for (const auto& metric : families.at("tessel_halo_exchange_bytes_total").metric) {
+    halo[Label(metric, "direction")] = metric.counter.value;
+  }
+  EXPECT_EQ(halo, (std::map<std::string, double>{{"received", 3000.0}, {"sent", 1024.0}}));
+}
+
+TEST(Metrics, OtherRolesRegisterOnFirstUse) {
+  Metrics worker({"lazy", 1, std::string(kRoleWorker)}, "0.1.0");
+  EXPECT_EQ(Collect(worker).count("tessel_workers_alive"), 0u);
+  worker.SetWorkersAlive(2);
+  EXPECT_EQ(Collect(worker).at("tessel_workers_alive").metric.at(0).gauge.value, 2.0);
+
+  Metrics coordinator({"lazy", 0, std::string(kRoleCoordinator)}, "0.1.0");
+  EXPECT_EQ(Collect(coordinator).count("tessel_loss"), 0u);
+  coordinator.SetLoss(std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isinf(Collect(coordinator).at("tessel_loss").metric.at(0).gauge.value));
+}
+
+TEST(Metrics, ConcurrentFirstUseRegistersOnce) {
+  Metrics metrics({"threads", 0, std::string(kRoleCoordinator)}, "0.1.0");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&metrics] {
+      for (int i = 0; i < 1000; ++i) {
+        metrics.ObserveStep(0.01);
+        metrics.AddHaloBytes(1, 2);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const auto families = Collect(metrics);
+  ASSERT_EQ(families.at("tessel_step_duration_seconds").metric.size(), 1u);
+  EXPECT_EQ(families.at("tessel_step_duration_seconds").metric[0].histogram.sample_count, 8000u);
+  EXPECT_EQ(families.at("tessel_halo_exchange_bytes_total").metric.size(), 2u);
+}
+
+TEST(Metrics, RanksInOneProcessAreIndependent) {
+  Metrics rank0({"multi", 0, std::string(kRoleWorker)}, "0.1.0");
+  Metrics rank1({"multi", 1, std::string(kRoleWorker)}, "0.1.0");
+  rank0.SetLoss(1.0);
+  rank1.SetLoss(2.0);
+  EXPECT_NE(rank0.registry(), rank1.registry());
+  EXPECT_EQ(Collect(rank0).at("tessel_loss").metric.at(0).gauge.value, 1.0);
+  EXPECT_EQ(Collect(rank1).at("tessel_loss").metric.at(0).gauge.value, 2.0);
+}
+
+}  // namespace
+}  // namespace tessel::monitoring

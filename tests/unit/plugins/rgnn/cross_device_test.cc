@@ -1,0 +1,2 @@
+// Placeholder replaced below once the CUDA kernels exist.
+#include <gtest/gtest.h>

@@ -1,0 +1,248 @@
+// KernelRegistry: loading the real rgnn plugin, and refusing each kind of broken plugin with a message
+// that names the file and the defect.
+#include "workers/plugin_host/kernel_registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "test_dirs.h"
+#include "workers/plugin_host/op_schemas.h"
+
+namespace tessel::workers {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+using testing::TestPlugin;
+
+Logger QuietLogger() { return Logger("test", LogLevel::kError); }
+
+std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+TEST(KernelRegistry, LoadsRgnnPluginAndFindsEveryRgcnOp) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  EXPECT_TRUE(registry.RequireOps(RgcnOps(), Device::kCpu).ok());
+  for (const std::string& op : RgcnOps()) {
+    Result<const Kernel*> kernel = registry.Find(op, Device::kCpu);
+    ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+    EXPECT_EQ((*kernel)->op(), op);
+    EXPECT_EQ((*kernel)->schema(), ExpectedSchema(op));
+  }
+  const std::vector<PluginInfo> plugins = registry.plugins();
+  ASSERT_EQ(plugins.size(), 1u);
+  EXPECT_EQ(plugins[0].name, "rgnn");
+  EXPECT_EQ(plugins[0].abi_major, TESSEL_PLUGIN_ABI_MAJOR);
+  EXPECT_EQ(plugins[0].abi_minor, TESSEL_PLUGIN_ABI_MINOR);
+  EXPECT_GE(plugins[0].kernels.size(), RgcnOps().size());
+  EXPECT_EQ(FileName(plugins[0].path), "libtessel_rgnn.so");
+}
+
+TEST(KernelRegistry, WrongAbiMajorIsRefusedNamingFileAndBothVersions) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("wrong_abi_major"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_wrong_abi_major.so"));
+  EXPECT_THAT(st.message(), HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR + 1, ".", TESSEL_PLUGIN_ABI_MINOR)));
+  EXPECT_THAT(st.message(), HasSubstr(StrCat("host has ", TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR)));
+  // Nothing was committed: the plugin's kernel is not visible.
+  EXPECT_TRUE(registry.plugins().empty());
+  EXPECT_FALSE(registry.Find("nn.relu.fwd", Device::kCpu).ok());
+}
+
+TEST(KernelRegistry, NewerAbiMinorIsRefused) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("newer_abi_minor"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR + 1)));
+  EXPECT_THAT(st.message(), HasSubstr("host's minor is older"));
+}
+
+TEST(KernelRegistry, MissingOpFailsRequireOpsNamingTheOpAndTheLoadedPlugins) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(TestPlugin("missing_ops")).ok());
+  EXPECT_TRUE(registry.RequireOps({"nn.relu.fwd"}, Device::kCpu).ok());
+  const Status st = registry.RequireOps(RgcnOps(), Device::kCpu);
+  ASSERT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("no loaded plugin provides op 'rgnn.aggregate.fwd' for device cpu"));
+  EXPECT_THAT(st.message(), HasSubstr("loaded: libtest_plugin_missing_ops.so"));
+  EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("'nn.relu.fwd'")));
+  const Status on_cuda = registry.RequireOps({"nn.relu.fwd"}, Device::kCuda);
+  EXPECT_THAT(on_cuda.message(), HasSubstr("op 'nn.relu.fwd' for device cuda"));
+}
+
+TEST(KernelRegistry, WrongSchemaIsRefusedNamingOpExpectedAndActual) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("wrong_schema"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_wrong_schema.so"));
+  EXPECT_THAT(st.message(), HasSubstr("op nn.relu.fwd"));
+  EXPECT_THAT(st.message(), HasSubstr(std::string(ExpectedSchema("nn.relu.fwd"))));
+  EXPECT_THAT(st.message(), HasSubstr("nn.relu.fwd(X:T[N,D]) -> (Y:T[N,C])"));
+  EXPECT_TRUE(registry.plugins().empty());
+}
+
+TEST(KernelRegistry, MalformedSchemaIsRefused) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("bad_syntax"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("malformed schema"));
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_bad_syntax.so"));
+}
+
+TEST(KernelRegistry, WorldWritablePluginFileIsRefused) {
+  TempDir dir;
+  const std::string copy = dir.Copy(testing::RgnnPlugin(), "libtessel_rgnn.so");
+  {
+    KernelRegistry registry(QuietLogger());
+    ASSERT_TRUE(registry.LoadPlugin(copy).ok()) << "the private copy itself must load";
+  }
+  ASSERT_EQ(chmod(copy.c_str(), 0757), 0);
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(copy);
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(copy));
+  EXPECT_THAT(st.message(), HasSubstr("world-writable"));
+}
+
+TEST(KernelRegistry, PluginInWorldWritableDirectoryIsRefused) {
+  TempDir dir;
+  const std::string copy = dir.Copy(testing::RgnnPlugin(), "libtessel_rgnn.so");
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(copy);
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("directory " + dir.path() + " is world-writable"));
+}
+
+TEST(KernelRegistry, SharedObjectWithoutInitSymbolIsRefused) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("no_init"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_no_init.so"));
+  EXPECT_THAT(st.message(), HasSubstr("'tessel_plugin_init'"));
+  EXPECT_THAT(st.message(), HasSubstr("undefined symbol"));  // dlerror's text
+}
+
+TEST(KernelRegistry, NonexistentPathIsRefused) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin("/nonexistent/libtessel_nothing.so");
+  ASSERT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("/nonexistent/libtessel_nothing.so"));
+}
+
+TEST(KernelRegistry, NonPluginFileIsRefusedWithDlerror) {
+  TempDir dir;
+  const std::string path = dir.path() + "/libtessel_text.so";
+  { std::FILE* f = std::fopen(path.c_str(), "w"); std::fputs("not an ELF file\n", f); std::fclose(f); }
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(path);
+  ASSERT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("cannot load plugin"));
+  EXPECT_THAT(st.message(), HasSubstr("libtessel_text.so"));
+}
+
+TEST(KernelRegistry, DuplicateOpAcrossPluginsNamesBothAndKeepsTheFirst) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  const Status st = registry.LoadPlugin(TestPlugin("duplicate_op"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("op 'nn.relu.fwd' for device cpu is provided by both"));
+  EXPECT_THAT(st.message(), HasSubstr("libtessel_rgnn.so"));
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_duplicate_op.so"));
+  ASSERT_EQ(registry.plugins().size(), 1u);
+  EXPECT_THAT(registry.Find("nn.relu.fwd", Device::kCpu).value()->plugin_path(), HasSubstr("libtessel_rgnn.so"));
+}
+
+TEST(KernelRegistry, LoadingTheSameFileTwiceIsANoOp) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  EXPECT_EQ(registry.plugins().size(), 1u);
+}
+
+TEST(KernelRegistry, InitFailureIsReportedWithThePluginsMessage) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("init_fails"));
+  ASSERT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("tessel_plugin_init failed: no licence for this machine"));
+}
+
+TEST(KernelRegistry, ExceptionThrownByInitIsCaught) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("init_throws"));
+  ASSERT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("init exploded"));
+}
+
+TEST(KernelRegistry, ExceptionsThrownByKernelsBecomeInternalErrors) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(TestPlugin("throwing")).ok());
+  std::vector<double> x(4, 1.0), y(4, 0.0);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {4}), ty = Tensor::Borrow(y.data(), DType::kF64, {4});
+  const Status direct = registry.Find("test.throw.fwd", Device::kCpu).value()->Call({&tx}, {&ty}, nullptr);
+  EXPECT_EQ(direct.code(), Code::kInternal);
+  EXPECT_THAT(direct.message(), HasSubstr("boom from the kernel"));
+  EXPECT_THAT(direct.message(), HasSubstr("op test.throw.fwd"));
+  ThreadPool pool(3);
+  const Status in_pool = registry.Find("test.throw_in_range.fwd", Device::kCpu).value()->Call({&tx}, {&ty}, &pool);
+  EXPECT_EQ(in_pool.code(), Code::kInternal);
+  EXPECT_THAT(in_pool.message(), HasSubstr("boom from a range"));
+}
+
+TEST(KernelRegistry, KernelStatusCarriesCodeAndContext) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(TestPlugin("missing_ops")).ok());
+  std::vector<float> x(4, 1.f), y(4, 0.f);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF32, {2, 2}), ty = Tensor::Borrow(y.data(), DType::kF32, {2, 2});
+  const Status st = registry.Find("nn.relu.fwd", Device::kCpu).value()->Call({&tx}, {&ty}, nullptr);
+  EXPECT_EQ(st.code(), Code::kUsage);  // TESSEL_STATUS_INVALID_ARGUMENT
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_missing_ops.so op nn.relu.fwd: f64 only"));
+}
+
+TEST(KernelRegistry, LoadDefaultsLoadsLibtesselFilesOfSearchDirs) {
+  TempDir dir;
+  dir.Copy(testing::RgnnPlugin(), "libtessel_rgnn.so");
+  dir.Copy(testing::ExamplePlugin(), "libtessel_example.so");
+  dir.Copy(TestPlugin("wrong_abi_major"), "libother.so");  // not libtessel_*: ignored
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadDefaults({}, {dir.path()});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(registry.plugins().size(), 2u);
+  EXPECT_EQ(registry.plugins()[0].name, "example");  // sorted by file name
+  EXPECT_EQ(registry.plugins()[1].name, "rgnn");
+}
+
+TEST(KernelRegistry, LoadDefaultsStopsAtABrokenPluginInASearchDir) {
+  TempDir dir;
+  dir.Copy(TestPlugin("wrong_abi_major"), "libtessel_broken.so");
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadDefaults({testing::RgnnPlugin()}, {dir.path()});
+  EXPECT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("libtessel_broken.so"));
+}
+
+TEST(KernelRegistry, LoadDefaultsRefusesAMissingSearchDir) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadDefaults({}, {"/nonexistent/plugins"});
+  EXPECT_EQ(st.code(), Code::kPlugin);
+  EXPECT_THAT(st.message(), HasSubstr("/nonexistent/plugins"));
+}
+
+TEST(KernelRegistry, KernelPointersSurviveAMoveOfTheRegistry) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  const Kernel* relu = registry.Find("nn.relu.fwd", Device::kCpu).value();
+  KernelRegistry moved = std::move(registry);
+  EXPECT_EQ(moved.Find("nn.relu.fwd", Device::kCpu).value(), relu);
+  std::vector<double> x = {-1, 2}, y(2);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {1, 2}), ty = Tensor::Borrow(y.data(), DType::kF64, {1, 2});
+  ASSERT_TRUE(relu->Call({&tx}, {&ty}, nullptr).ok());
+  EXPECT_EQ(y, (std::vector<double>{0, 2}));
+}
+
+}  // namespace
+}  // namespace tessel::workers

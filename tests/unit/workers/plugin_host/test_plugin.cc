@@ -1,0 +1,83 @@
+// Deliberately broken plugins for the loader tests. One source, one variant per build, chosen by
+// TEST_PLUGIN_VARIANT (see CMakeLists.txt). Each variant is otherwise a well-formed plugin, so the
+// loader's refusal can only come from the defect under test.
+#include <tessel/plugin.h>
+
+#include <stdexcept>
+
+#define VARIANT_WRONG_ABI_MAJOR 1
+#define VARIANT_NEWER_ABI_MINOR 2
+#define VARIANT_MISSING_OPS 3
+#define VARIANT_WRONG_SCHEMA 4
+#define VARIANT_BAD_SYNTAX 5
+#define VARIANT_DUPLICATE_OP 6
+#define VARIANT_THROWING 7
+#define VARIANT_INIT_FAILS 8
+#define VARIANT_INIT_THROWS 9
+
+namespace {
+
+// nn.relu.fwd on f64 only, enough to be a real kernel.
+tessel_status* Relu(void*, const tessel_kernel_call* call) {
+  const tessel_tensor& x = call->inputs[0];
+  const int64_t n = x.shape[0] * x.shape[1];
+  if (x.dtype != TESSEL_DTYPE_F64) return call->make_status(call->host_ctx, TESSEL_STATUS_INVALID_ARGUMENT, "f64 only");
+  const double* in = static_cast<const double*>(x.data);
+  double* out = static_cast<double*>(call->outputs[0].data);
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0 ? in[i] : 0;
+  return nullptr;
+}
+
+#if TEST_PLUGIN_VARIANT == VARIANT_THROWING
+tessel_status* Throws(void*, const tessel_kernel_call*) { throw std::runtime_error("boom from the kernel"); }
+
+void ThrowInRange(void*, int64_t, int64_t) { throw std::runtime_error("boom from a range"); }
+tessel_status* ThrowsInParallelFor(void*, const tessel_kernel_call* call) {
+  call->parallel_for(call->host_ctx, 1000, 10, &ThrowInRange, nullptr);
+  return nullptr;
+}
+#endif
+
+tessel_status* Register(const tessel_host_api* host, const char* op, const char* schema, tessel_kernel_fn fn) {
+  tessel_kernel_def def{};
+  def.struct_size = sizeof(def);
+  def.op = op;
+  def.device = TESSEL_DEVICE_CPU;
+  def.schema = schema;
+  def.fn = fn;
+  return host->register_kernel(host->registry, &def);
+}
+
+}  // namespace
+
+extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_host_api* host,
+                                                                  tessel_plugin_info* info) {
+  info->abi_major = TESSEL_PLUGIN_ABI_MAJOR;
+  info->abi_minor = TESSEL_PLUGIN_ABI_MINOR;
+  info->name = "test_" TEST_PLUGIN_NAME;
+  info->version = "0.0.1";
+  info->description = "a deliberately broken plugin for the loader tests";
+  const char* relu_schema = "nn.relu.fwd(X:T[N,D]) -> (Y:T[N,D])";
+#if TEST_PLUGIN_VARIANT == VARIANT_WRONG_ABI_MAJOR
+  info->abi_major = TESSEL_PLUGIN_ABI_MAJOR + 1;
+#elif TEST_PLUGIN_VARIANT == VARIANT_NEWER_ABI_MINOR
+  info->abi_minor = TESSEL_PLUGIN_ABI_MINOR + 1;
+#elif TEST_PLUGIN_VARIANT == VARIANT_WRONG_SCHEMA
+  relu_schema = "nn.relu.fwd(X:T[N,D]) -> (Y:T[N,C])";
+#elif TEST_PLUGIN_VARIANT == VARIANT_BAD_SYNTAX
+  relu_schema = "nn.relu.fwd(X:T[N,D] -> Y";
+#elif TEST_PLUGIN_VARIANT == VARIANT_THROWING
+  if (tessel_status* st = Register(host, "test.throw.fwd", "test.throw.fwd(X:f64[N]) -> (Y:f64[N])", &Throws)) return st;
+  if (tessel_status* st = Register(host, "test.throw_in_range.fwd", "test.throw_in_range.fwd(X:f64[N]) -> (Y:f64[N])",
+                                   &ThrowsInParallelFor)) {
+    return st;
+  }
+#elif TEST_PLUGIN_VARIANT == VARIANT_INIT_FAILS
+  return host->make_status(host->registry, TESSEL_STATUS_PLUGIN, "no licence for this machine");
+#elif TEST_PLUGIN_VARIANT == VARIANT_INIT_THROWS
+  throw std::runtime_error("init exploded");
+#endif
+  // MISSING_OPS and DUPLICATE_OP register just this one valid kernel: the former lacks every other
+  // RGCN op, the latter collides with libtessel_rgnn.so's nn.relu.fwd.
+  return Register(host, "nn.relu.fwd", relu_schema, &Relu);
+}

@@ -1,0 +1,58 @@
+// WorkerComm: the collectives that workers of one job run among themselves (never with the
+// coordinator). The MPI implementation runs over a communicator holding only the workers; the
+// embedded single-worker run uses LocalComm, where every collective is the identity.
+// Thread safety: one thread per communicator (the worker's training thread).
+// Failure: MPI errors come back as kRankFailed naming the operation and the MPI error string.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessel::workers {
+
+class WorkerComm {
+ public:
+  virtual ~WorkerComm() = default;
+  virtual int rank() const = 0;  // 0-based index among the workers
+  virtual int size() const = 0;
+
+  // In-place elementwise sum over all workers. Deterministic for a fixed worker count.
+  virtual Status AllreduceSum(float* data, int64_t count) = 0;
+  virtual Status AllreduceSum(double* data, int64_t count) = 0;
+  virtual Status AllreduceSum(int64_t* data, int64_t count) = 0;
+
+  // Personalised exchange: send[p] goes to worker p, recv[p] is resized to what p sent.
+  virtual Status AllToAll(const std::vector<std::vector<int64_t>>& send,
+                          std::vector<std::vector<int64_t>>* recv) = 0;
+  // Float exchange with sizes known to both sides: send_counts[p] floats from send_buf at
+  // send_offsets[p] go to p; recv_counts[p] floats from p land at recv_buf + recv_offsets[p].
+  virtual Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
+                           const std::vector<int64_t>& send_offsets, float* recv_buf,
+                           const std::vector<int64_t>& recv_counts,
+                           const std::vector<int64_t>& recv_offsets) = 0;
+};
+
+// One worker: collectives are identities.
+class LocalComm final : public WorkerComm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status AllreduceSum(float*, int64_t) override { return Status(); }
+  Status AllreduceSum(double*, int64_t) override { return Status(); }
+  Status AllreduceSum(int64_t*, int64_t) override { return Status(); }
+  Status AllToAll(const std::vector<std::vector<int64_t>>& send,
+                  std::vector<std::vector<int64_t>>* recv) override {
+    *recv = send;
+    return Status();
+  }
+  Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
+                   const std::vector<int64_t>& send_offsets, float* recv_buf,
+                   const std::vector<int64_t>&, const std::vector<int64_t>& recv_offsets) override {
+    for (int64_t i = 0; i < send_counts[0]; ++i) recv_buf[recv_offsets[0] + i] = send_buf[send_offsets[0] + i];
+    return Status();
+  }
+};
+
+}  // namespace tessel::workers

@@ -1,0 +1,214 @@
+#include "workers/comm/mpi_comm.h"
+
+#include <algorithm>
+#include <limits>
+#include <thread>
+
+namespace tessel::workers {
+
+Status MpiCheck(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return RankFailedError(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(len)));
+}
+
+Result<std::unique_ptr<MpiSession>> MpiSession::Init(int* argc, char*** argv) {
+  std::unique_ptr<MpiSession> s(new MpiSession());
+  int provided = MPI_THREAD_SINGLE;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"));
+  s->thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+  // Errors come back as return codes, so a dead peer becomes a message rather than an abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &s->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &s->size_);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  s->hostname_.assign(name, static_cast<size_t>(len));
+  return s;
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+UniqueComm::~UniqueComm() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+UniqueComm& UniqueComm::operator=(UniqueComm&& o) noexcept {
+  if (this != &o) {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    comm_ = o.comm_;
+    o.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+Result<std::unique_ptr<MpiWorkerComm>> MpiWorkerComm::Split(bool is_worker) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  TESSEL_RETURN_IF_ERROR(MpiCheck(
+      MPI_Comm_split(MPI_COMM_WORLD, is_worker ? 1 : MPI_UNDEFINED, world_rank, &comm), "MPI_Comm_split"));
+  if (!is_worker) return std::unique_ptr<MpiWorkerComm>();
+  auto c = std::unique_ptr<MpiWorkerComm>(new MpiWorkerComm());
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  c->comm_ = UniqueComm(comm);
+  MPI_Comm_rank(comm, &c->rank_);
+  MPI_Comm_size(comm, &c->size_);
+  return c;
+}
+
+namespace {
+
+template <typename T>
+MPI_Datatype MpiType();
+template <> MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
+template <> MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
+template <> MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
+
+// MPI counts are int: reduce in chunks so huge parameter vectors never overflow.
+template <typename T>
+Status Allreduce(MPI_Comm comm, T* data, int64_t count) {
+  constexpr int64_t kChunk = int64_t{1} << 28;
+  for (int64_t off = 0; off < count; off += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, count - off));
+    TESSEL_RETURN_IF_ERROR(
+        MpiCheck(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MpiType<T>(), MPI_SUM, comm), "MPI_Allreduce"));
+  }
+  return Status();
+}
+
+Result<std::vector<int>> ToInts(const std::vector<int64_t>& v, const char* what) {
+  std::vector<int> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] > std::numeric_limits<int>::max()) {
+      return InternalError(std::string(what) + " exceeds MPI's 32-bit count limit");
+    }
+    out[i] = static_cast<int>(v[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status MpiWorkerComm::AllreduceSum(float* data, int64_t count) { return Allreduce(comm_.get(), data, count); }
+Status MpiWorkerComm::AllreduceSum(double* data, int64_t count) { return Allreduce(comm_.get(), data, count); }
+Status MpiWorkerComm::AllreduceSum(int64_t* data, int64_t count) { return Allreduce(comm_.get(), data, count); }
+
+Status MpiWorkerComm::AllToAll(const std::vector<std::vector<int64_t>>& send,
+                               std::vector<std::vector<int64_t>>* recv) {
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<int64_t> send_counts(n), recv_counts(n);
+  for (size_t p = 0; p < n; ++p) send_counts[p] = static_cast<int64_t>(send[p].size());
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1,
+                                               MPI_INT64_T, comm_.get()),
+                                  "MPI_Alltoall"));
+  std::vector<int64_t> send_buf, send_off(n), recv_off(n);
+  int64_t total = 0;
+  for (size_t p = 0; p < n; ++p) {
+    send_off[p] = static_cast<int64_t>(send_buf.size());
+    send_buf.insert(send_buf.end(), send[p].begin(), send[p].end());
+    recv_off[p] = total;
+    total += recv_counts[p];
+  }
+  std::vector<int64_t> recv_buf(static_cast<size_t>(total));
+  TESSEL_ASSIGN_OR_RETURN(auto sc, ToInts(send_counts, "all-to-all send"));
+  TESSEL_ASSIGN_OR_RETURN(auto so, ToInts(send_off, "all-to-all send"));
+  TESSEL_ASSIGN_OR_RETURN(auto rc, ToInts(recv_counts, "all-to-all receive"));
+  TESSEL_ASSIGN_OR_RETURN(auto ro, ToInts(recv_off, "all-to-all receive"));
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Alltoallv(send_buf.data(), sc.data(), so.data(), MPI_INT64_T,
+                                                recv_buf.data(), rc.data(), ro.data(), MPI_INT64_T, comm_.get()),
+                                  "MPI_Alltoallv"));
+  recv->assign(n, {});
+  for (size_t p = 0; p < n; ++p) {
+    (*recv)[p].assign(recv_buf.begin() + recv_off[p], recv_buf.begin() + recv_off[p] + recv_counts[p]);
+  }
+  return Status();
+}
+
+Status MpiWorkerComm::AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
+                                const std::vector<int64_t>& send_offsets, float* recv_buf,
+                                const std::vector<int64_t>& recv_counts,
+                                const std::vector<int64_t>& recv_offsets) {
+  TESSEL_ASSIGN_OR_RETURN(auto sc, ToInts(send_counts, "halo send"));
+  TESSEL_ASSIGN_OR_RETURN(auto so, ToInts(send_offsets, "halo send"));
+  TESSEL_ASSIGN_OR_RETURN(auto rc, ToInts(recv_counts, "halo receive"));
+  TESSEL_ASSIGN_OR_RETURN(auto ro, ToInts(recv_offsets, "halo receive"));
+  return MpiCheck(MPI_Alltoallv(send_buf, sc.data(), so.data(), MPI_FLOAT, recv_buf, rc.data(), ro.data(),
+                                MPI_FLOAT, comm_.get()),
+                  "MPI_Alltoallv (halo exchange)");
+}
+
+namespace {
+
+// Sleeps with a growing backoff, capped so latency stays low.
+class Backoff {
+ public:
+  void Wait() {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+    delay_us_ = std::min<int64_t>(delay_us_ * 2, 20000);
+  }
+  void Reset() { delay_us_ = 50; }
+
+ private:
+  int64_t delay_us_ = 50;
+};
+
+}  // namespace
+
+Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout) {
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return InternalError("message of " + std::to_string(bytes.size()) + " bytes exceeds MPI's 2 GiB limit");
+  }
+  MPI_Request req;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag,
+                                            MPI_COMM_WORLD, &req),
+                                  "MPI_Isend"));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test"));
+    if (done) return Status();
+    if (std::chrono::steady_clock::now() > deadline) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+      return RankFailedError("sending to rank " + std::to_string(dest) + " timed out");
+    }
+    backoff.Wait();
+  }
+}
+
+Result<Message> TryReceive(int source, int tag) {
+  int flag = 0;
+  MPI_Message handle;
+  MPI_Status st;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Improbe(source, tag, MPI_COMM_WORLD, &flag, &handle, &st), "MPI_Improbe"));
+  Message m;
+  if (!flag) return m;
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  m.bytes.resize(static_cast<size_t>(count));
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, &st), "MPI_Mrecv"));
+  m.source = st.MPI_SOURCE;
+  m.tag = st.MPI_TAG;
+  return m;
+}
+
+Result<Message> PollMessage(int source, int tag, std::chrono::duration<double> timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Backoff backoff;
+  for (;;) {
+    TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(source, tag));
+    if (m.source >= 0 || std::chrono::steady_clock::now() > deadline) return m;
+    backoff.Wait();
+  }
+}
+
+}  // namespace tessel::workers

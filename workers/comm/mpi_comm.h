@@ -1,0 +1,97 @@
+// MPI plumbing shared by the coordinator and the workers: an RAII communicator, the worker
+// communicator, and polling point-to-point helpers that never busy-wait.
+// Thread safety: MPI is initialised with MPI_THREAD_MULTIPLE when available (the heartbeat thread
+// sends while the training thread runs collectives); see MpiSession::thread_multiple().
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "workers/comm/comm.h"
+
+namespace tessel::workers {
+
+// Owns MPI_Init/MPI_Finalize for the process.
+class MpiSession {
+ public:
+  static Result<std::unique_ptr<MpiSession>> Init(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int world_rank() const { return rank_; }
+  int world_size() const { return size_; }
+  bool thread_multiple() const { return thread_multiple_; }
+  const std::string& hostname() const { return hostname_; }
+
+ private:
+  MpiSession() = default;
+  int rank_ = 0;
+  int size_ = 1;
+  bool thread_multiple_ = false;
+  std::string hostname_;
+};
+
+// RAII over an MPI_Comm made by MPI_Comm_split/dup.
+class UniqueComm {
+ public:
+  UniqueComm() = default;
+  explicit UniqueComm(MPI_Comm comm) : comm_(comm) {}
+  ~UniqueComm();
+  UniqueComm(UniqueComm&& o) noexcept : comm_(o.comm_) { o.comm_ = MPI_COMM_NULL; }
+  UniqueComm& operator=(UniqueComm&& o) noexcept;
+  UniqueComm(const UniqueComm&) = delete;
+  UniqueComm& operator=(const UniqueComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// The worker communicator: every world rank but the coordinator (rank 0).
+class MpiWorkerComm final : public WorkerComm {
+ public:
+  // Collective over MPI_COMM_WORLD: every rank must call it; the coordinator gets a null comm.
+  static Result<std::unique_ptr<MpiWorkerComm>> Split(bool is_worker);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status AllreduceSum(float* data, int64_t count) override;
+  Status AllreduceSum(double* data, int64_t count) override;
+  Status AllreduceSum(int64_t* data, int64_t count) override;
+  Status AllToAll(const std::vector<std::vector<int64_t>>& send,
+                  std::vector<std::vector<int64_t>>* recv) override;
+  Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
+                   const std::vector<int64_t>& send_offsets, float* recv_buf,
+                   const std::vector<int64_t>& recv_counts,
+                   const std::vector<int64_t>& recv_offsets) override;
+
+ private:
+  UniqueComm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// Returns "MPI_Xxx failed: <error string>" as kRankFailed when rc != MPI_SUCCESS.
+Status MpiCheck(int rc, const char* what);
+
+// Sends bytes to `dest` with `tag` on MPI_COMM_WORLD and waits for completion by polling
+// (MPI_Test + backoff sleep) up to `timeout`.
+Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout);
+
+struct Message {
+  int source = -1;
+  int tag = -1;
+  std::vector<uint8_t> bytes;
+};
+// Receives the next message from `source` (or MPI_ANY_SOURCE) with `tag` (or MPI_ANY_TAG), polling
+// with MPI_Improbe and a backoff sleep. Returns std::nullopt-like empty source (-1) on timeout.
+Result<Message> PollMessage(int source, int tag, std::chrono::duration<double> timeout);
+// One non-blocking look: returns a message if one is waiting, else source = -1.
+Result<Message> TryReceive(int source, int tag);
+
+}  // namespace tessel::workers

@@ -1,0 +1,36 @@
+// What `tessel plugin list|inspect|check` print, kept out of the CLI so tests can drive it.
+// Each function writes a human-readable report to `out` and returns the outcome: any problem is a
+// PluginError (exit 4). Thread safety: any thread; each call loads plugins into its own registry.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace tessel::workers {
+
+// Lists every libtessel_*.so in `dirs` (DefaultPluginDirs() when empty): name, version, ABI, kernel
+// count. Each file is loaded on its own, so one broken plugin does not hide the others; it is listed
+// with its error, and the call fails after the whole listing.
+Status ListPlugins(const std::vector<std::string>& dirs, std::ostream& out);
+
+// Prints a plugin's info and every (op, device, schema) it registers.
+Status InspectPlugin(const std::string& path, std::ostream& out);
+
+// Loads a plugin and validates it as a worker would: file permissions, the init symbol, the ABI
+// version, schema syntax and equality with the host's table; then, if `required_ops` is not empty,
+// that each is provided for `device`.
+Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
+                   std::ostream& out);
+
+// "rgcn" -> RgcnOps(); otherwise a comma-separated list of op names. Empty names are a UsageError.
+Result<std::vector<std::string>> ExpandOpSet(std::string_view spec);
+
+// "cpu" or "cuda".
+Result<Device> ParseDevice(std::string_view name);
+
+}  // namespace tessel::workers
