@@ -2,9 +2,12 @@
 // it needs. See jobs/schema.h.
 #include "jobs/schema.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -151,7 +154,7 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.synthetic.node_types, AtLeast(1), "Node types."),
       TESSEL_JOB_FIELD(data.synthetic.relations, AtLeast(1), "Relations, before inverses and self-loops."),
       TESSEL_JOB_FIELD(data.synthetic.classes, AtLeast(2), "Label classes."),
-      TESSEL_JOB_FIELD(data.synthetic.avg_degree, Above(0), "Mean out-degree of a node over all relations."),
+      TESSEL_JOB_FIELD(data.synthetic.avg_degree, Above(0), "Mean degree (in + out) of a node over the base relations."),
       TESSEL_JOB_FIELD(data.synthetic.feature_dim, AtLeast(0), "Input feature width; 0 = no features."),
       TESSEL_JOB_FIELD(data.synthetic.train_fraction, Above(0).Below(1), "Fraction of labelled nodes to train on."),
       TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),

@@ -1,15 +1,18 @@
 // The rules that span fields (jobs/README.md "Rules across fields") and the coordinator's check of the
 // input files. Each message starts with the origin of the key at fault (see KeyOrigin()).
+#include "jobs/spec.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "core/logging.h"
 #include "jobs/schema.h"
-#include "jobs/spec.h"
 
 namespace tessel::jobs {
 namespace {

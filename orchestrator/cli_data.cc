@@ -2,6 +2,8 @@
 // storage/{rdf_import,edges_import,generator,inspect}.h. Each builds the graph in memory and writes
 // it only when everything succeeded (WriteGraph goes through a temporary name), so a failure leaves
 // no output file.
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
@@ -9,7 +11,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
 
 #include "core/logging.h"
 #include "orchestrator/cli.h"
@@ -92,15 +93,13 @@ void RegisterGenerateGraph(CLI::App& generate, Status* result) {
   cmd->add_option("--planted-fraction", opts->planted_fraction,
                   "Probability that an edge follows its relation's class permutation")
       ->capture_default_str();
-  cmd->add_option("--feature-noise", opts->feature_noise,
-                  "Feature noise; class means are 2/noise noise-stds apart")
+  cmd->add_option("--feature-noise", opts->feature_noise, "Feature noise; class means are 2/noise noise-stds apart")
       ->capture_default_str();
   cmd->add_option("--train-fraction", opts->train_fraction, "Fraction of nodes in the train split")
       ->capture_default_str();
   cmd->add_option("--val-fraction", opts->val_fraction, "Fraction of nodes in the validation split")
       ->capture_default_str();
-  cmd->add_option("--test-fraction", opts->test_fraction, "Fraction of nodes in the test split")
-      ->capture_default_str();
+  cmd->add_option("--test-fraction", opts->test_fraction, "Fraction of nodes in the test split")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Random seed; the graph is a deterministic function of the options")
       ->capture_default_str();
   cmd->add_option("--name", opts->name, "Graph name")->capture_default_str();

@@ -17,6 +17,7 @@ namespace {
 struct JobArgs {
   std::string job;
   std::vector<std::string> sets;
+  std::string status_file;
 };
 
 void AddJobArgs(CLI::App* cmd, JobArgs* args) {
@@ -29,7 +30,7 @@ Status Run(const JobArgs& args) {
   const bool is_worker = session->world_rank() != 0;
   TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::Split(is_worker));
   if (!is_worker) {
-    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets}, *session);
+    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file}, *session);
   }
   const int rc = workers::RunMpiWorker(*session, *comm);
   if (rc == 0) return Status();
@@ -65,6 +66,8 @@ void RegisterRunCommands(CLI::App& app, Status* result) {
   AddJobArgs(run, run_args.get());
   auto resume = std::make_shared<bool>(false);
   run->add_flag("--resume", *resume, "Continue from the latest checkpoint");
+  run->add_option("--status-file", run_args->status_file,
+                  "Write the job's exit code and error as JSON here (mpirun --enable-recovery always exits 0)");
   run->callback([=] {
     if (*resume) {
       *result = UsageError("--resume: checkpoints are not implemented in this build yet");

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/json_writer.h"
 #include "core/logging.h"
 #include "core/version.h"
 #include "jobs/spec.h"
@@ -73,9 +74,19 @@ class ProgressPrinter {
   double total_seconds_ = 0;
 };
 
-[[noreturn]] void AbortJob(const Status& status) {
+// The job's outcome for launchers: `mpirun --enable-recovery` (Open MPI 4.1) exits 0 whatever the ranks
+// do, so scripts/tessel-mpirun reads the exit code from here.
+void WriteStatusFile(const std::string& path, const Status& status) {
+  if (path.empty()) return;
+  JsonWriter w(false);
+  w.BeginObject().Field("exit_code", status.exit_code()).Field("error", status.message()).EndObject();
+  (void)WriteFileAtomically(path, w.str() + "\n");
+}
+
+[[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {
   std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
   std::fflush(stderr);
+  WriteStatusFile(status_file, status);
   MPI_Abort(MPI_COMM_WORLD, status.exit_code());
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
 }
@@ -97,8 +108,9 @@ struct WorkerState {
 class Coordinator {
  public:
   Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, std::string job_text,
-              std::vector<std::string> overrides, const Logger& log)
-      : session_(session), spec_(spec), job_text_(std::move(job_text)), overrides_(std::move(overrides)), log_(log) {}
+              const RunRequest& request, const Logger& log)
+      : session_(session), spec_(spec), job_text_(std::move(job_text)), overrides_(request.overrides),
+        status_file_(request.status_file), log_(log) {}
 
   Status Run();
 
@@ -113,6 +125,7 @@ class Coordinator {
   const jobs::JobSpec& spec_;
   std::string job_text_;
   std::vector<std::string> overrides_;
+  std::string status_file_;
   const Logger& log_;
   std::string run_dir_;
   std::unique_ptr<monitoring::Metrics> metrics_;
@@ -200,7 +213,7 @@ Status Coordinator::RunEmbedded(const JobPlan& plan, workers::ResultMsg* result)
 Status Coordinator::RunDistributed(const JobPlan& plan, workers::ResultMsg* result) {
   // Once workers run, no failure may return quietly: they would wait for work that never comes.
   Status st = DispatchAndWatch(plan, result);
-  if (!st.ok()) AbortJob(st);
+  if (!st.ok()) AbortJob(st, status_file_);
   return st;
 }
 
@@ -215,7 +228,7 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
     a.run_dir = run_dir_;
     a.partition = storage::EncodePartition(plan.parts[static_cast<size_t>(r - 1)]);
     Status sent = workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
-    if (!sent.ok()) AbortJob(RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message())));
+    if (!sent.ok()) AbortJob(RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message())), status_file_);
   }
   log_.Info(StrCat("dispatched ", world - 1, " partitions; training ", spec_.train.epochs, " epochs"));
 
@@ -281,7 +294,7 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
           workers::ErrorMsg e;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &e));
           const Code code = e.code >= 1 && e.code <= 6 ? static_cast<Code>(e.code) : Code::kInternal;
-          AbortJob(Status(code, StrCat("rank ", m.source, " (worker) failed at step ", e.step, ": ", e.message)));
+          AbortJob(Status(code, StrCat("rank ", m.source, " (worker) failed at step ", e.step, ": ", e.message)), status_file_);
         }
         default:
           log_.Warn(StrCat("ignoring a message with tag ", m.tag, " from rank ", m.source));
@@ -298,11 +311,12 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
         std::snprintf(buf, sizeof buf, "%.1f", silent.count());
         AbortJob(RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
                                         s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit.count(),
-                                        " s); last step ", s.step, ": presumed dead or hung; aborting the job")));
+                                        " s); last step ", s.step, ": presumed dead or hung; aborting the job")),
+                 status_file_);
       }
     }
     if (time_limit > 0 && Seconds(now - dispatched).count() > time_limit) {
-      AbortJob(RankFailedError(StrCat("job.time_limit of ", time_limit, " s reached; aborting the job")));
+      AbortJob(RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job")), status_file_);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
@@ -312,25 +326,28 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
 
 }  // namespace
 
-Status RunCoordinator(const RunRequest& request, workers::MpiSession& session) {
+namespace {
+
+Status Coordinate(const RunRequest& request, workers::MpiSession& session) {
   std::string text;
   {
     std::ifstream in(request.job_path, std::ios::binary);
-    if (!in) {
-      ShutdownWorkers(session);
-      return UsageError("cannot read the job file " + request.job_path);
-    }
+    if (!in) return UsageError("cannot read the job file " + request.job_path);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  auto spec = jobs::ParseJob(text, request.job_path, request.overrides);
-  if (!spec.ok()) {
-    ShutdownWorkers(session);
-    return spec.status();
-  }
-  Logger log("coordinator", ParseLevel(spec->job.log_level));
-  Coordinator c(session, *spec, std::move(text), request.overrides, log);
-  Status st = c.Run();
-  if (!st.ok()) ShutdownWorkers(session);  // reached only before dispatch: afterwards failures abort
+  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::ParseJob(text, request.job_path, request.overrides));
+  Logger log("coordinator", ParseLevel(spec.job.log_level));
+  Coordinator c(session, spec, std::move(text), request, log);
+  return c.Run();
+}
+
+}  // namespace
+
+Status RunCoordinator(const RunRequest& request, workers::MpiSession& session) {
+  Status st = Coordinate(request, session);
+  // Failures after dispatch abort inside; whatever returns here happened before any worker ran.
+  if (!st.ok()) ShutdownWorkers(session);
+  WriteStatusFile(request.status_file, st);
   return st;
 }
 

@@ -21,6 +21,9 @@ namespace tessel::orchestrator {
 struct RunRequest {
   std::string job_path;
   std::vector<std::string> overrides;
+  // When set, the coordinator writes {"exit_code": N, "error": "..."} here at the end, also when it
+  // aborts the job: `mpirun --enable-recovery` itself always exits 0 (Open MPI 4.1).
+  std::string status_file;
 };
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);

@@ -12,8 +12,8 @@ job=jobs/examples/rgcn-synthetic.toml
 out=runs/demo
 rm -rf "$out"
 echo "demo: mpirun -np 3 tessel run $job  (1 coordinator + 2 workers)"
-# shellcheck disable=SC2046
-mpirun $(tessel_mpirun_flags) -np 3 "$TESSEL_BUILD/bin/tessel" run "$job" --set job.output_dir="$out" "$@"
+
+"$TESSEL_ROOT/scripts/tessel-mpirun" -np 3 "$job" --set job.output_dir="$out" "$@"
 python3 - "$out/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

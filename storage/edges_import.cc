@@ -46,11 +46,10 @@ HeteroGraph TripleCollector::Build(const BuildOptions& options) {
     if (a.src != b.src) return a.src < b.src;
     return a.dst < b.dst;
   });
-  triples_.erase(std::unique(triples_.begin(), triples_.end(),
-                             [](const Triple& a, const Triple& b) {
-                               return a.rel == b.rel && a.src == b.src && a.dst == b.dst;
-                             }),
-                 triples_.end());
+  triples_.erase(
+      std::unique(triples_.begin(), triples_.end(),
+                  [](const Triple& a, const Triple& b) { return a.rel == b.rel && a.src == b.src && a.dst == b.dst; }),
+      triples_.end());
 
   HeteroGraph g;
   NodeType& entity = g.node_types.emplace_back();
@@ -111,8 +110,8 @@ Result<HeteroGraph> ImportEdges(const EdgesImportOptions& options) {
   TextInputOptions text;
   text.members = options.members;
   for (const auto& input : options.inputs) {
-    TESSEL_RETURN_IF_ERROR(ForEachLine(
-        input, text, [&](const std::string& source, int64_t line_no, std::string_view line) -> Status {
+    TESSEL_RETURN_IF_ERROR(
+        ForEachLine(input, text, [&](const std::string& source, int64_t line_no, std::string_view line) -> Status {
           if (line.find_first_not_of(" \t") == std::string_view::npos) return Status::Ok();
           std::string_view fields[3];
           size_t n = 0, pos = 0;

@@ -117,9 +117,8 @@ std::string Fingerprint(const GenerateOptions& o) {
   return StrCat("tessel-generate v1; nodes=", o.nodes, "; node_types=", o.node_types, "; relations=", o.relations,
                 "; classes=", o.classes, "; avg_degree=", o.avg_degree, "; feature_dim=", o.feature_dim,
                 "; planted_fraction=", o.planted_fraction, "; feature_noise=", o.feature_noise,
-                "; train=", o.train_fraction, "; val=", o.val_fraction, "; test=", o.test_fraction,
-                "; seed=", o.seed, "; inverse=", o.add_inverse ? 1 : 0, "; self_loop=", o.add_self_loop ? 1 : 0,
-                "; name=", o.name);
+                "; train=", o.train_fraction, "; val=", o.val_fraction, "; test=", o.test_fraction, "; seed=", o.seed,
+                "; inverse=", o.add_inverse ? 1 : 0, "; self_loop=", o.add_self_loop ? 1 : 0, "; name=", o.name);
 }
 
 }  // namespace

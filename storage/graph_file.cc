@@ -39,8 +39,7 @@ Status CheckIds(const std::vector<int64_t>& ids, int64_t bound, std::string_view
 Status CheckLabels(const std::vector<int64_t>& labels, int64_t num_classes, std::string_view where) {
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < -1 || labels[i] >= num_classes) {
-      return BadDataError(
-          StrCat(where, ": label ", labels[i], " out of range [-1, ", num_classes, ") at index ", i));
+      return BadDataError(StrCat(where, ": label ", labels[i], " out of range [-1, ", num_classes, ") at index ", i));
     }
   }
   return Status::Ok();
@@ -134,8 +133,8 @@ Status WriteNodeType(const NodeType& t, hid_t nodes, std::string_view fname) {
   const hsize_t n = static_cast<hsize_t>(t.count);
   if (t.feature_dim > 0) {
     TESSEL_RETURN_IF_ERROR(h5::WriteArray<float>(grp.get(), "features", t.features.data(),
-                                                 {n, static_cast<hsize_t>(t.feature_dim)},
-                                                 h5::Layout::kContiguous, StrCat(where, "/features")));
+                                                 {n, static_cast<hsize_t>(t.feature_dim)}, h5::Layout::kContiguous,
+                                                 StrCat(where, "/features")));
   }
   if (!t.labels.empty()) {
     TESSEL_RETURN_IF_ERROR(h5::WriteArray<int64_t>(grp.get(), "labels", t.labels.data(), {n},
@@ -144,8 +143,8 @@ Status WriteNodeType(const NodeType& t, hid_t nodes, std::string_view fname) {
   for (int m = 0; m < 3; ++m) {
     const auto& mask = Mask(t, m);
     if (mask.empty()) continue;
-    TESSEL_RETURN_IF_ERROR(h5::WriteArray<uint8_t>(grp.get(), kMaskNames[m], mask.data(), {n},
-                                                   LayoutFor(mask.size()), StrCat(where, "/", kMaskNames[m])));
+    TESSEL_RETURN_IF_ERROR(h5::WriteArray<uint8_t>(grp.get(), kMaskNames[m], mask.data(), {n}, LayoutFor(mask.size()),
+                                                   StrCat(where, "/", kMaskNames[m])));
   }
   return Status::Ok();
 }
@@ -191,8 +190,8 @@ Status ReadNodeType(hid_t file, const std::string& fname, int64_t num_classes, N
   if (h5::Exists(file, base + "/features")) {
     TESSEL_RETURN_IF_ERROR(h5::ReadArray<float>(file, base + "/features", fname, 2, &t->features, &dims));
     if (dims[0] != n || dims[1] == 0) {
-      return BadDataError(StrCat(fname, ": ", base, "/features: shape [", dims[0], ", ", dims[1],
-                                 "] does not match count ", n));
+      return BadDataError(
+          StrCat(fname, ": ", base, "/features: shape [", dims[0], ", ", dims[1], "] does not match count ", n));
     }
     t->feature_dim = static_cast<int64_t>(dims[1]);
   }
@@ -230,8 +229,8 @@ Status ReadRelation(hid_t file, const std::string& fname, const HeteroGraph& g, 
   TESSEL_ASSIGN_OR_RETURN(h5::Group grp, h5::OpenGroup(file, base, fname));
   TESSEL_ASSIGN_OR_RETURN(r->name, h5::ReadStringAttribute(grp.get(), "name", where));
   if (r->name != expected_name) {
-    return BadDataError(StrCat(where, ": name '", r->name, "' differs from /meta relation_names[", index, "] '",
-                               expected_name, "'"));
+    return BadDataError(
+        StrCat(where, ": name '", r->name, "' differs from /meta relation_names[", index, "] '", expected_name, "'"));
   }
   auto type_index = [&](const std::string& attr, int32_t* out) -> Status {
     TESSEL_ASSIGN_OR_RETURN(std::string name, h5::ReadStringAttribute(grp.get(), attr, where));
@@ -266,8 +265,8 @@ Result<HeteroGraph> ReadContents(hid_t file, const std::string& fname) {
     TESSEL_ASSIGN_OR_RETURN(h5::Group meta, h5::OpenGroup(file, "/meta", fname));
     TESSEL_ASSIGN_OR_RETURN(int64_t version, h5::ReadInt64Attribute(meta.get(), "format_version", meta_where));
     if (version != kGraphFormatVersion) {
-      return BadDataError(StrCat(meta_where, ": format_version ", version, " is not supported (expected ",
-                                 kGraphFormatVersion, ")"));
+      return BadDataError(
+          StrCat(meta_where, ": format_version ", version, " is not supported (expected ", kGraphFormatVersion, ")"));
     }
     TESSEL_ASSIGN_OR_RETURN(g.name, h5::ReadStringAttribute(meta.get(), "name", meta_where));
     TESSEL_ASSIGN_OR_RETURN(type_names, h5::ReadStringArrayAttribute(meta.get(), "node_types", meta_where));
@@ -281,8 +280,7 @@ Result<HeteroGraph> ReadContents(hid_t file, const std::string& fname) {
   }
   if (g.num_classes < 0) return BadDataError(StrCat(meta_where, ": negative num_classes ", g.num_classes));
   if (!g.class_names.empty() && static_cast<int64_t>(g.class_names.size()) != g.num_classes) {
-    return BadDataError(StrCat(meta_where, ": ", g.class_names.size(), " class_names for num_classes ",
-                               g.num_classes));
+    return BadDataError(StrCat(meta_where, ": ", g.class_names.size(), " class_names for num_classes ", g.num_classes));
   }
   std::set<std::string> seen;
   for (const auto& name : type_names) {
@@ -356,8 +354,8 @@ Status HeteroGraph::Validate() const {
     if (t.count < 0) return BadDataError(StrCat(where, ": negative count ", t.count));
     const auto n = static_cast<size_t>(t.count);
     if (t.feature_dim < 0 || t.features.size() != n * static_cast<size_t>(t.feature_dim)) {
-      return BadDataError(StrCat(where, " features: ", t.features.size(), " values for ", n, " nodes x dim ",
-                                 t.feature_dim));
+      return BadDataError(
+          StrCat(where, " features: ", t.features.size(), " values for ", n, " nodes x dim ", t.feature_dim));
     }
     if (!t.labels.empty() && t.labels.size() != n) {
       return BadDataError(StrCat(where, " labels: size ", t.labels.size(), " does not match count ", n));

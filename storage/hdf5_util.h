@@ -226,8 +226,7 @@ Status ReadArray(hid_t loc, const std::string& path, std::string_view file, int 
   Datatype type(H5Dget_type(d.get()));
   if (!type.valid()) return ReadError(where, "cannot read the datatype");
   if (!TypeMatches<T>(type.get())) {
-    return BadDataError(
-        StrCat(where, ": expected ", TypeTraits<T>::kName, ", found ", DescribeType(type.get())));
+    return BadDataError(StrCat(where, ": expected ", TypeTraits<T>::kName, ", found ", DescribeType(type.get())));
   }
   TESSEL_ASSIGN_OR_RETURN(*dims, Shape(d.get(), where));
   if (static_cast<int>(dims->size()) != rank) {
@@ -275,8 +274,8 @@ enum class Layout { kContiguous, kChunkedDeflate };
 // Writes a dataset of shape `dims` from `data` (row-major). kChunkedDeflate uses shuffle + deflate
 // level 1 in chunks of up to 1 Mi elements; kContiguous keeps the bytes mappable in place.
 template <typename T>
-Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::vector<hsize_t>& dims,
-                  Layout layout, std::string_view where) {
+Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::vector<hsize_t>& dims, Layout layout,
+                  std::string_view where) {
   Dataspace space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   if (!space.valid()) return WriteError(where, "cannot create dataspace");
   PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
@@ -288,8 +287,8 @@ Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::
     hsize_t row = 1;
     for (size_t i = 1; i < dims.size(); ++i) row *= dims[i];
     chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t{1} << 20) / std::max<hsize_t>(row, 1)));
-    if (H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 ||
-        H5Pset_shuffle(dcpl.get()) < 0 || H5Pset_deflate(dcpl.get(), 1) < 0) {
+    if (H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 || H5Pset_shuffle(dcpl.get()) < 0 ||
+        H5Pset_deflate(dcpl.get(), 1) < 0) {
       return WriteError(where, "cannot set chunking/compression");
     }
   } else {
@@ -297,8 +296,7 @@ Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::
     H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
   }
-  Dataset d(H5Dcreate2(loc, name.c_str(), TypeTraits<T>::Native(), space.get(), H5P_DEFAULT, dcpl.get(),
-                       H5P_DEFAULT));
+  Dataset d(H5Dcreate2(loc, name.c_str(), TypeTraits<T>::Native(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   if (!d.valid()) return WriteError(where, "cannot create dataset");
   if (total > 0 && H5Dwrite(d.get(), TypeTraits<T>::Native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
     return WriteError(where, "cannot write data");
@@ -310,8 +308,7 @@ Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::
 template <typename T>
 Status WriteScalar(hid_t loc, const std::string& name, T value, std::string_view where) {
   Dataspace space(H5Screate(H5S_SCALAR));
-  Dataset d(H5Dcreate2(loc, name.c_str(), TypeTraits<T>::Native(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                       H5P_DEFAULT));
+  Dataset d(H5Dcreate2(loc, name.c_str(), TypeTraits<T>::Native(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!d.valid()) return WriteError(where, "cannot create dataset");
   if (H5Dwrite(d.get(), TypeTraits<T>::Native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
     return WriteError(where, "cannot write data");
@@ -350,7 +347,8 @@ inline Status WriteStringsAttribute(hid_t obj, const std::string& name, const st
   Dataspace space(shape == StringShape::kScalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr));
   Attribute a(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
   std::vector<char> buf(values.size() * (max_len + 1), '\0');
-  for (size_t i = 0; i < values.size(); ++i) std::copy(values[i].begin(), values[i].end(), buf.begin() + i * (max_len + 1));
+  for (size_t i = 0; i < values.size(); ++i)
+    std::copy(values[i].begin(), values[i].end(), buf.begin() + i * (max_len + 1));
   if (!a.valid() || (n > 0 && H5Awrite(a.get(), type.get(), buf.data()) < 0)) {
     return WriteError(where, StrCat("cannot write attribute ", name));
   }
@@ -388,7 +386,8 @@ inline Result<std::vector<std::string>> ReadStrings(hid_t attr, std::string_view
   const std::string w = StrCat(where, ": attribute ", name);
   Datatype type(H5Aget_type(attr));
   if (!type.valid() || H5Tget_class(type.get()) != H5T_STRING) {
-    return BadDataError(StrCat(w, ": expected a string", type.valid() ? StrCat(", found ", DescribeType(type.get())) : ""));
+    return BadDataError(
+        StrCat(w, ": expected a string", type.valid() ? StrCat(", found ", DescribeType(type.get())) : ""));
   }
   Dataspace space(H5Aget_space(attr));
   const hssize_t n = space.valid() ? H5Sget_simple_extent_npoints(space.get()) : -1;

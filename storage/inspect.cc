@@ -102,8 +102,8 @@ struct TreeDumper {
     h5::Datatype type(H5Dget_type(d));
     h5::Dataspace space(H5Dget_space(d));
     h5::PropList dcpl(H5Dget_create_plist(d));
-    std::string s = StrCat(type.valid() ? h5::DescribeType(type.get()) : "?", " ",
-                           space.valid() ? ShapeString(space.get()) : "?");
+    std::string s =
+        StrCat(type.valid() ? h5::DescribeType(type.get()) : "?", " ", space.valid() ? ShapeString(space.get()) : "?");
     if (dcpl.valid()) {
       const H5D_layout_t layout = H5Pget_layout(dcpl.get());
       s += layout == H5D_CHUNKED ? ", chunked" : (layout == H5D_COMPACT ? ", compact" : ", contiguous");
@@ -114,10 +114,10 @@ struct TreeDumper {
         char fname[64] = {0};
         const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(f), &flags, &nelem, nullptr,
                                                sizeof(fname), fname, nullptr);
-        s += StrCat(", ", id == H5Z_FILTER_DEFLATE ? "deflate"
-                          : id == H5Z_FILTER_SHUFFLE ? "shuffle"
+        s += StrCat(", ", id == H5Z_FILTER_DEFLATE      ? "deflate"
+                          : id == H5Z_FILTER_SHUFFLE    ? "shuffle"
                           : id == H5Z_FILTER_FLETCHER32 ? "fletcher32"
-                                                         : std::string(fname));
+                                                        : std::string(fname));
       }
     }
     if (type.valid() && space.valid() && H5Sget_simple_extent_npoints(space.get()) == 1 &&
@@ -212,9 +212,13 @@ void PrintGraphSummary(const HeteroGraph& g, const InspectOptions& options, std:
       << WithThousands(by_kind[2]) << " self-loop), " << Plural(g.num_edges(), "edge", "edges") << "\n";
   out << "  " << Plural(distinct_triples, "distinct triple", "distinct triples") << " over "
       << Plural(by_kind[0], "predicate", "predicates") << "\n";
-  out << "  " << WithThousands(train) << " train, " << (val > 0 ? StrCat(WithThousands(val), " val, ") : "")
-      << WithThousands(test) << " test labelled nodes, " << Plural(g.num_classes, "class", "classes") << " ("
-      << WithThousands(labelled) << " nodes labelled)\n";
+  if (g.num_classes == 0 && labelled == 0) {
+    out << "  no labels\n";
+  } else {
+    out << "  " << WithThousands(train) << " train, " << (val > 0 ? StrCat(WithThousands(val), " val, ") : "")
+        << WithThousands(test) << " test labelled nodes, " << Plural(g.num_classes, "class", "classes") << " ("
+        << WithThousands(labelled) << " nodes labelled)\n";
+  }
 
   out << "node types:\n";
   for (const auto& t : g.node_types) {
@@ -242,9 +246,9 @@ void PrintGraphSummary(const HeteroGraph& g, const InspectOptions& options, std:
                          : std::min(g.relations.size(), static_cast<size_t>(options.max_relations));
   for (size_t i = 0; i < shown; ++i) {
     const Relation& r = g.relations[i];
-    out << "  " << std::setw(4) << i << "  " << std::left << std::setw(9) << RelationKindName(r.kind)
-        << std::right << " " << g.node_types[r.src_type].name << " -> " << g.node_types[r.dst_type].name << "  "
-        << std::setw(12) << WithThousands(static_cast<int64_t>(r.src.size())) << " edges  " << r.name << "\n";
+    out << "  " << std::setw(4) << i << "  " << std::left << std::setw(9) << RelationKindName(r.kind) << std::right
+        << " " << g.node_types[r.src_type].name << " -> " << g.node_types[r.dst_type].name << "  " << std::setw(12)
+        << WithThousands(static_cast<int64_t>(r.src.size())) << " edges  " << r.name << "\n";
   }
   if (shown < g.relations.size()) {
     out << "  ... " << WithThousands(static_cast<int64_t>(g.relations.size() - shown))

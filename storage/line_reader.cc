@@ -411,9 +411,8 @@ Status ForEachLine(const std::string& path, const TextInputOptions& options, con
   std::vector<std::string> all_names;
   TESSEL_ASSIGN_OR_RETURN(std::vector<TarMember> members, ReadTar(*stream, head.data(), path, options, &all_names));
   for (const auto& wanted : options.members) {
-    const bool found = std::any_of(members.begin(), members.end(), [&](const TarMember& m) {
-      return m.name == wanted || BaseName(m.name) == wanted;
-    });
+    const bool found = std::any_of(members.begin(), members.end(),
+                                   [&](const TarMember& m) { return m.name == wanted || BaseName(m.name) == wanted; });
     if (!found) {
       std::string list;
       for (const auto& n : all_names) list += (list.empty() ? "" : ", ") + n;

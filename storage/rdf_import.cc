@@ -172,15 +172,32 @@ class NTriplesParser {
       }
       char raw;
       switch (e) {
-        case 't': raw = '\t'; break;
-        case 'b': raw = '\b'; break;
-        case 'n': raw = '\n'; break;
-        case 'r': raw = '\r'; break;
-        case 'f': raw = '\f'; break;
-        case '"': raw = '"'; break;
-        case '\'': raw = '\''; break;
-        case '\\': raw = '\\'; break;
-        default: return Error(StrCat("invalid escape '\\", std::string(1, e), "' in literal"));
+        case 't':
+          raw = '\t';
+          break;
+        case 'b':
+          raw = '\b';
+          break;
+        case 'n':
+          raw = '\n';
+          break;
+        case 'r':
+          raw = '\r';
+          break;
+        case 'f':
+          raw = '\f';
+          break;
+        case '"':
+          raw = '"';
+          break;
+        case '\'':
+          raw = '\'';
+          break;
+        case '\\':
+          raw = '\\';
+          break;
+        default:
+          return Error(StrCat("invalid escape '\\", std::string(1, e), "' in literal"));
       }
       AppendEscaped(std::string_view(&raw, 1), out);
       ++pos_;
@@ -217,11 +234,20 @@ class NTriplesParser {
   static void AppendEscaped(std::string_view raw, std::string* out) {
     for (char c : raw) {
       switch (c) {
-        case '"': out->append("\\\""); break;
-        case '\\': out->append("\\\\"); break;
-        case '\n': out->append("\\n"); break;
-        case '\r': out->append("\\r"); break;
-        default: out->push_back(c);
+        case '"':
+          out->append("\\\"");
+          break;
+        case '\\':
+          out->append("\\\\");
+          break;
+        case '\n':
+          out->append("\\n");
+          break;
+        case '\r':
+          out->append("\\r");
+          break;
+        default:
+          out->push_back(c);
       }
     }
   }
@@ -270,15 +296,16 @@ Result<std::vector<LabelRow>> ReadLabelFile(const std::string& path, const RdfIm
   std::vector<LabelRow> rows;
   size_t entity_col = 0, label_col = 0, num_cols = 0;
   bool have_header = false;
-  TESSEL_RETURN_IF_ERROR(ForEachLine(
-      path, {}, [&](const std::string& source, int64_t line_no, std::string_view line) -> Status {
+  TESSEL_RETURN_IF_ERROR(
+      ForEachLine(path, {}, [&](const std::string& source, int64_t line_no, std::string_view line) -> Status {
         if (Trim(line).empty()) return Status::Ok();
         std::vector<std::string_view> cells = SplitTabs(line);
         if (!have_header) {
           have_header = true;
           num_cols = cells.size();
           if (num_cols < 2) {
-            return BadDataError(StrCat(source, ":", line_no, ": expected a tab-separated header with an entity and "
+            return BadDataError(StrCat(source, ":", line_no,
+                                       ": expected a tab-separated header with an entity and "
                                        "a label column"));
           }
           TESSEL_ASSIGN_OR_RETURN(entity_col, FindColumn(cells, options.entity_column, 0, source));
@@ -286,8 +313,8 @@ Result<std::vector<LabelRow>> ReadLabelFile(const std::string& path, const RdfIm
           return Status::Ok();
         }
         if (cells.size() <= std::max(entity_col, label_col)) {
-          return BadDataError(StrCat(source, ":", line_no, ": expected ", num_cols, " tab-separated columns, found ",
-                                     cells.size()));
+          return BadDataError(
+              StrCat(source, ":", line_no, ": expected ", num_cols, " tab-separated columns, found ", cells.size()));
         }
         const std::string_view entity = cells[entity_col];
         const std::string_view label = cells[label_col];

@@ -24,8 +24,8 @@
 namespace tessel::storage {
 
 struct RdfImportOptions {
-  std::string triples;        // .nt or .nt.gz
-  std::string train_labels;   // optional label TSVs
+  std::string triples;       // .nt or .nt.gz
+  std::string train_labels;  // optional label TSVs
   std::string val_labels;
   std::string test_labels;
   std::string entity_column;  // header name of the entity column; empty = first column

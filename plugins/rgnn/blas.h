@@ -14,8 +14,6 @@
 
 namespace tessel::rgnn {
 
-enum class Trans { kNo, kYes };
-
 namespace blas_internal {
 
 inline blasint Int(int64_t v) {

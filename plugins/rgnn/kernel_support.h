@@ -81,6 +81,9 @@ void DispatchFloating(int32_t dtype, F&& f) {
   }
 }
 
+// Whether a GEMM operand is transposed (blas.h on CPU, cuda_support.h on CUDA).
+enum class Trans { kNo, kYes };
+
 // A dimension slot for KernelArgs::In/Out: -1 means "not yet known, bind it"; any other value must
 // match. `int64_t n = kUnbound;` reads better at the call site than a bare -1.
 inline constexpr int64_t kUnbound = -1;

@@ -32,8 +32,9 @@ while time.time() < deadline and len(found) < 3:
         except OSError:
             continue
         ok = all(re.search(rf'^{m}[_a-z]*\{{[^}}]*rank="{rank}"', text, re.M) for m in want)
-        # the loss must be a real number once an epoch ran
-        if ok and re.search(rf'^tessel_loss\{{[^}}]*rank="{rank}"[^}}]*\}} [0-9.e+-]+$', text, re.M):
+        # count only a rank that has finished an epoch: its step histogram has observations
+        steps = re.search(rf'^tessel_step_duration_seconds_count\{{[^}}]*rank="{rank}"[^}}]*\}} (\S+)$', text, re.M)
+        if ok and steps and float(steps.group(1)) >= 1:
             found[rank] = text
     time.sleep(0.5)
 assert len(found) == 3, f"ranks with all three metrics: {sorted(found)}"

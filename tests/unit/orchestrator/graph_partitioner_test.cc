@@ -202,6 +202,41 @@ TEST(PartitionGraph, DropsConstraintsWithZeroTotal) {
   ASSERT_EQ(r->imbalance.size(), 2u);
 }
 
+TEST(PartitionGraph, ReportsImbalanceHonestlyWhenOneNodeOutweighsAPart) {
+  // A star: every edge points into the hub, so whichever part owns it holds all the "edges" weight.
+  HeteroGraph g;
+  g.name = "star";
+  NodeType t;
+  t.name = "node";
+  t.count = 101;
+  g.node_types.push_back(t);
+  Relation in = MakeRelation("in", 0, 0, {}, {});
+  for (int64_t leaf = 1; leaf <= 100; ++leaf) {
+    in.src.push_back(leaf);
+    in.dst.push_back(0);
+  }
+  g.relations.push_back(in);
+  auto r = PartitionGraph(g, 2, PartitionMethod::kMetis, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->constraint_names, (std::vector<std::string>{"edges", "nodes"}));
+  EXPECT_DOUBLE_EQ(r->imbalance[0], 2.0);
+  EXPECT_LE(r->imbalance[1], 1.05);
+}
+
+TEST(PartitionGraph, EdgelessGraphBalancesNodes) {
+  HeteroGraph g;
+  g.name = "dust";
+  NodeType t;
+  t.name = "node";
+  t.count = 1000;
+  g.node_types.push_back(t);
+  auto r = PartitionGraph(g, 4, PartitionMethod::kMetis, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->edge_cut, 0);
+  ASSERT_EQ(r->constraint_names, (std::vector<std::string>{"nodes"}));
+  EXPECT_LE(r->imbalance[0], 1.05);
+}
+
 TEST(PartitionGraph, DeterministicForASeed) {
   const HeteroGraph g = PlantedGraph(6, 200, 5, 0.1, 11, /*labelled=*/true);
   for (PartitionMethod m : {PartitionMethod::kMetis, PartitionMethod::kRandom, PartitionMethod::kRange}) {

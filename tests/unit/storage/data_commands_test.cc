@@ -11,8 +11,8 @@
 namespace tessel::cli {
 namespace {
 
-using ::testing::HasSubstr;
 using storage::testing::ScratchDir;
+using ::testing::HasSubstr;
 
 // Parses `args` as main() would; returns the exit code main() would return.
 int RunCli(std::vector<std::string> args, Status* result) {
@@ -45,9 +45,8 @@ TEST(DataCommands, ImportEdgesWritesTheGraph) {
   ScratchDir dir;
   storage::testing::WriteText(dir.File("e.tsv"), "a\tr\tb\n");
   Status result;
-  EXPECT_EQ(RunCli({"import", "edges", "--input", dir.File("e.tsv"), "--out", dir.File("e.h5"), "--add-inverse"},
-                &result),
-            0)
+  EXPECT_EQ(
+      RunCli({"import", "edges", "--input", dir.File("e.tsv"), "--out", dir.File("e.h5"), "--add-inverse"}, &result), 0)
       << result.ToString();
   Result<storage::HeteroGraph> g = storage::ReadGraph(dir.File("e.h5"));
   ASSERT_TRUE(g.ok());

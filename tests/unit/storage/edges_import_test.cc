@@ -1,4 +1,6 @@
 // Tests for storage/edges_import.cc: TSV edge lists, archives, dedupe, inverse/self-loop relations, FB15k-237.
+#include "storage/edges_import.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -6,7 +8,6 @@
 #include <cstdlib>
 #include <set>
 
-#include "storage/edges_import.h"
 #include "tests/unit/storage/test_util.h"
 
 namespace tessel::storage {

@@ -1,6 +1,8 @@
 // Tests for storage/generator.cc: determinism, validity, and that the planted structure is really there.
 // The expectations are computed from the generated arrays with the test's own estimators, not from the
 // generator's internals.
+#include "storage/generator.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +11,6 @@
 #include <numeric>
 #include <set>
 
-#include "storage/generator.h"
 #include "tests/unit/storage/test_util.h"
 
 namespace tessel::storage {
@@ -166,9 +167,9 @@ TEST(Generator, EdgesFollowAPerRelationClassPermutation) {
 // Nearest-class-mean classifiers on the test split, with class means, the noise variance and each
 // relation's class permutation estimated from the training split only.
 struct Accuracies {
-  double own = 0;      // a node's own features
-  double mixed = 0;    // own + the mean of all neighbours, relation-blind
-  double typed = 0;    // own + per-relation neighbour means matched through the estimated permutation
+  double own = 0;    // a node's own features
+  double mixed = 0;  // own + the mean of all neighbours, relation-blind
+  double typed = 0;  // own + per-relation neighbour means matched through the estimated permutation
 };
 
 Accuracies Measure(const HeteroGraph& g) {
@@ -186,9 +187,13 @@ Accuracies Measure(const HeteroGraph& g) {
       n[nt.labels[i]] += 1;
     }
   }
-  for (int64_t k = 0; k < c; ++k) for (auto& x : mean[k]) x /= n[k];
+  for (int64_t k = 0; k < c; ++k)
+    for (auto& x : mean[k]) x /= n[k];
   // Each base relation's permutation and purity, estimated from edges between training nodes.
-  struct Rel { std::vector<int64_t> perm; double purity; };
+  struct Rel {
+    std::vector<int64_t> perm;
+    double purity;
+  };
   std::vector<Rel> rels;
   for (const auto& rel : g.relations) {
     if (rel.kind != RelationKind::kBase) continue;
@@ -209,7 +214,8 @@ Accuracies Measure(const HeteroGraph& g) {
     rels.push_back(r);
   }
   std::vector<double> grand(d, 0);
-  for (int64_t k = 0; k < c; ++k) for (int64_t j = 0; j < d; ++j) grand[j] += mean[k][j] / c;
+  for (int64_t k = 0; k < c; ++k)
+    for (int64_t j = 0; j < d; ++j) grand[j] += mean[k][j] / c;
   auto dist2 = [&](const float* x, const std::vector<double>& mu) {
     double s = 0;
     for (int64_t j = 0; j < d; ++j) s += (x[j] - mu[j]) * (x[j] - mu[j]);
@@ -277,7 +283,8 @@ Accuracies Measure(const HeteroGraph& g) {
       agg_n[nt.labels[i]] += 1;
     }
   }
-  for (int64_t k = 0; k < c; ++k) for (auto& x : agg_mean[k]) x /= agg_n[k];
+  for (int64_t k = 0; k < c; ++k)
+    for (auto& x : agg_mean[k]) x /= agg_n[k];
   Accuracies acc;
   double total = 0;
   for (size_t t = 0; t < g.node_types.size(); ++t) {
@@ -307,8 +314,8 @@ TEST(Generator, LabelsNeedRelationTypedNeighbourhoods) {
   Result<HeteroGraph> g = GenerateGraph(GenerateOptions{});
   ASSERT_TRUE(g.ok());
   const Accuracies acc = Measure(*g);
-  std::printf("accuracy: own features %.3f, relation-blind neighbours %.3f, relation-typed neighbours %.3f\n",
-              acc.own, acc.mixed, acc.typed);
+  std::printf("accuracy: own features %.3f, relation-blind neighbours %.3f, relation-typed neighbours %.3f\n", acc.own,
+              acc.mixed, acc.typed);
   // With the defaults this prints about 0.47, 0.48 and 0.82 (chance is 0.25).
   EXPECT_LT(acc.own, 0.55);                // own features alone: poor
   EXPECT_GT(acc.typed, 0.78);              // one hop of relation-typed evidence: good

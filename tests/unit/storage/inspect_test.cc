@@ -1,11 +1,12 @@
 // Tests for storage/inspect.cc: the graph summary, the generic HDF5 tree dump, and error paths.
+#include "storage/inspect.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
 #include <sstream>
 
-#include "storage/inspect.h"
 #include "tests/unit/storage/test_util.h"
 
 namespace tessel::storage {

@@ -1,11 +1,12 @@
 // Tests for storage/line_reader.cc: plain, gzip and tar(.gz) inputs, line splitting and error paths.
+#include "storage/line_reader.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdlib>
 
-#include "storage/line_reader.h"
 #include "tests/unit/storage/test_util.h"
 
 namespace tessel::storage {

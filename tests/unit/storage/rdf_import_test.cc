@@ -1,4 +1,6 @@
 // Tests for storage/rdf_import.cc: the N-Triples parser, the label files, error paths, and the AIFB counts.
+#include "storage/rdf_import.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -7,7 +9,6 @@
 #include <map>
 #include <set>
 
-#include "storage/rdf_import.h"
 #include "tests/unit/storage/test_util.h"
 
 namespace tessel::storage {
@@ -62,9 +63,7 @@ TEST(NTriples, LanguageTagsAndDatatypesArePartOfTheTerm) {
   EXPECT_NE(Parse(R"(<s> <p> "1" .)").object, Parse(R"(<s> <p> "1"@en .)").object);
 }
 
-TEST(NTriples, IriEscapesAreDecoded) {
-  EXPECT_EQ(Parse(R"(<http://x/\u0041> <p> <o> .)").subject, "<http://x/A>");
-}
+TEST(NTriples, IriEscapesAreDecoded) { EXPECT_EQ(Parse(R"(<http://x/\u0041> <p> <o> .)").subject, "<http://x/A>"); }
 
 TEST(NTriples, CommentsAndBlankLinesAreSkipped) {
   NTriple t;
@@ -97,10 +96,10 @@ TEST(NTriples, MalformedLinesSayWhy) {
 constexpr const char* kSmallNt =
     "# people\n"
     "<http://x/alice> <http://x/knows> <http://x/bob> .\n"
-    "<http://x/alice> <http://x/knows> <http://x/bob> .\n"          // duplicate
+    "<http://x/alice> <http://x/knows> <http://x/bob> .\n"  // duplicate
     "<http://x/bob> <http://x/name> \"Bob\"@en .\n"
-    "<http://x/carol> <http://x/name> \"Bob\" .\n"                   // a different literal from "Bob"@en
-    "<http://x/carol> <http://x/knows> _:anon .\r\n"                // CRLF
+    "<http://x/carol> <http://x/name> \"Bob\" .\n"    // a different literal from "Bob"@en
+    "<http://x/carol> <http://x/knows> _:anon .\r\n"  // CRLF
     "\n"
     "_:anon <http://x/age> \"42\"^^<http://www.w3.org/2001/XMLSchema#int> .";  // no final newline
 
@@ -209,7 +208,8 @@ TEST(RdfImport, ConflictingLabelsAreBadData) {
 TEST(RdfImport, TruncatedGzIsBadDataNamingTheFile) {
   ScratchDir dir;
   std::string text;
-  for (int i = 0; i < 50000; ++i) text += "<http://x/n" + std::to_string(i) + "> <http://x/p> \"v" + std::to_string(i) + "\" .\n";
+  for (int i = 0; i < 50000; ++i)
+    text += "<http://x/n" + std::to_string(i) + "> <http://x/p> \"v" + std::to_string(i) + "\" .\n";
   const std::string path = dir.File("big.nt.gz");
   gzFile f = gzopen(path.c_str(), "wb");
   gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
