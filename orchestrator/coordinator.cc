@@ -99,6 +99,7 @@ void ShutdownWorkers(const workers::MpiSession& session) {
 
 struct WorkerState {
   Clock::time_point last_seen;
+  Clock::time_point last_step_change;  // a live heartbeat with a frozen step is a hang
   int64_t step = 0;
   bool hello = false;
   bool done = false;
@@ -149,7 +150,7 @@ Status Coordinator::WriteTargets(const std::vector<monitoring::Target>& targets)
   const std::string path = spec_.metrics.targets_file.empty() ? run_dir_ + "/targets.json" : spec_.metrics.targets_file;
   Status st = monitoring::WriteTargetsFile(path, spec_.job.name, targets);
   if (!st.ok()) log_.Warn("could not write the Prometheus targets file: " + st.message());
-  else log_.Info("Prometheus targets: " + path);
+  else if (!targets.empty()) log_.Info("Prometheus targets: " + path);
   return Status();
 }
 
@@ -188,6 +189,8 @@ Status Coordinator::Run() {
   TESSEL_RETURN_IF_ERROR(world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result));
   const double wall = Seconds(Clock::now() - start).count();
   TESSEL_RETURN_IF_ERROR(WriteSummary(run_dir_, spec_, graph, plan, result, wall));
+  // The ranks' exporters go away with the job: an empty target list keeps Prometheus from alerting on them.
+  TESSEL_RETURN_IF_ERROR(WriteTargets({}));
   char line[256];
   std::snprintf(line, sizeof line, "final: train accuracy %.4f, test accuracy %.4f (%lld/%lld), loss %.6f, %.1f s",
                 result.train_accuracy, result.test_accuracy, static_cast<long long>(result.test_correct),
@@ -234,7 +237,8 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
 
   std::map<int, WorkerState> state;
   const auto dispatched = Clock::now();
-  for (int r = 1; r < world; ++r) state[r].last_seen = dispatched;
+  for (int r = 1; r < world; ++r) state[r].last_seen = state[r].last_step_change = dispatched;
+  const Seconds step_timeout(spec_.timeouts.step_seconds);
   ProgressPrinter progress(spec_.train.epochs, spec_.train.log_every, log_);
   const Seconds heartbeat_timeout(spec_.timeouts.heartbeat_timeout_seconds);
   const Seconds startup_timeout(spec_.timeouts.startup_seconds);
@@ -267,12 +271,14 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
         case workers::kTagHeartbeat: {
           workers::HeartbeatMsg hb;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &hb));
+          if (hb.step != w.step) w.last_step_change = now;
           w.step = hb.step;
           break;
         }
         case workers::kTagProgress: {
           ProgressMsg p;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &p));
+          if (p.epoch != w.step) w.last_step_change = now;
           w.step = p.epoch;
           progress.Epoch(p);
           if (metrics_) {
@@ -314,6 +320,13 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
                                         " s); last step ", s.step, ": presumed dead or hung; aborting the job")),
                  status_file_);
       }
+    }
+    for (const auto& [r, s] : state) {
+      if (s.done || !s.hello || now - s.last_step_change <= step_timeout) continue;
+      AbortJob(RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
+                                      ") is alive but has been at step ", s.step, " for more than ",
+                                      step_timeout.count(), " s (timeouts.step_seconds): presumed hung; aborting the job")),
+               status_file_);
     }
     if (time_limit > 0 && Seconds(now - dispatched).count() > time_limit) {
       AbortJob(RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job")), status_file_);

@@ -24,7 +24,7 @@ want_peers=0
 case "${1:-}" in
   --peers) want_peers=1 ;;
   "") ;;
-  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "usage: bench/peers/setup.sh [--peers]" >&2; exit 2 ;;
 esac
 

@@ -150,7 +150,7 @@ Status KernelRegistry::CheckAbi(const PendingLoad& pending, int major, int minor
   const std::string plugin_abi = AbiString(major, minor);
   const std::string host_abi = AbiString(TESSEL_PLUGIN_ABI_MAJOR, TESSEL_PLUGIN_ABI_MINOR);
   logger_.Info(StrCat("plugin ", pending.path, ": built for ABI ", plugin_abi, ", host ABI ", host_abi));
-  if (major == TESSEL_PLUGIN_ABI_MAJOR && true) return Status::Ok();
+  if (major == TESSEL_PLUGIN_ABI_MAJOR && minor <= TESSEL_PLUGIN_ABI_MINOR) return Status::Ok();
   const std::string why = major != TESSEL_PLUGIN_ABI_MAJOR ? "the majors differ" : "the host's minor is older";
   return PluginError(StrCat("plugin ", pending.path, " built for ABI ", plugin_abi, ", host has ", host_abi, " (", why,
                             "; rebuild the plugin against this Tessel's SDK)"));

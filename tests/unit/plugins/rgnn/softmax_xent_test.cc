@@ -76,8 +76,8 @@ TEST(SoftmaxXent, LargeLogitsStayFinite) {
 }
 
 TEST(SoftmaxXent, TiesGoToTheFirstMaximum) {
-  const XentResult got = RunXent<double>({2.0, 2.0, 2.0, 2.0}, {0, 1}, {1, 1}, 2, 1.0, nullptr);
-  EXPECT_EQ(got.correct, 1);  // row 0 (label 0) counts, row 1 (label 1) does not
+  EXPECT_EQ(RunXent<double>({2.0, 2.0}, {0}, {1}, 2, 1.0, nullptr).correct, 1);
+  EXPECT_EQ(RunXent<double>({2.0, 2.0}, {1}, {1}, 2, 1.0, nullptr).correct, 0);
 }
 
 TEST(SoftmaxXent, LabelBeyondTheClassesIsBadData) {
