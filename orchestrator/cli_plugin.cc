@@ -35,11 +35,13 @@ void RegisterPluginCommands(CLI::App& app, Status* result) {
   auto args = std::make_shared<PluginArgs>();
 
   CLI::App* list = plugin->add_subcommand(
-      "list", "List the libtessel_*.so plugins of a directory (default: <exe>/../plugins, then <exe>/../lib/tessel/plugins)");
+      "list",
+      "List the libtessel_*.so plugins of a directory (default: <exe>/../plugins, then <exe>/../lib/tessel/plugins)");
   list->add_option("--dir", args->dirs, "A plugin directory (repeatable)");
   list->callback([=] { *result = workers::ListPlugins(args->dirs, std::cout); });
 
-  CLI::App* inspect = plugin->add_subcommand("inspect", "Print a plugin's info and every (op, device, schema) it registers");
+  CLI::App* inspect =
+      plugin->add_subcommand("inspect", "Print a plugin's info and every (op, device, schema) it registers");
   inspect->add_option("SO", args->path, "The plugin shared object")->required();
   inspect->callback([=] { *result = workers::InspectPlugin(args->path, std::cout); });
 

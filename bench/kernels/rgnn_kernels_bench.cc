@@ -61,7 +61,8 @@ struct Buffer {
 
 Buffer<int64_t> Index(const std::vector<int64_t>& v) { return Buffer<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
-void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
+void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in,
+         const std::vector<Tensor*>& out) {
   Fixture& f = Shared();
   Result<const Kernel*> kernel = f.registry.Find(op, Device::kCpu);
   if (!kernel.ok()) {

@@ -50,8 +50,12 @@ tessel_status* ScaleCpu(void* /*kernel_state*/, const tessel_kernel_call* call) 
       return call->make_status(call->host_ctx, TESSEL_STATUS_INVALID_ARGUMENT, "expected 2 inputs and 1 output");
     }
     switch (call->inputs[0].dtype) {
-      case TESSEL_DTYPE_F32: Scale<float>(call); break;
-      case TESSEL_DTYPE_F64: Scale<double>(call); break;
+      case TESSEL_DTYPE_F32:
+        Scale<float>(call);
+        break;
+      case TESSEL_DTYPE_F64:
+        Scale<double>(call);
+        break;
       default:
         return call->make_status(call->host_ctx, TESSEL_STATUS_INVALID_ARGUMENT, "X must be f32 or f64");
     }
@@ -81,6 +85,6 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
   def.device = TESSEL_DEVICE_CPU;
   def.schema = kSchema;
   def.fn = &ScaleCpu;
-  def.kernel_state = nullptr;  // per-kernel state (a handle, a cache) would go here
+  def.kernel_state = nullptr;                          // per-kernel state (a handle, a cache) would go here
   return host->register_kernel(host->registry, &def);  // null on success, else the host's error
 }

@@ -43,7 +43,8 @@ void AggregateFwd(const KernelArgs& args) {
   if (n < 0) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "input 'dst_ptr' must have at least one element");
   T* h = args.Out<T>(0, "H", {&n, &d});
   if (n * d == 0) return;
-  AggregateFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(y, edge_uniq, norm, dst_ptr, dst_edges, n, d, h);
+  AggregateFwdKernel<T>
+      <<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(y, edge_uniq, norm, dst_ptr, dst_edges, n, d, h);
   CheckLaunch("AggregateFwdKernel");
 }
 

@@ -23,11 +23,13 @@ inline blasint Int(int64_t v) {
 inline CBLAS_TRANSPOSE Op(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
 inline void Call(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, Op(ta), Op(tb), Int(m), Int(n), Int(k), alpha, a, Int(lda), b, Int(ldb), beta, c, Int(ldc));
+  cblas_sgemm(CblasRowMajor, Op(ta), Op(tb), Int(m), Int(n), Int(k), alpha, a, Int(lda), b, Int(ldb), beta, c,
+              Int(ldc));
 }
 inline void Call(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, Op(ta), Op(tb), Int(m), Int(n), Int(k), alpha, a, Int(lda), b, Int(ldb), beta, c, Int(ldc));
+  cblas_dgemm(CblasRowMajor, Op(ta), Op(tb), Int(m), Int(n), Int(k), alpha, a, Int(lda), b, Int(ldb), beta, c,
+              Int(ldc));
 }
 
 }  // namespace blas_internal

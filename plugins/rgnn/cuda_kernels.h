@@ -10,7 +10,7 @@
 
 namespace tessel::rgnn {
 
-// The kernel_state of every CUDA kernel: a pool of cuBLAS handles, one per device and concurrent call.
+// The kernel_state of every CUDA kernel: a pool of cuBLAS handles per (device, stream), one per call.
 // Owned by the plugin (static storage), valid while the plugin is loaded.
 void* CudaState();
 

@@ -18,7 +18,8 @@ void CheckCublas(cublasStatus_t status, const char* what) {
 std::vector<int64_t> CopyToHost(const int64_t* device, int64_t n, cudaStream_t stream) {
   std::vector<int64_t> host(static_cast<size_t>(n));
   if (n > 0) {
-    CheckCuda(cudaMemcpyAsync(host.data(), device, n * sizeof(int64_t), cudaMemcpyDeviceToHost, stream), "copy to host");
+    CheckCuda(cudaMemcpyAsync(host.data(), device, n * sizeof(int64_t), cudaMemcpyDeviceToHost, stream),
+              "copy to host");
     CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
   }
   return host;

@@ -33,7 +33,8 @@ template <typename T>
 class DeviceScratch {
  public:
   DeviceScratch(int64_t count, cudaStream_t stream) : stream_(stream) {
-    if (count > 0) CheckCuda(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(T), stream), "cudaMallocAsync");
+    if (count > 0)
+      CheckCuda(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(T), stream), "cudaMallocAsync");
   }
   ~DeviceScratch() {
     if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);

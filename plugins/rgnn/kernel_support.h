@@ -15,6 +15,8 @@
 // Thread safety: a KernelArgs belongs to one call; ParallelFor may be called from the kernel's thread.
 #pragma once
 
+#include <tessel/plugin.h>
+
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -23,8 +25,6 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
-
-#include <tessel/plugin.h>
 
 namespace tessel::rgnn {
 
@@ -40,12 +40,28 @@ class KernelError : public std::runtime_error {
 
 [[noreturn]] inline void Fail(tessel_status_code code, const std::string& message) { throw KernelError(code, message); }
 
-template <typename T> constexpr int32_t DTypeCode();
-template <> constexpr int32_t DTypeCode<float>() { return TESSEL_DTYPE_F32; }
-template <> constexpr int32_t DTypeCode<double>() { return TESSEL_DTYPE_F64; }
-template <> constexpr int32_t DTypeCode<int32_t>() { return TESSEL_DTYPE_I32; }
-template <> constexpr int32_t DTypeCode<int64_t>() { return TESSEL_DTYPE_I64; }
-template <> constexpr int32_t DTypeCode<uint8_t>() { return TESSEL_DTYPE_U8; }
+template <typename T>
+constexpr int32_t DTypeCode();
+template <>
+constexpr int32_t DTypeCode<float>() {
+  return TESSEL_DTYPE_F32;
+}
+template <>
+constexpr int32_t DTypeCode<double>() {
+  return TESSEL_DTYPE_F64;
+}
+template <>
+constexpr int32_t DTypeCode<int32_t>() {
+  return TESSEL_DTYPE_I32;
+}
+template <>
+constexpr int32_t DTypeCode<int64_t>() {
+  return TESSEL_DTYPE_I64;
+}
+template <>
+constexpr int32_t DTypeCode<uint8_t>() {
+  return TESSEL_DTYPE_U8;
+}
 
 const char* DTypeLabel(int32_t dtype);
 
@@ -77,7 +93,8 @@ void DispatchFloating(int32_t dtype, F&& f) {
   } else if (dtype == TESSEL_DTYPE_F64) {
     f(double{});
   } else {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string("expected a floating dtype (f32 or f64), got ") + DTypeLabel(dtype));
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         std::string("expected a floating dtype (f32 or f64), got ") + DTypeLabel(dtype));
   }
 }
 

@@ -70,8 +70,8 @@ inline constexpr OpSchema kSoftmaxXent{
     "nn.softmax_xent.fwd_bwd",
     "nn.softmax_xent.fwd_bwd(logits:T[N,C], labels:i64[N], mask:u8[N], scale:f64[1]) -> "
     "(loss_sum:f64[1], correct:i64[1], dlogits:T[N,C])"};
-inline constexpr OpSchema kAdamStep{
-    "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P], hyper:f64[7]) -> ()"};
+inline constexpr OpSchema kAdamStep{"optim.adam.step",
+                                    "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P], hyper:f64[7]) -> ()"};
 
 // Indices into hyper of optim.adam.step.
 enum AdamHyper : int { kLr = 0, kBeta1, kBeta2, kEps, kWeightDecay, kStep, kReserved, kNumAdamHyper };

@@ -21,20 +21,30 @@ struct KernelEntry {
 };
 
 constexpr KernelEntry kCpuKernels[] = {
-    {kTypedLinearFwd, &TypedLinearFwdCpu}, {kTypedLinearBwd, &TypedLinearBwdCpu},
-    {kTypedEmbedFwd, &TypedEmbedFwdCpu},   {kTypedEmbedBwd, &TypedEmbedBwdCpu},
-    {kAggregateFwd, &AggregateFwdCpu},     {kAggregateBwd, &AggregateBwdCpu},
-    {kReluFwd, &ReluFwdCpu},               {kReluBwd, &ReluBwdCpu},
-    {kSoftmaxXent, &SoftmaxXentCpu},       {kAdamStep, &AdamStepCpu},
+    {kTypedLinearFwd, &TypedLinearFwdCpu},
+    {kTypedLinearBwd, &TypedLinearBwdCpu},
+    {kTypedEmbedFwd, &TypedEmbedFwdCpu},
+    {kTypedEmbedBwd, &TypedEmbedBwdCpu},
+    {kAggregateFwd, &AggregateFwdCpu},
+    {kAggregateBwd, &AggregateBwdCpu},
+    {kReluFwd, &ReluFwdCpu},
+    {kReluBwd, &ReluBwdCpu},
+    {kSoftmaxXent, &SoftmaxXentCpu},
+    {kAdamStep, &AdamStepCpu},
 };
 
 #if TESSEL_RGNN_WITH_CUDA
 constexpr KernelEntry kCudaKernels[] = {
-    {kTypedLinearFwd, &TypedLinearFwdCuda}, {kTypedLinearBwd, &TypedLinearBwdCuda},
-    {kTypedEmbedFwd, &TypedEmbedFwdCuda},   {kTypedEmbedBwd, &TypedEmbedBwdCuda},
-    {kAggregateFwd, &AggregateFwdCuda},     {kAggregateBwd, &AggregateBwdCuda},
-    {kReluFwd, &ReluFwdCuda},               {kReluBwd, &ReluBwdCuda},
-    {kSoftmaxXent, &SoftmaxXentCuda},       {kAdamStep, &AdamStepCuda},
+    {kTypedLinearFwd, &TypedLinearFwdCuda},
+    {kTypedLinearBwd, &TypedLinearBwdCuda},
+    {kTypedEmbedFwd, &TypedEmbedFwdCuda},
+    {kTypedEmbedBwd, &TypedEmbedBwdCuda},
+    {kAggregateFwd, &AggregateFwdCuda},
+    {kAggregateBwd, &AggregateBwdCuda},
+    {kReluFwd, &ReluFwdCuda},
+    {kReluBwd, &ReluBwdCuda},
+    {kSoftmaxXent, &SoftmaxXentCuda},
+    {kAdamStep, &AdamStepCuda},
 };
 #endif
 
@@ -63,12 +73,13 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
   info->abi_minor = TESSEL_PLUGIN_ABI_MINOR;
   info->name = "rgnn";
   info->version = TESSEL_RGNN_VERSION;
-  info->description = "RGCN kernels: typed linear/embedding, normalised aggregation, ReLU, softmax cross-entropy, "
-                      "Adam (CPU"
+  info->description =
+      "RGCN kernels: typed linear/embedding, normalised aggregation, ReLU, softmax cross-entropy, "
+      "Adam (CPU"
 #if TESSEL_RGNN_WITH_CUDA
-                      " and CUDA"
+      " and CUDA"
 #endif
-                      ")";
+      ")";
   if (tessel_status* status = RegisterAll(host, kCpuKernels, TESSEL_DEVICE_CPU, nullptr)) return status;
 #if TESSEL_RGNN_WITH_CUDA
   if (tessel_status* status = RegisterAll(host, kCudaKernels, TESSEL_DEVICE_CUDA, CudaState())) return status;

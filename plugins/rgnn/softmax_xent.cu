@@ -81,7 +81,7 @@ void SoftmaxXent(const KernelArgs& args) {
   DeviceScratch<int64_t> row_correct(n, stream);
   if (n > 0) {
     XentRowsKernel<T><<<Blocks(n), kThreads, 0, stream>>>(logits, labels, mask, scale, n, c, dlogits, row_loss.get(),
-                                                           row_correct.get());
+                                                          row_correct.get());
     CheckLaunch("XentRowsKernel");
   }
   XentReduceKernel<<<1, kReduceThreads, 0, stream>>>(row_loss.get(), row_correct.get(), n, loss_sum, correct);

@@ -11,7 +11,10 @@ __device__ int64_t RelationOf(const int64_t* uniq_ptr, int64_t num_relations, in
   int64_t lo = 0, hi = num_relations;  // invariant: uniq_ptr[lo] <= u < uniq_ptr[hi]
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (uniq_ptr[mid] <= u) lo = mid; else hi = mid;
+    if (uniq_ptr[mid] <= u)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

@@ -28,7 +28,8 @@ void TypedEmbedFwd(const KernelArgs& args) {
   args.ParallelFor(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const T* w_r = w + blocks[b].relation * v * d;
-      for (int64_t i = blocks[b].begin; i < blocks[b].end; ++i) std::copy_n(w_r + row_id[uniq_src[i]] * d, d, y + i * d);
+      for (int64_t i = blocks[b].begin; i < blocks[b].end; ++i)
+        std::copy_n(w_r + row_id[uniq_src[i]] * d, d, y + i * d);
     }
   });
 }

@@ -47,8 +47,8 @@ void TypedLinearFwd(const KernelArgs& args, CudaKernelState& state) {
   for (int64_t rel = 0; rel < r; ++rel) {
     const int64_t n = ptr[rel + 1] - ptr[rel];
     if (n <= 0) continue;
-    GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, n, d, k, T(1), gathered.get() + ptr[rel] * k, k, w + rel * k * d, d,
-                 T(0), y + ptr[rel] * d, d);
+    GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, n, d, k, T(1), gathered.get() + ptr[rel] * k, k, w + rel * k * d,
+                 d, T(0), y + ptr[rel] * d, d);
   }
 }
 
@@ -63,7 +63,8 @@ void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
   const int64_t* uniq_src = args.In<int64_t>(4, "uniq_src", {&u});
   int64_t dx_rows = kUnbound;
   T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-  if (dx_rows != 0 && dx_rows != m) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows or as many as X");
+  if (dx_rows != 0 && dx_rows != m)
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows or as many as X");
   T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
   cudaStream_t stream = StreamOf(args);
   const std::vector<int64_t> ptr = CopyToHost(uniq_ptr, r + 1, stream);

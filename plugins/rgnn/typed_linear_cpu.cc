@@ -74,8 +74,8 @@ void InputGrad(const KernelArgs& args, const T* dy, const T* w, const int64_t* u
   args.ParallelFor(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const RowBlock& blk = blocks[b];
-      Gemm<T>(Trans::kNo, Trans::kYes, blk.end - blk.begin, k, d, T(1), dy + blk.begin * d, d,
-              w + blk.relation * k * d, d, T(0), g.data() + blk.begin * k, k);
+      Gemm<T>(Trans::kNo, Trans::kYes, blk.end - blk.begin, k, d, T(1), dy + blk.begin * d, d, w + blk.relation * k * d,
+              d, T(0), g.data() + blk.begin * k, k);
     }
   });
   std::vector<int64_t> src_ptr(static_cast<size_t>(m + 1), 0), order(static_cast<size_t>(u));
@@ -107,7 +107,8 @@ void TypedLinearBwd(const KernelArgs& args) {
   int64_t dx_rows = kUnbound;
   T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
   if (dx_rows != 0 && dx_rows != m) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
   }
   T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
   CheckOffsets(uniq_ptr, r, u, "uniq_ptr");

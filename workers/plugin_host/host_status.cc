@@ -14,10 +14,14 @@ tessel_status* OutOfMemoryStatus() {
 
 Code CodeFromPlugin(int32_t code) {
   switch (code) {
-    case TESSEL_STATUS_INVALID_ARGUMENT: return Code::kUsage;
-    case TESSEL_STATUS_BAD_DATA: return Code::kBadData;
-    case TESSEL_STATUS_PLUGIN: return Code::kPlugin;
-    default: return Code::kInternal;
+    case TESSEL_STATUS_INVALID_ARGUMENT:
+      return Code::kUsage;
+    case TESSEL_STATUS_BAD_DATA:
+      return Code::kBadData;
+    case TESSEL_STATUS_PLUGIN:
+      return Code::kPlugin;
+    default:
+      return Code::kInternal;
   }
 }
 

@@ -4,11 +4,11 @@
 // returns it); TakeStatus frees it. Thread safety: any thread.
 #pragma once
 
+#include <tessel/plugin.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include <tessel/plugin.h>
 
 #include "core/status.h"
 

@@ -5,10 +5,10 @@
 // (the rgnn plugin's kernels are reentrant). Failure: see Call.
 #pragma once
 
+#include <tessel/plugin.h>
+
 #include <string>
 #include <vector>
-
-#include <tessel/plugin.h>
 
 #include "core/status.h"
 #include "core/tensor.h"

@@ -1,12 +1,12 @@
 #include "workers/plugin_host/kernel_registry.h"
 
+#include <tessel/plugin.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <exception>
 #include <filesystem>
 #include <tuple>
-
-#include <tessel/plugin.h>
 
 #include "workers/plugin_host/host_status.h"
 #include "workers/plugin_host/op_schemas.h"
@@ -49,9 +49,12 @@ std::string AbiString(int major, int minor) { return StrCat(major, ".", minor); 
 
 Result<Device> DeviceFromAbi(int32_t device) {
   switch (device) {
-    case TESSEL_DEVICE_CPU: return Device::kCpu;
-    case TESSEL_DEVICE_CUDA: return Device::kCuda;
-    default: return PluginError(StrCat("unknown device ", device));
+    case TESSEL_DEVICE_CPU:
+      return Device::kCpu;
+    case TESSEL_DEVICE_CUDA:
+      return Device::kCuda;
+    default:
+      return PluginError(StrCat("unknown device ", device));
   }
 }
 
@@ -86,7 +89,7 @@ struct RegistryCallbacks {
   static void Log(void* registry, int32_t level, const char* message) noexcept {
     auto* pending = static_cast<KernelRegistry::PendingLoad*>(registry);
     try {
-      const LogLevel log_level = level <= 0 ? LogLevel::kDebug
+      const LogLevel log_level = level <= 0   ? LogLevel::kDebug
                                  : level == 1 ? LogLevel::kInfo
                                  : level == 2 ? LogLevel::kWarn
                                               : LogLevel::kError;
@@ -109,10 +112,11 @@ Status KernelRegistry::Register(PendingLoad& pending, const tessel_kernel_def* d
   const std::string who = StrCat("plugin ", pending.path);
   if (def == nullptr) return PluginError(StrCat(who, " registered a null kernel definition"));
   if (def->struct_size < offsetof(tessel_kernel_def, kernel_state) + sizeof(def->kernel_state)) {
-    return PluginError(StrCat(who, " registered a kernel definition of ", def->struct_size,
-                              " bytes, older than ABI 1.0 allows"));
+    return PluginError(
+        StrCat(who, " registered a kernel definition of ", def->struct_size, " bytes, older than ABI 1.0 allows"));
   }
-  if (def->op == nullptr || *def->op == '\0') return PluginError(StrCat(who, " registered a kernel without an op name"));
+  if (def->op == nullptr || *def->op == '\0')
+    return PluginError(StrCat(who, " registered a kernel without an op name"));
   const std::string op = def->op;
   Result<Device> abi_device = DeviceFromAbi(def->device);
   if (!abi_device.ok()) return PluginError(StrCat(who, " op ", op, ": unknown device ", def->device));
@@ -187,7 +191,8 @@ Status KernelRegistry::LoadPlugin(const std::string& path) {
   } catch (const std::exception& e) {
     return PluginError(StrCat("plugin ", pending.path, ": tessel_plugin_init threw (a plugin bug): ", e.what()));
   } catch (...) {
-    return PluginError(StrCat("plugin ", pending.path, ": tessel_plugin_init threw an unknown exception (a plugin bug)"));
+    return PluginError(
+        StrCat("plugin ", pending.path, ": tessel_plugin_init threw an unknown exception (a plugin bug)"));
   }
   Status init_status = TakeStatus(returned, StrCat("plugin ", pending.path, ": tessel_plugin_init failed"));
   TESSEL_RETURN_IF_ERROR(CheckAbi(pending, info.abi_major, info.abi_minor));
@@ -212,20 +217,22 @@ Status KernelRegistry::LoadPlugin(const std::string& path) {
   std::sort(out.kernels.begin(), out.kernels.end(), [](const KernelInfo& a, const KernelInfo& b) {
     return std::tie(a.op, a.device) < std::tie(b.op, b.device);
   });
-  logger_.Info(StrCat("loaded plugin ", out.path, " (", out.name, " ", out.version, "): ", out.kernels.size(),
-                      " kernels"));
+  logger_.Info(
+      StrCat("loaded plugin ", out.path, " (", out.name, " ", out.version, "): ", out.kernels.size(), " kernels"));
   plugins_.push_back(std::move(plugin));
   return Status::Ok();
 }
 
-Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths, const std::vector<std::string>& search_dirs) {
+Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
+                                    const std::vector<std::string>& search_dirs) {
   for (const std::string& path : paths) TESSEL_RETURN_IF_ERROR(LoadPlugin(path));
   std::vector<std::string> dirs = search_dirs;
   if (paths.empty() && search_dirs.empty()) {
     const std::vector<std::string> defaults = DefaultPluginDirs();
     if (defaults.empty()) {
-      return PluginError("no plugin directory found next to the executable (looked for <exe>/../plugins and "
-                         "<exe>/../lib/tessel/plugins); name plugins in [plugins] paths or search_dirs");
+      return PluginError(
+          "no plugin directory found next to the executable (looked for <exe>/../plugins and "
+          "<exe>/../lib/tessel/plugins); name plugins in [plugins] paths or search_dirs");
     }
     dirs = {defaults.front()};
   }
@@ -247,8 +254,8 @@ std::string KernelRegistry::LoadedList() const {
 Result<const Kernel*> KernelRegistry::Find(std::string_view op, Device device) const {
   auto it = kernels_.find(KernelKey{std::string(op), device});
   if (it == kernels_.end()) {
-    return PluginError(StrCat("no loaded plugin provides op '", op, "' for device ", DeviceLabel(device), " (",
-                              LoadedList(), ")"));
+    return PluginError(
+        StrCat("no loaded plugin provides op '", op, "' for device ", DeviceLabel(device), " (", LoadedList(), ")"));
   }
   return it->second.get();
 }
@@ -266,8 +273,9 @@ Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device de
     Result<Schema> want = ParseSchema(expected);
     const Schema& have = it->second->parsed_schema();
     if (!want.ok() || want->ToString() != have.ToString()) {
-      problems.push_back(StrCat("plugin ", it->second->plugin_path(), " op ", op, ": schema mismatch: the host expects '",
-                                expected, "', the plugin declares '", it->second->schema(), "'"));
+      problems.push_back(StrCat("plugin ", it->second->plugin_path(), " op ", op,
+                                ": schema mismatch: the host expects '", expected, "', the plugin declares '",
+                                it->second->schema(), "'"));
     }
   }
   if (!missing.empty()) {

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 
 Status CheckDirectory(const fs::path& dir, const std::string& plugin) {
   struct stat st {};
-  if (stat(dir.c_str(), &st) != 0) return PluginError(StrCat("plugin ", plugin, ": cannot stat its directory ", dir.string()));
+  if (stat(dir.c_str(), &st) != 0)
+    return PluginError(StrCat("plugin ", plugin, ": cannot stat its directory ", dir.string()));
   if ((st.st_mode & S_IWOTH) != 0) {
     return PluginError(StrCat("refusing plugin ", plugin, ": its directory ", dir.string(),
                               " is world-writable (chmod o-w it, or move the plugin)"));
@@ -44,8 +45,8 @@ Result<SafePluginFile> CheckPluginFile(const std::string& path) {
   }
   TESSEL_RETURN_IF_ERROR(CheckDirectory(ParentOf(fs::absolute(given, ec)), path));
   TESSEL_RETURN_IF_ERROR(CheckDirectory(ParentOf(canonical), path));
-  return SafePluginFile{canonical.string(), FileId{static_cast<unsigned long long>(st.st_dev),
-                                                   static_cast<unsigned long long>(st.st_ino)}};
+  return SafePluginFile{canonical.string(),
+                        FileId{static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino)}};
 }
 
 std::vector<std::string> DefaultPluginDirs() {
@@ -62,7 +63,8 @@ std::vector<std::string> DefaultPluginDirs() {
 
 Result<std::vector<std::string>> FindPluginFiles(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return PluginError(StrCat("plugin directory ", dir, " does not exist or is not a directory"));
+  if (!fs::is_directory(dir, ec))
+    return PluginError(StrCat("plugin directory ", dir, " does not exist or is not a directory"));
   std::vector<std::string> files;
   fs::directory_iterator it(dir, ec);
   if (ec) return PluginError(StrCat("cannot list plugin directory ", dir, ": ", ec.message()));

@@ -1,8 +1,8 @@
 #include "workers/plugin_host/plugin_report.h"
 
-#include <iomanip>
-
 #include <tessel/plugin.h>
+
+#include <iomanip>
 
 #include "core/logging.h"
 #include "workers/plugin_host/kernel_registry.h"
@@ -22,8 +22,9 @@ std::string HostAbi() { return StrCat(TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGI
 Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
   std::vector<std::string> dirs = dirs_in.empty() ? DefaultPluginDirs() : dirs_in;
   if (dirs.empty()) {
-    return PluginError("no plugin directory found next to the executable (<exe>/../plugins, "
-                       "<exe>/../lib/tessel/plugins); pass --dir");
+    return PluginError(
+        "no plugin directory found next to the executable (<exe>/../plugins, "
+        "<exe>/../lib/tessel/plugins); pass --dir");
   }
   int failures = 0;
   for (const std::string& dir : dirs) {
@@ -80,8 +81,8 @@ Status CheckPlugin(const std::string& path, const std::vector<std::string>& requ
     return st;
   }
   for (const PluginInfo& p : registry.plugins()) {
-    out << "  ok   loads: " << p.name << " " << p.version << ", ABI " << p.abi_major << "." << p.abi_minor
-        << " (host " << HostAbi() << ")\n";
+    out << "  ok   loads: " << p.name << " " << p.version << ", ABI " << p.abi_major << "." << p.abi_minor << " (host "
+        << HostAbi() << ")\n";
     int known = 0;
     for (const KernelInfo& k : p.kernels) {
       if (ExpectedSchema(k.op).empty()) {

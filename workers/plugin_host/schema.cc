@@ -1,11 +1,11 @@
 #include "workers/plugin_host/schema.h"
 
+#include <tessel/plugin.h>
+
 #include <cctype>
 #include <limits>
 #include <map>
 #include <optional>
-
-#include <tessel/plugin.h>
 
 #include "core/logging.h"
 
@@ -14,12 +14,18 @@ namespace {
 
 std::string_view TypeName(SchemaType type) {
   switch (type) {
-    case SchemaType::kFloating: return "T";
-    case SchemaType::kF32: return "f32";
-    case SchemaType::kF64: return "f64";
-    case SchemaType::kI32: return "i32";
-    case SchemaType::kI64: return "i64";
-    case SchemaType::kU8: return "u8";
+    case SchemaType::kFloating:
+      return "T";
+    case SchemaType::kF32:
+      return "f32";
+    case SchemaType::kF64:
+      return "f64";
+    case SchemaType::kI32:
+      return "i32";
+    case SchemaType::kI64:
+      return "i64";
+    case SchemaType::kU8:
+      return "u8";
   }
   return "?";
 }
@@ -44,7 +50,8 @@ class Parser {
     std::map<std::string, int, std::less<>> seen;
     for (const auto* list : {&schema.inputs, &schema.outputs}) {
       for (const SchemaArg& arg : *list) {
-        if (seen[arg.name]++ > 0) return PluginError(StrCat("schema '", text_, "': argument '", arg.name, "' appears twice"));
+        if (seen[arg.name]++ > 0)
+          return PluginError(StrCat("schema '", text_, "': argument '", arg.name, "' appears twice"));
       }
     }
     return schema;
@@ -119,8 +126,8 @@ class Parser {
 
   Result<SchemaType> Type() {
     TESSEL_ASSIGN_OR_RETURN(std::string name, Identifier("a type (T, f32, f64, i32, i64, u8)"));
-    for (SchemaType t : {SchemaType::kFloating, SchemaType::kF32, SchemaType::kF64, SchemaType::kI32,
-                         SchemaType::kI64, SchemaType::kU8}) {
+    for (SchemaType t : {SchemaType::kFloating, SchemaType::kF32, SchemaType::kF64, SchemaType::kI32, SchemaType::kI64,
+                         SchemaType::kU8}) {
       if (name == TypeName(t)) return t;
     }
     pos_ -= name.size();
@@ -179,12 +186,18 @@ std::string ShapeString(const Tensor& t) {
 
 bool TypeMatches(SchemaType type, DType dtype) {
   switch (type) {
-    case SchemaType::kFloating: return dtype == DType::kF32 || dtype == DType::kF64;
-    case SchemaType::kF32: return dtype == DType::kF32;
-    case SchemaType::kF64: return dtype == DType::kF64;
-    case SchemaType::kI32: return dtype == DType::kI32;
-    case SchemaType::kI64: return dtype == DType::kI64;
-    case SchemaType::kU8: return dtype == DType::kU8;
+    case SchemaType::kFloating:
+      return dtype == DType::kF32 || dtype == DType::kF64;
+    case SchemaType::kF32:
+      return dtype == DType::kF32;
+    case SchemaType::kF64:
+      return dtype == DType::kF64;
+    case SchemaType::kI32:
+      return dtype == DType::kI32;
+    case SchemaType::kI64:
+      return dtype == DType::kI64;
+    case SchemaType::kU8:
+      return dtype == DType::kU8;
   }
   return false;
 }
@@ -198,7 +211,8 @@ class ShapeBinder {
     const std::string who = StrCat("op ", schema_.op, ": ", role, " '", arg.name, "' (", ArgString(arg), ")");
     if (t == nullptr) return InternalError(StrCat(who, " is null"));
     if (t->device() != device_) {
-      return InternalError(StrCat(who, " is on ", DeviceName(t->device()), ", the kernel runs on ", DeviceName(device_)));
+      return InternalError(
+          StrCat(who, " is on ", DeviceName(t->device()), ", the kernel runs on ", DeviceName(device_)));
     }
     if (!TypeMatches(arg.type, t->dtype())) {
       return InternalError(StrCat(who, " has dtype ", DTypeName(t->dtype())));
@@ -220,18 +234,20 @@ class ShapeBinder {
       const SchemaDim& dim = arg.dims[i];
       const int64_t size = t->dim(static_cast<int>(i));
       if (dim.symbol.empty()) {
-        if (size != dim.value) return InternalError(StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be ", dim.value));
+        if (size != dim.value)
+          return InternalError(StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be ", dim.value));
         continue;
       }
       auto it = bound_.find(dim.symbol);
       if (it == bound_.end()) {
         if (size < dim.value) {
-          return InternalError(StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be at least ", dim.value));
+          return InternalError(
+              StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be at least ", dim.value));
         }
         bound_.emplace(dim.symbol, Binding{size - dim.value, arg.name});
       } else if (it->second.value + dim.value != size) {
-        return InternalError(StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be ", DimString(dim), " = ",
-                                    it->second.value + dim.value, " (", dim.symbol, "=", it->second.value,
+        return InternalError(StrCat(who, " has shape ", ShapeString(*t), ": dim ", i, " must be ", DimString(dim),
+                                    " = ", it->second.value + dim.value, " (", dim.symbol, "=", it->second.value,
                                     " from '", it->second.from, "')"));
       }
     }
@@ -265,8 +281,9 @@ Result<Schema> ParseSchema(std::string_view text) { return Parser(text).Parse();
 Status CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows) {
   if (inputs.size() != schema.inputs.size() || outputs.size() != schema.outputs.size()) {
-    return InternalError(StrCat("op ", schema.op, " takes ", schema.inputs.size(), " inputs and ", schema.outputs.size(),
-                                " outputs, the call passed ", inputs.size(), " and ", outputs.size()));
+    return InternalError(StrCat("op ", schema.op, " takes ", schema.inputs.size(), " inputs and ",
+                                schema.outputs.size(), " outputs, the call passed ", inputs.size(), " and ",
+                                outputs.size()));
   }
   ShapeBinder binder(schema, device);
   for (size_t i = 0; i < inputs.size(); ++i) {

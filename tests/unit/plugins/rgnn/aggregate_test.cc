@@ -52,8 +52,8 @@ TYPED_TEST(AggregateTest, BackwardMatchesPerEdgeSum) {
 TYPED_TEST(AggregateTest, RgcnLayerMatchesPerEdgeFormula) {
   using T = TypeParam;
   ThreadPool pool(2);
-  const Graph g = RandomGraph({.num_src_rows = 30, .num_dst = 17, .num_relations = 6, .num_edges = 120,
-                               .distinct_sources = 12}, 21);
+  const Graph g = RandomGraph(
+      {.num_src_rows = 30, .num_dst = 17, .num_relations = 6, .num_edges = 120, .distinct_sources = 12}, 21);
   const int64_t k = 7, d = 5;
   const auto x = RandomValues<double>(g.m * k, 1), w = RandomValues<double>(g.r * k * d, 2);
   std::vector<double> h(static_cast<size_t>(g.n * d), 0.0);

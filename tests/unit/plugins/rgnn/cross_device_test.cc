@@ -51,11 +51,21 @@ class DeviceTensors {
 void ExpectSame(const Tensor& cpu, const Tensor& cuda, double tol, const std::string& what) {
   ASSERT_EQ(cpu.dtype(), cuda.dtype()) << what;
   switch (cpu.dtype()) {
-    case DType::kF32: ExpectNear(ToVector<float>(cuda), ToVector<float>(cpu), tol, what); break;
-    case DType::kF64: ExpectNear(ToVector<double>(cuda), ToVector<double>(cpu), tol, what); break;
-    case DType::kI64: EXPECT_EQ(ToVector<int64_t>(cuda), ToVector<int64_t>(cpu)) << what; break;
-    case DType::kI32: EXPECT_EQ(ToVector<int32_t>(cuda), ToVector<int32_t>(cpu)) << what; break;
-    case DType::kU8: EXPECT_EQ(ToVector<uint8_t>(cuda), ToVector<uint8_t>(cpu)) << what; break;
+    case DType::kF32:
+      ExpectNear(ToVector<float>(cuda), ToVector<float>(cpu), tol, what);
+      break;
+    case DType::kF64:
+      ExpectNear(ToVector<double>(cuda), ToVector<double>(cpu), tol, what);
+      break;
+    case DType::kI64:
+      EXPECT_EQ(ToVector<int64_t>(cuda), ToVector<int64_t>(cpu)) << what;
+      break;
+    case DType::kI32:
+      EXPECT_EQ(ToVector<int32_t>(cuda), ToVector<int32_t>(cpu)) << what;
+      break;
+    case DType::kU8:
+      EXPECT_EQ(ToVector<uint8_t>(cuda), ToVector<uint8_t>(cpu)) << what;
+      break;
   }
 }
 
@@ -112,8 +122,8 @@ class CrossDeviceTest : public ::testing::Test {
   // float sums of ~100 terms in a different order (and atomics); double differs only by rounding.
   static double Tol() { return std::is_same_v<T, float> ? 1e-4 : 1e-10; }
 
-  const Graph graph_ = RandomGraph({.num_src_rows = 300, .num_dst = 200, .num_relations = 9, .num_edges = 3000,
-                                    .distinct_sources = 250}, 77);
+  const Graph graph_ = RandomGraph(
+      {.num_src_rows = 300, .num_dst = 200, .num_relations = 9, .num_edges = 3000, .distinct_sources = 250}, 77);
   const int64_t k_ = 24, d_ = 16;
 };
 using FloatTypes = ::testing::Types<float, double>;
@@ -124,7 +134,8 @@ TYPED_TEST(CrossDeviceTest, TypedLinear) {
   const Graph& g = this->graph_;
   const int64_t k = this->k_, d = this->d_;
   GraphTensors gt = ToTensors<T>(g);
-  Tensor x = MakeTensor<T>({g.m, k}, RandomValues<T>(g.m * k, 1)), w = MakeTensor<T>({g.r, k, d}, RandomValues<T>(g.r * k * d, 2));
+  Tensor x = MakeTensor<T>({g.m, k}, RandomValues<T>(g.m * k, 1)),
+         w = MakeTensor<T>({g.r, k, d}, RandomValues<T>(g.r * k * d, 2));
   Tensor dy = MakeTensor<T>({g.num_uniq(), d}, RandomValues<T>(g.num_uniq() * d, 3));
   CompareDevices("rgnn.typed_linear.fwd", {x, w, gt.uniq_ptr, gt.uniq_src}, {Filled<T>({g.num_uniq(), d}, T(3))},
                  this->Tol());
@@ -142,12 +153,13 @@ TYPED_TEST(CrossDeviceTest, TypedEmbed) {
   std::iota(row_id.begin(), row_id.end(), 5);
   GraphTensors gt = ToTensors<T>(g);
   Tensor rows = MakeTensor<int64_t>({g.m}, row_id);
-  CompareDevices("rgnn.typed_embed.fwd", {MakeTensor<T>({g.r, v, d}, RandomValues<T>(g.r * v * d, 1)), gt.uniq_ptr,
-                                          gt.uniq_src, rows},
+  CompareDevices("rgnn.typed_embed.fwd",
+                 {MakeTensor<T>({g.r, v, d}, RandomValues<T>(g.r * v * d, 1)), gt.uniq_ptr, gt.uniq_src, rows},
                  {Filled<T>({g.num_uniq(), d}, T(3))}, this->Tol());
-  CompareDevices("rgnn.typed_embed.bwd", {MakeTensor<T>({g.num_uniq(), d}, RandomValues<T>(g.num_uniq() * d, 2)),
-                                          gt.uniq_ptr, gt.uniq_src, rows},
-                 {Filled<T>({g.r, v, d}, T(3))}, this->Tol());
+  CompareDevices(
+      "rgnn.typed_embed.bwd",
+      {MakeTensor<T>({g.num_uniq(), d}, RandomValues<T>(g.num_uniq() * d, 2)), gt.uniq_ptr, gt.uniq_src, rows},
+      {Filled<T>({g.r, v, d}, T(3))}, this->Tol());
 }
 
 TYPED_TEST(CrossDeviceTest, Aggregate) {
@@ -155,11 +167,12 @@ TYPED_TEST(CrossDeviceTest, Aggregate) {
   const Graph& g = this->graph_;
   const int64_t d = this->d_;
   GraphTensors gt = ToTensors<T>(g);
-  CompareDevices("rgnn.aggregate.fwd", {MakeTensor<T>({g.num_uniq(), d}, RandomValues<T>(g.num_uniq() * d, 1)),
-                                        gt.edge_uniq, gt.norm, gt.dst_ptr, gt.dst_edges},
+  CompareDevices("rgnn.aggregate.fwd",
+                 {MakeTensor<T>({g.num_uniq(), d}, RandomValues<T>(g.num_uniq() * d, 1)), gt.edge_uniq, gt.norm,
+                  gt.dst_ptr, gt.dst_edges},
                  {Filled<T>({g.n, d}, T(3))}, this->Tol());
-  CompareDevices("rgnn.aggregate.bwd", {MakeTensor<T>({g.n, d}, RandomValues<T>(g.n * d, 2)), gt.dst, gt.norm,
-                                        gt.uniq_edge_ptr},
+  CompareDevices("rgnn.aggregate.bwd",
+                 {MakeTensor<T>({g.n, d}, RandomValues<T>(g.n * d, 2)), gt.dst, gt.norm, gt.uniq_edge_ptr},
                  {Filled<T>({g.num_uniq(), d}, T(3))}, this->Tol());
 }
 
@@ -190,11 +203,12 @@ TYPED_TEST(CrossDeviceTest, SoftmaxXent) {
 TYPED_TEST(CrossDeviceTest, Adam) {
   using T = TypeParam;
   const int64_t p = 10000;
-  CompareDevices("optim.adam.step",
-                 {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
-                  MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1)),
-                  MakeTensor<double>({7}, {0.01, 0.9, 0.999, 1e-8, 1e-4, 3, 0})},
-                 {}, this->Tol());
+  CompareDevices(
+      "optim.adam.step",
+      {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
+       MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1)),
+       MakeTensor<double>({7}, {0.01, 0.9, 0.999, 1e-8, 1e-4, 3, 0})},
+      {}, this->Tol());
 }
 
 }  // namespace

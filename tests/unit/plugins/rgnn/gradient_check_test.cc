@@ -35,9 +35,10 @@ double Dot(const Tensor& t, const std::vector<double>& g) {
 
 class GradientCheck : public ::testing::Test {
  protected:
-  GradientCheck() : graph_(RandomGraph({.num_src_rows = 7, .num_dst = 6, .num_relations = 4, .num_edges = 18,
-                                        .distinct_sources = 5}, 3)),
-                    gt_(ToTensors<double>(graph_)) {}
+  GradientCheck()
+      : graph_(RandomGraph(
+            {.num_src_rows = 7, .num_dst = 6, .num_relations = 4, .num_edges = 18, .distinct_sources = 5}, 3)),
+        gt_(ToTensors<double>(graph_)) {}
   Graph graph_;
   GraphTensors gt_;
 };

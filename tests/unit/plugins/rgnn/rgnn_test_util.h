@@ -29,10 +29,10 @@ void CallCpu(std::string_view op, const std::vector<const Tensor*>& inputs, cons
 
 // A random multi-relational graph, with the worker layout built from its raw edges.
 struct GraphSpec {
-  int64_t num_src_rows = 12;   // M: rows of the layer input (local + halo nodes)
-  int64_t num_dst = 9;         // N: destination rows
-  int64_t num_relations = 5;   // R; relation 1 is always empty
-  int64_t num_edges = 40;      // E
+  int64_t num_src_rows = 12;     // M: rows of the layer input (local + halo nodes)
+  int64_t num_dst = 9;           // N: destination rows
+  int64_t num_relations = 5;     // R; relation 1 is always empty
+  int64_t num_edges = 40;        // E
   int64_t distinct_sources = 6;  // sources are drawn from this many rows, so pairs repeat
 };
 

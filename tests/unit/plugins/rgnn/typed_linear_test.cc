@@ -34,7 +34,8 @@ TYPED_TEST(TypedLinearTest, ForwardMatchesNaiveLoop) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     const Graph g = RandomGraph({}, seed);
     const Dims dims;
-    const auto x = RandomValues<double>(g.m * dims.k, seed + 10), w = RandomValues<double>(g.r * dims.k * dims.d, seed + 20);
+    const auto x = RandomValues<double>(g.m * dims.k, seed + 10),
+               w = RandomValues<double>(g.r * dims.k * dims.d, seed + 20);
     GraphTensors gt = ToTensors<T>(g);
     Tensor tx = MakeTensor<T>({g.m, dims.k}, Cast<T>(x)), tw = MakeTensor<T>({g.r, dims.k, dims.d}, Cast<T>(w));
     Tensor ty = Filled<T>({g.num_uniq(), dims.d}, T(99));
@@ -71,6 +72,36 @@ TYPED_TEST(TypedLinearTest, BackwardMatchesNaiveLoops) {
   ExpectNear(ToVector<T>(tdx), dx, Tolerance<T>(), "dX");
 }
 
+// Wide layers shrink the GEMM row blocks to 32 rows, so a relation with ~100 compact rows spans several
+// blocks whose dW contributions must add up.
+TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
+  using T = TypeParam;
+  ThreadPool pool(3);
+  const Graph g = RandomGraph({.num_src_rows = 260, .num_dst = 50, .num_relations = 2, .num_edges = 500,
+                               .distinct_sources = 240},
+                              17);
+  const Dims dims{64, 128};
+  ASSERT_GT(g.uniq_ptr[1] - g.uniq_ptr[0], 64);
+  const auto x = RandomValues<double>(g.m * dims.k, 1), w = RandomValues<double>(g.r * dims.k * dims.d, 2);
+  const auto dy = RandomValues<double>(g.num_uniq() * dims.d, 3);
+  std::vector<double> dw(static_cast<size_t>(g.r * dims.k * dims.d), 0.0);
+  for (int64_t u = 0; u < g.num_uniq(); ++u) {
+    const int64_t r = RelationOfUniq(g, u), src = g.uniq_src[u];
+    for (int64_t c = 0; c < dims.k; ++c) {
+      for (int64_t j = 0; j < dims.d; ++j) dw[(r * dims.k + c) * dims.d + j] += x[src * dims.k + c] * dy[u * dims.d + j];
+    }
+  }
+  GraphTensors gt = ToTensors<T>(g);
+  Tensor tdy = MakeTensor<T>({g.num_uniq(), dims.d}, Cast<T>(dy));
+  Tensor tx = MakeTensor<T>({g.m, dims.k}, Cast<T>(x)), tw = MakeTensor<T>({g.r, dims.k, dims.d}, Cast<T>(w));
+  Tensor ty = Filled<T>({g.num_uniq(), dims.d}, T(7));
+  CallCpu("rgnn.typed_linear.fwd", {&tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&ty}, &pool);
+  ExpectNear(ToVector<T>(ty), NaiveForward(g, x, w, dims), 10 * Tolerance<T>(), "Y");
+  Tensor tdx = Filled<T>({0, dims.k}, T(0)), tdw = Filled<T>({g.r, dims.k, dims.d}, T(7));
+  CallCpu("rgnn.typed_linear.bwd", {&tdy, &tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&tdx, &tdw}, &pool);
+  ExpectNear(ToVector<T>(tdw), dw, 10 * Tolerance<T>(), "dW");
+}
+
 TYPED_TEST(TypedLinearTest, BackwardWithEmptyInputGradSkipsIt) {
   using T = TypeParam;
   const Graph g = RandomGraph({}, 5);
@@ -87,8 +118,8 @@ TYPED_TEST(TypedLinearTest, BackwardWithEmptyInputGradSkipsIt) {
 TYPED_TEST(TypedLinearTest, SameResultWithoutPool) {
   using T = TypeParam;
   ThreadPool pool(4);
-  const Graph g = RandomGraph({.num_src_rows = 40, .num_dst = 30, .num_relations = 7, .num_edges = 300,
-                               .distinct_sources = 35}, 9);
+  const Graph g =
+      RandomGraph({.num_src_rows = 40, .num_dst = 30, .num_relations = 7, .num_edges = 300, .distinct_sources = 35}, 9);
   const Dims dims{8, 8};
   GraphTensors gt = ToTensors<T>(g);
   Tensor tx = MakeTensor<T>({g.m, dims.k}, RandomValues<T>(g.m * dims.k, 4));

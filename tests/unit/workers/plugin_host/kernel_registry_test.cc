@@ -46,7 +46,8 @@ TEST(KernelRegistry, WrongAbiMajorIsRefusedNamingFileAndBothVersions) {
   const Status st = registry.LoadPlugin(TestPlugin("wrong_abi_major"));
   ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_wrong_abi_major.so"));
-  EXPECT_THAT(st.message(), HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR + 1, ".", TESSEL_PLUGIN_ABI_MINOR)));
+  EXPECT_THAT(st.message(),
+              HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR + 1, ".", TESSEL_PLUGIN_ABI_MINOR)));
   EXPECT_THAT(st.message(), HasSubstr(StrCat("host has ", TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR)));
   // Nothing was committed: the plugin's kernel is not visible.
   EXPECT_TRUE(registry.plugins().empty());
@@ -57,7 +58,8 @@ TEST(KernelRegistry, NewerAbiMinorIsRefused) {
   KernelRegistry registry(QuietLogger());
   const Status st = registry.LoadPlugin(TestPlugin("newer_abi_minor"));
   ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR + 1)));
+  EXPECT_THAT(st.message(),
+              HasSubstr(StrCat("built for ABI ", TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR + 1)));
   EXPECT_THAT(st.message(), HasSubstr("host's minor is older"));
 }
 
@@ -138,7 +140,11 @@ TEST(KernelRegistry, NonexistentPathIsRefused) {
 TEST(KernelRegistry, NonPluginFileIsRefusedWithDlerror) {
   TempDir dir;
   const std::string path = dir.path() + "/libtessel_text.so";
-  { std::FILE* f = std::fopen(path.c_str(), "w"); std::fputs("not an ELF file\n", f); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("not an ELF file\n", f);
+    std::fclose(f);
+  }
   KernelRegistry registry(QuietLogger());
   const Status st = registry.LoadPlugin(path);
   ASSERT_EQ(st.code(), Code::kPlugin);

@@ -17,8 +17,8 @@ using testing::TempDir;
 
 TEST(PluginFiles, FindsOnlyLibtesselSharedObjectsSortedByName) {
   TempDir dir;
-  for (const char* name : {"libtessel_b.so", "libtessel_a.so", "libtessel_.so", "libfoo.so", "libtessel_c.so.1",
-                           "README.md"}) {
+  for (const char* name :
+       {"libtessel_b.so", "libtessel_a.so", "libtessel_.so", "libfoo.so", "libtessel_c.so.1", "README.md"}) {
     dir.Copy(testing::ExamplePlugin(), name);
   }
   Result<std::vector<std::string>> files = FindPluginFiles(dir.path());

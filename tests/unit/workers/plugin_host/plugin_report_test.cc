@@ -23,8 +23,8 @@ TEST(PluginReport, CheckPassesTheRgnnPluginWithRgcnOps) {
 }
 
 TEST(PluginReport, CheckFailsEveryBrokenPluginWithExitCode4) {
-  for (const char* variant : {"wrong_abi_major", "newer_abi_minor", "wrong_schema", "bad_syntax", "no_init",
-                              "init_fails", "init_throws"}) {
+  for (const char* variant :
+       {"wrong_abi_major", "newer_abi_minor", "wrong_schema", "bad_syntax", "no_init", "init_fails", "init_throws"}) {
     std::ostringstream out;
     const Status st = CheckPlugin(testing::TestPlugin(variant), {}, Device::kCpu, out);
     EXPECT_EQ(st.exit_code(), 4) << variant << ": " << st.ToString();

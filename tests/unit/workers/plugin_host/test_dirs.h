@@ -5,8 +5,8 @@
 
 namespace tessel::workers::testing {
 
-std::string RgnnPlugin();     // build/plugins/libtessel_rgnn.so
-std::string ExamplePlugin();  // build/plugins/libtessel_example.so
+std::string RgnnPlugin();                            // build/plugins/libtessel_rgnn.so
+std::string ExamplePlugin();                         // build/plugins/libtessel_example.so
 std::string TestPlugin(const std::string& variant);  // e.g. "wrong_abi_major" -> .../libtest_plugin_wrong_abi_major.so
 
 // A fresh directory (mode 0700) under the system temp dir, removed with everything in it on destruction.

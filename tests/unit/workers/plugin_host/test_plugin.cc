@@ -67,7 +67,8 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
 #elif TEST_PLUGIN_VARIANT == VARIANT_BAD_SYNTAX
   relu_schema = "nn.relu.fwd(X:T[N,D] -> Y";
 #elif TEST_PLUGIN_VARIANT == VARIANT_THROWING
-  if (tessel_status* st = Register(host, "test.throw.fwd", "test.throw.fwd(X:f64[N]) -> (Y:f64[N])", &Throws)) return st;
+  if (tessel_status* st = Register(host, "test.throw.fwd", "test.throw.fwd(X:f64[N]) -> (Y:f64[N])", &Throws))
+    return st;
   if (tessel_status* st = Register(host, "test.throw_in_range.fwd", "test.throw_in_range.fwd(X:f64[N]) -> (Y:f64[N])",
                                    &ThrowsInParallelFor)) {
     return st;

@@ -1,9 +1,15 @@
-"""The RGCN peer: PyTorch Geometric's RGCNConv or FastRGCNConv, full-graph training on a Tessel graph file.
+"""The RGCN peers in PyTorch, full-graph training on a Tessel graph file.
 
-  python rgcn_pyg.py --graph G.h5 --variant rgcn|fast [--threads 2] [--hidden 64] [--layers 2]
-                     [--epochs 20] [--warmup 1] [--max-seconds S] [--lr 0.01] [--l2 5e-4] [--seed 0] [--json OUT]
+  python rgcn_torch.py --graph G.h5 --variant rgcn|fast|compact [--threads 2] [--hidden 64] [--layers 2]
+                       [--epochs 20] [--warmup 1] [--max-seconds S] [--lr 0.01] [--l2 5e-4] [--seed 0]
+                       [--json OUT]
 
-The model is the one Tessel trains (bench/README.md "The RGCN model"): per relation r a weight W_r, mean
+Variants: `rgcn` and `fast` are PyTorch Geometric's RGCNConv and FastRGCNConv, the peers. `compact` is
+not a library: it is the same model written directly in PyTorch the way Tessel computes it (Hector's
+compact materialization: W_r applied once per unique (relation, source) pair, then a sparse mean
+aggregation), a reference for what eager PyTorch on the same BLAS can do.
+
+The model is the one Tessel trains (bench/README.md "The RGCN benchmark"): per relation r a weight W_r, mean
 aggregation over N_r(i) (1/|N_r(i)|), no root weight and no bias (the graph file already holds the
 self-loop relation), ReLU between layers, softmax cross-entropy on the training nodes, Adam with L2
 (weight_decay) on the first layer only. A graph without features gets a one-hot input (x = None, layer 1
@@ -11,8 +17,7 @@ is [R, N, hidden]); one with features gets a typed linear [R, d, hidden].
 
 One epoch = zero_grad + forward + loss + backward + optimizer step, timed with perf_counter after
 `warmup` untimed epochs (--max-seconds may cut the timed epochs short; epochs_timed says how many ran).
-Prints one JSON object on stdout (and writes it to --json): the per-epoch
-seconds, their median, peak RSS, versions and the BLAS torch was built with. An allocation failure
+Prints one JSON object on stdout (and writes it to --json): the per-epoch seconds, their median, peak RSS, versions and the BLAS torch was built with. An allocation failure
 (the address-space cap below, or the machine) is reported as status "oom", not a crash; exit code 0
 either way, 1 on any other error.
 """
@@ -45,6 +50,61 @@ def cap_memory(fraction: float) -> int:
         return 0
 
 
+def CompactRgcnLayer(torch, g, d_in: int, d_out: int, onehot: bool):
+    """One RGCN layer computed as Tessel computes it: gather the unique (relation, source) rows, one GEMM
+    per relation on its rows (a row gather of W for a one-hot input), then out = A @ messages with the
+    sparse [N, pairs] matrix A holding 1/|N_r(i)|. Same parameter shape and initialisation as PyG's
+    RGCNConv ([R, d_in, d_out], glorot), so with the same seed it starts from the same weights."""
+    import numpy as np
+    from torch_geometric.nn.inits import glorot
+
+    # Unique (relation, src) pairs, grouped by relation because etype is.
+    key = g.etype * g.num_nodes + g.src
+    pair_key, edge_pair = np.unique(key, return_inverse=True)
+    pair_rel = pair_key // g.num_nodes
+    pair_src = pair_key % g.num_nodes
+    pair_ptr = np.searchsorted(pair_rel, np.arange(g.num_relations + 1))
+    deg_key = g.etype * g.num_nodes + g.dst
+    _, deg_inv, deg_count = np.unique(deg_key, return_inverse=True, return_counts=True)
+    norm = (1.0 / deg_count[deg_inv]).astype(np.float32)
+    # A[dst, pair] = sum of 1/|N_r(dst)| over the edges. Forward is A @ M and backward A^T @ G, each one
+    # CSR sparse-dense product (torch's own backward for a CSR product transposes A every call).
+    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        coo = torch.sparse_coo_tensor(torch.from_numpy(np.stack([g.dst, edge_pair])), torch.from_numpy(norm),
+                                      (g.num_nodes, pair_key.size)).coalesce()
+        adj = coo.to_sparse_csr()
+        adj_t = coo.t().coalesce().to_sparse_csr()
+
+    class Aggregate(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, msg):
+            return adj @ msg
+
+        @staticmethod
+        def backward(ctx, grad):
+            return adj_t @ grad
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.empty(g.num_relations, d_in, d_out))
+            glorot(self.weight)
+            self.register_buffer("pair_src", torch.from_numpy(pair_src))
+            self.register_buffer("row", torch.from_numpy(pair_rel * d_in + pair_src) if onehot else None)
+            self.segments = [(int(pair_ptr[r]), int(pair_ptr[r + 1])) for r in range(g.num_relations)]
+
+        def forward(self, h, edge_index=None, edge_type=None):
+            if onehot:
+                msg = torch.nn.functional.embedding(self.row, self.weight.view(-1, d_out))
+            else:
+                hp = h.index_select(0, self.pair_src)
+                msg = torch.cat([hp[a:b] @ self.weight[r] for r, (a, b) in enumerate(self.segments)])
+            return Aggregate.apply(msg)
+
+    return Layer()
+
+
 def blas_info(torch) -> str:
     cfg = torch.__config__.show()
     m = re.search(r"BLAS_INFO=([^,\s]+)", cfg)
@@ -57,7 +117,7 @@ def blas_info(torch) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graph", required=True)
-    ap.add_argument("--variant", choices=["rgcn", "fast"], required=True)
+    ap.add_argument("--variant", choices=["rgcn", "fast", "compact"], required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
@@ -86,7 +146,8 @@ def main() -> int:
 
     torch.set_num_threads(a.threads)
     result = {
-        "peer": "pyg", "variant": {"rgcn": "RGCNConv", "fast": "FastRGCNConv"}[a.variant],
+        "peer": "torch" if a.variant == "compact" else "pyg",
+        "variant": {"rgcn": "RGCNConv", "fast": "FastRGCNConv", "compact": "compact"}[a.variant],
         "graph": a.graph, "threads": torch.get_num_threads(), "hidden": a.hidden, "layers": a.layers,
         "epochs": a.epochs, "warmup": a.warmup,
         "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
@@ -109,13 +170,18 @@ def main() -> int:
         y = torch.from_numpy(g.labels)
         train_idx = torch.from_numpy(np.flatnonzero(g.train))
         test_idx = torch.from_numpy(np.flatnonzero(g.test))
-        conv = RGCNConv if a.variant == "rgcn" else FastRGCNConv
         dims = [in_dim] + [a.hidden] * (a.layers - 1) + [g.num_classes]
-        # Edges are grouped by relation in the file, so is_sorted holds.
-        convs = torch.nn.ModuleList(
-            conv(dims[i], dims[i + 1], g.num_relations, aggr="mean", root_weight=False, bias=False,
-                 is_sorted=True)
-            for i in range(a.layers))
+        if a.variant == "compact":
+            convs = torch.nn.ModuleList(
+                CompactRgcnLayer(torch, g, dims[i], dims[i + 1], onehot=(i == 0 and x is None))
+                for i in range(a.layers))
+        else:
+            conv = RGCNConv if a.variant == "rgcn" else FastRGCNConv
+            # Edges are grouped by relation in the file, so is_sorted holds.
+            convs = torch.nn.ModuleList(
+                conv(dims[i], dims[i + 1], g.num_relations, aggr="mean", root_weight=False, bias=False,
+                     is_sorted=True)
+                for i in range(a.layers))
 
         def forward():
             h = x
