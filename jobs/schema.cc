@@ -186,8 +186,8 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(checkpoint.every_steps, AtLeast(0), "Steps between checkpoints; 0 = none."),
       TESSEL_JOB_FIELD(checkpoint.keep, AtLeast(1), "Checkpoints kept; older ones are deleted."),
       // [plugins]
-      TESSEL_JOB_FIELD(plugins.paths, Any(), "Plugin .so files loaded after the built-in plugins."),
-      TESSEL_JOB_FIELD(plugins.search_dirs, Any(), "Directories whose .so files are all loaded as plugins."),
+      TESSEL_JOB_FIELD(plugins.paths, Any(), "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside the executable)."),
+      TESSEL_JOB_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
       // [metrics]
       TESSEL_JOB_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
       TESSEL_JOB_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),

@@ -129,8 +129,9 @@ struct CheckpointSection {
 };
 
 struct PluginsSection {
-  std::vector<std::string> paths;        // extra plugin .so files, loaded after the built-in ones
-  std::vector<std::string> search_dirs;  // directories scanned for *.so plugins
+  // Both empty: load the built-in plugins beside the executable. Otherwise load exactly these.
+  std::vector<std::string> paths;
+  std::vector<std::string> search_dirs;  // directories scanned for libtessel_*.so plugins
   bool operator==(const PluginsSection&) const = default;
 };
 

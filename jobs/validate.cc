@@ -136,6 +136,23 @@ Status ValidateJob(const JobSpec& spec) {
     errors.Add(at("model.name"), StrCat("model.name = ", schema::QuoteToml(spec.model.name),
                                         " is not supported yet; supported: \"rgcn\""));
   }
+  // Settings the schema knows but this build cannot honour yet: refused, never silently ignored.
+  const auto not_yet = [&](std::string_view key, const std::string& value, std::string_view instead) {
+    errors.Add(at(key), StrCat(key, " = ", value, " is not supported by this build yet; ", instead));
+  };
+  if (spec.model.num_bases > 0) {
+    not_yet("model.num_bases", std::to_string(spec.model.num_bases), "use 0 (a full weight matrix per relation)");
+  }
+  if (spec.train.optimizer != "adam") not_yet("train.optimizer", schema::QuoteToml(spec.train.optimizer), "use \"adam\"");
+  if (spec.checkpoint.every_steps > 0) {
+    not_yet("checkpoint.every_steps", std::to_string(spec.checkpoint.every_steps), "use 0 (no checkpoints)");
+  }
+  if (!spec.metrics.pushgateway.empty()) {
+    not_yet("metrics.pushgateway", schema::QuoteToml(spec.metrics.pushgateway), "let Prometheus scrape the ranks");
+  }
+  if (spec.job.device == DeviceChoice::kCuda) {
+    not_yet("job.device", "\"cuda\"", "the RGCN trainer runs on CPU workers; use \"auto\" or \"cpu\"");
+  }
   if (spec.resources.gpus_per_worker > 0 && spec.job.device == DeviceChoice::kCpu) {
     errors.Add(at_either("resources.gpus_per_worker", "job.device"),
                StrCat("resources.gpus_per_worker = ", spec.resources.gpus_per_worker,

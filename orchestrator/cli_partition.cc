@@ -44,8 +44,9 @@ Status CheckReplaceable(const fs::path& dir) {
   if (!fs::exists(dir, ec)) return Status::Ok();
   if (!fs::is_directory(dir, ec)) return UsageError(StrCat("--out ", dir.string(), " exists and is not a directory"));
   if (fs::is_empty(dir, ec) || fs::exists(dir / "partition.json", ec)) return Status::Ok();
-  return UsageError(StrCat("--out ", dir.string(),
-                           " exists and is not an earlier partition output (no partition.json); refusing to replace it"));
+  return UsageError(
+      StrCat("--out ", dir.string(),
+             " exists and is not an earlier partition output (no partition.json); refusing to replace it"));
 }
 
 // Moves the finished `tmp` to `dir`, replacing an earlier output only once the new one is complete.
@@ -61,7 +62,8 @@ Status CommitDirectory(const fs::path& tmp, const fs::path& dir) {
   }
   fs::rename(tmp, dir, ec);
   if (ec) {
-    if (!old.empty()) fs::rename(old, dir, ec);
+    std::error_code restore_ec;
+    if (!old.empty()) fs::rename(old, dir, restore_ec);
     return StorageError(StrCat("cannot rename ", tmp.string(), " to ", dir.string(), ": ", ec.message()));
   }
   if (!old.empty()) fs::remove_all(old, ec);
@@ -106,9 +108,9 @@ std::string PartitionJson(const PartitionOptions& opts, const storage::HeteroGra
   return w.str() + "\n";
 }
 
-void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::HeteroGraph& g,
-                const PartitionResult& r, int64_t random_edge_cut, const std::vector<storage::WorkerPartition>& parts,
-                double total_seconds, const fs::path& out) {
+void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,
+                int64_t random_edge_cut, const std::vector<storage::WorkerPartition>& parts, double total_seconds,
+                const fs::path& out) {
   char line[256];
   os << "graph        " << opts.graph << " (" << g.num_nodes() << " nodes, " << g.num_edges() << " edges, "
      << g.relations.size() << " relations)\n";
@@ -128,7 +130,8 @@ void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::H
     os << line;
     over = over || r.imbalance[c] > orchestrator::kMaxImbalance;
   }
-  os << (over ? "  (above the 1.05 target: a node is heavier than the slack allows)" : "") << "\n";
+  os << (over ? "  (above the 1.05 target: no move could repair it, e.g. one node outweighs a part's slack)" : "")
+     << "\n";
   std::snprintf(line, sizeof line, "time         partition %.3f s (%d rebalancing moves), total %.3f s\n", r.seconds,
                 r.rebalance_moves, total_seconds);
   os << line;
@@ -156,7 +159,8 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   const auto start = std::chrono::steady_clock::now();
   TESSEL_ASSIGN_OR_RETURN(PartitionMethod method, orchestrator::ParsePartitionMethod(opts.method));
   const fs::path out = fs::path(opts.out).lexically_normal();
-  if (out.filename().empty() || out.filename() == "." || out.filename() == "..") return UsageError(StrCat("--out ", opts.out, " does not name a directory"));
+  if (out.filename().empty() || out.filename() == "." || out.filename() == "..")
+    return UsageError(StrCat("--out ", opts.out, " does not name a directory"));
   TESSEL_RETURN_IF_ERROR(CheckReplaceable(out));
 
   TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph g, storage::ReadGraph(opts.graph));

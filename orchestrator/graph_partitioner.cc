@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <tuple>
 #include <utility>
@@ -157,8 +157,14 @@ class Rebalancer {
  public:
   // `target` is the imbalance each constraint is repaired to (max part / mean part).
   Rebalancer(const Csr& csr, const VertexWeights& vw, int32_t k, double target, std::vector<int32_t>& part_of)
-      : csr_(csr), vw_(vw), k_(k), ncon_(vw.ncon), part_of_(part_of), pw_(PartWeights(vw, part_of, k)),
-        cap_(vw.ncon), conn_(k, 0) {
+      : csr_(csr),
+        vw_(vw),
+        k_(k),
+        ncon_(vw.ncon),
+        part_of_(part_of),
+        pw_(PartWeights(vw, part_of, k)),
+        cap_(vw.ncon),
+        conn_(k, 0) {
     for (int32_t c = 0; c < ncon_; ++c) cap_[c] = target * static_cast<double>(vw.total[c]) / k;
   }
 
@@ -278,8 +284,8 @@ class Rebalancer {
   const int32_t k_;
   const int32_t ncon_;
   std::vector<int32_t>& part_of_;
-  std::vector<int64_t> pw_;   // [k * ncon] current part weights
-  std::vector<double> cap_;   // [ncon] largest part weight within the target
+  std::vector<int64_t> pw_;    // [k * ncon] current part weights
+  std::vector<double> cap_;    // [ncon] largest part weight within the target
   std::vector<int32_t> conn_;  // scratch: neighbours of the current node per part
   std::vector<int32_t> touched_;
 };
@@ -294,8 +300,8 @@ Status CheckMetisLimits(const storage::HeteroGraph& g) {
   return Status::Ok();
 }
 
-Result<std::vector<int32_t>> MetisParts(const storage::HeteroGraph& g, Csr& csr, const VertexWeights& vw,
-                                        int32_t k, uint64_t seed) {
+Result<std::vector<int32_t>> MetisParts(const storage::HeteroGraph& g, Csr& csr, const VertexWeights& vw, int32_t k,
+                                        uint64_t seed) {
   idx_t nvtxs = static_cast<idx_t>(g.num_nodes());
   idx_t ncon = vw.ncon;
   idx_t nparts = k;
@@ -315,8 +321,8 @@ Result<std::vector<int32_t>> MetisParts(const storage::HeteroGraph& g, Csr& csr,
   const int rc = METIS_PartGraphKway(&nvtxs, &ncon, csr.xadj.data(), adjncy, vwgt.data(), nullptr, nullptr, &nparts,
                                      nullptr, ubvec.data(), options, &objval, part.data());
   if (rc != METIS_OK) {
-    return InternalError(StrCat("METIS_PartGraphKway failed with code ", rc, " on '", g.name, "' (", nvtxs,
-                                " nodes, ", csr.adjncy.size() / 2, " undirected edges, ", k, " parts)"));
+    return InternalError(StrCat("METIS_PartGraphKway failed with code ", rc, " on '", g.name, "' (", nvtxs, " nodes, ",
+                                csr.adjncy.size() / 2, " undirected edges, ", k, " parts)"));
   }
   return std::vector<int32_t>(part.begin(), part.end());
 }
@@ -347,9 +353,12 @@ Result<PartitionMethod> ParsePartitionMethod(const std::string& name) {
 
 const char* PartitionMethodName(PartitionMethod method) {
   switch (method) {
-    case PartitionMethod::kMetis: return "metis";
-    case PartitionMethod::kRandom: return "random";
-    case PartitionMethod::kRange: return "range";
+    case PartitionMethod::kMetis:
+      return "metis";
+    case PartitionMethod::kRandom:
+      return "random";
+    case PartitionMethod::kRange:
+      return "range";
   }
   return "?";
 }
@@ -357,9 +366,8 @@ const char* PartitionMethodName(PartitionMethod method) {
 int64_t EdgeCut(const storage::HeteroGraph& g, const std::vector<int32_t>& part_of) {
   if (static_cast<int64_t>(part_of.size()) != g.num_nodes()) return -1;
   if (g.num_nodes() <= (int64_t{1} << 32)) {
-    return CountDistinctCutPairs<uint64_t>(g, part_of, [](int64_t a, int64_t b) {
-      return (static_cast<uint64_t>(a) << 32) | static_cast<uint64_t>(b);
-    });
+    return CountDistinctCutPairs<uint64_t>(
+        g, part_of, [](int64_t a, int64_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint64_t>(b); });
   }
   return CountDistinctCutPairs<std::pair<int64_t, int64_t>>(g, part_of,
                                                             [](int64_t a, int64_t b) { return std::pair(a, b); });

@@ -26,14 +26,14 @@ inline constexpr double kMaxImbalance = 1.05;
 struct PartitionResult {
   std::vector<int32_t> part_of;  // [num_nodes] part of each global node id (graph-file id space)
   int32_t num_parts = 1;
-  int64_t edge_cut = 0;          // EdgeCut() of part_of
+  int64_t edge_cut = 0;  // EdgeCut() of part_of
   // The balance constraints that were active ("train", "edges", "nodes"; one whose total weight is
   // zero is dropped), and for each the max part weight / (total / num_parts).
   std::vector<std::string> constraint_names;
   std::vector<double> imbalance;
-  double seconds = 0;            // wall time of PartitionGraph
-  std::string method;            // "metis" | "random" | "range"
-  int32_t rebalance_moves = 0;   // nodes moved by the repair pass after METIS
+  double seconds = 0;           // wall time of PartitionGraph
+  std::string method;           // "metis" | "random" | "range"
+  int32_t rebalance_moves = 0;  // nodes moved by the repair pass after METIS
 };
 
 // Partitions `g` into `num_parts` parts, deterministically for a given seed.
@@ -41,8 +41,8 @@ struct PartitionResult {
 // kUsage when METIS is asked for a graph beyond its 32-bit idx_t (nodes or 2 * edges > INT32_MAX),
 // and with kInternal when METIS itself reports an error. A partition that cannot meet kMaxImbalance
 // (for example one hub node heavier than a part's share) is still returned; `imbalance` says so.
-Result<PartitionResult> PartitionGraph(const storage::HeteroGraph& g, int32_t num_parts,
-                                       PartitionMethod method, uint64_t seed);
+Result<PartitionResult> PartitionGraph(const storage::HeteroGraph& g, int32_t num_parts, PartitionMethod method,
+                                       uint64_t seed);
 
 // Number of undirected edges {u, v}, u != v, whose endpoints lie in different parts, counted once
 // on the symmetrised, deduplicated, self-loop-free homogeneous graph. `part_of` must have

@@ -60,8 +60,7 @@ BookEntry LookupRangeBook(const std::vector<int64_t>& offsets, int64_t new_id) {
 }
 
 Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& graph,
-                                                           const std::vector<int32_t>& part_of,
-                                                           int32_t num_parts) {
+                                                           const std::vector<int32_t>& part_of, int32_t num_parts) {
   const int64_t n = graph.num_nodes();
   if (num_parts < 1) return UsageError(StrCat("BuildWorkerPartitions: num_parts must be >= 1, got ", num_parts));
   if (static_cast<int64_t>(part_of.size()) != n) {
@@ -70,8 +69,8 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
   }
   for (int64_t g = 0; g < n; ++g) {
     if (part_of[g] < 0 || part_of[g] >= num_parts) {
-      return UsageError(StrCat("BuildWorkerPartitions: node ", g, " assigned to part ", part_of[g], ", not in [0, ",
-                               num_parts, ")"));
+      return UsageError(
+          StrCat("BuildWorkerPartitions: node ", g, " assigned to part ", part_of[g], ", not in [0, ", num_parts, ")"));
     }
   }
   const int32_t num_rel = static_cast<int32_t>(graph.relations.size());
@@ -124,8 +123,7 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
       for (size_t e = 0; e < rel.src.size(); ++e) {
         const int64_t d = d_off + rel.dst[e];
         const int32_t p = part_of[d];
-        pending[cursor[static_cast<size_t>(p) * num_rel + r]++] = {new_id[s_off + rel.src[e]],
-                                                                   new_id[d] - offsets[p]};
+        pending[cursor[static_cast<size_t>(p) * num_rel + r]++] = {new_id[s_off + rel.src[e]], new_id[d] - offsets[p]};
       }
     }
   }
@@ -180,7 +178,8 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
     wp.dst.resize(e_hi - e_lo);
     std::vector<std::pair<int64_t, int64_t>> seg;
     for (int32_t r = 0; r < num_rel; ++r) {
-      const int64_t b = bucket[static_cast<size_t>(p) * num_rel + r], end = bucket[static_cast<size_t>(p) * num_rel + r + 1];
+      const int64_t b = bucket[static_cast<size_t>(p) * num_rel + r],
+                    end = bucket[static_cast<size_t>(p) * num_rel + r + 1];
       seg.clear();
       seg.reserve(end - b);
       for (int64_t e = b; e < end; ++e) {
@@ -252,7 +251,8 @@ Status ValidatePartition(const WorkerPartition& p) {
     if (i > p.num_owned && id <= p.row_new_id[i - 1]) return bad("halo rows are not sorted by new id");
   }
   for (int64_t i = 0; i < rows; ++i) {
-    if (p.row_orig_id[i] < 0 || p.row_orig_id[i] >= p.total_nodes) return bad(StrCat("row ", i, " original id out of range"));
+    if (p.row_orig_id[i] < 0 || p.row_orig_id[i] >= p.total_nodes)
+      return bad(StrCat("row ", i, " original id out of range"));
   }
   if (p.rel_ptr.size() != p.relation_names.size() + 1) return bad("rel_ptr has the wrong length");
   if (p.src.size() != p.dst.size()) return bad("src and dst differ in length");
@@ -274,8 +274,8 @@ Status ValidatePartition(const WorkerPartition& p) {
   if (p.feature_dim < 0) return bad("negative feature_dim");
   const int64_t num_features = static_cast<int64_t>(p.features.size());
   const bool features_fit = p.feature_dim == 0 ? num_features == 0
-                            : rows == 0       ? num_features == 0
-                                              : p.feature_dim <= num_features / rows && num_features == rows * p.feature_dim;
+                            : rows == 0        ? num_features == 0
+                                        : p.feature_dim <= num_features / rows && num_features == rows * p.feature_dim;
   if (!features_fit) return bad("features size is not num_rows * feature_dim");
   const size_t owned = static_cast<size_t>(p.num_owned);
   if (p.labels.size() != owned || p.train_mask.size() != owned || p.val_mask.size() != owned ||
@@ -283,8 +283,10 @@ Status ValidatePartition(const WorkerPartition& p) {
     return bad("labels/masks are not one per owned row");
   }
   for (size_t i = 0; i < owned; ++i) {
-    if (p.labels[i] < -1 || (p.labels[i] >= 0 && p.labels[i] >= p.num_classes)) return bad(StrCat("label of row ", i, " out of range"));
-    if (p.train_mask[i] > 1 || p.val_mask[i] > 1 || p.test_mask[i] > 1) return bad(StrCat("mask of row ", i, " is not 0/1"));
+    if (p.labels[i] < -1 || (p.labels[i] >= 0 && p.labels[i] >= p.num_classes))
+      return bad(StrCat("label of row ", i, " out of range"));
+    if (p.train_mask[i] > 1 || p.val_mask[i] > 1 || p.test_mask[i] > 1)
+      return bad(StrCat("mask of row ", i, " is not 0/1"));
   }
   return Status::Ok();
 }

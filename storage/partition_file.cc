@@ -50,10 +50,15 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
   h5::Group group(H5Gcreate2(file_id, kGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!group.valid()) return h5::WriteError(where, "cannot create group");
   const hid_t g = group.get();
-  const std::pair<const char*, int64_t> attrs[] = {
-      {"format_version", kPartitionFormatVersion}, {"part", p.part}, {"num_parts", p.num_parts},
-      {"num_owned", p.num_owned}, {"feature_dim", p.feature_dim}, {"total_nodes", p.total_nodes},
-      {"num_classes", p.num_classes}, {"total_train", p.total_train}, {"total_test", p.total_test}};
+  const std::pair<const char*, int64_t> attrs[] = {{"format_version", kPartitionFormatVersion},
+                                                   {"part", p.part},
+                                                   {"num_parts", p.num_parts},
+                                                   {"num_owned", p.num_owned},
+                                                   {"feature_dim", p.feature_dim},
+                                                   {"total_nodes", p.total_nodes},
+                                                   {"num_classes", p.num_classes},
+                                                   {"total_train", p.total_train},
+                                                   {"total_test", p.total_test}};
   for (const auto& [name, value] : attrs) TESSEL_RETURN_IF_ERROR(h5::WriteInt64Attribute(g, name, value, where));
   TESSEL_RETURN_IF_ERROR(h5::WriteStringArrayAttribute(g, "relation_names", p.relation_names, where));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "offsets", p.offsets, file));
@@ -64,9 +69,8 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
   TESSEL_RETURN_IF_ERROR(Write1D(g, "dst", p.dst, file));
   if (p.feature_dim > 0) {
     TESSEL_RETURN_IF_ERROR(h5::WriteArray<float>(
-        g, "features", p.features.data(),
-        {static_cast<hsize_t>(p.num_rows()), static_cast<hsize_t>(p.feature_dim)}, h5::Layout::kContiguous,
-        StrCat(where, "/features")));
+        g, "features", p.features.data(), {static_cast<hsize_t>(p.num_rows()), static_cast<hsize_t>(p.feature_dim)},
+        h5::Layout::kContiguous, StrCat(where, "/features")));
   }
   TESSEL_RETURN_IF_ERROR(Write1D(g, "labels", p.labels, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "train", p.train_mask, file));
@@ -118,8 +122,8 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
   const std::string where = StrCat(path, ": ", kGroup);
   TESSEL_ASSIGN_OR_RETURN(int64_t version, h5::ReadInt64Attribute(g, "format_version", where));
   if (version != kPartitionFormatVersion) {
-    return BadDataError(StrCat(where, ": format_version ", version, " is not supported (expected ",
-                               kPartitionFormatVersion, ")"));
+    return BadDataError(
+        StrCat(where, ": format_version ", version, " is not supported (expected ", kPartitionFormatVersion, ")"));
   }
   WorkerPartition p;
   TESSEL_ASSIGN_OR_RETURN(p.part, ReadInt32Attribute(g, "part", where));
@@ -142,8 +146,8 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
     std::vector<hsize_t> dims;
     TESSEL_RETURN_IF_ERROR(h5::ReadArray<float>(f, StrCat(kGroup, "/features"), path, 2, &p.features, &dims));
     if (dims[0] != static_cast<hsize_t>(p.row_new_id.size()) || dims[1] != static_cast<hsize_t>(p.feature_dim)) {
-      return BadDataError(StrCat(where, "/features: shape [", dims[0], ", ", dims[1], "] is not [num_rows=",
-                                 p.row_new_id.size(), ", feature_dim=", p.feature_dim, "]"));
+      return BadDataError(StrCat(where, "/features: shape [", dims[0], ", ", dims[1],
+                                 "] is not [num_rows=", p.row_new_id.size(), ", feature_dim=", p.feature_dim, "]"));
     }
   }
   TESSEL_RETURN_IF_ERROR(Read1D(f, "labels", path, &p.labels));

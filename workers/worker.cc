@@ -77,9 +77,6 @@ class HeartbeatThread {
 
 Result<ResultMsg> RunPartition(const jobs::JobSpec& spec, const storage::WorkerPartition& part, WorkerComm& comm,
                                const RunHooks& hooks, const Logger& log) {
-  if (spec.job.device == jobs::DeviceChoice::kCuda) {
-    return UsageError("job.device = \"cuda\": the RGCN trainer of this build runs on CPU; use \"cpu\" or \"auto\"");
-  }
   KernelRegistry registry;
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
   TESSEL_RETURN_IF_ERROR(registry.RequireOps(RgcnOps(), Device::kCpu));

@@ -313,7 +313,7 @@ TEST(FormatJobToml, RoundTripsToAnEqualSpec) {
       Parse(Job(), {"job.seed=42", "job.output_dir=runs/x \"quoted\"\\", "train.lr=0.0005", "train.l2=0",
                     "data.edges=[\"e.tsv\"]", "data.synthetic.avg_degree=2.5", "resources.memory_budget_bytes=1GiB",
                     "job.time_limit_seconds=3600", "partition.method=random", "plugins.search_dirs=[\"/opt/p\"]",
-                    "metrics.pushgateway=http://pg:9091"});
+                    "metrics.targets_file=/srv/prom/targets/t.json"});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   const std::string text = FormatJobToml(*first);
   EXPECT_THAT(text, HasSubstr("\n[data.synthetic]\n"));

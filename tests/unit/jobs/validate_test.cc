@@ -68,9 +68,18 @@ TEST(ValidateJob, GpusNeedADeviceOtherThanCpu) {
   EXPECT_EQ(Problem(base),
             "t.toml:9:1: resources.gpus_per_worker = 1 needs job.device = \"auto\" or \"cuda\", "
             "but job.device = \"cpu\" (t.toml:5:1)");
-  EXPECT_TRUE(Valid(base, {"job.device=cuda"}));
   EXPECT_TRUE(Valid(base, {"job.device=auto"}));
   EXPECT_TRUE(Valid(base, {"resources.gpus_per_worker=0"}));
+}
+
+TEST(ValidateJob, SettingsThisBuildCannotHonourAreRefusedNotIgnored) {
+  const std::string base = "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\n[data]\nformat = \"synthetic\"\n";
+  EXPECT_THAT(Problem(base, {"train.optimizer=sgd"}), HasSubstr("train.optimizer = \"sgd\" is not supported by this build yet"));
+  EXPECT_THAT(Problem(base, {"model.num_bases=4"}), HasSubstr("model.num_bases = 4 is not supported"));
+  EXPECT_THAT(Problem(base, {"checkpoint.every_steps=5"}), HasSubstr("checkpoint.every_steps = 5 is not supported"));
+  EXPECT_THAT(Problem(base, {"metrics.pushgateway=http://pg:9091"}), HasSubstr("metrics.pushgateway"));
+  EXPECT_THAT(Problem(base, {"job.device=cuda"}), HasSubstr("job.device = \"cuda\" is not supported"));
+  EXPECT_TRUE(Valid(base, {"train.optimizer=adam", "model.num_bases=0", "job.device=cpu"}));
 }
 
 TEST(ValidateJob, HeartbeatTimeoutExceedsTwiceTheInterval) {

@@ -44,7 +44,8 @@ storage::HeteroGraph SmallGraph() {
   for (int i = 0; i < 1500; ++i) {
     const int64_t a = static_cast<int64_t>(rng() % 300);
     // Mostly within blocks of 100 so that METIS has structure to find.
-    const int64_t b = (rng() % 10 == 0) ? static_cast<int64_t>(rng() % 300) : (a / 100) * 100 + static_cast<int64_t>(rng() % 100);
+    const int64_t b =
+        (rng() % 10 == 0) ? static_cast<int64_t>(rng() % 300) : (a / 100) * 100 + static_cast<int64_t>(rng() % 100);
     r.src.push_back(a);
     r.dst.push_back(b);
   }
@@ -104,9 +105,9 @@ TEST_F(CliPartitionTest, WritesEveryPartAndAReport) {
   std::ifstream f(out / "partition.json");
   std::stringstream json;
   json << f.rdbuf();
-  for (const char* key : {"\"method\": \"metis\"", "\"parts\": 3", "\"edge_cut\"", "\"random_edge_cut\"",
-                          "\"cut_ratio\"", "\"constraints\"", "\"imbalance\"", "\"seconds\"", "\"per_part\"",
-                          "\"halo\"", "\"owned\""}) {
+  for (const char* key :
+       {"\"method\": \"metis\"", "\"parts\": 3", "\"edge_cut\"", "\"random_edge_cut\"", "\"cut_ratio\"",
+        "\"constraints\"", "\"imbalance\"", "\"seconds\"", "\"per_part\"", "\"halo\"", "\"owned\""}) {
     EXPECT_NE(json.str().find(key), std::string::npos) << key << " missing from\n" << json.str();
   }
   // Nothing temporary is left beside the output.

@@ -83,9 +83,12 @@ HeteroGraph PlantedGraph(int communities, int per_community, int avg_degree, dou
     for (int64_t v = 0; v < n; ++v) {
       t.labels[v] = community_of[v] % 4;
       const uint64_t r = rng() % 10;
-      if (r == 0) t.train_mask[v] = 1;
-      else if (r == 1) t.val_mask[v] = 1;
-      else if (r == 2) t.test_mask[v] = 1;
+      if (r == 0)
+        t.train_mask[v] = 1;
+      else if (r == 1)
+        t.val_mask[v] = 1;
+      else if (r == 2)
+        t.test_mask[v] = 1;
     }
   }
   g.node_types.push_back(std::move(t));

@@ -89,9 +89,9 @@ bool SamePartition(const WorkerPartition& a, const WorkerPartition& b) {
   return a.part == b.part && a.num_parts == b.num_parts && a.offsets == b.offsets && a.num_owned == b.num_owned &&
          a.row_new_id == b.row_new_id && a.row_orig_id == b.row_orig_id && a.relation_names == b.relation_names &&
          a.rel_ptr == b.rel_ptr && a.src == b.src && a.dst == b.dst && a.feature_dim == b.feature_dim &&
-         a.features == b.features && a.labels == b.labels && a.train_mask == b.train_mask &&
-         a.val_mask == b.val_mask && a.test_mask == b.test_mask && a.total_nodes == b.total_nodes &&
-         a.num_classes == b.num_classes && a.total_train == b.total_train && a.total_test == b.total_test;
+         a.features == b.features && a.labels == b.labels && a.train_mask == b.train_mask && a.val_mask == b.val_mask &&
+         a.test_mask == b.test_mask && a.total_nodes == b.total_nodes && a.num_classes == b.num_classes &&
+         a.total_train == b.total_train && a.total_test == b.total_test;
 }
 
 // Recounts everything from the graph and `part_of` and compares with what BuildWorkerPartitions made.
@@ -379,9 +379,8 @@ TEST(PartitionEncoding, RejectsInconsistentContents) {
 class PartitionFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessel-partition-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("tessel-partition-test-" + std::to_string(::getpid()) + "-" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

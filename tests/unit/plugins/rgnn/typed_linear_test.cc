@@ -77,9 +77,8 @@ TYPED_TEST(TypedLinearTest, BackwardMatchesNaiveLoops) {
 TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
   using T = TypeParam;
   ThreadPool pool(3);
-  const Graph g = RandomGraph({.num_src_rows = 260, .num_dst = 50, .num_relations = 2, .num_edges = 500,
-                               .distinct_sources = 240},
-                              17);
+  const Graph g = RandomGraph(
+      {.num_src_rows = 260, .num_dst = 50, .num_relations = 2, .num_edges = 500, .distinct_sources = 240}, 17);
   const Dims dims{64, 128};
   ASSERT_GT(g.uniq_ptr[1] - g.uniq_ptr[0], 64);
   const auto x = RandomValues<double>(g.m * dims.k, 1), w = RandomValues<double>(g.r * dims.k * dims.d, 2);
@@ -88,7 +87,8 @@ TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
   for (int64_t u = 0; u < g.num_uniq(); ++u) {
     const int64_t r = RelationOfUniq(g, u), src = g.uniq_src[u];
     for (int64_t c = 0; c < dims.k; ++c) {
-      for (int64_t j = 0; j < dims.d; ++j) dw[(r * dims.k + c) * dims.d + j] += x[src * dims.k + c] * dy[u * dims.d + j];
+      for (int64_t j = 0; j < dims.d; ++j)
+        dw[(r * dims.k + c) * dims.d + j] += x[src * dims.k + c] * dy[u * dims.d + j];
     }
   }
   GraphTensors gt = ToTensors<T>(g);
