@@ -6,6 +6,10 @@ TESSEL_BUILD=${TESSEL_BUILD:-$TESSEL_ROOT/build}
 
 tessel_jobs() { nproc 2>/dev/null || echo 2; }
 
+# ccache: share hits between checkouts in different folders (CI builds a fresh clone each time).
+export CCACHE_BASEDIR="$TESSEL_ROOT"
+export CCACHE_NOHASHDIR=1
+
 # tessel_build [extra cmake args...]: configure (once) and build everything.
 tessel_build() {
   export PATH="$PATH:/usr/local/cuda/bin"
