@@ -6,8 +6,8 @@ FB15k-237 has neither labels nor features, and a one-hot first layer over its 14
 relations would hold 1.8 GB of weights. The benchmark therefore gives every node a float32 feature row
 (so layer 1 is a typed linear [R, dim, hidden]) and a uniform random class; train and test are disjoint
 random subsets. Both Tessel and the peers read the file this writes. Existing features, labels and masks
-are replaced; everything else (relations, /meta) is copied unchanged, except num_classes (class_names is dropped) and a note
-appended to source_fingerprint. Writes OUT.tmp-PID and renames it into place.
+are replaced; everything else (relations, /meta) is copied unchanged, except num_classes (class_names
+is dropped) and a note appended to source_fingerprint. Writes OUT.tmp-PID and renames it into place.
 """
 import argparse
 import os

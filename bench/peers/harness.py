@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import graphfile
 
@@ -36,6 +37,7 @@ THREADS = 2
 HIDDEN = 64
 LAYERS = 2
 WARMUP = 1          # untimed epochs on both sides: Tessel's first epoch_seconds entry is dropped
+WAIT_IDLE = 0.0     # --wait-idle: seconds to wait for idle cores before each measurement
 TARGET_RATIO = 0.5  # the issue's target: Tessel <= 0.5 x the best peer (reported, not asserted)
 # (variant of rgcn_torch.py, system name, metric prefix, is a baseline candidate). The peers are PyG's two
 # documented layers; "compact" is the same model hand-written in PyTorch the way Tessel computes it, a
@@ -59,6 +61,33 @@ def loadavg() -> float:
             return float(f.read().split()[0])
     except (OSError, ValueError):
         return -1.0
+
+
+def cpu_busy(seconds: float = 1.0) -> float:
+    """Fraction of all cores busy over the next `seconds` (from /proc/stat), while this process sleeps."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    try:
+        t0, i0 = sample()
+        time.sleep(seconds)
+        t1, i1 = sample()
+        return 1.0 - (i1 - i0) / max(1, t1 - t0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def wait_idle(limit_seconds: float) -> float:
+    """With --wait-idle S: waits up to S seconds for the cores to be nearly idle (< 10% busy over 2 s), so
+    that a measurement does not share them with other work. Returns the busy fraction it last saw."""
+    busy = cpu_busy(0.5)
+    deadline = time.monotonic() + limit_seconds
+    while busy > 0.10 and time.monotonic() < deadline:
+        busy = cpu_busy(2.0)
+    if limit_seconds > 0 and busy > 0.10:
+        log(f"warning: cores still {100 * busy:.0f}% busy after waiting {limit_seconds:.0f} s; measuring anyway")
+    return busy
 
 
 def run_measured(cmd: list, timeout: float, env=None) -> tuple:
@@ -145,7 +174,10 @@ def fingerprint(path: str) -> str:
     import h5py
     with h5py.File(path, "r") as f:
         v = f["meta"].attrs.get("source_fingerprint", b"")
-    return v.decode() if isinstance(v, bytes) else str(v)
+    v = v.decode() if isinstance(v, bytes) else str(v)
+    # "tessel-import-rdf v1; triples=...; ...;add_features(...)" -> "tessel-import-rdf v1 + add_features(...)"
+    parts = [p.strip() for p in v.split(";")]
+    return " + ".join([parts[0]] + [p for p in parts[1:] if p.startswith("add_features")])
 
 
 # ---- limits and the cost model ----------------------------------------------------------------------
@@ -166,6 +198,7 @@ def measure_limits(quick: bool, errors: list) -> dict:
         errors.append(f"{rel(LIMITS)} is missing: fraction_of_limit is not reported")
         return {}
     args = [LIMITS, "--threads", str(THREADS)] + (["--quick"] if quick else [])
+    wait_idle(WAIT_IDLE)
     code, out, err, _ = run_measured(args, 600)
     if code != 0:
         errors.append(f"tessel-bench-limits exited {code}: {err.strip()[-300:]}")
@@ -175,6 +208,7 @@ def measure_limits(quick: bool, errors: list) -> dict:
     core = lim["sgemm"]["blas"]
     if cpu_has_avx512() and not any(k in core for k in ("SkylakeX", "Cooperlake", "SapphireRapids")):
         env = dict(os.environ, OPENBLAS_CORETYPE="SkylakeX")
+        wait_idle(WAIT_IDLE)
         code, out2, err, _ = run_measured(args, 600, env=env)
         if code == 0:
             lim["sgemm_avx512"] = json.loads(out2)["sgemm"]
@@ -219,10 +253,11 @@ def run_tessel(case: str, graph: str, epochs: int) -> dict:
         return {"status": "error", "error": f"{rel(TESSEL)} is missing"}
     cmd = [TESSEL, "run", JOB, "--set", f"data.graph={rel(graph)}", "--set", f"job.output_dir={rel(run_dir)}",
            "--set", f"train.epochs={WARMUP + epochs}"]
-    log(f"tessel: {case} ({' '.join(rel(c) if c.startswith(ROOT) else c for c in cmd)})")
+    busy = wait_idle(WAIT_IDLE)
     load = loadavg()
+    log(f"tessel: {case} ({' '.join(rel(c) if c.startswith(ROOT) else c for c in cmd)})")
     code, out, err, rss = run_measured(cmd, 3600)
-    res = {"status": "ok", "load_avg": load, "command": " ".join(cmd)}
+    res = {"status": "ok", "load_avg": load, "busy_before": round(busy, 3), "command": " ".join(cmd)}
     summary_path = os.path.join(run_dir, "summary.json")
     if code != 0 or not os.path.exists(summary_path):
         return {**res, "status": "error", "error": f"tessel run exited {code}: {(err or out).strip()[-400:]}"}
@@ -233,6 +268,7 @@ def run_tessel(case: str, graph: str, epochs: int) -> dict:
         return {**res, "status": "error", "error": f"{rel(summary_path)}: epoch_seconds has {len(secs)} entries"}
     timed = secs[WARMUP:]
     res.update(epoch_seconds=timed, epochs_timed=len(timed), median_ms=1e3 * statistics.median(timed),
+               min_ms=1e3 * min(timed),
                peak_rss_bytes=max(rss, int(summary.get("peak_worker_rss_bytes") or 0)),
                train_accuracy=summary.get("train_accuracy"), test_accuracy=summary.get("test_accuracy"),
                version=summary.get("version"))
@@ -248,16 +284,16 @@ def run_peer(case: str, graph: str, variant: str, epochs: int, quick: bool) -> d
     cmd = [sys.executable, os.path.join(PEERS, "rgcn_torch.py"), "--graph", graph, "--variant", variant,
            "--threads", str(THREADS), "--hidden", str(HIDDEN), "--layers", str(LAYERS), "--epochs", str(epochs),
            "--warmup", str(WARMUP), "--max-seconds", str(budget), "--json", out_json]
-    log(f"peer: {case} {variant} ({' '.join(rel(c) if c.startswith(ROOT) else c for c in cmd)})")
+    busy = wait_idle(WAIT_IDLE)
     load = loadavg()
+    log(f"peer: {case} {variant} ({' '.join(rel(c) if c.startswith(ROOT) else c for c in cmd)})")
     code, out, err, _ = run_measured(cmd, 3600)
     try:
         with open(out_json) as f:
             res = json.load(f)
     except (OSError, ValueError):
         return {"status": "error", "error": f"rgcn_torch.py exited {code}: {err.strip()[-400:]}", "load_avg": load}
-    res["load_avg"] = load
-    res["command"] = " ".join(cmd)
+    res.update(load_avg=load, busy_before=round(busy, 3), command=" ".join(cmd))
     return res
 
 
@@ -274,8 +310,8 @@ def limit_rows(bench: str, lim: dict) -> list:
                      "value": lim["sgemm_avx512"]["gflops"], "unit": "GFLOP/s", "threads": THREADS,
                      "n": lim["sgemm_avx512"]["n"], "blas": lim["sgemm_avx512"]["blas"],
                      "note": "OPENBLAS_CORETYPE=SkylakeX"})
-    rows.append({"bench": bench, "case": "machine", "metric": "stream_copy_gbps", "value": lim["stream_copy"]["gbps"],
-                 "unit": "GB/s", "threads": THREADS, "note": "bytes read + bytes written"})
+    rows.append({"bench": bench, "case": "machine", "metric": "stream_copy_gbps",
+                 "value": lim["stream_copy"]["gbps"], "unit": "GB/s", "threads": THREADS, "note": "bytes read + bytes written"})
     return rows
 
 
@@ -307,7 +343,9 @@ def case_rows(bench: str, case: str, graph: str, stats: dict, bound: dict, tesse
                      "unit": "ms", "fraction_of_limit": fraction(bound, ms), "baseline_candidate": candidate,
                      "status": p.get("status"), "error": p.get("error"), "epochs_timed": p.get("epochs_timed"),
                      "epoch_ms": [r3(1e3 * t) for t in p.get("epoch_seconds", [])],
-                     "torch": p.get("torch"), "torch_geometric": p.get("torch_geometric"), "blas": p.get("blas"),
+                     "min_ms": r3(1e3 * min(p["epoch_seconds"])) if p.get("epoch_seconds") else None,
+                     "busy_before": p.get("busy_before"), "torch": p.get("torch"),
+                     "torch_geometric": p.get("torch_geometric"), "blas": p.get("blas"),
                      "cpu_capability": p.get("cpu_capability"), "adam": p.get("adam"),
                      "pyg_extensions": p.get("pyg_extensions"), "test_accuracy": p.get("test_accuracy"),
                      "load_avg": p.get("load_avg")})
@@ -324,8 +362,9 @@ def case_rows(bench: str, case: str, graph: str, stats: dict, bound: dict, tesse
     row = {**common, "metric": "tessel_epoch_ms", "system": "tessel", "value": r3(t_ms), "unit": "ms",
            "fraction_of_limit": fraction(bound, t_ms), "status": tessel.get("status"), "error": tessel.get("error"),
            "epochs_timed": tessel.get("epochs_timed"),
-           "epoch_ms": [r3(1e3 * t) for t in tessel.get("epoch_seconds", [])],
-           "test_accuracy": tessel.get("test_accuracy"), "version": tessel.get("version"),
+           "epoch_ms": [r3(1e3 * t) for t in tessel.get("epoch_seconds", [])], "min_ms": r3(tessel.get("min_ms")),
+           "busy_before": tessel.get("busy_before"), "test_accuracy": tessel.get("test_accuracy"),
+           "version": tessel.get("version"),
            "load_avg": tessel.get("load_avg")}
     if best is not None:
         row.update(baseline=r3(best[1]), baseline_system=best[0], target_ratio=TARGET_RATIO,
@@ -414,7 +453,11 @@ def main() -> int:
     ap.add_argument("family", choices=["rgnn", "peers-rgnn"])
     ap.add_argument("--quick", action="store_true", help="5 timed epochs instead of 20, shorter limits")
     ap.add_argument("--json", help="where to write the rows (default build/bench/results/FAMILY.json)")
+    ap.add_argument("--wait-idle", type=float, default=0, metavar="S",
+                    help="before each measurement, wait up to S seconds for the cores to be idle")
     a = ap.parse_args()
+    global WAIT_IDLE
+    WAIT_IDLE = a.wait_idle
     epochs = 5 if a.quick else 20
     json_path = os.path.abspath(a.json or os.path.join(WORK, "results", f"{a.family}.json"))
     errors = []

@@ -17,8 +17,9 @@ is [R, N, hidden]); one with features gets a typed linear [R, d, hidden].
 
 One epoch = zero_grad + forward + loss + backward + optimizer step, timed with perf_counter after
 `warmup` untimed epochs (--max-seconds may cut the timed epochs short; epochs_timed says how many ran).
-Prints one JSON object on stdout (and writes it to --json): the per-epoch seconds, their median, peak RSS, versions and the BLAS torch was built with. An allocation failure
-(the address-space cap below, or the machine) is reported as status "oom", not a crash; exit code 0
+Prints one JSON object on stdout (and writes it to --json): the per-epoch seconds, their median, peak
+RSS, versions and the BLAS torch was built with. An allocation failure (the RLIMIT_DATA cap of
+--memory-fraction, or the machine) is reported as status "oom", not a crash; exit code 0
 either way, 1 on any other error.
 """
 import argparse
@@ -92,14 +93,16 @@ def CompactRgcnLayer(torch, g, d_in: int, d_out: int, onehot: bool):
             glorot(self.weight)
             self.register_buffer("pair_src", torch.from_numpy(pair_src))
             self.register_buffer("row", torch.from_numpy(pair_rel * d_in + pair_src) if onehot else None)
-            self.segments = [(int(pair_ptr[r]), int(pair_ptr[r + 1])) for r in range(g.num_relations)]
+            self.sizes = np.diff(pair_ptr).tolist()
 
         def forward(self, h, edge_index=None, edge_type=None):
             if onehot:
                 msg = torch.nn.functional.embedding(self.row, self.weight.view(-1, d_out))
             else:
-                hp = h.index_select(0, self.pair_src)
-                msg = torch.cat([hp[a:b] @ self.weight[r] for r, (a, b) in enumerate(self.segments)])
+                # split/unbind, not slicing: the backward of a slice or of weight[r] allocates and zero-fills
+                # a gradient of the whole tensor, once per relation.
+                parts = torch.split(h.index_select(0, self.pair_src), self.sizes)
+                msg = torch.cat([p @ w for p, w in zip(parts, self.weight.unbind(0))])
             return Aggregate.apply(msg)
 
     return Layer()
@@ -222,7 +225,8 @@ def main() -> int:
             pred = forward().argmax(1)
         acc = lambda idx: float((pred[idx] == y[idx]).float().mean()) if idx.numel() else None
         result.update(status="ok", epoch_seconds=times, epochs_timed=len(times),
-                      median_ms=1e3 * statistics.median(times), epoch_loss=losses, train_accuracy=acc(train_idx), test_accuracy=acc(test_idx))
+                      median_ms=1e3 * statistics.median(times), epoch_loss=losses,
+                      train_accuracy=acc(train_idx), test_accuracy=acc(test_idx))
     except (RuntimeError, MemoryError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if isinstance(e, MemoryError) or "alloc" in msg.lower() or "memory" in msg.lower():

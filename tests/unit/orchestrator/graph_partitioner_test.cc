@@ -1,20 +1,15 @@
 #include "orchestrator/graph_partitioner.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
-#include <set>
-#include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "storage/edges_import.h"
 #include "storage/graph.h"
 #include "storage/partition.h"
 
@@ -299,43 +294,23 @@ TEST(PartitionGraph, RefusesGraphsBeyondMetisIdxWithoutAllocating) {
 
 // ---- FB15k-237 -------------------------------------------------------------------------------------
 
-// Extracts train.txt from the shipped tarball and builds the entity graph with inverse relations.
+// FB15k-237 (train + valid + test triples) with inverse relations, as
+// `tessel import edges --input FB15k-237.tar.gz --add-inverse` builds it.
 bool LoadFb15k(HeteroGraph* g, std::string* why) {
   const std::string tarball = std::string(TESSEL_DATA_DIR) + "/fb15k-237/FB15k-237.tar.gz";
   if (!std::filesystem::exists(tarball)) {
     *why = tarball + " is missing";
     return false;
   }
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tessel-fb15k-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string cmd = "tar -xzf '" + tarball + "' -C '" + dir.string() + "' train.txt";
-  if (std::system(cmd.c_str()) != 0) {
-    *why = "could not run: " + cmd;
-    std::filesystem::remove_all(dir);
+  storage::EdgesImportOptions options;
+  options.inputs = {tarball};
+  options.add_inverse = true;
+  auto imported = storage::ImportEdges(options);
+  if (!imported.ok()) {
+    *why = imported.status().ToString();
     return false;
   }
-  std::ifstream in(dir / "train.txt");
-  std::unordered_map<std::string, int64_t> entity, relation;
-  g->name = "fb15k-237";
-  std::string line, h, r, t;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // the files are CRLF
-    std::istringstream ls(line);
-    if (!std::getline(ls, h, '\t') || !std::getline(ls, r, '\t') || !std::getline(ls, t, '\t')) continue;
-    const int64_t hi = entity.emplace(h, entity.size()).first->second;
-    const int64_t ti = entity.emplace(t, entity.size()).first->second;
-    const auto [it, fresh] = relation.emplace(r, relation.size());
-    if (fresh) g->relations.push_back(MakeRelation(r, 0, 0, {}, {}));
-    g->relations[it->second].src.push_back(hi);
-    g->relations[it->second].dst.push_back(ti);
-  }
-  std::filesystem::remove_all(dir);
-  NodeType type;
-  type.name = "entity";
-  type.count = static_cast<int64_t>(entity.size());
-  g->node_types.push_back(type);
-  AddInverses(*g);
+  *g = std::move(imported).value();
   return true;
 }
 
@@ -343,8 +318,8 @@ TEST(PartitionGraph, Fb15k237FourPartsCutsFarLessThanRandomAndBalances) {
   HeteroGraph g;
   std::string why;
   if (!LoadFb15k(&g, &why)) GTEST_SKIP() << "FB15k-237 not available: " << why;
-  ASSERT_EQ(g.num_nodes(), 14505);  // entities that occur in train.txt
-  ASSERT_EQ(g.num_edges(), 2 * 272115);
+  ASSERT_EQ(g.num_nodes(), 14541);
+  ASSERT_EQ(g.num_edges(), 2 * 310116);  // distinct triples of train + valid + test, and their inverses
   auto metis = PartitionGraph(g, 4, PartitionMethod::kMetis, 1);
   auto random = PartitionGraph(g, 4, PartitionMethod::kRandom, 1);
   ASSERT_TRUE(metis.ok()) << metis.status().ToString();

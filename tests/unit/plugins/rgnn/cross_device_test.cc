@@ -17,7 +17,7 @@
 namespace tessel::rgnn_test {
 namespace {
 
-Tensor Clone(const Tensor& t) {
+[[maybe_unused]] Tensor Clone(const Tensor& t) {
   Tensor copy = Tensor::Empty(t.dtype(), t.shape(), TestAllocator()).value();
   if (t.nbytes() > 0) std::memcpy(copy.raw(), t.raw(), t.nbytes());
   return copy;
@@ -48,7 +48,7 @@ class DeviceTensors {
 };
 #endif
 
-void ExpectSame(const Tensor& cpu, const Tensor& cuda, double tol, const std::string& what) {
+[[maybe_unused]] void ExpectSame(const Tensor& cpu, const Tensor& cuda, double tol, const std::string& what) {
   ASSERT_EQ(cpu.dtype(), cuda.dtype()) << what;
   switch (cpu.dtype()) {
     case DType::kF32:
