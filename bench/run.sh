@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# bench/run.sh FAMILY [--quick] [--json FILE]: runs one benchmark family, prints its table and writes its
-# JSON rows (DESIGN.md "Benchmarks"; bench/README.md).
+# bench/run.sh FAMILY [--quick] [--json FILE] [--wait-idle S]: runs one benchmark family, prints its
+# table and writes its JSON rows (DESIGN.md "Benchmarks"; bench/README.md).
 #
-#   rgnn         Tessel's full-graph RGCN epoch time on AIFB and FB15k-237, with fraction_of_limit
-#   peers-rgnn   the same against PyTorch Geometric's RGCNConv and FastRGCNConv (ratio = Tessel / best)
+#   rgnn           Tessel's full-graph RGCN epoch time on AIFB and FB15k-237, with fraction_of_limit
+#   peers-rgnn     the same against PyTorch Geometric's RGCNConv and FastRGCNConv (ratio = Tessel / best)
 #   gather, spill, llm, partition, peers-llm: not implemented yet (exit 2)
 #
-#   --quick      5 timed epochs instead of 20 and shorter limit measurements
-#   --json FILE  where to write the rows (default build/bench/results/FAMILY.json)
+#   --quick        5 timed epochs instead of 20 and shorter limit measurements
+#   --json FILE    where to write the rows (default build/bench/results/FAMILY.json)
+#   --wait-idle S  before each measurement, wait up to S seconds for the cores to be idle (< 10% busy)
 #
 # It builds only the two binaries it runs (cmake --build build --target tessel tessel-bench-limits) in an
 # existing build directory, and sets up build/bench-venv from PyPI (bench/peers/setup.sh).
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
@@ -26,6 +27,10 @@ args=()
 while (( $# )); do
   case "$1" in
     --quick) args+=(--quick) ;;
+    --wait-idle)
+      [[ $# -ge 2 ]] || { echo "run.sh: --wait-idle needs SECONDS" >&2; exit 2; }
+      args+=(--wait-idle "$2")
+      shift ;;
     --json)
       [[ $# -ge 2 ]] || { echo "run.sh: --json needs a FILE" >&2; exit 2; }
       # The harness runs from another directory: make the path absolute now.

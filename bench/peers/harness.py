@@ -311,7 +311,8 @@ def limit_rows(bench: str, lim: dict) -> list:
                      "n": lim["sgemm_avx512"]["n"], "blas": lim["sgemm_avx512"]["blas"],
                      "note": "OPENBLAS_CORETYPE=SkylakeX"})
     rows.append({"bench": bench, "case": "machine", "metric": "stream_copy_gbps",
-                 "value": lim["stream_copy"]["gbps"], "unit": "GB/s", "threads": THREADS, "note": "bytes read + bytes written"})
+                 "value": lim["stream_copy"]["gbps"], "unit": "GB/s", "threads": THREADS,
+                 "note": "bytes read + bytes written"})
     return rows
 
 
@@ -360,9 +361,11 @@ def case_rows(bench: str, case: str, graph: str, stats: dict, bound: dict, tesse
             best = (system, ms)
     t_ms = tessel.get("median_ms")
     row = {**common, "metric": "tessel_epoch_ms", "system": "tessel", "value": r3(t_ms), "unit": "ms",
-           "fraction_of_limit": fraction(bound, t_ms), "status": tessel.get("status"), "error": tessel.get("error"),
+           "fraction_of_limit": fraction(bound, t_ms), "status": tessel.get("status"),
+           "error": tessel.get("error"),
            "epochs_timed": tessel.get("epochs_timed"),
-           "epoch_ms": [r3(1e3 * t) for t in tessel.get("epoch_seconds", [])], "min_ms": r3(tessel.get("min_ms")),
+           "epoch_ms": [r3(1e3 * t) for t in tessel.get("epoch_seconds", [])],
+           "min_ms": r3(tessel.get("min_ms")),
            "busy_before": tessel.get("busy_before"), "test_accuracy": tessel.get("test_accuracy"),
            "version": tessel.get("version"),
            "load_avg": tessel.get("load_avg")}
