@@ -5,7 +5,8 @@
               baseline and ratio = Tessel / best peer (target, reported not asserted: <= 0.5). Also a
               hand-written compact PyTorch version of the model, as a reference (reference_ratio).
 
-  python harness.py FAMILY [--quick] [--json FILE]     (run from anywhere; paths are the repository's)
+  python harness.py FAMILY [--quick] [--json FILE] [--wait-idle S]
+                                                (run from anywhere; paths are the repository's)
 
 Prints a table and writes the JSON rows. Exit 0 when every measurement ran (a peer that runs out of
 memory is a result, not a failure), 1 when one failed (its row says why), 2 on a usage error.
@@ -31,7 +32,7 @@ LIMITS = os.path.join(BUILD, "bin", "tessel-bench-limits")
 WORK = os.path.join(BUILD, "bench")          # graph files and run directories
 PEERS = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(ROOT, "bench", "jobs", "rgcn-bench.toml")
-DATA = os.path.join(ROOT, "..", "shared", "data")
+DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 
 THREADS = 2
 HIDDEN = 64

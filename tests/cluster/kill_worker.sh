@@ -10,28 +10,40 @@ sets=(--set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=100000 --set m
       --set timeouts.heartbeat_timeout_seconds=5 --set timeouts.heartbeat_interval_seconds=0.5)
 "$TESSEL" run "$job" "${sets[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" >/dev/null 2>&1
 
-# pid of the process that is world rank $1 of the mpirun child tree
-rank_pid() {
-  for p in $(pgrep -f "bin/tessel run $job"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
+descendants() {  # every process below $1
+  local kid
+  for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done
+}
+
+rank_pid() {  # $1 = launcher pid, $2 = world rank: that rank's process among the launcher's descendants
+  local p
+  for p in $(descendants "$1"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
   done
 }
 
 run_and_kill() {  # $@ = launcher; sets rc, elapsed; log in $TESSEL_WORK/log
   local log=$TESSEL_WORK/log
-  "$@" "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 &
-  local mpirun_pid=$!
+  "$@" "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 </dev/null &
+  local launcher=$!
   for _ in $(seq 1 600); do grep -q "epoch 1/" "$log" && break; sleep 0.1; done
-  grep -q "epoch 1/" "$log" || { cat "$log"; fail "the job never reached epoch 1"; }
+  if ! grep -q "epoch 1/" "$log"; then
+    cat "$log"; kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "the job never reached epoch 1"
+  fi
   sleep 1
   local victim
-  victim=$(rank_pid 2)
-  [ -n "$victim" ] || fail "cannot find world rank 2"
+  victim=$(rank_pid "$launcher" 2)
+  [ -n "$victim" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "cannot find world rank 2"; }
   local t0=$SECONDS
   kill -9 "$victim"
+  # Never wait unboundedly: a launcher still alive 60 s after the kill is a failure of its own.
+  for _ in $(seq 1 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then
+    kill -9 $(descendants $launcher) $launcher 2>/dev/null
+    tail -5 "$log"; fail "the job was still running 60 s after rank 2 was killed"
+  fi
   set +e
-  timeout 60 tail --pid=$mpirun_pid -f /dev/null
-  wait $mpirun_pid
+  wait "$launcher"
   rc=$?
   set -e
   elapsed=$((SECONDS - t0))
