@@ -1,6 +1,8 @@
 // BuildWorkerPartitions, ValidatePartition and the byte encoding of a WorkerPartition.
 #include "storage/partition.h"
 
+#include "core/byte_io.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/byte_io.h"
 #include "core/logging.h"
 
 namespace tessel::storage {
@@ -293,94 +296,8 @@ Status ValidatePartition(const WorkerPartition& p) {
 
 // ---- byte encoding ---------------------------------------------------------------------------------
 
-namespace {
-
-class Encoder {
- public:
-  template <typename T>
-  void Put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const size_t at = out_.size();
-    out_.resize(at + sizeof(T));
-    std::memcpy(out_.data() + at, &v, sizeof(T));
-  }
-  template <typename T>
-  void PutArray(const std::vector<T>& v) {
-    Put<uint64_t>(v.size());
-    const size_t at = out_.size();
-    out_.resize(at + v.size() * sizeof(T));
-    if (!v.empty()) std::memcpy(out_.data() + at, v.data(), v.size() * sizeof(T));
-  }
-  void PutString(const std::string& s) {
-    Put<uint64_t>(s.size());
-    out_.insert(out_.end(), s.begin(), s.end());
-  }
-  std::vector<uint8_t> Take() { return std::move(out_); }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-// Reads with bounds checks; every failure is reported once via ok() and later reads return zeros.
-class Decoder {
- public:
-  Decoder(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  bool ok() const { return error_.empty(); }
-  const std::string& error() const { return error_; }
-  size_t remaining() const { return size_ - pos_; }
-
-  template <typename T>
-  T Get(const char* what) {
-    T v{};
-    if (!ok()) return v;
-    if (remaining() < sizeof(T)) {
-      Fail(StrCat("truncated reading ", what, " at byte ", pos_));
-      return v;
-    }
-    std::memcpy(&v, data_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> GetArray(const char* what) {
-    const uint64_t count = Get<uint64_t>(what);
-    std::vector<T> v;
-    if (!ok()) return v;
-    if (count > remaining() / sizeof(T)) {
-      Fail(StrCat(what, ": length ", count, " exceeds the ", remaining(), " bytes left"));
-      return v;
-    }
-    v.resize(count);
-    if (count > 0) std::memcpy(v.data(), data_ + pos_, count * sizeof(T));
-    pos_ += count * sizeof(T);
-    return v;
-  }
-  std::string GetString(const char* what) {
-    const uint64_t len = Get<uint64_t>(what);
-    if (!ok()) return {};
-    if (len > remaining()) {
-      Fail(StrCat(what, ": length ", len, " exceeds the ", remaining(), " bytes left"));
-      return {};
-    }
-    std::string s(reinterpret_cast<const char*>(data_ + pos_), len);
-    pos_ += len;
-    return s;
-  }
-  void Fail(std::string msg) {
-    if (ok()) error_ = std::move(msg);
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t pos_ = 0;
-  std::string error_;
-};
-
-}  // namespace
-
 std::vector<uint8_t> EncodePartition(const WorkerPartition& p) {
-  Encoder enc;
+  ByteWriter enc;
   for (char c : kMagic) enc.Put<char>(c);
   enc.Put<uint32_t>(kEncodingVersion);
   enc.Put<int32_t>(p.part);
@@ -391,25 +308,25 @@ std::vector<uint8_t> EncodePartition(const WorkerPartition& p) {
   enc.Put<int64_t>(p.num_classes);
   enc.Put<int64_t>(p.total_train);
   enc.Put<int64_t>(p.total_test);
-  enc.PutArray(p.offsets);
-  enc.PutArray(p.row_new_id);
-  enc.PutArray(p.row_orig_id);
+  enc.PutVector(p.offsets);
+  enc.PutVector(p.row_new_id);
+  enc.PutVector(p.row_orig_id);
   enc.Put<uint64_t>(p.relation_names.size());
   for (const std::string& name : p.relation_names) enc.PutString(name);
-  enc.PutArray(p.rel_ptr);
-  enc.PutArray(p.src);
-  enc.PutArray(p.dst);
-  enc.PutArray(p.features);
-  enc.PutArray(p.labels);
-  enc.PutArray(p.train_mask);
-  enc.PutArray(p.val_mask);
-  enc.PutArray(p.test_mask);
+  enc.PutVector(p.rel_ptr);
+  enc.PutVector(p.src);
+  enc.PutVector(p.dst);
+  enc.PutVector(p.features);
+  enc.PutVector(p.labels);
+  enc.PutVector(p.train_mask);
+  enc.PutVector(p.val_mask);
+  enc.PutVector(p.test_mask);
   return enc.Take();
 }
 
 Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size) {
   if (data == nullptr && size > 0) return BadDataError("partition bytes: null buffer");
-  Decoder dec(data, size);
+  ByteReader dec(data, size);
   char magic[8];
   for (char& c : magic) c = dec.Get<char>("magic");
   if (dec.ok() && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) dec.Fail("not a Tessel partition (bad magic)");
@@ -426,21 +343,21 @@ Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size) {
   p.num_classes = dec.Get<int64_t>("num_classes");
   p.total_train = dec.Get<int64_t>("total_train");
   p.total_test = dec.Get<int64_t>("total_test");
-  p.offsets = dec.GetArray<int64_t>("offsets");
-  p.row_new_id = dec.GetArray<int64_t>("row_new_id");
-  p.row_orig_id = dec.GetArray<int64_t>("row_orig_id");
+  p.offsets = dec.GetVector<int64_t>("offsets");
+  p.row_new_id = dec.GetVector<int64_t>("row_new_id");
+  p.row_orig_id = dec.GetVector<int64_t>("row_orig_id");
   const uint64_t num_rel = dec.Get<uint64_t>("relation count");
   // Each name takes at least its 8-byte length, which bounds a corrupt count before any allocation.
   if (dec.ok() && num_rel > dec.remaining() / sizeof(uint64_t)) dec.Fail("relation count exceeds the input");
   for (uint64_t r = 0; dec.ok() && r < num_rel; ++r) p.relation_names.push_back(dec.GetString("relation name"));
-  p.rel_ptr = dec.GetArray<int64_t>("rel_ptr");
-  p.src = dec.GetArray<int64_t>("src");
-  p.dst = dec.GetArray<int64_t>("dst");
-  p.features = dec.GetArray<float>("features");
-  p.labels = dec.GetArray<int64_t>("labels");
-  p.train_mask = dec.GetArray<uint8_t>("train_mask");
-  p.val_mask = dec.GetArray<uint8_t>("val_mask");
-  p.test_mask = dec.GetArray<uint8_t>("test_mask");
+  p.rel_ptr = dec.GetVector<int64_t>("rel_ptr");
+  p.src = dec.GetVector<int64_t>("src");
+  p.dst = dec.GetVector<int64_t>("dst");
+  p.features = dec.GetVector<float>("features");
+  p.labels = dec.GetVector<int64_t>("labels");
+  p.train_mask = dec.GetVector<uint8_t>("train_mask");
+  p.val_mask = dec.GetVector<uint8_t>("val_mask");
+  p.test_mask = dec.GetVector<uint8_t>("test_mask");
   if (dec.ok() && dec.remaining() != 0) dec.Fail(StrCat(dec.remaining(), " trailing bytes"));
   if (!dec.ok()) return BadDataError(StrCat("partition bytes: ", dec.error()));
   TESSEL_RETURN_IF_ERROR(ValidatePartition(p).WithContext("partition bytes"));

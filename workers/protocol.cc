@@ -1,22 +1,11 @@
 #include "workers/protocol.h"
 
+#include "core/byte_io.h"
+
 namespace tessel::workers {
 
-void ByteWriter::PutString(const std::string& s) {
-  Put<uint64_t>(s.size());
-  Append(s.data(), s.size());
-}
-
-Status ByteReader::GetString(std::string* s) {
-  uint64_t n = 0;
-  TESSEL_RETURN_IF_ERROR(Get(&n));
-  if (n > size_ - pos_) return Truncated();
-  s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
-  pos_ += n;
-  return Status();
-}
-
 namespace {
+
 constexpr uint32_t kMagic = 0x54534c31;  // "TSL1": bump on any layout change
 
 ByteWriter Begin() {
@@ -25,16 +14,17 @@ ByteWriter Begin() {
   return w;
 }
 
-Status Check(ByteReader& r) {
-  uint32_t magic = 0;
-  TESSEL_RETURN_IF_ERROR(r.Get(&magic));
-  if (magic != kMagic) return BadDataError("protocol message has a foreign magic number: ranks run different builds?");
-  return Status();
+void CheckMagic(ByteReader& r) {
+  if (r.Get<uint32_t>("magic") != kMagic && r.ok()) {
+    r.Fail("protocol message has a foreign magic number: ranks run different builds?");
+  }
 }
 
 Status Finish(const ByteReader& r) {
+  if (!r.ok()) return BadDataError("protocol message: " + r.error());
   return r.done() ? Status() : BadDataError("protocol message has trailing bytes: ranks run different builds?");
 }
+
 }  // namespace
 
 std::vector<uint8_t> Encode(const HelloMsg& m) {
@@ -47,10 +37,10 @@ std::vector<uint8_t> Encode(const HelloMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, HelloMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.GetString(&m->host));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->pid));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->metrics_port));
+  CheckMagic(r);
+  m->host = r.GetString("host");
+  m->pid = r.Get<int64_t>("pid");
+  m->metrics_port = r.Get<int32_t>("metrics port");
   return Finish(r);
 }
 
@@ -67,16 +57,16 @@ std::vector<uint8_t> Encode(const AssignMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, AssignMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.GetString(&m->job_text));
-  TESSEL_RETURN_IF_ERROR(r.GetString(&m->job_source));
-  uint64_t n = 0;
-  TESSEL_RETURN_IF_ERROR(r.Get(&n));
-  if (n > b.size()) return BadDataError("protocol message: implausible override count");
-  m->overrides.resize(n);
-  for (auto& o : m->overrides) TESSEL_RETURN_IF_ERROR(r.GetString(&o));
-  TESSEL_RETURN_IF_ERROR(r.GetString(&m->run_dir));
-  TESSEL_RETURN_IF_ERROR(r.GetVector(&m->partition));
+  CheckMagic(r);
+  m->job_text = r.GetString("job text");
+  m->job_source = r.GetString("job source");
+  const uint64_t n = r.Get<uint64_t>("override count");
+  // Each override takes at least its 8-byte length: this bounds a corrupt count before allocating.
+  if (n > r.remaining() / sizeof(uint64_t)) r.Fail("override count exceeds the message");
+  m->overrides.clear();
+  for (uint64_t i = 0; r.ok() && i < n; ++i) m->overrides.push_back(r.GetString("override"));
+  m->run_dir = r.GetString("run dir");
+  m->partition = r.GetVector<uint8_t>("partition");
   return Finish(r);
 }
 
@@ -88,8 +78,8 @@ std::vector<uint8_t> Encode(const HeartbeatMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->step));
+  CheckMagic(r);
+  m->step = r.Get<int64_t>("step");
   return Finish(r);
 }
 
@@ -104,11 +94,11 @@ std::vector<uint8_t> Encode(const ProgressMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->epoch));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->loss));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->train_accuracy));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->seconds));
+  CheckMagic(r);
+  m->epoch = r.Get<int64_t>("epoch");
+  m->loss = r.Get<double>("loss");
+  m->train_accuracy = r.Get<double>("train accuracy");
+  m->seconds = r.Get<double>("seconds");
   return Finish(r);
 }
 
@@ -127,15 +117,15 @@ std::vector<uint8_t> Encode(const ResultMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, ResultMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.GetVector(&m->epoch_loss));
-  TESSEL_RETURN_IF_ERROR(r.GetVector(&m->epoch_seconds));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->train_accuracy));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->test_accuracy));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->test_correct));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->test_total));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->peak_rss_bytes));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->halo_bytes_sent));
+  CheckMagic(r);
+  m->epoch_loss = r.GetVector<double>("epoch losses");
+  m->epoch_seconds = r.GetVector<double>("epoch seconds");
+  m->train_accuracy = r.Get<double>("train accuracy");
+  m->test_accuracy = r.Get<double>("test accuracy");
+  m->test_correct = r.Get<int64_t>("test correct");
+  m->test_total = r.Get<int64_t>("test total");
+  m->peak_rss_bytes = r.Get<int64_t>("peak rss");
+  m->halo_bytes_sent = r.Get<int64_t>("halo bytes");
   return Finish(r);
 }
 
@@ -149,10 +139,10 @@ std::vector<uint8_t> Encode(const ErrorMsg& m) {
 
 Status Decode(const std::vector<uint8_t>& b, ErrorMsg* m) {
   ByteReader r(b.data(), b.size());
-  TESSEL_RETURN_IF_ERROR(Check(r));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->code));
-  TESSEL_RETURN_IF_ERROR(r.Get(&m->step));
-  TESSEL_RETURN_IF_ERROR(r.GetString(&m->message));
+  CheckMagic(r);
+  m->code = r.Get<int32_t>("code");
+  m->step = r.Get<int64_t>("step");
+  m->message = r.GetString("message");
   return Finish(r);
 }
 

@@ -5,9 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/status.h"
@@ -22,63 +20,6 @@ enum Tag : int {
   kTagResult = 105,     // worker -> coordinator: final figures
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
   kTagShutdown = 107,   // coordinator -> worker: stop without running
-};
-
-class ByteWriter {
- public:
-  template <typename T>
-  void Put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    Append(&v, sizeof(T));
-  }
-  void PutString(const std::string& s);
-  template <typename T>
-  void PutVector(const std::vector<T>& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    Put<uint64_t>(v.size());
-    Append(v.data(), v.size() * sizeof(T));
-  }
-  std::vector<uint8_t> Take() { return std::move(bytes_); }
-
- private:
-  // resize + memcpy rather than insert: GCC 12 flags insert of small ranges (-Wstringop-overflow).
-  void Append(const void* p, size_t n) {
-    if (n == 0) return;
-    const size_t at = bytes_.size();
-    bytes_.resize(at + n);
-    std::memcpy(bytes_.data() + at, p, n);
-  }
-  std::vector<uint8_t> bytes_;
-};
-
-class ByteReader {
- public:
-  ByteReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  Status Get(T* v) {
-    if (size_ - pos_ < sizeof(T)) return Truncated();
-    std::memcpy(v, data_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return Status();
-  }
-  Status GetString(std::string* s);
-  template <typename T>
-  Status GetVector(std::vector<T>* v) {
-    uint64_t n = 0;
-    TESSEL_RETURN_IF_ERROR(Get(&n));
-    if (n > (size_ - pos_) / sizeof(T)) return Truncated();
-    v->resize(n);
-    std::memcpy(v->data(), data_ + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
-    return Status();
-  }
-  bool done() const { return pos_ == size_; }
-
- private:
-  Status Truncated() const { return BadDataError("protocol message truncated at byte " + std::to_string(pos_)); }
-  const uint8_t* data_;
-  size_t size_;
-  size_t pos_ = 0;
 };
 
 struct HelloMsg {
