@@ -94,7 +94,7 @@ Result<ResultMsg> RunPartition(const jobs::JobSpec& spec, const storage::WorkerP
                    " halo rows, ", part.src.size(), " edges, ", trainer->num_parameters(), " parameters"));
 
   ResultMsg result;
-  int64_t halo_seen = 0;
+  int64_t halo_sent_seen = 0, halo_received_seen = 0;
   for (int32_t epoch = 1; epoch <= spec.train.epochs; ++epoch) {
     const auto start = Clock::now();
     TESSEL_ASSIGN_OR_RETURN(EpochStats stats, trainer->TrainEpoch());
@@ -109,9 +109,10 @@ Result<ResultMsg> RunPartition(const jobs::JobSpec& spec, const storage::WorkerP
       hooks.metrics->ObserveStep(seconds);
       hooks.metrics->SetLoss(stats.loss);
       hooks.metrics->SetEpoch(epoch);
-      const int64_t sent = trainer->halo_bytes_sent();
-      hooks.metrics->AddHaloBytes(sent - halo_seen, 0);
-      halo_seen = sent;
+      const int64_t sent = trainer->halo_bytes_sent(), received = trainer->halo_bytes_received();
+      hooks.metrics->AddHaloBytes(sent - halo_sent_seen, received - halo_received_seen);
+      halo_sent_seen = sent;
+      halo_received_seen = received;
     }
     if (hooks.on_epoch) hooks.on_epoch(ProgressMsg{epoch, stats.loss, stats.train_accuracy, seconds});
   }
