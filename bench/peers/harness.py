@@ -206,7 +206,7 @@ def cpu_has_avx512() -> bool:
 
 def measure_limits(quick: bool, errors: list) -> dict:
     """Runs tessel-bench-limits at THREADS threads. On an AVX-512 machine whose OpenBLAS picks an AVX2
-    kernel (0.3.21 does on Zen 4/5), it runs once more with OPENBLAS_CORETYPE=SkylakeX: the GEMM limit is
+    kernel (0.3.21 does on this Zen 5), it runs once more with OPENBLAS_CORETYPE=SkylakeX: the GEMM limit is
     the better of the two, since it is what the machine can do."""
     if not os.path.exists(LIMITS):
         errors.append(f"{rel(LIMITS)} is missing: fraction_of_limit is not reported")
