@@ -97,9 +97,12 @@ Result<std::unique_ptr<RgcnTrainer>> RgcnTrainer::Create(const storage::WorkerPa
     t->act_.push_back(a);
     if (l < L - 1) {
       TESSEL_ASSIGN_OR_RETURN(Tensor h, F32({rows, out}));
+      TESSEL_ASSIGN_OR_RETURN(Tensor dh, F32({rows, out}));
       t->hidden_full_.push_back(h);
+      t->dhidden_full_.push_back(dh);
     }
   }
+  TESSEL_ASSIGN_OR_RETURN(t->no_dx_, F32({0, t->dims_[0]}));
   TESSEL_ASSIGN_OR_RETURN(t->dlogits_, F32({owned, part.num_classes}));
   return t;
 }
@@ -173,29 +176,31 @@ Status RgcnTrainer::Loss(const Tensor& mask, double scale, double* loss_sum, int
   return Status();
 }
 
+// Backward reuses forward buffers that are dead by then: layer l's dY overwrites Y_l (no backward
+// kernel reads Y), and dA_{l-1} overwrites A_{l-1} (ReLU backward reads its output, not its input).
 Status RgcnTrainer::Backward() {
   const int L = config_.layers;
-  const int64_t owned = part_->num_owned, rows = part_->num_rows();
+  const int64_t owned = part_->num_owned;
   Tensor dact = dlogits_;
   for (int l = L - 1; l >= 0; --l) {
-    const int64_t out = dims_[static_cast<size_t>(l + 1)];
-    TESSEL_ASSIGN_OR_RETURN(Tensor dy, F32({layout_.num_uniq, out}));
+    const size_t i = static_cast<size_t>(l);
+    Tensor& dy = y_[i];
     TESSEL_RETURN_IF_ERROR(k_->agg_bwd->Call({&dact, &layout_.dst, &layout_.norm, &layout_.uniq_edge_ptr}, {&dy}, pool_));
-    Tensor& dw = weight_grad_[static_cast<size_t>(l)];
+    Tensor& dw = weight_grad_[i];
     if (l == 0) {
       if (config_.input == RgcnInput::kOneHot) {
         TESSEL_RETURN_IF_ERROR(k_->embed_bwd->Call({&dy, &layout_.uniq_ptr, &layout_.uniq_src, &row_id_}, {&dw}, pool_));
       } else {
-        TESSEL_ASSIGN_OR_RETURN(Tensor no_dx, F32({0, dims_[0]}));
-        TESSEL_RETURN_IF_ERROR(k_->linear_bwd->Call({&dy, &features_, &weight_[0], &layout_.uniq_ptr, &layout_.uniq_src}, {&no_dx, &dw}, pool_));
+        TESSEL_RETURN_IF_ERROR(k_->linear_bwd->Call({&dy, &features_, &weight_[0], &layout_.uniq_ptr, &layout_.uniq_src},
+                                                    {&no_dx_, &dw}, pool_));
       }
       break;
     }
-    const Tensor& x = hidden_full_[static_cast<size_t>(l - 1)];
-    TESSEL_ASSIGN_OR_RETURN(Tensor dx, F32({rows, dims_[static_cast<size_t>(l)]}));
-    TESSEL_RETURN_IF_ERROR(k_->linear_bwd->Call({&dy, &x, &weight_[static_cast<size_t>(l)], &layout_.uniq_ptr, &layout_.uniq_src}, {&dx, &dw}, pool_));
+    const Tensor& x = hidden_full_[i - 1];
+    Tensor& dx = dhidden_full_[i - 1];
+    TESSEL_RETURN_IF_ERROR(k_->linear_bwd->Call({&dy, &x, &weight_[i], &layout_.uniq_ptr, &layout_.uniq_src}, {&dx, &dw}, pool_));
     TESSEL_RETURN_IF_ERROR(halo_.Backward(dx.data<float>(), dx.dim(1)));
-    TESSEL_ASSIGN_OR_RETURN(Tensor da, F32({owned, dims_[static_cast<size_t>(l)]}));
+    Tensor& da = act_[i - 1];
     Tensor dx_owned = Rows(dx, owned), x_owned = Rows(x, owned);
     TESSEL_RETURN_IF_ERROR(k_->relu_bwd->Call({&dx_owned, &x_owned}, {&da}, pool_));
     dact = da;

@@ -88,7 +88,9 @@ class RgcnTrainer {
   std::vector<Tensor> y_;                 // per layer: f32[U, out]
   std::vector<Tensor> act_;               // per layer: aggregated f32[num_owned, out]
   std::vector<Tensor> hidden_full_;       // per layer < L-1: relu output f32[num_rows, out]
+  std::vector<Tensor> dhidden_full_;      // its gradient, same shapes
   Tensor dlogits_;
+  Tensor no_dx_;                          // f32[0, F]: the first layer needs no input gradient
 };
 
 }  // namespace tessel::workers
