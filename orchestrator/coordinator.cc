@@ -87,6 +87,11 @@ void WriteStatusFile(const std::string& path, const Status& status) {
   std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
   std::fflush(stderr);
   WriteStatusFile(status_file, status);
+  // Under `mpirun --enable-recovery` MPI_Abort ends this rank only; a worker that reported an error
+  // waits for this shutdown, so tell every rank before aborting (bounded: a dead rank cannot block it).
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  for (int r = 1; r < world; ++r) (void)workers::SendBytes({}, r, workers::kTagShutdown, std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, status.exit_code());
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
 }
