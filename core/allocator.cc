@@ -97,6 +97,32 @@ Allocator& CudaAllocator() {
   return instance;
 }
 
+bool MemoryBudget::TryReserve(int64_t bytes) {
+  int64_t used = used_.load();
+  do {
+    if (limit_ > 0 && used + bytes > limit_) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  int64_t peak = peak_.load();
+  while (used + bytes > peak && !peak_.compare_exchange_weak(peak, used + bytes)) {
+  }
+  return true;
+}
+
+#ifdef TESSEL_HAVE_CUDA
+Result<void*> CudaAllocateAsync(size_t bytes, void* stream) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    return InternalError("cudaMallocAsync of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+  }
+  return p;
+}
+void CudaFreeAsync(void* ptr, void* stream) { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
+#else
+Result<void*> CudaAllocateAsync(size_t, void*) { return InternalError("Tessel was built without CUDA"); }
+void CudaFreeAsync(void*, void*) {}
+#endif
+
 bool CudaAvailable() {
 #ifdef TESSEL_HAVE_CUDA
   int count = 0;

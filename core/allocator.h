@@ -4,7 +4,9 @@
 // Failure: out of memory is a Code::kInternal Status with the byte count in the message.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "core/status.h"
@@ -32,5 +34,29 @@ Allocator& CudaAllocator();
 
 // True when built with CUDA and at least one device is visible.
 bool CudaAvailable();
+
+// Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync on `stream`, a cudaStream_t or null for
+// the default stream): the memory may be used by work queued on the stream after the allocation and is
+// released after the work queued before the free. Fails without CUDA.
+Result<void*> CudaAllocateAsync(size_t bytes, void* stream);
+void CudaFreeAsync(void* ptr, void* stream);
+
+// A byte budget shared by the allocations one worker makes through it (kernel workspaces today): each
+// reservation is refused when it would pass the limit. Thread safety: every method, any thread.
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(int64_t limit_bytes = 0) : limit_(limit_bytes) {}  // 0 = unlimited
+  // Reserves `bytes`; false (and nothing reserved) when that would pass the limit.
+  bool TryReserve(int64_t bytes);
+  void Release(int64_t bytes) { used_.fetch_sub(bytes); }
+  int64_t limit() const { return limit_; }
+  int64_t used() const { return used_.load(); }
+  int64_t peak() const { return peak_.load(); }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t> used_{0};
+  std::atomic<int64_t> peak_{0};
+};
 
 }  // namespace tessel

@@ -12,6 +12,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
   }
   return 0;
 }
@@ -23,6 +25,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
   }
   return "?";
 }

@@ -14,7 +14,8 @@
 
 namespace tessel {
 
-enum class DType : int { kF32 = 0, kF64 = 1, kI32 = 2, kI64 = 3, kU8 = 4 };
+// The values are the plugin ABI's tessel_dtype codes. kBF16 and kF16 are storage types (ABI 1.1).
+enum class DType : int { kF32 = 0, kF64 = 1, kI32 = 2, kI64 = 3, kU8 = 4, kBF16 = 5, kF16 = 6 };
 size_t DTypeSize(DType dtype);
 std::string_view DTypeName(DType dtype);
 

@@ -14,7 +14,6 @@
 #include "core/version.h"
 #include "monitoring/exporter.h"
 #include "workers/plugin_host/kernel_registry.h"
-#include "workers/plugin_host/op_schemas.h"
 #include "workers/rgnn/rgcn_trainer.h"
 
 namespace tessel::workers {

@@ -1,8 +1,10 @@
-// Micro-benchmarks of every op of libtessel_rgnn.so on an AIFB-sized graph, through the registry as a
+// Micro-benchmarks of every op of libtessel_rgnn.so and libtessel_nn.so on an AIFB-sized graph, through the registry as a
 // worker calls them. D (hidden size) is 16 or 64; f32; the host pool has one thread per core.
 //   build/bench/rgnn_kernels_bench [--benchmark_format=json] [--benchmark_filter=Aggregate]
 // Not run by ctest: timings need a quiet machine.
 #include <benchmark/benchmark.h>
+#include <tessel/ops/nn.h>
+#include <tessel/ops/optim.h>
 
 #include <cstdlib>
 #include <random>
@@ -27,10 +29,12 @@ struct Fixture {
   ThreadPool pool{static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   WorkerGraph graph = AifbLikeGraph();
   Fixture() {
-    const std::string path = std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_rgnn.so";
-    if (Status st = registry.LoadPlugin(path); !st.ok()) {
-      std::fprintf(stderr, "%s\n", st.ToString().c_str());
-      std::exit(4);
+    for (const char* name : {"libtessel_nn.so", "libtessel_rgnn.so"}) {
+      const std::string path = std::string(TESSEL_BINARY_DIR) + "/plugins/" + name;
+      if (Status st = registry.LoadPlugin(path); !st.ok()) {
+        std::fprintf(stderr, "%s\n", st.ToString().c_str());
+        std::exit(4);
+      }
     }
   }
 };
@@ -62,7 +66,7 @@ struct Buffer {
 Buffer<int64_t> Index(const std::vector<int64_t>& v) { return Buffer<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in,
-         const std::vector<Tensor*>& out) {
+         const std::vector<Tensor*>& out, const void* params = nullptr, size_t params_size = 0) {
   Fixture& f = Shared();
   Result<const Kernel*> kernel = f.registry.Find(op, Device::kCpu);
   if (!kernel.ok()) {
@@ -70,7 +74,7 @@ void Run(benchmark::State& state, const char* op, const std::vector<const Tensor
     return;
   }
   for (auto _ : state) {
-    if (Status st = (*kernel)->Call(in, out, &f.pool); !st.ok()) {
+    if (Status st = (*kernel)->Call(in, out, workers::CallOptions{&f.pool}, params, params_size); !st.ok()) {
       state.SkipWithError(st.message().c_str());
       return;
     }
@@ -171,18 +175,19 @@ void BM_SoftmaxXent(benchmark::State& state) {
   }
   auto lab = Index(labels);
   Buffer<uint8_t> msk({n}, mask);
-  Buffer<double> scale({1}, std::vector<double>{1.0}), loss({1}, std::vector<double>{0.0});
+  Buffer<double> loss({1}, std::vector<double>{0.0});
   Buffer<int64_t> correct({1}, std::vector<int64_t>{0});
-  Run(state, "nn.softmax_xent.fwd_bwd", {&logits.tensor, &lab.tensor, &msk.tensor, &scale.tensor},
-      {&loss.tensor, &correct.tensor, &dlogits.tensor});
+  const tessel_softmax_xent_params params{sizeof(tessel_softmax_xent_params), 1.0};
+  Run(state, "nn.softmax_xent.fwd_bwd", {&logits.tensor, &lab.tensor, &msk.tensor},
+      {&loss.tensor, &correct.tensor, &dlogits.tensor}, &params, sizeof(params));
   state.SetItemsProcessed(state.iterations() * n);
 }
 
 void BM_AdamStep(benchmark::State& state) {
   const int64_t d = state.range(0), p = Shared().graph.num_relations * d * d;
   Buffer<float> param({p}), grad({p}), m({p}, 0, 0), v({p}, 0, 0);
-  Buffer<double> hyper({7}, std::vector<double>{0.01, 0.9, 0.999, 1e-8, 5e-4, 1, 0});
-  Run(state, "optim.adam.step", {&param.tensor, &grad.tensor, &m.tensor, &v.tensor, &hyper.tensor}, {});
+  const tessel_adam_params params{sizeof(tessel_adam_params), 0.01, 0.9, 0.999, 1e-8, 5e-4, 1};
+  Run(state, "optim.adam.step", {&param.tensor, &grad.tensor, &m.tensor, &v.tensor}, {}, &params, sizeof(params));
   state.SetItemsProcessed(state.iterations() * p);
 }
 

@@ -1,4 +1,4 @@
-/* Tessel plugin ABI, version 1.0. Plain C: a plugin built against this header with any C or C++
+/* Tessel plugin ABI, version 1.1. Plain C: a plugin built against this header with any C or C++
  * compiler loads into any Tessel host with the same ABI major and an equal or newer ABI minor.
  *
  * A plugin exports exactly one symbol:
@@ -18,6 +18,14 @@
  *  - Strings passed to register_kernel are copied by the host; the plugin keeps ownership.
  *  - Kernel functions may be called from any host thread, one call at a time per kernel instance
  *    unless the plugin documents otherwise; they must not keep pointers into the call after returning.
+ *
+ * ABI history (minor versions only append):
+ *  1.0  the first ABI.
+ *  1.1  appends to tessel_kernel_call: the device ordinal, the op's scalar parameters (a struct declared
+ *       with the op in <tessel/ops/...>) and a workspace allocator; to tessel_kernel_def: the size of
+ *       the op's parameter struct and the floating dtypes the kernel accepts; and the bf16 and f16
+ *       dtypes. A plugin built against 1.0 still loads: the host reads only the fields its
+ *       struct_size covers, and its kernels are never given a dtype or parameters they did not declare.
  */
 #ifndef TESSEL_PLUGIN_H_
 #define TESSEL_PLUGIN_H_
@@ -30,7 +38,7 @@ extern "C" {
 #endif
 
 #define TESSEL_PLUGIN_ABI_MAJOR 1
-#define TESSEL_PLUGIN_ABI_MINOR 0
+#define TESSEL_PLUGIN_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #define TESSEL_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -54,8 +62,13 @@ typedef enum tessel_dtype {
   TESSEL_DTYPE_F64 = 1,
   TESSEL_DTYPE_I32 = 2,
   TESSEL_DTYPE_I64 = 3,
-  TESSEL_DTYPE_U8 = 4
+  TESSEL_DTYPE_U8 = 4,
+  TESSEL_DTYPE_BF16 = 5, /* ABI 1.1: bfloat16 (the upper half of an IEEE f32) */
+  TESSEL_DTYPE_F16 = 6   /* ABI 1.1: IEEE binary16 */
 } tessel_dtype;
+
+/* Bit of a dtype in tessel_kernel_def.floating_dtypes. */
+#define TESSEL_DTYPE_BIT(dtype) (1u << (dtype))
 
 typedef enum tessel_device {
   TESSEL_DEVICE_CPU = 0,
@@ -78,6 +91,13 @@ typedef struct tessel_tensor {
  * fn may run on several threads at once and must not throw. A nested call (from inside fn) runs inline. */
 typedef void (*tessel_range_fn)(void* ctx, int64_t begin, int64_t end);
 
+/* ABI 1.1: scratch memory for one call, on the kernel's device (device memory for a CUDA kernel).
+ * Counted against the worker's memory budget: a kernel asks here instead of calling malloc/cudaMalloc
+ * for anything large. Returns NULL and sets *status when the budget or the device has no room.
+ * Memory not given back with workspace_free is reclaimed when the kernel returns; on CUDA it stays
+ * valid for the work the kernel queued on call->cuda_stream (the host frees it in stream order). */
+typedef void* (*tessel_workspace_alloc_fn)(void* host_ctx, size_t bytes, tessel_status** status);
+typedef void (*tessel_workspace_free_fn)(void* host_ctx, void* ptr);
 /* One kernel invocation. Inputs are read-only unless the op documents otherwise (optim.adam.step
  * updates its inputs in place); outputs are preallocated by the host with the shapes the schema gives.
  * Every tensor lives on the kernel's device. Scalars (a learning rate, a flag) travel as 0-d or
@@ -93,6 +113,12 @@ typedef struct tessel_kernel_call {
   void* host_ctx;
   void (*parallel_for)(void* host_ctx, int64_t n, int64_t grain, tessel_range_fn fn, void* fn_ctx);
   tessel_status* (*make_status)(void* host_ctx, int32_t code, const char* message);
+  /* ABI 1.1 */
+  int32_t device_ordinal; /* the CUDA device of the tensors (the current device of the calling thread); 0 on CPU */
+  const void* params;     /* the op's parameter struct (host memory), or NULL when the op has none */
+  size_t params_size;     /* sizeof that struct as the host was built, 0 when none */
+  tessel_workspace_alloc_fn workspace_alloc;
+  tessel_workspace_free_fn workspace_free;
 } tessel_kernel_call;
 
 typedef tessel_status* (*tessel_kernel_fn)(void* kernel_state, const tessel_kernel_call* call);
@@ -112,6 +138,10 @@ typedef struct tessel_kernel_def {
   const char* schema;
   tessel_kernel_fn fn;
   void* kernel_state; /* passed back to fn; owned by the plugin, valid for as long as it is loaded */
+  /* ABI 1.1 */
+  size_t params_size;       /* sizeof the op's parameter struct this kernel reads; 0 when the op has none.
+                               The host refuses the kernel when it differs from the host's own. */
+  uint32_t floating_dtypes; /* TESSEL_DTYPE_BIT()s that T may take; 0 means f32 and f64 (as in 1.0) */
 } tessel_kernel_def;
 
 typedef struct tessel_host_api {

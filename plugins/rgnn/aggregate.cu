@@ -1,9 +1,9 @@
 // rgnn.aggregate.fwd/.bwd on CUDA: gathers, one thread per (output row, column), so neighbouring
 // threads read neighbouring columns of the same source row (coalesced) and no atomics are needed.
-#include "cuda_kernels.h"
 #include "cuda_support.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 template <typename T>
@@ -63,20 +63,25 @@ void AggregateBwd(const KernelArgs& args) {
   CheckLaunch("AggregateBwdKernel");
 }
 
+struct AggregateFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_aggregate_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    AggregateFwd<T>(args);
+  }
+};
+
+struct AggregateBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_aggregate_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    AggregateBwd<T>(args);
+  }
+};
+
 }  // namespace
 
-tessel_status* AggregateFwdCuda(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 5, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { AggregateFwd<decltype(zero)>(args); });
-  });
-}
+TESSEL_DEFINE_KERNEL(AggregateFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AggregateBwdCuda, TESSEL_DEVICE_CUDA)
 
-tessel_status* AggregateBwdCuda(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { AggregateBwd<decltype(zero)>(args); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

@@ -2,11 +2,10 @@
 // without atomics: forward walks the destination CSR, backward the edge range of each compact row.
 #include <algorithm>
 
-#include "cpu_kernels.h"
-#include "graph_layout.h"
-#include "kernel_support.h"
+#include "index_checks.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 int64_t RowGrain(int64_t d) { return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, d)); }
@@ -66,20 +65,25 @@ void AggregateBwd(const KernelArgs& args) {
   });
 }
 
+struct AggregateFwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_aggregate_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    AggregateFwd<T>(args);
+  }
+};
+
+struct AggregateBwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_aggregate_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    AggregateBwd<T>(args);
+  }
+};
+
 }  // namespace
 
-tessel_status* AggregateFwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 5, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { AggregateFwd<decltype(zero)>(args); });
-  });
-}
+TESSEL_DEFINE_KERNEL(AggregateFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(AggregateBwdCpu, TESSEL_DEVICE_CPU)
 
-tessel_status* AggregateBwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { AggregateBwd<decltype(zero)>(args); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

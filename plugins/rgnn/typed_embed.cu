@@ -1,9 +1,9 @@
 // rgnn.typed_embed.fwd/.bwd on CUDA: one thread per (compact row, column); the relation of a compact
 // row is found by binary search in uniq_ptr.
-#include "cuda_kernels.h"
 #include "cuda_support.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 // The r with uniq_ptr[r] <= u < uniq_ptr[r+1] (the last such r when relations are empty).
@@ -68,20 +68,25 @@ void TypedEmbedBwd(const KernelArgs& args) {
   CheckLaunch("EmbedBwdKernel");
 }
 
+struct TypedEmbedFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedEmbedFwd<T>(args);
+  }
+};
+
+struct TypedEmbedBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedEmbedBwd<T>(args);
+  }
+};
+
 }  // namespace
 
-tessel_status* TypedEmbedFwdCuda(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedEmbedFwd<decltype(zero)>(args); });
-  });
-}
+TESSEL_DEFINE_KERNEL(TypedEmbedFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedEmbedBwdCuda, TESSEL_DEVICE_CUDA)
 
-tessel_status* TypedEmbedBwdCuda(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedEmbedBwd<decltype(zero)>(args); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

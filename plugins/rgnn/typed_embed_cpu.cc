@@ -2,11 +2,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "cpu_kernels.h"
-#include "graph_layout.h"
-#include "kernel_support.h"
+#include "index_checks.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 constexpr int64_t kCopyBlockRows = 1024;
@@ -63,20 +62,25 @@ void TypedEmbedBwd(const KernelArgs& args) {
   });
 }
 
+struct TypedEmbedFwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedEmbedFwd<T>(args);
+  }
+};
+
+struct TypedEmbedBwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedEmbedBwd<T>(args);
+  }
+};
+
 }  // namespace
 
-tessel_status* TypedEmbedFwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedEmbedFwd<decltype(zero)>(args); });
-  });
-}
+TESSEL_DEFINE_KERNEL(TypedEmbedFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedEmbedBwdCpu, TESSEL_DEVICE_CPU)
 
-tessel_status* TypedEmbedBwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedEmbedBwd<decltype(zero)>(args); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

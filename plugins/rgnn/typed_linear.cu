@@ -2,10 +2,10 @@
 // relation on contiguous row ranges. The relation offsets are read on the host (one sync per call).
 #include <vector>
 
-#include "cuda_kernels.h"
 #include "cuda_support.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 template <typename T>
@@ -41,7 +41,7 @@ void TypedLinearFwd(const KernelArgs& args, CudaKernelState& state) {
   T* y = args.Out<T>(0, "Y", {&u, &d});
   cudaStream_t stream = StreamOf(args);
   const std::vector<int64_t> ptr = CopyToHost(uniq_ptr, r + 1, stream);
-  DeviceScratch<T> gathered(u * k, stream);
+  Workspace<T> gathered(args, u * k);
   Gather(x, uniq_src, u, k, gathered.get(), stream);
   CublasPool::Lease blas = state.blas.Acquire(stream);
   for (int64_t rel = 0; rel < r; ++rel) {
@@ -68,7 +68,7 @@ void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
   T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
   cudaStream_t stream = StreamOf(args);
   const std::vector<int64_t> ptr = CopyToHost(uniq_ptr, r + 1, stream);
-  DeviceScratch<T> rows(u * k, stream);  // the gathered inputs, then G = dY_r W_r^T
+  Workspace<T> rows(args, u * k);  // the gathered inputs, then G = dY_r W_r^T
   Gather(x, uniq_src, u, k, rows.get(), stream);
   CheckCuda(cudaMemsetAsync(dw, 0, r * k * d * sizeof(T), stream), "zero dW");
   CublasPool::Lease blas = state.blas.Acquire(stream);
@@ -92,20 +92,25 @@ void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
   }
 }
 
+struct TypedLinearFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedLinearFwd<T>(args, StateOf(args));
+  }
+};
+
+struct TypedLinearBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedLinearBwd<T>(args, StateOf(args));
+  }
+};
+
 }  // namespace
 
-tessel_status* TypedLinearFwdCuda(void* state, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedLinearFwd<decltype(zero)>(args, StateOf(state)); });
-  });
-}
+TESSEL_DEFINE_KERNEL(TypedLinearFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedLinearBwdCuda, TESSEL_DEVICE_CUDA)
 
-tessel_status* TypedLinearBwdCuda(void* state, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CUDA, 5, 2);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedLinearBwd<decltype(zero)>(args, StateOf(state)); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

@@ -4,11 +4,10 @@
 #include <vector>
 
 #include "blas.h"
-#include "cpu_kernels.h"
-#include "graph_layout.h"
-#include "kernel_support.h"
+#include "index_checks.h"
+#include "kernels.h"
 
-namespace tessel::rgnn {
+namespace tessel::kernels::rgnn {
 namespace {
 
 template <typename T>
@@ -117,20 +116,25 @@ void TypedLinearBwd(const KernelArgs& args) {
   if (dx_rows > 0) InputGrad(args, dy, w, uniq_ptr, uniq_src, m, r, k, d, u, dx);
 }
 
+struct TypedLinearFwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedLinearFwd<T>(args);
+  }
+};
+
+struct TypedLinearBwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    TypedLinearBwd<T>(args);
+  }
+};
+
 }  // namespace
 
-tessel_status* TypedLinearFwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 4, 1);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedLinearFwd<decltype(zero)>(args); });
-  });
-}
+TESSEL_DEFINE_KERNEL(TypedLinearFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedLinearBwdCpu, TESSEL_DEVICE_CPU)
 
-tessel_status* TypedLinearBwdCpu(void*, const tessel_kernel_call* call) {
-  return RunGuarded(call, [&] {
-    KernelArgs args(call, TESSEL_DEVICE_CPU, 5, 2);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { TypedLinearBwd<decltype(zero)>(args); });
-  });
-}
-
-}  // namespace tessel::rgnn
+}  // namespace tessel::kernels::rgnn

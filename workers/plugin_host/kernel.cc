@@ -18,6 +18,24 @@ struct CallContext {
   std::atomic<bool> pool_busy{false};  // set while a parallel_for of this call runs on the pool
   std::mutex error_mu;
   std::string callback_error;  // the first exception that escaped a plugin range function
+  // Workspace: the kernel's device, its stream, the budget, and what is still allocated (freed at the end).
+  Device device = Device::kCpu;
+  void* stream = nullptr;
+  MemoryBudget* budget = nullptr;
+  std::mutex workspace_mu;
+  std::vector<std::pair<void*, size_t>> workspace;
+
+  void FreeBlock(void* ptr, size_t bytes) {
+    if (device == Device::kCuda) {
+      CudaFreeAsync(ptr, stream);
+    } else {
+      HostAllocator().Free(ptr);
+    }
+    if (budget != nullptr) budget->Release(static_cast<int64_t>(bytes));
+  }
+  ~CallContext() {
+    for (auto& [ptr, bytes] : workspace) FreeBlock(ptr, bytes);
+  }
 };
 
 void RecordCallbackError(CallContext* ctx, std::string what) {
@@ -58,6 +76,44 @@ tessel_status* HostCallMakeStatus(void* /*host_ctx*/, int32_t code, const char* 
   return MakeHostStatus(code, message);
 }
 
+void* HostWorkspaceAlloc(void* host_ctx, size_t bytes, tessel_status** status) noexcept {
+  auto* ctx = static_cast<CallContext*>(host_ctx);
+  const auto fail = [&](const std::string& message) -> void* {
+    if (status != nullptr) *status = MakeHostStatus(TESSEL_STATUS_INTERNAL, message.c_str());
+    return nullptr;
+  };
+  try {
+    if (ctx->budget != nullptr && !ctx->budget->TryReserve(static_cast<int64_t>(bytes))) {
+      return fail(StrCat("kernel workspace of ", bytes, " bytes would pass the worker's memory budget (",
+                         ctx->budget->used(), " of ", ctx->budget->limit(), " bytes in use)"));
+    }
+    Result<void*> p = ctx->device == Device::kCuda ? CudaAllocateAsync(bytes, ctx->stream)
+                                                    : HostAllocator().Allocate(bytes);
+    if (!p.ok()) {
+      if (ctx->budget != nullptr) ctx->budget->Release(static_cast<int64_t>(bytes));
+      return fail("kernel workspace: " + p.status().message());
+    }
+    std::lock_guard<std::mutex> lock(ctx->workspace_mu);
+    ctx->workspace.emplace_back(*p, bytes);
+    return *p;
+  } catch (...) {
+    return fail("kernel workspace: allocation failed");
+  }
+}
+
+void HostWorkspaceFree(void* host_ctx, void* ptr) noexcept {
+  auto* ctx = static_cast<CallContext*>(host_ctx);
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(ctx->workspace_mu);
+  for (auto it = ctx->workspace.begin(); it != ctx->workspace.end(); ++it) {
+    if (it->first == ptr) {
+      ctx->FreeBlock(it->first, it->second);
+      ctx->workspace.erase(it);
+      return;
+    }
+  }
+}
+
 tessel_tensor ViewOf(const Tensor& t) {
   tessel_tensor view{};
   view.struct_size = sizeof(tessel_tensor);
@@ -72,7 +128,8 @@ tessel_tensor ViewOf(const Tensor& t) {
 }  // namespace
 
 Kernel::Kernel(std::string op, Device device, std::string schema_text, Schema schema,
-               std::vector<OutputRows> output_rows, tessel_kernel_fn fn, void* state, std::string plugin_path)
+               std::vector<OutputRows> output_rows, tessel_kernel_fn fn, void* state, std::string plugin_path,
+               size_t params_size, uint32_t floating_dtypes)
     : op_(std::move(op)),
       device_(device),
       schema_text_(std::move(schema_text)),
@@ -81,15 +138,17 @@ Kernel::Kernel(std::string op, Device device, std::string schema_text, Schema sc
       fn_(fn),
       state_(state),
       plugin_path_(std::move(plugin_path)),
+      params_size_(params_size),
+      floating_dtypes_(floating_dtypes == 0 ? TESSEL_DTYPE_BIT(TESSEL_DTYPE_F32) | TESSEL_DTYPE_BIT(TESSEL_DTYPE_F64)
+                                            : floating_dtypes),
       context_(StrCat("plugin ", plugin_path_, " op ", op_)) {}
 
 Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                    ThreadPool* pool) const {
-  return Call(inputs, outputs, pool, nullptr);
-}
-
-Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool* pool,
-                    void* cuda_stream) const {
+                    const CallOptions& options, const void* params, size_t params_size) const {
+  if (params_size != params_size_ || (params_size_ > 0 && params == nullptr)) {
+    return InternalError(StrCat(context_, ": called with a parameter struct of ", params == nullptr ? 0 : params_size,
+                                " bytes, the op declares ", params_size_));
+  }
   TESSEL_RETURN_IF_ERROR(CheckCall(schema_, device_, inputs, outputs, output_rows_).WithContext(context_));
   // The schema bounds ranks already; this guards the fixed-size shape array of the view regardless.
   auto too_many_dims = [](const Tensor* t) { return t->ndim() > TESSEL_MAX_DIMS; };
@@ -103,18 +162,31 @@ Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<
   for (const Tensor* t : inputs) in_views.push_back(ViewOf(*t));
   for (const Tensor* t : outputs) out_views.push_back(ViewOf(*t));
 
+  // The call's T is the dtype of its first input (every op's first input is T, <tessel/ops/op.h>).
+  if (!inputs.empty() && inputs[0]->dtype() != DType::kI32 && inputs[0]->dtype() != DType::kI64 &&
+      inputs[0]->dtype() != DType::kU8 && (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(inputs[0]->dtype()))) == 0) {
+    return InternalError(StrCat(context_, ": the kernel does not take dtype ", DTypeName(inputs[0]->dtype())));
+  }
   CallContext ctx;
-  ctx.pool = pool;
+  ctx.pool = options.pool;
+  ctx.device = device_;
+  ctx.stream = options.cuda_stream;
+  ctx.budget = options.budget;
   tessel_kernel_call call{};
   call.struct_size = sizeof(tessel_kernel_call);
   call.num_inputs = static_cast<int32_t>(in_views.size());
   call.inputs = in_views.data();
   call.num_outputs = static_cast<int32_t>(out_views.size());
   call.outputs = out_views.data();
-  call.cuda_stream = device_ == Device::kCuda ? cuda_stream : nullptr;
+  call.cuda_stream = device_ == Device::kCuda ? options.cuda_stream : nullptr;
   call.host_ctx = &ctx;
   call.parallel_for = &HostParallelFor;
   call.make_status = &HostCallMakeStatus;
+  call.device_ordinal = device_ == Device::kCuda ? options.device_ordinal : 0;
+  call.params = params;
+  call.params_size = params == nullptr ? 0 : params_size;
+  call.workspace_alloc = &HostWorkspaceAlloc;
+  call.workspace_free = &HostWorkspaceFree;
 
   tessel_status* returned = nullptr;
   try {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -17,10 +18,19 @@
 
 namespace tessel::workers {
 
+// How one call runs: the host services it gets (tessel_kernel_call's pool, stream, device and workspace).
+struct CallOptions {
+  ThreadPool* pool = nullptr;      // backs the plugin's parallel_for; null runs everything on this thread
+  void* cuda_stream = nullptr;     // CUDA kernels: the stream to queue on (null: the default stream)
+  int32_t device_ordinal = 0;      // CUDA kernels: the device of the tensors
+  MemoryBudget* budget = nullptr;  // charged for workspace memory; null: unlimited
+};
+
 class Kernel {
  public:
   Kernel(std::string op, Device device, std::string schema_text, Schema schema, std::vector<OutputRows> output_rows,
-         tessel_kernel_fn fn, void* state, std::string plugin_path);
+         tessel_kernel_fn fn, void* state, std::string plugin_path, size_t params_size = 0,
+         uint32_t floating_dtypes = 0);
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
@@ -37,9 +47,27 @@ class Kernel {
   // CUDA kernels are queued on `cuda_stream` (null: the default stream) and may still be running when
   // Call returns. A plugin's error comes back with its code and "plugin P op O: message"; an
   // exception that escapes a plugin is caught and reported as kInternal.
-  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool* pool) const;
-  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool* pool,
-              void* cuda_stream) const;
+  //
+  // `params` is the op's parameter struct (<tessel/ops/...>), whose size must be the op's declared one;
+  // null for ops without parameters. Workspace memory a kernel asks for is charged to options.budget
+  // and given back when the call returns (on CUDA in stream order, after the work the kernel queued).
+  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+              const CallOptions& options, const void* params = nullptr, size_t params_size = 0) const;
+  template <typename P>
+  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const P& params,
+              const CallOptions& options) const {
+    return Call(inputs, outputs, options, &params, sizeof(P));
+  }
+  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool* pool) const {
+    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr});
+  }
+  template <typename P>
+  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const P& params,
+              ThreadPool* pool) const {
+    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr}, &params, sizeof(P));
+  }
+
+  size_t params_size() const { return params_size_; }
 
  private:
   std::string op_;
@@ -50,7 +78,9 @@ class Kernel {
   tessel_kernel_fn fn_;
   void* state_;
   std::string plugin_path_;
-  std::string context_;  // "plugin P op O", the prefix of every error
+  size_t params_size_;
+  uint32_t floating_dtypes_;  // TESSEL_DTYPE_BIT()s the kernel accepts for T
+  std::string context_;       // "plugin P op O", the prefix of every error
 };
 
 }  // namespace tessel::workers

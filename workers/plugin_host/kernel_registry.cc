@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "workers/plugin_host/host_status.h"
-#include "workers/plugin_host/op_schemas.h"
+#include "workers/plugin_host/op_table.h"
 #include "workers/plugin_host/plugin_files.h"
 #include "workers/plugin_host/shared_library.h"
 
@@ -36,6 +36,8 @@ struct KernelRegistry::PendingLoad {
     Schema schema;
     tessel_kernel_fn fn;
     void* state;
+    size_t params_size;
+    uint32_t floating_dtypes;
   };
   std::vector<PendingKernel> kernels;
   Status first_error;
@@ -138,6 +140,23 @@ Status KernelRegistry::Register(PendingLoad& pending, const tessel_kernel_def* d
                                 schema_text, "'"));
     }
   }
+  // ABI 1.1 fields: a 1.0 definition ends before them and declares no parameters and f32/f64 only.
+  size_t params_size = 0;
+  uint32_t floating_dtypes = 0;
+  if (def->struct_size >= offsetof(tessel_kernel_def, floating_dtypes) + sizeof(def->floating_dtypes)) {
+    params_size = def->params_size;
+    floating_dtypes = def->floating_dtypes;
+  }
+  if (floating_dtypes == 0) floating_dtypes = TESSEL_DTYPE_BIT(TESSEL_DTYPE_F32) | TESSEL_DTYPE_BIT(TESSEL_DTYPE_F64);
+  constexpr uint32_t kFloating = TESSEL_DTYPE_BIT(TESSEL_DTYPE_F32) | TESSEL_DTYPE_BIT(TESSEL_DTYPE_F64) |
+                                 TESSEL_DTYPE_BIT(TESSEL_DTYPE_BF16) | TESSEL_DTYPE_BIT(TESSEL_DTYPE_F16);
+  if ((floating_dtypes & ~kFloating) != 0) {
+    return PluginError(StrCat(where, ": floating_dtypes names a dtype that is not floating"));
+  }
+  if (const tessel_op_decl* decl = FindOp(op); decl != nullptr && params_size != decl->params_size) {
+    return PluginError(StrCat(where, ": its parameter struct has ", params_size, " bytes, the host's has ",
+                              decl->params_size, " (rebuild the plugin against this Tessel's SDK)"));
+  }
   KernelKey key{op, device};
   for (const auto& k : pending.kernels) {
     if (k.key == key) return PluginError(StrCat(where, ": registered twice"));
@@ -146,7 +165,8 @@ Status KernelRegistry::Register(PendingLoad& pending, const tessel_kernel_def* d
     return PluginError(StrCat("op '", op, "' for device ", DeviceLabel(device), " is provided by both ",
                               it->second->plugin_path(), " and ", pending.path));
   }
-  pending.kernels.push_back({std::move(key), schema_text, std::move(schema).value(), def->fn, def->kernel_state});
+  pending.kernels.push_back({std::move(key), schema_text, std::move(schema).value(), def->fn, def->kernel_state,
+                             params_size, floating_dtypes});
   return Status::Ok();
 }
 
@@ -212,7 +232,8 @@ Status KernelRegistry::LoadPlugin(const std::string& path) {
     out.kernels.push_back({k.key.op, k.key.device, k.schema_text});
     const std::vector<OutputRows> rows = OutputRowsFor(k.key.op);
     kernels_.emplace(k.key, std::make_unique<Kernel>(k.key.op, k.key.device, k.schema_text, std::move(k.schema), rows,
-                                                     k.fn, k.state, file.canonical_path));
+                                                     k.fn, k.state, file.canonical_path, k.params_size,
+                                                     k.floating_dtypes));
   }
   std::sort(out.kernels.begin(), out.kernels.end(), [](const KernelInfo& a, const KernelInfo& b) {
     return std::tie(a.op, a.device) < std::tie(b.op, b.device);

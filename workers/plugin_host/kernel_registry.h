@@ -3,7 +3,7 @@
 //
 //   KernelRegistry registry(logger);
 //   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(job.plugins.paths, job.plugins.search_dirs));
-//   TESSEL_RETURN_IF_ERROR(registry.RequireOps(RgcnOps(), Device::kCpu));
+//   TESSEL_RETURN_IF_ERROR(registry.RequireOps({"rgnn.aggregate.fwd", "nn.relu.fwd"}, Device::kCpu));
 //   TESSEL_ASSIGN_OR_RETURN(const Kernel* fwd, registry.Find("rgnn.aggregate.fwd", Device::kCpu));
 //   TESSEL_RETURN_IF_ERROR(fwd->Call({&y, &edge_uniq, &norm, &dst_ptr, &dst_edges}, {&h}, &pool));
 //

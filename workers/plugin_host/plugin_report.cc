@@ -6,7 +6,7 @@
 
 #include "core/logging.h"
 #include "workers/plugin_host/kernel_registry.h"
-#include "workers/plugin_host/op_schemas.h"
+#include "workers/plugin_host/op_table.h"
 #include "workers/plugin_host/plugin_files.h"
 
 namespace tessel::workers {
@@ -106,14 +106,14 @@ Status CheckPlugin(const std::string& path, const std::vector<std::string>& requ
 }
 
 Result<std::vector<std::string>> ExpandOpSet(std::string_view spec) {
-  if (spec == "rgcn") return RgcnOps();
+  if (std::vector<std::string> family = OpsOfFamily(spec); !family.empty()) return family;
   std::vector<std::string> ops;
   size_t begin = 0;
   while (begin <= spec.size()) {
     size_t end = spec.find(',', begin);
     if (end == std::string_view::npos) end = spec.size();
     std::string_view op = spec.substr(begin, end - begin);
-    if (op.empty()) return UsageError(StrCat("empty op name in '", spec, "' (use 'rgcn' or a comma-separated list)"));
+    if (op.empty()) return UsageError(StrCat("empty op name in '", spec, "' (use an op family such as 'rgnn', or a comma-separated list)"));
     ops.emplace_back(op);
     begin = end + 1;
   }

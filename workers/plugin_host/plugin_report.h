@@ -27,7 +27,8 @@ Status InspectPlugin(const std::string& path, std::ostream& out);
 Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
                    std::ostream& out);
 
-// "rgcn" -> RgcnOps(); otherwise a comma-separated list of op names. Empty names are a UsageError.
+// An op family ("nn", "optim", "rgnn": every host op of that prefix), or a comma-separated list of op
+// names. Empty names are a UsageError.
 Result<std::vector<std::string>> ExpandOpSet(std::string_view spec);
 
 // "cpu" or "cuda".

@@ -187,7 +187,7 @@ std::string ShapeString(const Tensor& t) {
 bool TypeMatches(SchemaType type, DType dtype) {
   switch (type) {
     case SchemaType::kFloating:
-      return dtype == DType::kF32 || dtype == DType::kF64;
+      return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 || dtype == DType::kF16;
     case SchemaType::kF32:
       return dtype == DType::kF32;
     case SchemaType::kF64:

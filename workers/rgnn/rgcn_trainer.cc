@@ -1,10 +1,23 @@
 #include "workers/rgnn/rgcn_trainer.h"
 
+#include <tessel/ops/nn.h>
+#include <tessel/ops/optim.h>
+#include <tessel/ops/rgnn.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 
 namespace tessel::workers {
+
+const std::vector<std::string>& RgcnOps() {
+  static const std::vector<std::string> ops = {
+      tessel_op_rgnn_typed_linear_fwd.name, tessel_op_rgnn_typed_linear_bwd.name, tessel_op_rgnn_typed_embed_fwd.name,
+      tessel_op_rgnn_typed_embed_bwd.name,  tessel_op_rgnn_aggregate_fwd.name,    tessel_op_rgnn_aggregate_bwd.name,
+      tessel_op_nn_relu_fwd.name,           tessel_op_nn_relu_bwd.name,           tessel_op_nn_softmax_xent.name,
+      tessel_op_optim_adam_step.name};
+  return ops;
+}
 
 struct RgcnTrainer::Kernels {
   const Kernel* embed_fwd;
@@ -163,9 +176,8 @@ Status RgcnTrainer::Forward() {
 Status RgcnTrainer::Loss(const Tensor& mask, double scale, double* loss_sum, int64_t* correct, int64_t* count) {
   TESSEL_ASSIGN_OR_RETURN(Tensor loss, Tensor::Zeros(DType::kF64, {1}));
   TESSEL_ASSIGN_OR_RETURN(Tensor right, Tensor::Zeros(DType::kI64, {1}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor scale_t, Tensor::Empty(DType::kF64, {1}));
-  scale_t.data<double>()[0] = scale;
-  TESSEL_RETURN_IF_ERROR(k_->xent->Call({&act_.back(), &labels_, &mask, &scale_t}, {&loss, &right, &dlogits_}, pool_));
+  const tessel_softmax_xent_params params{sizeof(tessel_softmax_xent_params), scale};
+  TESSEL_RETURN_IF_ERROR(k_->xent->Call({&act_.back(), &labels_, &mask}, {&loss, &right, &dlogits_}, params, pool_));
   *loss_sum = loss.data<double>()[0];
   *correct = right.data<int64_t>()[0];
   int64_t n = 0;
@@ -222,21 +234,20 @@ Result<EpochStats> RgcnTrainer::TrainEpoch() {
   TESSEL_RETURN_IF_ERROR(comm_->AllreduceSum(figures, 3));
 
   ++step_;
-  TESSEL_ASSIGN_OR_RETURN(Tensor hyper, Tensor::Empty(DType::kF64, {7}));
   for (int l = 0; l < config_.layers; ++l) {
-    double* h = hyper.data<double>();
-    h[0] = config_.lr;
-    h[1] = 0.9;
-    h[2] = 0.999;
-    h[3] = 1e-8;
-    h[4] = l == 0 ? config_.l2 : 0.0;
-    h[5] = static_cast<double>(step_);
-    h[6] = 0;
+    tessel_adam_params h{};
+    h.struct_size = sizeof(h);
+    h.lr = config_.lr;
+    h.beta1 = 0.9;
+    h.beta2 = 0.999;
+    h.eps = 1e-8;
+    h.weight_decay = l == 0 ? config_.l2 : 0.0;
+    h.step = step_;
     // Adam sees each layer as one flat vector.
     const auto flat = [](const Tensor& t) { return Tensor::Borrow(t.raw(), t.dtype(), {t.numel()}, t.device()); };
     const size_t i = static_cast<size_t>(l);
     Tensor w = flat(weight_[i]), g = flat(weight_grad_[i]), m = flat(m_view_[i]), v = flat(v_view_[i]);
-    TESSEL_RETURN_IF_ERROR(k_->adam->Call({&w, &g, &m, &v, &hyper}, {}, pool_));
+    TESSEL_RETURN_IF_ERROR(k_->adam->Call({&w, &g, &m, &v}, {}, h, pool_));
   }
   EpochStats s;
   s.loss = figures[0] / std::max(1.0, figures[2]);

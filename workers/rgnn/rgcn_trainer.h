@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +25,9 @@
 namespace tessel::workers {
 
 enum class RgcnInput { kOneHot, kFeatures };
+
+// The ops an RGCN worker needs (forward, backward, loss and optimiser).
+const std::vector<std::string>& RgcnOps();
 
 struct RgcnConfig {
   int32_t layers = 2;

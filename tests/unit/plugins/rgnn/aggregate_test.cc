@@ -4,7 +4,7 @@
 
 #include "rgnn_test_util.h"
 
-namespace tessel::rgnn_test {
+namespace tessel::kernel_test {
 namespace {
 
 template <typename T>
@@ -79,11 +79,11 @@ TEST(AggregateChecks, BrokenDestinationOffsetsAreBadData) {
   GraphTensors gt = ToTensors<double>(g);
   gt.dst_ptr.data<int64_t>()[g.n] = g.num_edges() - 1;
   Tensor ty = Filled<double>({g.num_uniq(), 2}, 1.0), th = Filled<double>({g.n, 2}, 0.0);
-  const workers::Kernel* kernel = RgnnRegistry().Find("rgnn.aggregate.fwd", Device::kCpu).value();
+  const workers::Kernel* kernel = BuiltinRegistry().Find("rgnn.aggregate.fwd", Device::kCpu).value();
   const Status st = kernel->Call({&ty, &gt.edge_uniq, &gt.norm, &gt.dst_ptr, &gt.dst_edges}, {&th}, nullptr);
   EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
   EXPECT_NE(st.message().find("dst_ptr"), std::string::npos) << st.message();
 }
 
 }  // namespace
-}  // namespace tessel::rgnn_test
+}  // namespace tessel::kernel_test

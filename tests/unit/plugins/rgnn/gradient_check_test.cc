@@ -2,36 +2,10 @@
 // a scalar objective L = sum(G * output) with random G (so dOutput = G).
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "rgnn_test_util.h"
 
-namespace tessel::rgnn_test {
+namespace tessel::kernel_test {
 namespace {
-
-constexpr double kStep = 1e-6;
-constexpr double kGradTol = 1e-6;
-
-// dL/dx[i] by central differences; x is restored afterwards.
-std::vector<double> NumericGrad(std::vector<double>& x, const std::function<double()>& objective) {
-  std::vector<double> grad(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + kStep;
-    const double up = objective();
-    x[i] = saved - kStep;
-    const double down = objective();
-    x[i] = saved;
-    grad[i] = (up - down) / (2 * kStep);
-  }
-  return grad;
-}
-
-double Dot(const Tensor& t, const std::vector<double>& g) {
-  double sum = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) sum += t.data<double>()[i] * g[i];
-  return sum;
-}
 
 class GradientCheck : public ::testing::Test {
  protected:
@@ -95,41 +69,6 @@ TEST_F(GradientCheck, Aggregate) {
   ExpectNear(ToVector<double>(tdy), NumericGrad(y, objective), kGradTol, "dY");
 }
 
-TEST_F(GradientCheck, Relu) {
-  const int64_t n = 5, d = 4;
-  auto x = RandomValues<double>(n * d, 1);
-  for (double& v : x) v += v >= 0 ? 0.1 : -0.1;  // away from the kink
-  const auto gy = RandomValues<double>(n * d, 2);
-  auto objective = [&] {
-    Tensor tx = MakeTensor<double>({n, d}, x), ty = Filled<double>({n, d}, 0.0);
-    CallCpu("nn.relu.fwd", {&tx}, {&ty}, nullptr);
-    return Dot(ty, gy);
-  };
-  Tensor tx = MakeTensor<double>({n, d}, x), ty = Filled<double>({n, d}, 0.0);
-  CallCpu("nn.relu.fwd", {&tx}, {&ty}, nullptr);
-  Tensor tdy = MakeTensor<double>({n, d}, gy), tdx = Filled<double>({n, d}, 0.0);
-  CallCpu("nn.relu.bwd", {&tdy, &ty}, {&tdx}, nullptr);
-  ExpectNear(ToVector<double>(tdx), NumericGrad(x, objective), kGradTol, "dX");
-}
-
-TEST_F(GradientCheck, SoftmaxXentThroughScaledLoss) {
-  const int64_t n = 6, c = 3;
-  auto logits = RandomValues<double>(n * c, 1, -2, 2);
-  Tensor labels = MakeTensor<int64_t>({n}, {0, 2, 1, -1, 2, 0});
-  Tensor mask = MakeTensor<uint8_t>({n}, {1, 1, 0, 1, 1, 1});
-  const double scale = 0.25;
-  Tensor tscale = MakeTensor<double>({1}, {scale});
-  Tensor dlogits = Filled<double>({n, c}, 0.0);
-  auto run = [&](Tensor* dl) {
-    Tensor tl = MakeTensor<double>({n, c}, logits), loss = Filled<double>({1}, 0.0), correct = Filled<int64_t>({1}, 0);
-    Tensor scratch = Filled<double>({n, c}, 0.0);
-    CallCpu("nn.softmax_xent.fwd_bwd", {&tl, &labels, &mask, &tscale}, {&loss, &correct, dl ? dl : &scratch}, nullptr);
-    return scale * loss.data<double>()[0];
-  };
-  run(&dlogits);
-  ExpectNear(ToVector<double>(dlogits), NumericGrad(logits, [&] { return run(nullptr); }), kGradTol, "dlogits");
-}
-
 // A whole layer, L = sum(G * relu(aggregate(typed_linear(X, W)))), differentiated by chaining the
 // backward kernels the way the trainer does.
 TEST_F(GradientCheck, RgcnLayerChain) {
@@ -162,4 +101,4 @@ TEST_F(GradientCheck, RgcnLayerChain) {
 }
 
 }  // namespace
-}  // namespace tessel::rgnn_test
+}  // namespace tessel::kernel_test

@@ -1,59 +1,10 @@
 #include "rgnn_test_util.h"
 
 #include <algorithm>
-#include <mutex>
 #include <numeric>
 #include <tuple>
 
-namespace tessel::rgnn_test {
-
-namespace {
-
-class ArenaAllocator final : public Allocator {
- public:
-  Result<void*> Allocate(size_t bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    blocks_.push_back(std::make_unique<Block[]>((bytes + sizeof(Block) - 1) / sizeof(Block) + 1));
-    return static_cast<void*>(blocks_.back().get());
-  }
-  void Free(void*) override {}
-  Device device() const override { return Device::kCpu; }
-  std::string_view name() const override { return "test arena"; }
-
- private:
-  struct alignas(64) Block {
-    unsigned char bytes[64];
-  };
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Block[]>> blocks_;
-};
-
-}  // namespace
-
-Allocator& TestAllocator() {
-  static ArenaAllocator arena;
-  return arena;
-}
-
-std::string RgnnPluginPath() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_rgnn.so"; }
-
-const workers::KernelRegistry& RgnnRegistry() {
-  static const workers::KernelRegistry registry = [] {
-    workers::KernelRegistry r(Logger("test", LogLevel::kWarn));
-    const Status st = r.LoadPlugin(RgnnPluginPath());
-    if (!st.ok()) ADD_FAILURE() << "cannot load " << RgnnPluginPath() << ": " << st.ToString();
-    return r;
-  }();
-  return registry;
-}
-
-void CallCpu(std::string_view op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-             ThreadPool* pool) {
-  Result<const workers::Kernel*> kernel = RgnnRegistry().Find(op, Device::kCpu);
-  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
-  const Status st = (*kernel)->Call(inputs, outputs, pool);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-}
+namespace tessel::kernel_test {
 
 Graph RandomGraph(const GraphSpec& spec, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -113,4 +64,4 @@ int64_t RelationOfUniq(const Graph& g, int64_t u) {
   return 0;
 }
 
-}  // namespace tessel::rgnn_test
+}  // namespace tessel::kernel_test

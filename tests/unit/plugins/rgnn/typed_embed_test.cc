@@ -5,7 +5,7 @@
 
 #include "rgnn_test_util.h"
 
-namespace tessel::rgnn_test {
+namespace tessel::kernel_test {
 namespace {
 
 template <typename T>
@@ -69,11 +69,11 @@ TEST(TypedEmbedChecks, RowIdOutOfRangeIsBadData) {
   row_id[3] = v;
   Tensor tw = Filled<double>({g.r, v, 2}, 1.0), trow = MakeTensor<int64_t>({g.m}, row_id);
   Tensor ty = Filled<double>({g.num_uniq(), 2}, 0.0);
-  const workers::Kernel* kernel = RgnnRegistry().Find("rgnn.typed_embed.fwd", Device::kCpu).value();
+  const workers::Kernel* kernel = BuiltinRegistry().Find("rgnn.typed_embed.fwd", Device::kCpu).value();
   const Status st = kernel->Call({&tw, &gt.uniq_ptr, &gt.uniq_src, &trow}, {&ty}, nullptr);
   EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
   EXPECT_NE(st.message().find("row_id[3]"), std::string::npos) << st.message();
 }
 
 }  // namespace
-}  // namespace tessel::rgnn_test
+}  // namespace tessel::kernel_test

@@ -3,7 +3,7 @@
 
 #include "rgnn_test_util.h"
 
-namespace tessel::rgnn_test {
+namespace tessel::kernel_test {
 namespace {
 
 template <typename T>
@@ -73,7 +73,7 @@ TYPED_TEST(TypedLinearTest, BackwardMatchesNaiveLoops) {
 }
 
 // Wide layers shrink the GEMM row blocks to 32 rows, so a relation with ~100 compact rows spans several
-// blocks whose dW contributions must add up.
+// blocks whose dW contributions must add up, and whose dX rows come from several blocks' products.
 TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
   using T = TypeParam;
   ThreadPool pool(3);
@@ -83,12 +83,14 @@ TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
   ASSERT_GT(g.uniq_ptr[1] - g.uniq_ptr[0], 64);
   const auto x = RandomValues<double>(g.m * dims.k, 1), w = RandomValues<double>(g.r * dims.k * dims.d, 2);
   const auto dy = RandomValues<double>(g.num_uniq() * dims.d, 3);
-  std::vector<double> dw(static_cast<size_t>(g.r * dims.k * dims.d), 0.0);
+  std::vector<double> dw(static_cast<size_t>(g.r * dims.k * dims.d), 0.0), dx(static_cast<size_t>(g.m * dims.k), 0.0);
   for (int64_t u = 0; u < g.num_uniq(); ++u) {
     const int64_t r = RelationOfUniq(g, u), src = g.uniq_src[u];
     for (int64_t c = 0; c < dims.k; ++c) {
-      for (int64_t j = 0; j < dims.d; ++j)
+      for (int64_t j = 0; j < dims.d; ++j) {
         dw[(r * dims.k + c) * dims.d + j] += x[src * dims.k + c] * dy[u * dims.d + j];
+        dx[src * dims.k + c] += dy[u * dims.d + j] * w[(r * dims.k + c) * dims.d + j];
+      }
     }
   }
   GraphTensors gt = ToTensors<T>(g);
@@ -97,9 +99,10 @@ TYPED_TEST(TypedLinearTest, LargeRelationsSpanSeveralRowBlocks) {
   Tensor ty = Filled<T>({g.num_uniq(), dims.d}, T(7));
   CallCpu("rgnn.typed_linear.fwd", {&tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&ty}, &pool);
   ExpectNear(ToVector<T>(ty), NaiveForward(g, x, w, dims), 10 * Tolerance<T>(), "Y");
-  Tensor tdx = Filled<T>({0, dims.k}, T(0)), tdw = Filled<T>({g.r, dims.k, dims.d}, T(7));
+  Tensor tdx = Filled<T>({g.m, dims.k}, T(7)), tdw = Filled<T>({g.r, dims.k, dims.d}, T(7));
   CallCpu("rgnn.typed_linear.bwd", {&tdy, &tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&tdx, &tdw}, &pool);
   ExpectNear(ToVector<T>(tdw), dw, 10 * Tolerance<T>(), "dW");
+  ExpectNear(ToVector<T>(tdx), dx, 10 * Tolerance<T>(), "dX");
 }
 
 TYPED_TEST(TypedLinearTest, BackwardWithEmptyInputGradSkipsIt) {
@@ -110,9 +113,13 @@ TYPED_TEST(TypedLinearTest, BackwardWithEmptyInputGradSkipsIt) {
   Tensor tdy = MakeTensor<T>({g.num_uniq(), dims.d}, RandomValues<T>(g.num_uniq() * dims.d, 1));
   Tensor tx = MakeTensor<T>({g.m, dims.k}, RandomValues<T>(g.m * dims.k, 2));
   Tensor tw = MakeTensor<T>({g.r, dims.k, dims.d}, RandomValues<T>(g.r * dims.k * dims.d, 3));
-  Tensor tdx = Filled<T>({0, dims.k}, T(0)), tdw = Filled<T>({g.r, dims.k, dims.d}, T(7));
-  CallCpu("rgnn.typed_linear.bwd", {&tdy, &tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&tdx, &tdw}, nullptr);
-  EXPECT_NE(ToVector<T>(tdw)[0], T(7));
+  Tensor skipped = Filled<T>({0, dims.k}, T(0)), tdw = Filled<T>({g.r, dims.k, dims.d}, T(7));
+  CallCpu("rgnn.typed_linear.bwd", {&tdy, &tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&skipped, &tdw}, nullptr);
+  // dW is the same as with dX requested.
+  Tensor full_dx = Filled<T>({g.m, dims.k}, T(7)), full_dw = Filled<T>({g.r, dims.k, dims.d}, T(7));
+  CallCpu("rgnn.typed_linear.bwd", {&tdy, &tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&full_dx, &full_dw}, nullptr);
+  EXPECT_EQ(ToVector<T>(tdw), ToVector<T>(full_dw));
+  EXPECT_NE(ToVector<T>(full_dx)[0], T(7));
 }
 
 TYPED_TEST(TypedLinearTest, SameResultWithoutPool) {
@@ -136,7 +143,7 @@ TEST(TypedLinearChecks, OutOfRangeSourceIsBadData) {
   gt.uniq_src.data<int64_t>()[0] = g.m;  // one past the last input row
   Tensor tx = Filled<double>({g.m, 2}, 1.0), tw = Filled<double>({g.r, 2, 2}, 1.0);
   Tensor ty = Filled<double>({g.num_uniq(), 2}, 0.0);
-  const workers::Kernel* kernel = RgnnRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
+  const workers::Kernel* kernel = BuiltinRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
   const Status st = kernel->Call({&tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&ty}, nullptr);
   EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
   EXPECT_NE(st.message().find("uniq_src[0]"), std::string::npos) << st.message();
@@ -148,7 +155,7 @@ TEST(TypedLinearChecks, ShapeMismatchIsCaughtBeforeTheKernelRuns) {
   GraphTensors gt = ToTensors<double>(g);
   Tensor tx = Filled<double>({g.m, 2}, 1.0), tw = Filled<double>({g.r, 3, 2}, 1.0);  // K disagrees
   Tensor ty = Filled<double>({g.num_uniq(), 2}, 0.0);
-  const workers::Kernel* kernel = RgnnRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
+  const workers::Kernel* kernel = BuiltinRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
   const Status st = kernel->Call({&tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&ty}, nullptr);
   EXPECT_EQ(st.code(), Code::kInternal) << st.ToString();
   EXPECT_NE(st.message().find("'W'"), std::string::npos) << st.message();
@@ -161,11 +168,11 @@ TEST(TypedLinearChecks, MixedFloatDtypesAreRefused) {
   Tensor tx = Filled<double>({g.m, 2}, 1.0);
   Tensor tw = Filled<float>({g.r, 2, 2}, 1.0f);
   Tensor ty = Filled<double>({g.num_uniq(), 2}, 0.0);
-  const workers::Kernel* kernel = RgnnRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
+  const workers::Kernel* kernel = BuiltinRegistry().Find("rgnn.typed_linear.fwd", Device::kCpu).value();
   const Status st = kernel->Call({&tx, &tw, &gt.uniq_ptr, &gt.uniq_src}, {&ty}, nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("T is f64"), std::string::npos) << st.message();
 }
 
 }  // namespace
-}  // namespace tessel::rgnn_test
+}  // namespace tessel::kernel_test

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "test_dirs.h"
-#include "workers/plugin_host/op_schemas.h"
+#include "workers/plugin_host/op_table.h"
 
 namespace tessel::workers {
 namespace {
@@ -22,11 +22,13 @@ Logger QuietLogger() { return Logger("test", LogLevel::kError); }
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
-TEST(KernelRegistry, LoadsRgnnPluginAndFindsEveryRgcnOp) {
+TEST(KernelRegistry, LoadsRgnnPluginAndFindsEveryRgnnOp) {
   KernelRegistry registry(QuietLogger());
   ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
-  EXPECT_TRUE(registry.RequireOps(RgcnOps(), Device::kCpu).ok());
-  for (const std::string& op : RgcnOps()) {
+  const std::vector<std::string> rgnn_ops = OpsOfFamily("rgnn");
+  ASSERT_FALSE(rgnn_ops.empty());
+  EXPECT_TRUE(registry.RequireOps(rgnn_ops, Device::kCpu).ok());
+  for (const std::string& op : rgnn_ops) {
     Result<const Kernel*> kernel = registry.Find(op, Device::kCpu);
     ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
     EXPECT_EQ((*kernel)->op(), op);
@@ -37,8 +39,62 @@ TEST(KernelRegistry, LoadsRgnnPluginAndFindsEveryRgcnOp) {
   EXPECT_EQ(plugins[0].name, "rgnn");
   EXPECT_EQ(plugins[0].abi_major, TESSEL_PLUGIN_ABI_MAJOR);
   EXPECT_EQ(plugins[0].abi_minor, TESSEL_PLUGIN_ABI_MINOR);
-  EXPECT_GE(plugins[0].kernels.size(), RgcnOps().size());
+  EXPECT_GE(plugins[0].kernels.size(), rgnn_ops.size());
   EXPECT_EQ(FileName(plugins[0].path), "libtessel_rgnn.so");
+}
+
+TEST(KernelRegistry, NnAndRgnnPluginsLoadTogetherWithoutSharingAnOp) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(testing::NnPlugin()).ok());
+  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok()) << "a duplicate (op, device) would refuse it";
+  std::vector<std::string> all;
+  for (const tessel_op_decl* decl : HostOps()) all.push_back(decl->name);
+  EXPECT_TRUE(registry.RequireOps(all, Device::kCpu).ok()) << "every host op has a built-in CPU kernel";
+  EXPECT_THAT(registry.Find("nn.relu.fwd", Device::kCpu).value()->plugin_path(), HasSubstr("libtessel_nn.so"));
+}
+
+TEST(KernelRegistry, PluginBuiltAgainstAbi10LoadsAndRuns) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("abi_1_0"));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(registry.plugins().size(), 1u);
+  EXPECT_EQ(registry.plugins()[0].abi_major, 1);
+  EXPECT_EQ(registry.plugins()[0].abi_minor, 0);
+  const Kernel* kernel = registry.Find("test.v10.double.fwd", Device::kCpu).value();
+  EXPECT_EQ(kernel->params_size(), 0u);
+  std::vector<double> x = {1, -2, 3}, y(3);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {3}), ty = Tensor::Borrow(y.data(), DType::kF64, {3});
+  ThreadPool pool(2);
+  const Status call = kernel->Call({&tx}, {&ty}, &pool);
+  ASSERT_TRUE(call.ok()) << call.ToString();
+  EXPECT_EQ(y, (std::vector<double>{2, -4, 6}));
+}
+
+TEST(KernelRegistry, KernelWhoseParameterStructDiffersIsRefused) {
+  KernelRegistry registry(QuietLogger());
+  const Status st = registry.LoadPlugin(TestPlugin("wrong_params"));
+  ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("op optim.adam.step"));
+  EXPECT_THAT(st.message(), HasSubstr("parameter struct has 8 bytes"));
+  EXPECT_TRUE(registry.plugins().empty());
+}
+
+TEST(KernelRegistry, WorkspaceIsChargedToTheBudgetAndGivenBack) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(TestPlugin("throwing")).ok());
+  const Kernel* kernel = registry.Find("test.workspace.fwd", Device::kCpu).value();
+  std::vector<double> x(1000, 1.0), y(1000);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {1000}), ty = Tensor::Borrow(y.data(), DType::kF64, {1000});
+  MemoryBudget budget(1 << 20);
+  ASSERT_TRUE(kernel->Call({&tx}, {&ty}, CallOptions{nullptr, nullptr, 0, &budget}).ok());
+  EXPECT_EQ(y[999], 2.0);  // the kernel copied x through its workspace, doubled
+  EXPECT_EQ(budget.peak(), 8000);
+  EXPECT_EQ(budget.used(), 0);
+  MemoryBudget tight(4000);
+  const Status st = kernel->Call({&tx}, {&ty}, CallOptions{nullptr, nullptr, 0, &tight});
+  EXPECT_EQ(st.code(), Code::kInternal) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("memory budget"));
+  EXPECT_EQ(tight.used(), 0);
 }
 
 TEST(KernelRegistry, WrongAbiMajorIsRefusedNamingFileAndBothVersions) {
@@ -67,7 +123,7 @@ TEST(KernelRegistry, MissingOpFailsRequireOpsNamingTheOpAndTheLoadedPlugins) {
   KernelRegistry registry(QuietLogger());
   ASSERT_TRUE(registry.LoadPlugin(TestPlugin("missing_ops")).ok());
   EXPECT_TRUE(registry.RequireOps({"nn.relu.fwd"}, Device::kCpu).ok());
-  const Status st = registry.RequireOps(RgcnOps(), Device::kCpu);
+  const Status st = registry.RequireOps(OpsOfFamily("rgnn"), Device::kCpu);
   ASSERT_EQ(st.code(), Code::kPlugin);
   EXPECT_THAT(st.message(), HasSubstr("no loaded plugin provides op 'rgnn.typed_linear.fwd' for device cpu, nor "));
   EXPECT_THAT(st.message(), HasSubstr("'rgnn.aggregate.fwd'"));
@@ -154,14 +210,14 @@ TEST(KernelRegistry, NonPluginFileIsRefusedWithDlerror) {
 
 TEST(KernelRegistry, DuplicateOpAcrossPluginsNamesBothAndKeepsTheFirst) {
   KernelRegistry registry(QuietLogger());
-  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  ASSERT_TRUE(registry.LoadPlugin(testing::NnPlugin()).ok());
   const Status st = registry.LoadPlugin(TestPlugin("duplicate_op"));
   ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("op 'nn.relu.fwd' for device cpu is provided by both"));
-  EXPECT_THAT(st.message(), HasSubstr("libtessel_rgnn.so"));
+  EXPECT_THAT(st.message(), HasSubstr("libtessel_nn.so"));
   EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_duplicate_op.so"));
   ASSERT_EQ(registry.plugins().size(), 1u);
-  EXPECT_THAT(registry.Find("nn.relu.fwd", Device::kCpu).value()->plugin_path(), HasSubstr("libtessel_rgnn.so"));
+  EXPECT_THAT(registry.Find("nn.relu.fwd", Device::kCpu).value()->plugin_path(), HasSubstr("libtessel_nn.so"));
 }
 
 TEST(KernelRegistry, LoadingTheSameFileTwiceIsANoOp) {
@@ -241,7 +297,7 @@ TEST(KernelRegistry, LoadDefaultsRefusesAMissingSearchDir) {
 
 TEST(KernelRegistry, KernelPointersSurviveAMoveOfTheRegistry) {
   KernelRegistry registry(QuietLogger());
-  ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok());
+  ASSERT_TRUE(registry.LoadPlugin(testing::NnPlugin()).ok());
   const Kernel* relu = registry.Find("nn.relu.fwd", Device::kCpu).value();
   KernelRegistry moved = std::move(registry);
   EXPECT_EQ(moved.Find("nn.relu.fwd", Device::kCpu).value(), relu);

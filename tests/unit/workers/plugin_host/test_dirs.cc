@@ -10,6 +10,7 @@ namespace tessel::workers::testing {
 
 namespace fs = std::filesystem;
 
+std::string NnPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_nn.so"; }
 std::string RgnnPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_rgnn.so"; }
 std::string ExamplePlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_example.so"; }
 std::string TestPlugin(const std::string& variant) {

@@ -14,6 +14,7 @@
 #define VARIANT_THROWING 7
 #define VARIANT_INIT_FAILS 8
 #define VARIANT_INIT_THROWS 9
+#define VARIANT_WRONG_PARAMS 10
 
 namespace {
 
@@ -36,15 +37,31 @@ tessel_status* ThrowsInParallelFor(void*, const tessel_kernel_call* call) {
   call->parallel_for(call->host_ctx, 1000, 10, &ThrowInRange, nullptr);
   return nullptr;
 }
+
+// Y = 2 X through a workspace copy of X (ABI 1.1): exercises the host's workspace allocator.
+tessel_status* ThroughWorkspace(void*, const tessel_kernel_call* call) {
+  const int64_t n = call->inputs[0].shape[0];
+  tessel_status* status = nullptr;
+  auto* ws = static_cast<double*>(call->workspace_alloc(call->host_ctx, n * sizeof(double), &status));
+  if (ws == nullptr) return status;
+  const double* x = static_cast<const double*>(call->inputs[0].data);
+  double* y = static_cast<double*>(call->outputs[0].data);
+  for (int64_t i = 0; i < n; ++i) ws[i] = x[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = 2 * ws[i];
+  call->workspace_free(call->host_ctx, ws);
+  return nullptr;
+}
 #endif
 
-tessel_status* Register(const tessel_host_api* host, const char* op, const char* schema, tessel_kernel_fn fn) {
+tessel_status* Register(const tessel_host_api* host, const char* op, const char* schema, tessel_kernel_fn fn,
+                        size_t params_size = 0) {
   tessel_kernel_def def{};
   def.struct_size = sizeof(def);
   def.op = op;
   def.device = TESSEL_DEVICE_CPU;
   def.schema = schema;
   def.fn = fn;
+  def.params_size = params_size;
   return host->register_kernel(host->registry, &def);
 }
 
@@ -73,10 +90,17 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
                                    &ThrowsInParallelFor)) {
     return st;
   }
+  if (tessel_status* st =
+          Register(host, "test.workspace.fwd", "test.workspace.fwd(X:f64[N]) -> (Y:f64[N])", &ThroughWorkspace)) {
+    return st;
+  }
 #elif TEST_PLUGIN_VARIANT == VARIANT_INIT_FAILS
   return host->make_status(host->registry, TESSEL_STATUS_PLUGIN, "no licence for this machine");
 #elif TEST_PLUGIN_VARIANT == VARIANT_INIT_THROWS
   throw std::runtime_error("init exploded");
+#elif TEST_PLUGIN_VARIANT == VARIANT_WRONG_PARAMS
+  // The host's schema, but a parameter struct of the wrong size.
+  return Register(host, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", &Relu, 8);
 #endif
   // MISSING_OPS and DUPLICATE_OP register just this one valid kernel: the former lacks every other
   // RGCN op, the latter collides with libtessel_rgnn.so's nn.relu.fwd.

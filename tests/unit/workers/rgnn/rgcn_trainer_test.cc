@@ -37,8 +37,10 @@ storage::HeteroGraph SmallGraph(int64_t feature_dim) {
 
 KernelRegistry LoadKernels() {
   KernelRegistry registry;
-  Status st = registry.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_rgnn.so");
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  for (const char* name : {"libtessel_nn.so", "libtessel_rgnn.so"}) {
+    Status st = registry.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
   return registry;
 }
 

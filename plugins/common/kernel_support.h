@@ -1,0 +1,255 @@
+// The C++ side of the plugin boundary, shared by the built-in plugins (libtessel_nn, libtessel_rgnn) and
+// linked into each as a static library (hidden, like everything but tessel_plugin_init).
+//
+// A kernel is a class with the op it implements and one body templated over the floating dtype:
+//
+//   struct ReluFwd {
+//     static const tessel_op_decl& Decl() { return tessel_op_nn_relu_fwd; }
+//     template <typename T> static void Run(const KernelArgs& args);   // may throw
+//   };
+//   const KernelRegistration kCpu[] = {Register<ReluFwd, TESSEL_DEVICE_CPU>(), ...};
+//   RegisterKernels(host, kCpu, TESSEL_DEVICE_CPU, /*state=*/nullptr);
+//
+// Entry<Op, Device> is the one shim between the C ABI and such a class: it checks the call against the
+// op's declaration, dispatches on the dtype of the first input (every op's first input is T) and turns
+// whatever the body throws into a host status, so no exception reaches the host.
+// Thread safety: a KernelArgs belongs to one call; ParallelFor may be called from the kernel's thread.
+#pragma once
+
+#include <tessel/ops/op.h>
+#include <tessel/plugin.h>
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tessel::kernels {
+
+// An error a kernel reports: its code travels to the host with the message.
+class KernelError : public std::runtime_error {
+ public:
+  KernelError(tessel_status_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  tessel_status_code code() const { return code_; }
+
+ private:
+  tessel_status_code code_;
+};
+
+// A status the host already made (a failed workspace allocation): returned to the host as it is.
+struct HostStatusError {
+  tessel_status* status;
+};
+
+[[noreturn]] inline void Fail(tessel_status_code code, const std::string& message) { throw KernelError(code, message); }
+
+template <typename T>
+constexpr int32_t DTypeCode();
+template <>
+constexpr int32_t DTypeCode<float>() {
+  return TESSEL_DTYPE_F32;
+}
+template <>
+constexpr int32_t DTypeCode<double>() {
+  return TESSEL_DTYPE_F64;
+}
+template <>
+constexpr int32_t DTypeCode<int32_t>() {
+  return TESSEL_DTYPE_I32;
+}
+template <>
+constexpr int32_t DTypeCode<int64_t>() {
+  return TESSEL_DTYPE_I64;
+}
+template <>
+constexpr int32_t DTypeCode<uint8_t>() {
+  return TESSEL_DTYPE_U8;
+}
+
+const char* DTypeLabel(int32_t dtype);
+
+// Runs `body` and converts whatever it throws into a status made by the host. Null means success.
+template <typename Body>
+tessel_status* RunGuarded(const tessel_kernel_call* call, Body&& body) noexcept {
+  auto make = [call](int32_t code, const char* message) -> tessel_status* {
+    return call->make_status(call->host_ctx, code, message);
+  };
+  try {
+    body();
+    return nullptr;
+  } catch (const HostStatusError& e) {
+    return e.status;
+  } catch (const KernelError& e) {
+    return make(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return make(TESSEL_STATUS_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return make(TESSEL_STATUS_INTERNAL, e.what());
+  } catch (...) {
+    return make(TESSEL_STATUS_INTERNAL, "unknown exception in a kernel");
+  }
+}
+
+// Calls f(T{}) with T = float or double, by the floating dtype code.
+template <typename F>
+void DispatchFloating(int32_t dtype, F&& f) {
+  if (dtype == TESSEL_DTYPE_F32) {
+    f(float{});
+  } else if (dtype == TESSEL_DTYPE_F64) {
+    f(double{});
+  } else {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         std::string("expected a floating dtype (f32 or f64), got ") + DTypeLabel(dtype));
+  }
+}
+
+// Whether a GEMM operand is transposed (blas.h on CPU, cuda_support.h on CUDA).
+enum class Trans { kNo, kYes };
+
+// A dimension slot for KernelArgs::In/Out: -1 means "not yet known, bind it"; any other value must
+// match. `int64_t n = kUnbound;` reads better at the call site than a bare -1.
+inline constexpr int64_t kUnbound = -1;
+
+class KernelArgs {
+ public:
+  // Checks the call's layout, its device and the numbers of tensors against `op`'s schema.
+  KernelArgs(const tessel_kernel_call* call, int32_t device, const tessel_op_decl& op, void* state);
+
+  const tessel_tensor& in(int i) const { return call_->inputs[i]; }
+  const tessel_tensor& out(int i) const { return call_->outputs[i]; }
+  const tessel_op_decl& op() const { return op_; }
+  void* state() const { return state_; }
+
+  // The data of input/output i, after checking its dtype (T), its rank (dims.size()) and each size
+  // against *dims[j] (binding it when kUnbound). `name` is for error messages.
+  template <typename T>
+  const T* In(int i, const char* name, std::initializer_list<int64_t*> dims) const {
+    return static_cast<const T*>(Check(in(i), DTypeCode<T>(), "input", name, dims));
+  }
+  // An input that the op updates in place (optim.adam.step).
+  template <typename T>
+  T* InMutable(int i, const char* name, std::initializer_list<int64_t*> dims) const {
+    return static_cast<T*>(Check(in(i), DTypeCode<T>(), "input", name, dims));
+  }
+  template <typename T>
+  T* Out(int i, const char* name, std::initializer_list<int64_t*> dims) const {
+    return static_cast<T*>(Check(out(i), DTypeCode<T>(), "output", name, dims));
+  }
+
+  // The op's parameter struct. Fails unless the host passed exactly the struct this plugin was built
+  // with (the loader already refuses a kernel whose params_size differs from the host's).
+  template <typename P>
+  const P& Params() const {
+    CheckParams(sizeof(P));
+    return *static_cast<const P*>(call_->params);
+  }
+
+  void* cuda_stream() const { return call_->cuda_stream; }
+  int32_t device_ordinal() const { return call_->device_ordinal; }
+
+  // Scratch memory on the kernel's device from the host's workspace allocator (counted against the
+  // worker's memory budget). Throws the host's status when it has no room. Free with FreeWorkspace,
+  // or leave it: the host reclaims it when the call returns.
+  void* AllocateWorkspace(size_t bytes) const;
+  void FreeWorkspace(void* ptr) const;
+
+  // Runs fn(begin, end) over chunks of [0, n), each at least `grain` long, on the host's pool. The
+  // first exception thrown by fn is rethrown here once every chunk has finished.
+  template <typename F>
+  void ParallelFor(int64_t n, int64_t grain, F&& fn) const {
+    if (n <= 0) return;
+    struct Context {
+      F* fn;
+      std::mutex mu;
+      std::exception_ptr error;
+    } ctx{&fn, {}, nullptr};
+    tessel_range_fn trampoline = [](void* p, int64_t begin, int64_t end) noexcept {
+      auto* c = static_cast<Context*>(p);
+      try {
+        (*c->fn)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(c->mu);
+        if (!c->error) c->error = std::current_exception();
+      }
+    };
+    if (call_->parallel_for != nullptr) {
+      call_->parallel_for(call_->host_ctx, n, grain, trampoline, &ctx);
+    } else {
+      trampoline(&ctx, 0, n);
+    }
+    if (ctx.error) std::rethrow_exception(ctx.error);
+  }
+
+ private:
+  void* Check(const tessel_tensor& t, int32_t dtype, const char* role, const char* name,
+              std::initializer_list<int64_t*> dims) const;
+  void CheckParams(size_t size) const;
+
+  const tessel_kernel_call* call_;
+  int32_t device_;
+  const tessel_op_decl& op_;
+  void* state_;
+};
+
+// Typed scratch memory for the duration of a kernel body (see KernelArgs::AllocateWorkspace).
+template <typename T>
+class Workspace {
+ public:
+  Workspace(const KernelArgs& args, int64_t count)
+      : args_(args), ptr_(count > 0 ? static_cast<T*>(args.AllocateWorkspace(sizeof(T) * count)) : nullptr) {}
+  ~Workspace() {
+    if (ptr_ != nullptr) args_.FreeWorkspace(ptr_);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  const KernelArgs& args_;
+  T* ptr_;
+};
+
+// The shim every kernel goes through (see the top of this file).
+template <class Op, int32_t kDevice>
+tessel_status* Entry(void* state, const tessel_kernel_call* call) noexcept {
+  return RunGuarded(call, [&] {
+    const KernelArgs args(call, kDevice, Op::Decl(), state);
+    DispatchFloating(args.in(0).dtype, [&](auto zero) { Op::template Run<decltype(zero)>(args); });
+  });
+}
+
+// The kernel_state of every CUDA kernel of a plugin (cuda_support.cu, CUDA builds only): its pool of
+// cuBLAS handles per (device, stream). Owned by the plugin (static storage), valid while it is loaded.
+void* CudaState();
+
+struct KernelRegistration {
+  const tessel_op_decl* op;
+  tessel_kernel_fn fn;
+};
+
+template <class Op, int32_t kDevice>
+KernelRegistration Register() {
+  return KernelRegistration{&Op::Decl(), &Entry<Op, kDevice>};
+}
+
+// Registers every kernel of `table` for `device` with the op's declared name, schema and parameter
+// size. Returns the host's status of the first refusal, or null.
+tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistration* table, size_t count,
+                               int32_t device, void* state);
+template <size_t N>
+tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistration (&table)[N], int32_t device,
+                               void* state) {
+  return RegisterKernels(host, table, N, device, state);
+}
+
+}  // namespace tessel::kernels
+
+// Defines `tessel::kernels::KernelRegistration NAMEKernel()` for the kernel class NAME on DEVICE, which
+// the plugin's init function collects into its registration table. Use at namespace tessel::kernels
+// scope (or a namespace inside it), after the class.
+#define TESSEL_DEFINE_KERNEL(NAME, DEVICE) \
+  KernelRegistration NAME##Kernel() { return Register<NAME, DEVICE>(); }

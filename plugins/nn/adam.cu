@@ -1,0 +1,48 @@
+// optim.adam.step on CUDA: elementwise and in place. The hyperparameters come from the host's
+// parameter struct; the bias corrections are computed once on the host, in double, as on the CPU.
+#include <cmath>
+
+#include "cuda_support.h"
+#include "kernels.h"
+
+namespace tessel::kernels::nn {
+namespace {
+
+template <typename T>
+__global__ void AdamKernel(T* param, const T* grad, T* m, T* v, int64_t p, T step_size, T bias2_sqrt, T b1c, T b2,
+                           T b2c, T wd, T eps) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p; i += int64_t(gridDim.x) * blockDim.x) {
+    const T g = grad[i] + wd * param[i];
+    const T mi = m[i] + b1c * (g - m[i]);
+    const T vi = v[i] * b2 + b2c * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= step_size * mi / (sqrt(vi) / bias2_sqrt + eps);
+  }
+}
+
+struct AdamStepCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t p = kUnbound;
+    T* param = args.InMutable<T>(0, "param", {&p});
+    const T* grad = args.In<T>(1, "grad", {&p});
+    T* m = args.InMutable<T>(2, "m", {&p});
+    T* v = args.InMutable<T>(3, "v", {&p});
+    const tessel_adam_params& h = CheckedAdamParams(args);
+    if (p == 0) return;
+    const double step = static_cast<double>(h.step);
+    AdamKernel<T><<<Blocks(p), kThreads, 0, StreamOf(args)>>>(
+        param, grad, m, v, p, static_cast<T>(h.lr / (1 - std::pow(h.beta1, step))),
+        static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step))), static_cast<T>(1 - h.beta1), static_cast<T>(h.beta2),
+        static_cast<T>(1 - h.beta2), static_cast<T>(h.weight_decay), static_cast<T>(h.eps));
+    CheckLaunch("AdamKernel");
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(AdamStepCuda, TESSEL_DEVICE_CUDA)
+
+}  // namespace tessel::kernels::nn

@@ -1,0 +1,56 @@
+// nn.gelu.fwd/.bwd on CUDA: the exact (erf) GELU, elementwise grid-stride loops.
+#include "cuda_support.h"
+#include "kernels.h"
+
+namespace tessel::kernels::nn {
+namespace {
+
+template <typename T>
+__global__ void GeluFwdKernel(const T* x, int64_t n, T* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = x[i] * T(0.5) * (T(1) + erf(x[i] * T(0.70710678118654752440)));
+  }
+}
+
+template <typename T>
+__global__ void GeluBwdKernel(const T* dy, const T* x, int64_t n, T* dx) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const T cdf = T(0.5) * (T(1) + erf(x[i] * T(0.70710678118654752440)));
+    const T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+struct GeluFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, d = kUnbound;
+    const T* x = args.In<T>(0, "X", {&n, &d});
+    T* y = args.Out<T>(0, "Y", {&n, &d});
+    if (n * d == 0) return;
+    GeluFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(x, n * d, y);
+    CheckLaunch("GeluFwdKernel");
+  }
+};
+
+struct GeluBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, d = kUnbound;
+    const T* dy = args.In<T>(0, "dY", {&n, &d});
+    const T* x = args.In<T>(1, "X", {&n, &d});
+    T* dx = args.Out<T>(0, "dX", {&n, &d});
+    if (n * d == 0) return;
+    GeluBwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(dy, x, n * d, dx);
+    CheckLaunch("GeluBwdKernel");
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(GeluFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GeluBwdCuda, TESSEL_DEVICE_CUDA)
+
+}  // namespace tessel::kernels::nn

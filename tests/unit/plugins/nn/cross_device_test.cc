@@ -1,0 +1,89 @@
+// Every CUDA kernel of libtessel_nn.so against its CPU counterpart on fresh random inputs, with a
+// tolerance per dtype (float: reordered sums; double: rounding only). Skipped, with the reason, when
+// Tessel was built without CUDA or no GPU is visible.
+#include <gtest/gtest.h>
+#include <tessel/ops/nn.h>
+#include <tessel/ops/optim.h>
+
+#include "../kernel_test_util.h"
+#include "workers/plugin_host/op_table.h"
+
+namespace tessel::kernel_test {
+namespace {
+
+template <typename T>
+class NnCrossDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::string> ops = workers::OpsOfFamily("nn");
+    for (const std::string& op : workers::OpsOfFamily("optim")) ops.push_back(op);
+    RequireCudaKernels(ops);
+  }
+  static double Tol() { return std::is_same_v<T, float> ? 1e-4 : 1e-10; }
+};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(NnCrossDeviceTest, FloatTypes);
+
+TYPED_TEST(NnCrossDeviceTest, Relu) {
+  using T = TypeParam;
+  const int64_t n = 500, d = 33;
+  Tensor x = MakeTensor<T>({n, d}, RandomValues<T>(n * d, 1));
+  CompareDevices("nn.relu.fwd", {x}, {Filled<T>({n, d}, T(3))}, this->Tol());
+  CompareDevices("nn.relu.bwd", {MakeTensor<T>({n, d}, RandomValues<T>(n * d, 2)), x}, {Filled<T>({n, d}, T(3))},
+                 this->Tol());
+}
+
+TYPED_TEST(NnCrossDeviceTest, SoftmaxXent) {
+  using T = TypeParam;
+  const int64_t n = 3000, c = 5;
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  std::vector<uint8_t> mask(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    labels[i] = (i * 7) % (c + 1) - 1;
+    mask[i] = i % 3 != 0;
+  }
+  const tessel_softmax_xent_params xent{sizeof(tessel_softmax_xent_params), 0.01};
+  CompareDevices("nn.softmax_xent.fwd_bwd",
+                 {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 1, -4, 4)), MakeTensor<int64_t>({n}, labels),
+                  MakeTensor<uint8_t>({n}, mask)},
+                 {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Filled<T>({n, c}, T(3))}, this->Tol(),
+                 &xent, sizeof(xent));
+}
+
+TYPED_TEST(NnCrossDeviceTest, Adam) {
+  using T = TypeParam;
+  const int64_t p = 10000;
+  const tessel_adam_params adam{sizeof(tessel_adam_params), 0.01, 0.9, 0.999, 1e-8, 1e-4, 3};
+  CompareDevicesWith("optim.adam.step",
+                     {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
+                      MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1))},
+                     {}, this->Tol(), adam);
+}
+
+TYPED_TEST(NnCrossDeviceTest, Gelu) {
+  using T = TypeParam;
+  const int64_t n = 500, d = 33;
+  Tensor x = MakeTensor<T>({n, d}, RandomValues<T>(n * d, 1, -5, 5));
+  CompareDevices("nn.gelu.fwd", {x}, {Filled<T>({n, d}, T(3))}, this->Tol());
+  CompareDevices("nn.gelu.bwd", {MakeTensor<T>({n, d}, RandomValues<T>(n * d, 2)), x}, {Filled<T>({n, d}, T(3))},
+                 this->Tol());
+}
+
+TYPED_TEST(NnCrossDeviceTest, GemmEveryTranspose) {
+  using T = TypeParam;
+  const int64_t m = 70, k = 300, n = 40;
+  for (int ta = 0; ta <= 1; ++ta) {
+    for (int tb = 0; tb <= 1; ++tb) {
+      const tessel_gemm_params params{sizeof(tessel_gemm_params), ta, tb, 0.5, 0.25};
+      CompareDevicesWith("nn.gemm",
+                         {MakeTensor<T>(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
+                                        RandomValues<T>(m * k, 1)),
+                          MakeTensor<T>(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                                        RandomValues<T>(k * n, 2))},
+                         {MakeTensor<T>({m, n}, RandomValues<T>(m * n, 3))}, this->Tol() * 10, params);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::kernel_test
