@@ -31,6 +31,31 @@ expect_exit() {
   fi
 }
 
+# expect_exit_within SECONDS CODE CMD...: expect_exit, and CMD must also be done within SECONDS. It runs under
+# timeout(1), which stops it at the limit (SIGTERM to CMD's process group, so to mpirun too, which takes its
+# ranks down; SIGKILL 5 s later), so a hang or a slow exit fails the test instead of passing late. Its stdin
+# is /dev/null (timeout puts CMD in a background process group, where a read from a terminal would stop it).
+# Sets $elapsed: CMD's wall time in seconds, one decimal.
+expect_exit_within() {
+  local limit=$1 want=$2; shift 2
+  local t0 got ms
+  t0=$(date +%s%N)
+  set +e
+  timeout --kill-after=5 "$limit" "$@" </dev/null >"$TESSEL_WORK/stdout" 2>"$TESSEL_WORK/stderr"
+  got=$?
+  set -e
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  elapsed=$((ms / 1000)).$(( (ms % 1000) / 100 ))
+  if [ "$ms" -ge $(( limit * 1000 )) ]; then
+    cat "$TESSEL_WORK/stderr" >&2
+    fail "not done within ${limit}s (stopped after ${elapsed}s, exit $got): $*"
+  fi
+  if [ "$got" -ne "$want" ]; then
+    cat "$TESSEL_WORK/stderr" >&2
+    fail "expected exit $want, got $got after ${elapsed}s from: $*"
+  fi
+}
+
 # expect_stderr REGEX: the last expect_exit's stderr matches REGEX.
 expect_stderr() {
   grep -Eq -- "$1" "$TESSEL_WORK/stderr" || { cat "$TESSEL_WORK/stderr" >&2; fail "stderr does not match /$1/"; }

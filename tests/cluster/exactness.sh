@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# With a fixed seed, every epoch's loss is the same (1e-4 relative, or 1e-7 absolute once below 1e-3)
-# in the embedded run and with 1, 2 and 3 workers under mpirun (-np 2, 3, 4).
-# Uses AIFB when the shared data is present, else the generated demo graph.
+# With a fixed seed, the embedded run and 1, 2 and 3 workers under mpirun (-np 2, 3, 4) give the same
+# training: every epoch's loss agrees to 1e-6 relative (1e-9 absolute once below 1e-3; about 2e-7 is
+# what float summation order leaves), and the test predictions agree exactly (test_correct, test_total).
+# Uses AIFB when the shared data is present, else the generated demo graph: it says which, before the
+# runs and in its PASS line.
 source "$(dirname "$0")/../lib.sh"
 if [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ]; then
+  graph=aifb
+  graph_note="AIFB ($TESSEL_DATA_DIR/aifb)"
   job=jobs/examples/rgcn-aifb.toml
   sets=(--set data.graph="$TESSEL_WORK/graph.h5" --set data.triples="$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz"
         --set data.train_labels="$TESSEL_DATA_DIR/aifb/trainingSet.tsv" --set data.test_labels="$TESSEL_DATA_DIR/aifb/testSet.tsv")
 else
+  graph=synthetic
+  graph_note="the generated synthetic graph: FALLBACK, no AIFB data at $TESSEL_DATA_DIR/aifb"
   job=jobs/examples/rgcn-synthetic.toml
-  sets=(--set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=30)
+  # 25 epochs: the loss gets to about 0.03. Trained on to 0.003 (30 epochs), the same absolute rounding
+  # differences (a few 1e-9) are close to 1e-6 of the loss, which says nothing about the orchestration.
+  sets=(--set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=25)
 fi
+echo "exactness: graph = $graph_note; job $job"
 sets+=(--set job.seed=7 --set metrics.port_base=0)
 
 "$TESSEL" run "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/np1" > /dev/null
@@ -18,23 +27,30 @@ for np in 2 3 4; do
   mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np $np "$TESSEL" run "$job" "${sets[@]}" \
     --set job.output_dir="$TESSEL_WORK/np$np" > /dev/null
 done
-python3 - "$TESSEL_WORK" <<'PY'
+python3 - "$TESSEL_WORK" "$graph" "$graph_note" <<'PY'
 import json, sys
-w = sys.argv[1]
+w, graph, graph_note = sys.argv[1:4]
+REL, ABS = 1e-6, 1e-9  # relative; absolute once a loss is below 1e-3
 runs = {np: json.load(open(f"{w}/np{np}/summary.json")) for np in (1, 2, 3, 4)}
-ref = runs[1]["epoch_loss"]
+ref = runs[1]
 worst = 0.0
 for np, s in runs.items():
     assert s["workers"] == max(1, np - 1), (np, s["workers"])
+    name = s["graph"]["name"]
+    assert (name == "synthetic") == (graph == "synthetic"), f"-np {np} trained on graph {name!r}, expected {graph}"
     loss = s["epoch_loss"]
-    assert len(loss) == len(ref), f"-np {np}: {len(loss)} epochs, expected {len(ref)}"
-    for e, (a, b) in enumerate(zip(ref, loss), 1):
+    assert len(loss) == len(ref["epoch_loss"]), f"-np {np}: {len(loss)} epochs, expected {len(ref['epoch_loss'])}"
+    for e, (a, b) in enumerate(zip(ref["epoch_loss"], loss), 1):
         if min(abs(a), abs(b)) < 1e-3:
-            ok = abs(a - b) <= 1e-7
+            ok = abs(a - b) <= ABS
         else:
-            ok = abs(a - b) <= 1e-4 * abs(a)
+            ok = abs(a - b) <= REL * abs(a)
         worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
-        assert ok, f"-np {np} epoch {e}: loss {b!r} vs embedded {a!r}"
-print(f"PASS: {len(ref)} epochs equal across -np 1/2/3/4 (worst relative difference {worst:.2e}); "
-      f"final losses " + ", ".join(f"np{np}={s['epoch_loss'][-1]:.6f}" for np, s in runs.items()))
+        assert ok, f"-np {np} epoch {e}: loss {b!r} vs embedded {a!r} (relative difference {abs(a - b) / abs(a):.2e})"
+    for key in ("test_total", "test_correct"):
+        assert s[key] == ref[key], f"-np {np}: {key} = {s[key]}, embedded {ref[key]}"
+    assert s["test_total"] > 0, f"-np {np}: no test nodes"
+print(f"PASS [{graph_note}]: {len(ref['epoch_loss'])} epochs equal across -np 1/2/3/4 "
+      f"(worst relative difference {worst:.2e}, limit {REL:g}); test {ref['test_correct']}/{ref['test_total']} "
+      f"correct in every run; final losses " + ", ".join(f"np{np}={s['epoch_loss'][-1]:.6f}" for np, s in runs.items()))
 PY

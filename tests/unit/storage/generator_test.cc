@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -333,7 +334,11 @@ TEST(Generator, ScalesToAMillionNodes) {
   ASSERT_TRUE(g.ok());
   std::printf("1M nodes / %lld edges in %.2f s\n", static_cast<long long>(g->num_edges()), seconds);
   EXPECT_GT(g->num_edges(), 2 * 9900000);
-  EXPECT_LT(seconds, 60.0);
+  if (testing::kSanitizerBuild) {
+    std::printf("sanitizer build: the 60 s time limit is not checked (took %.2f s)\n", seconds);
+  } else {
+    EXPECT_LT(seconds, 60.0);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -246,7 +247,11 @@ TEST(RdfImport, AifbHasTheKnownCounts) {
   Result<HeteroGraph> g = ImportRdf(opts);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_LT(seconds, 2.0) << "import took " << seconds << " s";
+  if (testing::kSanitizerBuild) {
+    std::printf("sanitizer build: the 2 s import time limit is not checked (took %.2f s)\n", seconds);
+  } else {
+    EXPECT_LT(seconds, 2.0) << "import took " << seconds << " s";
+  }
   EXPECT_EQ(g->num_nodes(), 8285);
   int64_t base = 0, inverse = 0, self = 0, base_edges = 0;
   for (const auto& r : g->relations) {
