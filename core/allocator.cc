@@ -1,7 +1,10 @@
 #include "core/allocator.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "core/logging.h"
 
 #ifdef TESSEL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -121,6 +124,56 @@ void CudaFreeAsync(void* ptr, void* stream) { cudaFreeAsync(ptr, static_cast<cud
 #else
 Result<void*> CudaAllocateAsync(size_t, void*) { return InternalError("Tessel was built without CUDA"); }
 void CudaFreeAsync(void*, void*) {}
+#endif
+
+#ifdef TESSEL_HAVE_CUDA
+Status CopyMemory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, void* stream) {
+  if (bytes == 0) return Status();
+  if (dst_device == Device::kCpu && src_device == Device::kCpu) {
+    std::memcpy(dst, src, bytes);
+    return Status();
+  }
+  const cudaMemcpyKind kind = dst_device == Device::kCpu   ? cudaMemcpyDeviceToHost
+                              : src_device == Device::kCpu ? cudaMemcpyHostToDevice
+                                                           : cudaMemcpyDeviceToDevice;
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) return InternalError(StrCat("copy of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+  return Status();
+}
+
+Status ZeroMemory(void* ptr, Device device, size_t bytes, void* stream) {
+  if (bytes == 0) return Status();
+  if (device == Device::kCpu) {
+    std::memset(ptr, 0, bytes);
+    return Status();
+  }
+  const cudaError_t err = cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) return InternalError(StrCat("cudaMemsetAsync failed: ", cudaGetErrorString(err)));
+  return Status();
+}
+
+Status SyncStream(Device device, void* stream) {
+  if (device == Device::kCpu) return Status();
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) return InternalError(StrCat("cudaStreamSynchronize failed: ", cudaGetErrorString(err)));
+  return Status();
+}
+#else
+Status CopyMemory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, void*) {
+  if (dst_device != Device::kCpu || src_device != Device::kCpu) return InternalError("Tessel was built without CUDA");
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return Status();
+}
+
+Status ZeroMemory(void* ptr, Device device, size_t bytes, void*) {
+  if (device != Device::kCpu) return InternalError("Tessel was built without CUDA");
+  if (bytes > 0) std::memset(ptr, 0, bytes);
+  return Status();
+}
+
+Status SyncStream(Device, void*) { return Status(); }
 #endif
 
 bool CudaAvailable() {

@@ -41,6 +41,16 @@ bool CudaAvailable();
 Result<void*> CudaAllocateAsync(size_t bytes, void* stream);
 void CudaFreeAsync(void* ptr, void* stream);
 
+// Copies `bytes` between host and device memory in either direction (a plain memcpy when both are host
+// memory). On CUDA the copy is queued on `stream` (a cudaStream_t, null = the default stream) and waited
+// for before returning. Fails without CUDA when either side is device memory.
+Status CopyMemory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                  void* stream = nullptr);
+// Sets `bytes` of `device` memory to zero (on CUDA queued on `stream`, not waited for).
+Status ZeroMemory(void* ptr, Device device, size_t bytes, void* stream = nullptr);
+// Waits for the work queued on `stream` (a cudaStream_t) of a CUDA device; a no-op for the CPU.
+Status SyncStream(Device device, void* stream);
+
 // A byte budget shared by the allocations one worker makes through it (kernel workspaces today): each
 // reservation is refused when it would pass the limit. Thread safety: every method, any thread.
 class MemoryBudget {

@@ -21,18 +21,44 @@ constexpr std::array<std::string_view, 2> kKindNames = {"rgnn", "llm"};
 constexpr std::array<std::string_view, 3> kDeviceNames = {"auto", "cpu", "cuda"};
 constexpr std::array<std::string_view, 4> kFormatNames = {"graph", "rdf", "edges", "synthetic"};
 constexpr std::array<std::string_view, 3> kPartitionNames = {"metis", "random", "range"};
+constexpr std::array<std::string_view, 4> kLogLevelNames = {"debug", "info", "warn", "error"};
+constexpr std::array<std::string_view, 3> kModelNames = {"rgcn", "rgat", "hgt"};
+constexpr std::array<std::string_view, 3> kModelInputNames = {"auto", "features", "onehot"};
+constexpr std::array<std::string_view, 2> kHeadMergeNames = {"concat", "mean"};
+constexpr std::array<std::string_view, 2> kTrainModeNames = {"full", "sampled"};
+constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
+constexpr std::array<std::string_view, 4> kSpillPolicyNames = {"auto", "keep", "offload", "recompute"};
 
 std::span<const std::string_view> NamesOf(JobKind) { return kKindNames; }
 std::span<const std::string_view> NamesOf(DeviceChoice) { return kDeviceNames; }
 std::span<const std::string_view> NamesOf(DataFormat) { return kFormatNames; }
 std::span<const std::string_view> NamesOf(PartitionMethod) { return kPartitionNames; }
+std::span<const std::string_view> NamesOf(LogLevelChoice) { return kLogLevelNames; }
+std::span<const std::string_view> NamesOf(ModelName) { return kModelNames; }
+std::span<const std::string_view> NamesOf(ModelInput) { return kModelInputNames; }
+std::span<const std::string_view> NamesOf(HeadMerge) { return kHeadMergeNames; }
+std::span<const std::string_view> NamesOf(TrainMode) { return kTrainModeNames; }
+std::span<const std::string_view> NamesOf(OptimizerName) { return kOptimizerNames; }
+std::span<const std::string_view> NamesOf(SpillPolicy) { return kSpillPolicyNames; }
+
+template <typename E>
+std::string_view NameOf(E value) {
+  return NamesOf(value)[static_cast<size_t>(value)];
+}
 
 }  // namespace
 
-std::string_view KindName(JobKind kind) { return kKindNames.at(static_cast<size_t>(kind)); }
-std::string_view DeviceName(DeviceChoice device) { return kDeviceNames.at(static_cast<size_t>(device)); }
-std::string_view FormatName(DataFormat format) { return kFormatNames.at(static_cast<size_t>(format)); }
-std::string_view PartitionMethodName(PartitionMethod method) { return kPartitionNames.at(static_cast<size_t>(method)); }
+std::string_view KindName(JobKind kind) { return NameOf(kind); }
+std::string_view DeviceName(DeviceChoice device) { return NameOf(device); }
+std::string_view FormatName(DataFormat format) { return NameOf(format); }
+std::string_view PartitionMethodName(PartitionMethod method) { return NameOf(method); }
+std::string_view LogLevelName(LogLevelChoice level) { return NameOf(level); }
+std::string_view ModelNameText(ModelName model) { return NameOf(model); }
+std::string_view ModelInputName(ModelInput input) { return NameOf(input); }
+std::string_view HeadMergeName(HeadMerge merge) { return NameOf(merge); }
+std::string_view TrainModeName(TrainMode mode) { return NameOf(mode); }
+std::string_view OptimizerNameText(OptimizerName optimizer) { return NameOf(optimizer); }
+std::string_view SpillPolicyName(SpillPolicy policy) { return NameOf(policy); }
 
 namespace schema {
 namespace {
@@ -127,7 +153,7 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
       TESSEL_JOB_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
       TESSEL_JOB_FIELD(job.output_dir, Any(), "Run directory; \"\" = runs/NAME-TIMESTAMP (UTC)."),
-      TESSEL_JOB_FIELD(job.log_level, OneOf({"debug", "info", "warn", "error"}), "Least severe log level printed."),
+      TESSEL_JOB_FIELD(job.log_level, Any(), "Least severe log level printed."),
       // [resources]
       TESSEL_JOB_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
       TESSEL_JOB_FIELD(resources.threads_per_worker, AtLeast(1), "CPU threads per worker (kernels and BLAS)."),
@@ -160,17 +186,27 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),
       TESSEL_JOB_FIELD(data.synthetic.seed, AtLeast(0), "Seed of the generator, independent of job.seed."),
       // [model]
-      TESSEL_JOB_FIELD(model.name, NonEmpty(), "Architecture; this build supports \"rgcn\"."),
-      TESSEL_JOB_FIELD(model.layers, AtLeast(1), "Message-passing layers (the last one outputs class scores)."),
+      TESSEL_JOB_FIELD(model.name, Any(), "Architecture: relational GCN, relational GAT or heterogeneous graph transformer."),
+      TESSEL_JOB_FIELD(model.layers, AtLeast(1),
+                       "Message-passing layers (RGCN/RGAT: the last outputs class scores; HGT: a classifier follows)."),
       TESSEL_JOB_FIELD(model.hidden, AtLeast(1), "Width of the hidden layers."),
-      TESSEL_JOB_FIELD(model.input, OneOf({"auto", "features", "onehot"}),
+      TESSEL_JOB_FIELD(model.input, Any(),
                        "First-layer input; \"auto\" = features where the graph has them, else one-hot."),
-      TESSEL_JOB_FIELD(model.num_bases, AtLeast(0), "Basis decomposition of relation weights; 0 = none."),
+      TESSEL_JOB_FIELD(model.num_bases, AtLeast(0), "RGCN basis decomposition: W_r = sum_b a_rb V_b; 0 = none."),
+      TESSEL_JOB_FIELD(model.num_blocks, AtLeast(0),
+                       "RGCN block-diagonal decomposition into this many blocks; 0 = none."),
+      TESSEL_JOB_FIELD(model.heads, AtLeast(1), "Attention heads (RGAT, HGT)."),
+      TESSEL_JOB_FIELD(model.head_merge, Any(), "RGAT hidden layers: concatenate or average the heads."),
+      TESSEL_JOB_FIELD(model.compact, Any(),
+                       "Compact materialisation (once per unique relation-node pair); false = once per edge."),
+      TESSEL_JOB_FIELD(model.reorder, Any(),
+                       "Linear-operator reordering (weights after aggregation, W_r a_r precomputed); false = off."),
       // [train]
+      TESSEL_JOB_FIELD(train.mode, Any(), "\"full\": full-graph training; \"sampled\" is reserved."),
       TESSEL_JOB_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
       TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
-      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "L2 penalty on the first layer's weights (as in the R-GCN paper)."),
-      TESSEL_JOB_FIELD(train.optimizer, OneOf({"adam", "sgd"}), "Optimizer."),
+      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "L2 penalty on the first layer's parameters (as in the R-GCN paper)."),
+      TESSEL_JOB_FIELD(train.optimizer, Any(), "Optimizer."),
       TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs between progress lines."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
@@ -178,7 +214,7 @@ std::vector<Field> BuildFields() {
       // [spill]
       TESSEL_JOB_FIELD(spill.dir, NonEmpty(), "Directory of the per-worker HDF5 spill files (local NVMe is best)."),
       TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
-      TESSEL_JOB_FIELD(spill.policy, OneOf({"auto", "keep", "offload", "recompute"}),
+      TESSEL_JOB_FIELD(spill.policy, Any(),
                        "What happens to saved activations; \"auto\" lets the planner choose per tensor."),
       TESSEL_JOB_FIELD(spill.checksum, Any(), "Fletcher32 checksum on every spilled tensor."),
       // [checkpoint]

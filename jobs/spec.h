@@ -37,12 +37,27 @@ enum class DataFormat {
   kSynthetic,  // generated from [data.synthetic]
 };
 enum class PartitionMethod { kMetis, kRandom, kRange };
+enum class LogLevelChoice { kDebug, kInfo, kWarn, kError };
+enum class ModelName { kRgcn, kRgat, kHgt };
+enum class ModelInput { kAuto, kFeatures, kOneHot };
+enum class HeadMerge { kConcat, kMean };
+enum class TrainMode { kFull, kSampled };
+enum class OptimizerName { kAdam, kSgd };
+enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute };
 
-// The TOML spelling of each enum value ("rgnn", "cuda", ...).
+// The TOML spelling of each enum value ("rgnn", "cuda", ...). Strings from a job file become these enums
+// once, when it is parsed; nothing else compares setting strings.
 std::string_view KindName(JobKind kind);
 std::string_view DeviceName(DeviceChoice device);
 std::string_view FormatName(DataFormat format);
 std::string_view PartitionMethodName(PartitionMethod method);
+std::string_view LogLevelName(LogLevelChoice level);
+std::string_view ModelNameText(ModelName model);
+std::string_view ModelInputName(ModelInput input);
+std::string_view HeadMergeName(HeadMerge merge);
+std::string_view TrainModeName(TrainMode mode);
+std::string_view OptimizerNameText(OptimizerName optimizer);
+std::string_view SpillPolicyName(SpillPolicy policy);
 
 struct JobSection {
   std::string name;               // required; letters, digits, '.', '_' and '-' only (it names the run directory)
@@ -51,7 +66,7 @@ struct JobSection {
   DeviceChoice device = DeviceChoice::kAuto;
   double time_limit_seconds = 0;   // 0 = none
   std::string output_dir;          // "" = runs/<name>-<UTC timestamp>, resolved by the runner
-  std::string log_level = "info";  // debug | info | warn | error
+  LogLevelChoice log_level = LogLevelChoice::kInfo;
   bool operator==(const JobSection&) const = default;
 };
 
@@ -90,19 +105,25 @@ struct DataSection {
 };
 
 struct ModelSection {
-  std::string name = "rgcn";
+  ModelName name = ModelName::kRgcn;
   int32_t layers = 2;
   int32_t hidden = 16;
-  std::string input = "auto";  // auto | features | onehot
-  int32_t num_bases = 0;       // 0 = a full weight matrix per relation
+  ModelInput input = ModelInput::kAuto;
+  int32_t num_bases = 0;   // RGCN: 0 = a full weight matrix per relation
+  int32_t num_blocks = 0;  // RGCN: 0 = no block-diagonal decomposition
+  int32_t heads = 1;       // RGAT, HGT
+  HeadMerge head_merge = HeadMerge::kConcat;  // RGAT hidden layers
+  bool compact = true;     // compact materialisation: once per unique (relation, node) pair, not per edge
+  bool reorder = true;     // linear-operator reordering: weights after aggregation, W_r a_r precomputed
   bool operator==(const ModelSection&) const = default;
 };
 
 struct TrainSection {
+  TrainMode mode = TrainMode::kFull;
   int32_t epochs = 50;
   double lr = 0.01;
-  double l2 = 5e-4;                // L2 on the first layer's weights, as in the R-GCN paper
-  std::string optimizer = "adam";  // adam | sgd
+  double l2 = 5e-4;  // L2 on the first layer's parameters, as in the R-GCN paper
+  OptimizerName optimizer = OptimizerName::kAdam;
   int32_t log_every = 1;           // epochs between progress lines
   bool operator==(const TrainSection&) const = default;
 };
@@ -116,7 +137,7 @@ struct PartitionSection {
 struct SpillSection {
   std::string dir = "/tmp/tessel-spill";
   int64_t budget_bytes = 0;     // 0 = unlimited
-  std::string policy = "auto";  // auto | keep | offload | recompute
+  SpillPolicy policy = SpillPolicy::kAuto;
   bool checksum = false;        // HDF5 Fletcher32 on every spilled tensor
   bool operator==(const SpillSection&) const = default;
 };

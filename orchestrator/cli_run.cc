@@ -5,8 +5,7 @@
 #include "jobs/spec.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/coordinator.h"
-#include "orchestrator/job_graph.h"
-#include "orchestrator/job_plan.h"
+#include "orchestrator/planners/planner.h"
 #include "workers/comm/mpi_comm.h"
 #include "workers/worker.h"
 
@@ -41,7 +40,7 @@ Status Validate(const JobArgs& args) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(args.job, args.sets));
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
   std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << jobs::KindName(spec.job.kind) << ", "
-            << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
+            << jobs::ModelNameText(spec.model.name) << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
             << spec.train.epochs << " epochs, data " << jobs::FormatName(spec.data.format) << ", "
             << spec.resources.workers << " workers)\n";
   return Status();
@@ -52,9 +51,9 @@ Status Plan(const JobArgs& args, int32_t workers) {
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
   if (workers <= 0) workers = spec.resources.workers;
   Logger log("plan", LogLevel::kWarn);
-  TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, orchestrator::LoadJobGraph(spec, log));
-  TESSEL_ASSIGN_OR_RETURN(orchestrator::JobPlan plan, orchestrator::PlanJob(spec, graph, workers));
-  orchestrator::PrintPlan(spec, graph, plan, std::cout);
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<orchestrator::Planner> planner, orchestrator::MakePlanner(spec));
+  TESSEL_ASSIGN_OR_RETURN(orchestrator::Plan plan, planner->MakePlan(spec, workers, log));
+  planner->Print(spec, plan, std::cout);
   return Status();
 }
 

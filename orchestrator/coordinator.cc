@@ -17,8 +17,7 @@
 #include "monitoring/exporter.h"
 #include "monitoring/metrics.h"
 #include "monitoring/targets.h"
-#include "orchestrator/job_graph.h"
-#include "orchestrator/job_plan.h"
+#include "orchestrator/planners/planner.h"
 #include "orchestrator/run_output.h"
 #include "workers/comm/comm.h"
 #include "workers/protocol.h"
@@ -32,43 +31,74 @@ using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 using workers::ProgressMsg;
 
-LogLevel ParseLevel(const std::string& s) {
-  if (s == "debug") return LogLevel::kDebug;
-  if (s == "warn") return LogLevel::kWarn;
-  if (s == "error") return LogLevel::kError;
+LogLevel ToLogLevel(jobs::LogLevelChoice level) {
+  switch (level) {
+    case jobs::LogLevelChoice::kDebug: return LogLevel::kDebug;
+    case jobs::LogLevelChoice::kWarn: return LogLevel::kWarn;
+    case jobs::LogLevelChoice::kError: return LogLevel::kError;
+    case jobs::LogLevelChoice::kInfo: break;
+  }
   return LogLevel::kInfo;
+}
+
+// What every worker runtime needs from the job, whatever it trains.
+workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
+  workers::WorkerSettings s;
+  s.job_name = spec.job.name;
+  s.seed = spec.job.seed;
+  s.log_level = ToLogLevel(spec.job.log_level);
+  s.threads = spec.resources.threads_per_worker;
+  switch (spec.job.device) {
+    case jobs::DeviceChoice::kAuto: s.device = workers::DeviceRequest::kAuto; break;
+    case jobs::DeviceChoice::kCpu: s.device = workers::DeviceRequest::kCpu; break;
+    case jobs::DeviceChoice::kCuda: s.device = workers::DeviceRequest::kCuda; break;
+  }
+  s.memory_budget_bytes = spec.resources.memory_budget_bytes;
+  s.plugin_paths = spec.plugins.paths;
+  s.plugin_search_dirs = spec.plugins.search_dirs;
+  s.metrics_bind = spec.metrics.bind;
+  s.metrics_port_base = spec.metrics.port_base;
+  s.heartbeat_interval_seconds = spec.timeouts.heartbeat_interval_seconds;
+  s.step_timeout_seconds = spec.timeouts.step_seconds;
+  s.startup_timeout_seconds = spec.timeouts.startup_seconds;
+  return s;
 }
 
 // Progress: a redrawn bar on a terminal, plain log lines otherwise.
 class ProgressPrinter {
  public:
-  ProgressPrinter(int32_t epochs, int32_t every, const Logger& log)
-      : epochs_(epochs), every_(std::max(1, every)), log_(log), tty_(isatty(STDERR_FILENO) != 0) {}
+  ProgressPrinter(std::string unit, int64_t steps, int32_t every, const Logger& log)
+      : unit_(std::move(unit)), steps_(steps), every_(std::max(1, every)), log_(log), tty_(isatty(STDERR_FILENO) != 0) {}
 
-  void Epoch(const ProgressMsg& p) {
+  void Step(const ProgressMsg& p) {
     total_seconds_ += p.seconds;
-    const double eta = total_seconds_ / static_cast<double>(p.epoch) * static_cast<double>(epochs_ - p.epoch);
-    char line[200];
+    const double eta = total_seconds_ / static_cast<double>(p.step) * static_cast<double>(steps_ - p.step);
+    const std::string shown = FormatScalars(p.shown);
+    char line[400];
     if (tty_) {
       const int width = 24;
-      const int filled = static_cast<int>(width * p.epoch / std::max(1, epochs_));
+      const int filled = static_cast<int>(width * p.step / std::max<int64_t>(1, steps_));
       std::string bar(static_cast<size_t>(filled), '#');
       bar.resize(static_cast<size_t>(width), '.');
-      std::snprintf(line, sizeof line, "\r[%s] epoch %d/%d  loss %.4f  train acc %.3f  %.1f ms/epoch  ETA %.0f s ",
-                    bar.c_str(), static_cast<int>(p.epoch), epochs_, p.loss, p.train_accuracy, p.seconds * 1e3, eta);
+      std::snprintf(line, sizeof line, "\r[%s] %s %lld/%lld  loss %.4f%s%s  %.1f ms/%s  ETA %.0f s ", bar.c_str(),
+                    unit_.c_str(), static_cast<long long>(p.step), static_cast<long long>(steps_), p.loss,
+                    shown.empty() ? "" : "  ", shown.c_str(), p.seconds * 1e3, unit_.c_str(), eta);
       std::fputs(line, stderr);
-      if (p.epoch == epochs_) std::fputs("\n", stderr);
+      if (p.step == steps_) std::fputs("\n", stderr);
       std::fflush(stderr);
       return;
     }
-    if (p.epoch % every_ != 0 && p.epoch != epochs_ && p.epoch != 1) return;
-    std::snprintf(line, sizeof line, "epoch %d/%d loss %.6f train_acc %.4f (%.1f ms)", static_cast<int>(p.epoch),
-                  epochs_, p.loss, p.train_accuracy, p.seconds * 1e3);
+    if (p.step % every_ != 0 && p.step != steps_ && p.step != 1) return;
+    std::snprintf(line, sizeof line, "%s %lld/%lld loss %.6f%s%s (%.1f ms)", unit_.c_str(),
+                  static_cast<long long>(p.step), static_cast<long long>(steps_), p.loss, shown.empty() ? "" : ", ",
+                  shown.c_str(), p.seconds * 1e3);
     log_.Info(line);
   }
 
  private:
-  int32_t epochs_, every_;
+  std::string unit_;
+  int64_t steps_;
+  int64_t every_;
   const Logger& log_;
   bool tty_;
   double total_seconds_ = 0;
@@ -113,24 +143,20 @@ struct WorkerState {
 
 class Coordinator {
  public:
-  Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, std::string job_text,
-              const RunRequest& request, const Logger& log)
-      : session_(session), spec_(spec), job_text_(std::move(job_text)), overrides_(request.overrides),
-        status_file_(request.status_file), log_(log) {}
+  Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, const RunRequest& request, const Logger& log)
+      : session_(session), spec_(spec), status_file_(request.status_file), log_(log) {}
 
   Status Run();
 
  private:
   Status StartMetrics(const std::string& role);
-  Status RunEmbedded(const JobPlan& plan, workers::ResultMsg* result);
-  Status RunDistributed(const JobPlan& plan, workers::ResultMsg* result);
-  Status DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* result);
+  Status RunEmbedded(Plan& plan, Record* result);
+  Status RunDistributed(Plan& plan, Record* result);
+  Status DispatchAndWatch(Plan& plan, Record* result);
   Status WriteTargets(const std::vector<monitoring::Target>& targets);
 
   workers::MpiSession& session_;
   const jobs::JobSpec& spec_;
-  std::string job_text_;
-  std::vector<std::string> overrides_;
   std::string status_file_;
   const Logger& log_;
   std::string run_dir_;
@@ -171,85 +197,88 @@ Status Coordinator::Run() {
                      " workers use: mpirun --enable-recovery -np ", spec_.resources.workers + 1, " tessel run ..."));
   }
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec_));
-  TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec_, log_));
-  log_.Info(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(), " edges, ",
-                   graph.relations.size(), " relations, ", graph.num_classes, " classes"));
-  TESSEL_ASSIGN_OR_RETURN(JobPlan plan, PlanJob(spec_, graph, num_workers));
-  if (num_workers > 1) {
-    std::string imb;
-    for (size_t i = 0; i < plan.partition.constraint_names.size(); ++i) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " %s %.3f", plan.partition.constraint_names[i].c_str(), plan.partition.imbalance[i]);
-      imb += buf;
-    }
-    log_.Info(StrCat("partitioned with ", plan.partition.method, " into ", num_workers, " parts: edge cut ",
-                     plan.partition.edge_cut, ", imbalance", imb));
-  }
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, MakePlanner(spec_));
+  TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
+  for (const std::string& note : plan.notes) log_.Info(note);
   TESSEL_ASSIGN_OR_RETURN(run_dir_, MakeRunDir(spec_));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
   TESSEL_RETURN_IF_ERROR(StartMetrics(world == 1 ? "embedded" : "coordinator"));
-  if (metrics_) metrics_->SetPartitionEdgeCut(plan.partition.edge_cut);
+  if (metrics_) planner->Publish(plan, *metrics_);
 
-  workers::ResultMsg result;
+  Record result;
   TESSEL_RETURN_IF_ERROR(world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result));
   const double wall = Seconds(Clock::now() - start).count();
-  TESSEL_RETURN_IF_ERROR(WriteSummary(run_dir_, spec_, graph, plan, result, wall));
+  Record summary;
+  Set(summary, "job", spec_.job.name);
+  Set(summary, "kind", std::string(jobs::KindName(spec_.job.kind)));
+  Set(summary, "workers", static_cast<int64_t>(num_workers));
+  Set(summary, "seed", static_cast<int64_t>(spec_.job.seed));
+  Set(summary, "wall_seconds", wall);
+  Merge(summary, plan.summary);
+  Merge(summary, result);
+  Set(summary, "version", kTesselVersion);
+  TESSEL_RETURN_IF_ERROR(WriteSummary(run_dir_, summary));
   // The ranks' exporters go away with the job: an empty target list keeps Prometheus from alerting on them.
   TESSEL_RETURN_IF_ERROR(WriteTargets({}));
-  char line[256];
-  std::snprintf(line, sizeof line, "final: train accuracy %.4f, test accuracy %.4f (%lld/%lld), loss %.6f, %.1f s",
-                result.train_accuracy, result.test_accuracy, static_cast<long long>(result.test_correct),
-                static_cast<long long>(result.test_total), result.epoch_loss.empty() ? 0.0 : result.epoch_loss.back(), wall);
-  log_.Info(line);
-  std::printf("test accuracy: %.4f\nsummary: %s/summary.json\n", result.test_accuracy, run_dir_.c_str());
+  char line[64];
+  std::snprintf(line, sizeof line, "%.1f s", wall);
+  log_.Info(StrCat("final: ", FormatScalars(result), "; ", line));
+  std::printf("summary: %s/summary.json\n", run_dir_.c_str());
   return Status();
 }
 
-Status Coordinator::RunEmbedded(const JobPlan& plan, workers::ResultMsg* result) {
+Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   if (exporter_) {
     TESSEL_RETURN_IF_ERROR(WriteTargets({monitoring::Target{session_.hostname(), exporter_->port(), 0, "embedded"}}));
   }
   workers::LocalComm comm;
-  ProgressPrinter progress(spec_.train.epochs, spec_.train.log_every, log_);
+  ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
   workers::RunHooks hooks;
   hooks.metrics = metrics_.get();
-  hooks.on_epoch = [&](const ProgressMsg& p) { progress.Epoch(p); };
-  TESSEL_ASSIGN_OR_RETURN(*result, workers::RunPartition(spec_, plan.parts[0], comm, hooks, log_));
+  hooks.on_step = [&](const ProgressMsg& p) { progress.Step(p); };
+  TESSEL_ASSIGN_OR_RETURN(*result,
+                          workers::RunAssignment(SettingsFor(spec_), std::move(plan.workers[0].payload), comm, hooks, log_));
   return Status();
 }
 
-Status Coordinator::RunDistributed(const JobPlan& plan, workers::ResultMsg* result) {
+Status Coordinator::RunDistributed(Plan& plan, Record* result) {
   // Once workers run, no failure may return quietly: they would wait for work that never comes.
   Status st = DispatchAndWatch(plan, result);
   if (!st.ok()) AbortJob(st, status_file_);
   return st;
 }
 
-Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* result) {
+Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   const int world = session_.world_size();
-  // Dispatch. Workers parse the same job text, so they see exactly the coordinator's settings.
+  const workers::WorkerSettings settings = SettingsFor(spec_);
   for (int r = 1; r < world; ++r) {
     workers::AssignMsg a;
-    a.job_text = job_text_;
-    a.job_source = spec_.source_path;
-    a.overrides = overrides_;
+    a.settings = settings;
     a.run_dir = run_dir_;
-    a.partition = storage::EncodePartition(plan.parts[static_cast<size_t>(r - 1)]);
+    std::unique_ptr<workers::AssignmentPayload> payload = std::move(plan.workers[static_cast<size_t>(r - 1)].payload);
+    a.kind = std::string(payload->kind());
+    {
+      ByteWriter w;
+      payload->Encode(w);
+      a.payload = w.Take();
+    }
+    payload.reset();  // sent as bytes: the decoded share is no longer needed here
     Status sent = workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
     if (!sent.ok()) AbortJob(RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message())), status_file_);
   }
-  log_.Info(StrCat("dispatched ", world - 1, " partitions; training ", spec_.train.epochs, " epochs"));
+  log_.Info(StrCat("dispatched ", world - 1, " assignments; training ", plan.num_steps, " ", plan.step_unit, "s"));
 
   std::map<int, WorkerState> state;
   const auto dispatched = Clock::now();
   for (int r = 1; r < world; ++r) state[r].last_seen = state[r].last_step_change = dispatched;
   const Seconds step_timeout(spec_.timeouts.step_seconds);
-  ProgressPrinter progress(spec_.train.epochs, spec_.train.log_every, log_);
+  ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
   const Seconds heartbeat_timeout(spec_.timeouts.heartbeat_timeout_seconds);
   const Seconds startup_timeout(spec_.timeouts.startup_seconds);
   const double time_limit = spec_.job.time_limit_seconds;
   int done = 0, hellos = 0;
   bool have_result = false;
+  int64_t peak_rss = 0;
   int64_t sleep_us = 100;
   while (done < world - 1) {
     TESSEL_ASSIGN_OR_RETURN(workers::Message m, workers::TryReceive(MPI_ANY_SOURCE, MPI_ANY_TAG));
@@ -283,12 +312,12 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
         case workers::kTagProgress: {
           ProgressMsg p;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &p));
-          if (p.epoch != w.step) w.last_step_change = now;
-          w.step = p.epoch;
-          progress.Epoch(p);
+          if (p.step != w.step) w.last_step_change = now;
+          w.step = p.step;
+          progress.Step(p);
           if (metrics_) {
             metrics_->SetLoss(p.loss);
-            metrics_->SetEpoch(p.epoch);
+            metrics_->SetEpoch(p.step);
             metrics_->ObserveStep(p.seconds);
           }
           break;
@@ -296,7 +325,10 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
         case workers::kTagResult: {
           workers::ResultMsg r;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &r));
-          if (!have_result) *result = std::move(r), have_result = true;
+          // Every worker reports the same figures (they are summed across workers); keep the first, and the
+          // largest memory peak.
+          peak_rss = std::max<int64_t>(peak_rss, static_cast<int64_t>(FindNumber(r.values, "peak_worker_rss_bytes").value_or(0)));
+          if (!have_result) *result = std::move(r.values), have_result = true;
           w.done = true;
           ++done;
           break;
@@ -339,6 +371,7 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
   }
+  Set(*result, "peak_worker_rss_bytes", peak_rss);
   return Status();
 }
 
@@ -347,15 +380,9 @@ Status Coordinator::DispatchAndWatch(const JobPlan& plan, workers::ResultMsg* re
 namespace {
 
 Status Coordinate(const RunRequest& request, workers::MpiSession& session) {
-  std::string text;
-  {
-    std::ifstream in(request.job_path, std::ios::binary);
-    if (!in) return UsageError("cannot read the job file " + request.job_path);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::ParseJob(text, request.job_path, request.overrides));
-  Logger log("coordinator", ParseLevel(spec.job.log_level));
-  Coordinator c(session, spec, std::move(text), request, log);
+  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(request.job_path, request.overrides));
+  Logger log("coordinator", ToLogLevel(spec.job.log_level));
+  Coordinator c(session, spec, request, log);
   return c.Run();
 }
 

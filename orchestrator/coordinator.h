@@ -1,7 +1,8 @@
-// The coordinator: world rank 0 of `tessel run`. It parses and validates the job, loads or imports
-// the graph, plans the partition, sends each worker its assignment, watches heartbeats and progress,
-// gathers the results and writes RUN_DIR/summary.json. With a world of one process it also plays the
-// worker (the embedded default).
+// The coordinator: world rank 0 of `tessel run`. It parses and validates the job, has the job kind's
+// planner (orchestrator/planners/) turn it into one assignment per worker, sends them, watches heartbeats
+// and progress, gathers the results and writes RUN_DIR/summary.json. It knows no model and no job kind:
+// plans, progress and results are opaque payloads and Records. With a world of one process it also plays
+// the worker (the embedded default).
 //
 // Failure handling: an error before dispatch stops the workers cleanly and returns its Status. After
 // dispatch, a worker's reported error or a worker silent for longer than

@@ -8,7 +8,6 @@
 
 #include "core/json_writer.h"
 #include "core/logging.h"
-#include "core/version.h"
 
 namespace tessel::orchestrator {
 
@@ -49,37 +48,10 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   return Status();
 }
 
-Status WriteSummary(const std::string& run_dir, const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
-                    const JobPlan& plan, const workers::ResultMsg& r, double wall_seconds) {
+Status WriteSummary(const std::string& run_dir, const Record& summary) {
   JsonWriter w;
   w.BeginObject();
-  w.Field("job", spec.job.name);
-  w.Field("kind", jobs::KindName(spec.job.kind));
-  w.Field("model", spec.model.name);
-  w.Field("workers", plan.num_workers);
-  w.Field("seed", static_cast<int64_t>(spec.job.seed));
-  w.Field("wall_seconds", wall_seconds);
-  w.Field("epoch_loss", r.epoch_loss);
-  w.Field("epoch_seconds", r.epoch_seconds);
-  w.Field("train_accuracy", r.train_accuracy);
-  w.Field("test_accuracy", r.test_accuracy);
-  w.Field("test_correct", r.test_correct);
-  w.Field("test_total", r.test_total);
-  w.Field("peak_worker_rss_bytes", r.peak_rss_bytes);
-  w.Field("halo_bytes_sent", r.halo_bytes_sent);
-  w.Key("graph").BeginObject();
-  w.Field("name", graph.name).Field("nodes", graph.num_nodes()).Field("edges", graph.num_edges());
-  w.Field("relations", static_cast<int64_t>(graph.relations.size())).Field("classes", graph.num_classes);
-  w.EndObject();
-  w.Key("partition").BeginObject();
-  w.Field("method", plan.partition.method).Field("edge_cut", plan.partition.edge_cut);
-  w.Field("seconds", plan.partition.seconds);
-  w.Key("imbalance").BeginObject();
-  for (size_t i = 0; i < plan.partition.constraint_names.size(); ++i) {
-    w.Field(plan.partition.constraint_names[i], plan.partition.imbalance[i]);
-  }
-  w.EndObject().EndObject();
-  w.Field("version", kTesselVersion);
+  WriteRecordFields(summary, w);
   w.EndObject();
   return WriteFileAtomically(run_dir + "/summary.json", w.str() + "\n");
 }

@@ -4,11 +4,9 @@
 
 #include <string>
 
+#include "core/record.h"
 #include "core/status.h"
 #include "jobs/spec.h"
-#include "orchestrator/job_plan.h"
-#include "storage/graph.h"
-#include "workers/protocol.h"
 
 namespace tessel::orchestrator {
 
@@ -17,7 +15,8 @@ Result<std::string> MakeRunDir(const jobs::JobSpec& spec);
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
-Status WriteSummary(const std::string& run_dir, const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
-                    const JobPlan& plan, const workers::ResultMsg& result, double wall_seconds);
+// Writes RUN_DIR/summary.json: the fields of `summary` in order (the coordinator assembles the common
+// keys, the plan's facts and the executor's result).
+Status WriteSummary(const std::string& run_dir, const Record& summary);
 
 }  // namespace tessel::orchestrator

@@ -6,7 +6,7 @@ namespace tessel::workers {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x54534c31;  // "TSL1": bump on any layout change
+constexpr uint32_t kMagic = 0x54534c32;  // "TSL2": bump on any layout change
 
 ByteWriter Begin() {
   ByteWriter w;
@@ -46,27 +46,20 @@ Status Decode(const std::vector<uint8_t>& b, HelloMsg* m) {
 
 std::vector<uint8_t> Encode(const AssignMsg& m) {
   ByteWriter w = Begin();
-  w.PutString(m.job_text);
-  w.PutString(m.job_source);
-  w.Put<uint64_t>(m.overrides.size());
-  for (const auto& o : m.overrides) w.PutString(o);
+  EncodeSettings(m.settings, w);
   w.PutString(m.run_dir);
-  w.PutVector(m.partition);
+  w.PutString(m.kind);
+  w.PutVector(m.payload);
   return w.Take();
 }
 
 Status Decode(const std::vector<uint8_t>& b, AssignMsg* m) {
   ByteReader r(b.data(), b.size());
   CheckMagic(r);
-  m->job_text = r.GetString("job text");
-  m->job_source = r.GetString("job source");
-  const uint64_t n = r.Get<uint64_t>("override count");
-  // Each override takes at least its 8-byte length: this bounds a corrupt count before allocating.
-  if (n > r.remaining() / sizeof(uint64_t)) r.Fail("override count exceeds the message");
-  m->overrides.clear();
-  for (uint64_t i = 0; r.ok() && i < n; ++i) m->overrides.push_back(r.GetString("override"));
+  m->settings = DecodeSettings(r);
   m->run_dir = r.GetString("run dir");
-  m->partition = r.GetVector<uint8_t>("partition");
+  m->kind = r.GetString("kind");
+  m->payload = r.GetVector<uint8_t>("payload");
   return Finish(r);
 }
 
@@ -85,47 +78,33 @@ Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m) {
 
 std::vector<uint8_t> Encode(const ProgressMsg& m) {
   ByteWriter w = Begin();
-  w.Put(m.epoch);
+  w.Put(m.step);
   w.Put(m.loss);
-  w.Put(m.train_accuracy);
   w.Put(m.seconds);
+  EncodeRecord(m.shown, w);
   return w.Take();
 }
 
 Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m) {
   ByteReader r(b.data(), b.size());
   CheckMagic(r);
-  m->epoch = r.Get<int64_t>("epoch");
+  m->step = r.Get<int64_t>("step");
   m->loss = r.Get<double>("loss");
-  m->train_accuracy = r.Get<double>("train accuracy");
   m->seconds = r.Get<double>("seconds");
+  m->shown = DecodeRecord(r);
   return Finish(r);
 }
 
 std::vector<uint8_t> Encode(const ResultMsg& m) {
   ByteWriter w = Begin();
-  w.PutVector(m.epoch_loss);
-  w.PutVector(m.epoch_seconds);
-  w.Put(m.train_accuracy);
-  w.Put(m.test_accuracy);
-  w.Put(m.test_correct);
-  w.Put(m.test_total);
-  w.Put(m.peak_rss_bytes);
-  w.Put(m.halo_bytes_sent);
+  EncodeRecord(m.values, w);
   return w.Take();
 }
 
 Status Decode(const std::vector<uint8_t>& b, ResultMsg* m) {
   ByteReader r(b.data(), b.size());
   CheckMagic(r);
-  m->epoch_loss = r.GetVector<double>("epoch losses");
-  m->epoch_seconds = r.GetVector<double>("epoch seconds");
-  m->train_accuracy = r.Get<double>("train accuracy");
-  m->test_accuracy = r.Get<double>("test accuracy");
-  m->test_correct = r.Get<int64_t>("test correct");
-  m->test_total = r.Get<int64_t>("test total");
-  m->peak_rss_bytes = r.Get<int64_t>("peak rss");
-  m->halo_bytes_sent = r.Get<int64_t>("halo bytes");
+  m->values = DecodeRecord(r);
   return Finish(r);
 }
 

@@ -1,5 +1,7 @@
 // The coordinator <-> worker protocol: MPI tags and the byte encoding of each message.
-// All messages travel on MPI_COMM_WORLD between rank 0 and one worker rank.
+// All messages travel on MPI_COMM_WORLD between rank 0 and one worker rank. Nothing here knows what a
+// worker trains: an assignment is settings plus an executor payload tagged by kind, and results and
+// progress are Records (core/record.h) that the coordinator passes on without interpreting them.
 // Thread safety: values. Failure: Decode* return kBadData on malformed bytes (a version mismatch
 // between ranks, or a bug), never read out of bounds.
 #pragma once
@@ -8,15 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "core/record.h"
 #include "core/status.h"
+#include "workers/assignment.h"
 
 namespace tessel::workers {
 
 enum Tag : int {
   kTagHello = 101,      // worker -> coordinator: host, pid, metrics port
-  kTagAssign = 102,     // coordinator -> worker: job text + partition
+  kTagAssign = 102,     // coordinator -> worker: settings + executor payload
   kTagHeartbeat = 103,  // worker -> coordinator: current step
-  kTagProgress = 104,   // first worker -> coordinator: one finished epoch
+  kTagProgress = 104,   // first worker -> coordinator: one finished step
   kTagResult = 105,     // worker -> coordinator: final figures
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
   kTagShutdown = 107,   // coordinator -> worker: stop without running
@@ -29,11 +33,10 @@ struct HelloMsg {
 };
 
 struct AssignMsg {
-  std::string job_text;  // the job file as read by the coordinator
-  std::string job_source;
-  std::vector<std::string> overrides;
+  WorkerSettings settings;
   std::string run_dir;
-  std::vector<uint8_t> partition;  // storage::EncodePartition
+  std::string kind;              // the executor registry key of the payload
+  std::vector<uint8_t> payload;  // AssignmentPayload::Encode
 };
 
 struct HeartbeatMsg {
@@ -41,21 +44,14 @@ struct HeartbeatMsg {
 };
 
 struct ProgressMsg {
-  int64_t epoch = 0;
+  int64_t step = 0;
   double loss = 0;
-  double train_accuracy = 0;
   double seconds = 0;
+  Record shown;  // the executor's progress figures (StepResult::shown)
 };
 
 struct ResultMsg {
-  std::vector<double> epoch_loss;
-  std::vector<double> epoch_seconds;
-  double train_accuracy = 0;
-  double test_accuracy = 0;
-  int64_t test_correct = 0;
-  int64_t test_total = 0;
-  int64_t peak_rss_bytes = 0;
-  int64_t halo_bytes_sent = 0;
+  Record values;  // merged into summary.json as they are
 };
 
 struct ErrorMsg {

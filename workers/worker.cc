@@ -6,15 +6,18 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <memory>
+#include <map>
 #include <mutex>
 #include <thread>
 
+#include "core/cuda_device.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
+#include "workers/comm/nccl_comm.h"
+#include "workers/executor.h"
+#include "workers/executor_registry.h"
 #include "workers/plugin_host/kernel_registry.h"
-#include "workers/rgnn/rgcn_trainer.h"
 
 namespace tessel::workers {
 
@@ -29,11 +32,65 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
-Result<RgcnInput> ChooseInput(const jobs::JobSpec& spec, const storage::WorkerPartition& part) {
-  const std::string& in = spec.model.input;
-  if (in == "onehot") return RgcnInput::kOneHot;
-  if (in == "features") return RgcnInput::kFeatures;
-  return part.feature_dim > 0 ? RgcnInput::kFeatures : RgcnInput::kOneHot;
+// A failure that another worker has already reported (its own cause): this worker stops without a
+// report of its own and waits for the coordinator, so the user sees the root cause, not its echo.
+bool IsPeerFailure(const Status& st) { return st.code() == Code::kRankFailed && st.message().rfind("peer: ", 0) == 0; }
+
+// Where this worker computes, decided once at start, together with every other worker: a job whose
+// device is "cuda" is refused when any worker has no usable GPU, and "auto" uses the GPUs only when
+// every worker has one (CPU and GPU workers cannot sum gradients together).
+struct WorkerDevice {
+  DeviceContext context;
+  CudaStream stream;
+  std::unique_ptr<DeviceComm> comm;
+};
+
+Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerComm& comm, const Logger& log) {
+  auto device = std::make_unique<WorkerDevice>();
+  const CudaProbe probe = request == DeviceRequest::kCpu ? CudaProbe{0, "not asked for"} : ProbeCuda();
+  std::vector<int64_t> usable(static_cast<size_t>(comm.size()), 0);
+  usable[static_cast<size_t>(comm.rank())] = probe.usable() ? 1 : 0;
+  TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(usable.data(), static_cast<int64_t>(usable.size())));
+  std::vector<int> without;
+  for (int w = 0; w < comm.size(); ++w) {
+    if (usable[static_cast<size_t>(w)] == 0) without.push_back(w);
+  }
+  bool use_cuda = false;
+  if (request == DeviceRequest::kCuda) {
+    if (!probe.usable()) {
+      return UsageError(StrCat("job.device = \"cuda\" but this worker has no usable GPU: ", probe.problem));
+    }
+    if (!without.empty()) {
+      return RankFailedError(StrCat("peer: worker ", without.front(), " has no usable GPU; it reports why"));
+    }
+    use_cuda = true;
+  } else if (request == DeviceRequest::kAuto) {
+    use_cuda = without.empty();
+    if (!use_cuda && probe.usable()) {
+      log.Warn(StrCat("job.device = \"auto\": running on CPU, since ", without.size(), " of ", comm.size(),
+                      " workers have no usable GPU"));
+    }
+  }
+  if (!use_cuda) {
+    device->comm = std::make_unique<HostDeviceComm>(comm);
+    return device;
+  }
+  // One GPU per worker, by worker rank among the devices this process sees (ranks packed per node).
+  device->context.device = Device::kCuda;
+  device->context.ordinal = comm.rank() % probe.device_count;
+  device->context.allocator = &CudaAllocator();
+  TESSEL_RETURN_IF_ERROR(SelectCudaDevice(device->context.ordinal));
+  TESSEL_ASSIGN_OR_RETURN(device->stream, CudaStream::Create());
+  device->context.stream = device->stream.get();
+  if (comm.size() == 1) {
+    device->comm = std::make_unique<StagedDeviceComm>(comm, device->context.stream);
+  } else if (HaveNccl()) {
+    TESSEL_ASSIGN_OR_RETURN(device->comm, MakeNcclComm(comm, device->context.stream));
+  } else {
+    log.Warn("this build has no NCCL: GPU workers sum their gradients over MPI through host memory");
+    device->comm = std::make_unique<StagedDeviceComm>(comm, device->context.stream);
+  }
+  return device;
 }
 
 // Sends a heartbeat to the coordinator every interval until stopped. Needs MPI_THREAD_MULTIPLE.
@@ -74,71 +131,85 @@ class HeartbeatThread {
 
 }  // namespace
 
-Result<ResultMsg> RunPartition(const jobs::JobSpec& spec, const storage::WorkerPartition& part, WorkerComm& comm,
-                               const RunHooks& hooks, const Logger& log) {
+Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
+                             WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
   KernelRegistry registry;
-  TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
-  TESSEL_RETURN_IF_ERROR(registry.RequireOps(RgcnOps(), Device::kCpu));
+  TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));
+  TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(payload->kind()));
+  log.Debug(payload->Describe());
 
-  ThreadPool pool(spec.resources.threads_per_worker);
-  RgcnConfig config;
-  config.layers = spec.model.layers;
-  config.hidden = spec.model.hidden;
-  TESSEL_ASSIGN_OR_RETURN(config.input, ChooseInput(spec, part));
-  config.lr = spec.train.lr;
-  config.l2 = spec.train.l2;
-  config.seed = spec.job.seed;
-  TESSEL_ASSIGN_OR_RETURN(auto trainer, RgcnTrainer::Create(part, config, registry, comm, pool));
-  log.Debug(StrCat("partition ", part.part, ": ", part.num_owned, " owned, ", part.num_rows() - part.num_owned,
-                   " halo rows, ", part.src.size(), " edges, ", trainer->num_parameters(), " parameters"));
+  ThreadPool pool(settings.threads);
+  MemoryBudget budget(settings.memory_budget_bytes);
+  ExecutorContext context;
+  context.comm = &comm;
+  context.device_comm = device->comm.get();
+  context.pool = &pool;
+  context.kernels = &registry;
+  context.device = device->context;
+  context.budget = &budget;
+  context.metrics = hooks.metrics;
+  context.log = &log;
+  context.seed = settings.seed;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, factory->build(std::move(payload), context));
 
-  ResultMsg result;
-  int64_t halo_sent_seen = 0, halo_received_seen = 0;
-  for (int32_t epoch = 1; epoch <= spec.train.epochs; ++epoch) {
+  const std::string unit(executor->step_unit());
+  std::vector<double> losses, seconds;
+  std::map<std::string, std::vector<double>> timings;  // per-step arrays, by timing name
+  std::vector<std::string> timing_order;
+  for (int64_t step = 1; step <= executor->num_steps(); ++step) {
     const auto start = Clock::now();
-    TESSEL_ASSIGN_OR_RETURN(EpochStats stats, trainer->TrainEpoch());
-    const double seconds = Seconds(Clock::now() - start).count();
-    if (!std::isfinite(stats.loss)) {
-      return BadDataError(StrCat("the loss became ", stats.loss, " at epoch ", epoch, ": lower train.lr?"));
+    TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
+    const double took = Seconds(Clock::now() - start).count();
+    if (!std::isfinite(r.loss)) {
+      return BadDataError(StrCat("the loss became ", r.loss, " at ", unit, " ", step, ": lower train.lr?"));
     }
-    result.epoch_loss.push_back(stats.loss);
-    result.epoch_seconds.push_back(seconds);
-    if (hooks.step) hooks.step->store(epoch);
+    losses.push_back(r.loss);
+    seconds.push_back(took);
+    for (const RecordField& f : r.timings) {
+      if (!timings.contains(f.name)) timing_order.push_back(f.name);
+      timings[f.name].push_back(FindNumber(r.timings, f.name).value_or(0));
+    }
+    if (hooks.step) hooks.step->store(step);
     if (hooks.metrics) {
-      hooks.metrics->ObserveStep(seconds);
-      hooks.metrics->SetLoss(stats.loss);
-      hooks.metrics->SetEpoch(epoch);
-      const int64_t sent = trainer->halo_bytes_sent(), received = trainer->halo_bytes_received();
-      hooks.metrics->AddHaloBytes(sent - halo_sent_seen, received - halo_received_seen);
-      halo_sent_seen = sent;
-      halo_received_seen = received;
+      hooks.metrics->ObserveStep(took);
+      hooks.metrics->SetLoss(r.loss);
+      hooks.metrics->SetEpoch(step);
     }
-    if (hooks.on_epoch) hooks.on_epoch(ProgressMsg{epoch, stats.loss, stats.train_accuracy, seconds});
+    if (hooks.on_step) hooks.on_step(ProgressMsg{step, r.loss, took, std::move(r.shown)});
   }
-  TESSEL_ASSIGN_OR_RETURN(EvalStats eval, trainer->Evaluate());
-  result.train_accuracy = eval.train_accuracy;
-  result.test_accuracy = eval.test_accuracy;
-  result.test_correct = eval.test_correct;
-  result.test_total = eval.test_total;
-  result.peak_rss_bytes = PeakRssBytes();
-  result.halo_bytes_sent = trainer->halo_bytes_sent();
-  return result;
+  TESSEL_ASSIGN_OR_RETURN(Record result, executor->Evaluate());
+  Record out;
+  Set(out, unit + "_loss", std::move(losses));
+  Set(out, unit + "_seconds", std::move(seconds));
+  for (const std::string& name : timing_order) Set(out, unit + "_" + name, std::move(timings[name]));
+  Merge(out, result);
+  Set(out, "device", std::string(DeviceName(device->context.device)));
+  Set(out, "peak_worker_rss_bytes", PeakRssBytes());
+  return out;
 }
 
 namespace {
 
 // Everything between receiving the assignment and the result; errors are reported by the caller.
-Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, const AssignMsg& assign, std::atomic<int64_t>* step,
+Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assign, std::atomic<int64_t>* step,
                        const Logger& log) {
-  TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::ParseJob(assign.job_text, assign.job_source, assign.overrides));
-  TESSEL_ASSIGN_OR_RETURN(storage::WorkerPartition part,
-                          storage::DecodePartition(assign.partition.data(), assign.partition.size()));
+  const WorkerSettings& settings = assign.settings;
+  TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(assign.kind));
+  ByteReader reader(assign.payload.data(), assign.payload.size());
+  std::unique_ptr<AssignmentPayload> payload = factory->decode(reader);
+  if (!reader.ok() || payload == nullptr) {
+    return BadDataError(StrCat("the ", assign.kind, " assignment is malformed: ", reader.error()));
+  }
+  std::vector<uint8_t>().swap(assign.payload);  // decoded: the bytes are no longer needed
 
-  monitoring::Metrics metrics(monitoring::RankLabels{spec.job.name, session.world_rank(), "worker"}, kTesselVersion);
+  monitoring::Metrics metrics(monitoring::RankLabels{settings.job_name, session.world_rank(), "worker"},
+                              kTesselVersion);
   std::unique_ptr<monitoring::Exporter> exporter;
   HelloMsg hello{session.hostname(), static_cast<int64_t>(getpid()), 0};
-  if (spec.metrics.port_base > 0) {
-    auto started = monitoring::Exporter::Start(spec.metrics.bind, spec.metrics.port_base + session.world_rank(), metrics);
+  if (settings.metrics_port_base > 0) {
+    auto started =
+        monitoring::Exporter::Start(settings.metrics_bind, settings.metrics_port_base + session.world_rank(), metrics);
     if (started.ok()) {
       exporter = std::move(started).value();
       hello.metrics_port = exporter->port();
@@ -146,27 +217,27 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, const AssignMsg
       log.Warn("metrics disabled on this rank: " + started.status().message());
     }
   }
-  TESSEL_RETURN_IF_ERROR(SendBytes(Encode(hello), 0, kTagHello, Seconds(spec.timeouts.startup_seconds)));
+  TESSEL_RETURN_IF_ERROR(SendBytes(Encode(hello), 0, kTagHello, Seconds(settings.startup_timeout_seconds)));
 
   std::unique_ptr<HeartbeatThread> heartbeat;
-  const Seconds interval(spec.timeouts.heartbeat_interval_seconds);
+  const Seconds interval(settings.heartbeat_interval_seconds);
   RunHooks hooks;
   hooks.step = step;
   hooks.metrics = &metrics;
   if (session.thread_multiple()) {
     heartbeat = std::make_unique<HeartbeatThread>(step, interval);
   } else {
-    log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per epoch");
+    log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per step");
   }
   const bool reports_progress = comm.rank() == 0;
-  hooks.on_epoch = [&](const ProgressMsg& p) {
-    if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.epoch}), 0, kTagHeartbeat, interval * 4);
+  hooks.on_step = [&](const ProgressMsg& p) {
+    if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step}), 0, kTagHeartbeat, interval * 4);
     if (reports_progress) (void)SendBytes(Encode(p), 0, kTagProgress, interval * 4);
   };
-  Result<ResultMsg> result = RunPartition(spec, part, comm, hooks, log);
+  Result<Record> result = RunAssignment(settings, std::move(payload), comm, hooks, log);
   if (heartbeat) heartbeat->Stop();
   TESSEL_RETURN_IF_ERROR(result.status());
-  return SendBytes(Encode(*result), 0, kTagResult, Seconds(spec.timeouts.step_seconds));
+  return SendBytes(Encode(ResultMsg{std::move(result).value()}), 0, kTagResult, Seconds(settings.step_timeout_seconds));
 }
 
 }  // namespace
@@ -174,7 +245,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, const AssignMsg
 int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
   const Logger log(StrCat("rank ", session.world_rank()), LogLevel::kInfo);
   std::atomic<int64_t> step{0};
-  // The coordinator validates and partitions first; that can take a while on a big graph.
+  // The coordinator validates and plans first; that can take a while on a big graph.
   auto first = PollMessage(0, MPI_ANY_TAG, std::chrono::hours(24));
   if (!first.ok()) {
     log.Error(first.status().ToString());
@@ -187,18 +258,31 @@ int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
     st = InternalError(StrCat("expected an assignment, got message tag ", first->tag));
   } else {
     st = Decode(first->bytes, &assign);
-    if (st.ok()) st = ServeAssignment(session, comm, assign, &step, log);
+    std::vector<uint8_t>().swap(first->bytes);
+    if (st.ok()) {
+      const Logger run_log(log.prefix(), assign.settings.log_level);
+      st = ServeAssignment(session, comm, std::move(assign), &step, run_log);
+    }
   }
   if (st.ok()) return 0;
 
-  // Tell the coordinator; it prints the error once and aborts the job with the right exit code.
-  ErrorMsg err{st.exit_code(), step.load(), st.message()};
-  Status sent = SendBytes(Encode(err), 0, kTagError, std::chrono::seconds(30));
-  if (!sent.ok()) {
-    log.Error(st.ToString());
+  // A coordinator that already ended the job (another worker's report came first) has told every rank
+  // to shut down before aborting: then there is nobody left to tell.
+  if (auto pending = TryReceive(0, kTagShutdown); pending.ok() && pending->source >= 0) {
+    log.Debug(StrCat("the job is already ending; not reporting: ", st.message()));
     return st.exit_code();
   }
-  // Wait (bounded) for the coordinator's abort rather than racing it to MPI_Finalize.
+  if (IsPeerFailure(st)) {
+    log.Debug(st.message());
+  } else {
+    // Tell the coordinator; it prints the error once and aborts the job with the right exit code.
+    ErrorMsg err{st.exit_code(), step.load(), st.message()};
+    if (!SendBytes(Encode(err), 0, kTagError, std::chrono::seconds(5)).ok()) {
+      log.Error(st.ToString());
+      return st.exit_code();
+    }
+  }
+  // Wait (bounded) for the coordinator's shutdown rather than racing it to MPI_Finalize.
   auto reply = PollMessage(0, kTagShutdown, std::chrono::seconds(60));
   (void)reply;
   return st.exit_code();

@@ -1,4 +1,4 @@
-#include "orchestrator/job_graph.h"
+#include "orchestrator/planners/job_graph.h"
 
 #include <sys/stat.h>
 

@@ -48,3 +48,14 @@ expect_exit 3 "$TESSEL" run "$w/noise.toml" --set job.output_dir="$w/run-noise"
 expect_stderr "noise.h5"
 [ ! -e "$w/run-noise" ] || fail "a failed run left $w/run-noise behind"
 pass "graph-file errors"
+
+# --- device: job.device = "cuda" without a usable GPU is refused before training, exit 2, with the reason
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "note: a GPU is visible here; the refusal of job.device = \"cuda\" without one is not exercised"
+else
+  printf '%s\n[data.synthetic]\nnodes = 300\n[train]\nepochs = 2\n[metrics]\nport_base = 0\n' "$base" > "$w/cuda.toml"
+  expect_exit 2 "$TESSEL" run "$w/cuda.toml" --set job.device=cuda --set job.output_dir="$w/run-cuda"
+  expect_stderr "job.device = \"cuda\" but this worker has no usable GPU: "
+  [ ! -e "$w/run-cuda/summary.json" ] || fail "a refused cuda run wrote a summary"
+  pass "job.device = \"cuda\" without a GPU: exit 2, naming the reason"
+fi

@@ -34,6 +34,16 @@ class WorkerComm {
                            const std::vector<int64_t>& recv_offsets) = 0;
 };
 
+// Sums buffers that live on an executor's device across the workers: MPI (through the WorkerComm) for
+// CPU workers, NCCL for GPU workers (nccl_comm.h), or MPI over a pinned host copy for GPU workers of a
+// build without NCCL. Thread safety: the training thread. Failure: kRankFailed or kInternal.
+class DeviceComm {
+ public:
+  virtual ~DeviceComm() = default;
+  // In-place elementwise sum of `count` floats at `data` (device memory on a GPU worker).
+  virtual Status AllreduceSum(float* data, int64_t count) = 0;
+};
+
 // One worker: collectives are identities.
 class LocalComm final : public WorkerComm {
  public:
@@ -53,6 +63,32 @@ class LocalComm final : public WorkerComm {
     for (int64_t i = 0; i < send_counts[0]; ++i) recv_buf[recv_offsets[0] + i] = send_buf[send_offsets[0] + i];
     return Status();
   }
+};
+
+}  // namespace tessel::workers
+
+namespace tessel::workers {
+
+// Host memory: the WorkerComm's allreduce.
+class HostDeviceComm final : public DeviceComm {
+ public:
+  explicit HostDeviceComm(WorkerComm& comm) : comm_(&comm) {}
+  Status AllreduceSum(float* data, int64_t count) override { return comm_->AllreduceSum(data, count); }
+
+ private:
+  WorkerComm* comm_;
+};
+
+// Device memory without NCCL: copied to a pinned host buffer, summed over MPI, copied back.
+class StagedDeviceComm final : public DeviceComm {
+ public:
+  StagedDeviceComm(WorkerComm& comm, void* stream) : comm_(&comm), stream_(stream) {}
+  Status AllreduceSum(float* data, int64_t count) override;
+
+ private:
+  WorkerComm* comm_;
+  void* stream_;
+  std::vector<float> staging_;
 };
 
 }  // namespace tessel::workers

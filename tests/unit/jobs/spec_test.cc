@@ -40,7 +40,7 @@ TEST(ParseJob, MinimalJobTakesEveryDefault) {
   EXPECT_EQ(s.job.name, "t");
   EXPECT_EQ(s.job.kind, JobKind::kRgnn);
   EXPECT_EQ(s.job.device, DeviceChoice::kAuto);
-  EXPECT_EQ(s.job.log_level, "info");
+  EXPECT_EQ(s.job.log_level, LogLevelChoice::kInfo);
   EXPECT_EQ(s.data.format, DataFormat::kSynthetic);
   EXPECT_EQ(s.resources, ResourcesSection{});
   EXPECT_EQ(s.data.synthetic, SyntheticSection{});

@@ -48,10 +48,33 @@ TEST(ValidateJob, PipelineSectionIsAnErrorForRgnn) {
             "t.toml:7:2: [pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]");
 }
 
-TEST(ValidateJob, OnlyRgcnIsSupported) {
-  EXPECT_EQ(Problem(Job("[model]\nname = \"rgat\"\n")),
-            "t.toml:8:1: model.name = \"rgat\" is not supported yet; supported: \"rgcn\"");
+TEST(ValidateJob, ModelNamesAreChoices) {
   EXPECT_TRUE(Valid(Job("[model]\nname = \"rgcn\"\n")));
+  EXPECT_TRUE(Valid(Job("[model]\nname = \"rgat\"\n")));
+  EXPECT_TRUE(Valid(Job("[model]\nname = \"hgt\"\nhidden = 16\nheads = 4\n")));
+  EXPECT_EQ(Problem(Job("[model]\nname = \"gcn\"\n")),
+            "t.toml:8:1: model.name: \"gcn\" is not allowed; allowed values: \"rgcn\", \"rgat\", \"hgt\"");
+}
+
+TEST(ValidateJob, HeadsMustSplitTheHiddenWidth) {
+  EXPECT_EQ(Problem(Job("[model]\nname = \"hgt\"\nhidden = 10\nheads = 4\n")),
+            "t.toml:10:1: model.hidden = 10 is not divisible by model.heads = 4: \"hgt\" splits the hidden width "
+            "across the heads");
+  EXPECT_THAT(Problem(Job("[model]\nname = \"rgat\"\nhidden = 10\nheads = 4\n")),
+              HasSubstr("with head_merge = \"concat\""));
+  // Averaged heads each have the full width; a one-layer RGAT has no hidden layer to split.
+  EXPECT_TRUE(Valid(Job("[model]\nname = \"rgat\"\nhidden = 10\nheads = 4\nhead_merge = \"mean\"\n")));
+  EXPECT_TRUE(Valid(Job("[model]\nname = \"rgat\"\nlayers = 1\nhidden = 10\nheads = 4\n")));
+  EXPECT_THAT(Problem(Job("[model]\nheads = 2\n")), HasSubstr("RGCN has no attention heads"));
+}
+
+TEST(ValidateJob, DecompositionsAreForRgcnAndExclusive) {
+  EXPECT_TRUE(Valid(Job("[model]\nnum_bases = 30\n")));
+  EXPECT_TRUE(Valid(Job("[model]\nnum_blocks = 4\n")));
+  EXPECT_THAT(Problem(Job("[model]\nnum_bases = 3\nnum_blocks = 4\n")),
+              HasSubstr("choose one decomposition of the relation weights"));
+  EXPECT_THAT(Problem(Job("[model]\nname = \"rgat\"\nnum_bases = 3\n")),
+              HasSubstr("model.num_bases decomposes RGCN's relation weights; model.name = \"rgat\" has none"));
 }
 
 TEST(ValidateJob, LayersHiddenAndWorkersAreAtLeastOne) {
@@ -75,11 +98,11 @@ TEST(ValidateJob, GpusNeedADeviceOtherThanCpu) {
 TEST(ValidateJob, SettingsThisBuildCannotHonourAreRefusedNotIgnored) {
   const std::string base = "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\n[data]\nformat = \"synthetic\"\n";
   EXPECT_THAT(Problem(base, {"train.optimizer=sgd"}), HasSubstr("train.optimizer = \"sgd\" is not supported by this build yet"));
-  EXPECT_THAT(Problem(base, {"model.num_bases=4"}), HasSubstr("model.num_bases = 4 is not supported"));
+  EXPECT_THAT(Problem(base, {"train.mode=sampled"}), HasSubstr("train.mode = \"sampled\" is not supported"));
   EXPECT_THAT(Problem(base, {"checkpoint.every_steps=5"}), HasSubstr("checkpoint.every_steps = 5 is not supported"));
   EXPECT_THAT(Problem(base, {"metrics.pushgateway=http://pg:9091"}), HasSubstr("metrics.pushgateway"));
-  EXPECT_THAT(Problem(base, {"job.device=cuda"}), HasSubstr("job.device = \"cuda\" is not supported"));
-  EXPECT_TRUE(Valid(base, {"train.optimizer=adam", "model.num_bases=0", "job.device=cpu"}));
+  // A GPU is the worker's to check (it refuses the job before training when it has none).
+  EXPECT_TRUE(Valid(base, {"train.optimizer=adam", "model.num_bases=4", "job.device=cuda"}));
 }
 
 TEST(ValidateJob, HeartbeatTimeoutExceedsTwiceTheInterval) {
@@ -148,12 +171,12 @@ TEST(ValidateJob, ChecksAHandEditedSpecAgain) {
   JobSpec spec = *r;
   EXPECT_TRUE(ValidateJob(spec).ok());
   spec.train.epochs = 0;
-  spec.train.optimizer = "adagrad";
+  spec.model.hidden = 0;
   const Status st = ValidateJob(spec);
   EXPECT_EQ(st.code(), Code::kUsage);
   EXPECT_EQ(st.message(),
-            "t.toml: train.epochs: must be >= 1, got 0\n"
-            "t.toml: train.optimizer: \"adagrad\" is not allowed; allowed values: \"adam\", \"sgd\"");
+            "t.toml: model.hidden: must be >= 1, got 0\n"
+            "t.toml: train.epochs: must be >= 1, got 0");
 }
 
 class DataPaths : public ::testing::Test {

@@ -1,0 +1,65 @@
+#include "core/cuda_device.h"
+
+#include "core/logging.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tessel {
+
+#ifdef TESSEL_HAVE_CUDA
+CudaProbe ProbeCuda() {
+  CudaProbe probe;
+  const cudaError_t err = cudaGetDeviceCount(&probe.device_count);
+  if (err != cudaSuccess) {
+    probe.device_count = 0;
+    probe.problem = StrCat("the CUDA runtime reports ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+  } else if (probe.device_count == 0) {
+    probe.problem = "the CUDA runtime sees no device";
+  }
+  return probe;
+}
+
+Status SelectCudaDevice(int ordinal) {
+  const cudaError_t err = cudaSetDevice(ordinal);
+  if (err != cudaSuccess) return InternalError(StrCat("cudaSetDevice(", ordinal, ") failed: ", cudaGetErrorString(err)));
+  return Status();
+}
+
+Result<CudaStream> CudaStream::Create() {
+  cudaStream_t s = nullptr;
+  const cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return InternalError(StrCat("cudaStreamCreate failed: ", cudaGetErrorString(err)));
+  CudaStream stream;
+  stream.stream_ = s;
+  return stream;
+}
+
+CudaStream::~CudaStream() {
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+#else
+CudaProbe ProbeCuda() {
+  CudaProbe probe;
+  probe.problem = "this Tessel was built without CUDA (nvcc was not found at build time)";
+  return probe;
+}
+
+Status SelectCudaDevice(int) { return InternalError("this Tessel was built without CUDA"); }
+
+Result<CudaStream> CudaStream::Create() { return InternalError("this Tessel was built without CUDA"); }
+
+CudaStream::~CudaStream() = default;
+#endif
+
+CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
+  if (this != &other) {
+    CudaStream old(std::move(*this));
+    stream_ = other.stream_;
+    other.stream_ = nullptr;
+  }
+  return *this;
+}
+
+}  // namespace tessel

@@ -1,0 +1,61 @@
+// Record: an ordered list of named values (numbers, strings, number arrays, nested records). Executors
+// report their results and per-step figures as Records, and planners their facts; the coordinator
+// merges them into summary.json without knowing what they mean. Records cross ranks through
+// EncodeRecord/DecodeRecord and become JSON through WriteRecord.
+// Thread safety: values. Failure: DecodeRecord fails the ByteReader on malformed bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/byte_io.h"
+#include "core/json_writer.h"
+
+namespace tessel {
+
+struct RecordField;
+using Record = std::vector<RecordField>;
+
+struct RecordValue {
+  std::variant<int64_t, double, bool, std::string, std::vector<double>, Record> data;
+};
+
+struct RecordField {
+  std::string name;
+  RecordValue value;
+};
+
+// Appends or replaces `name` (a later Set of the same name wins, in the original position).
+void Set(Record& record, std::string_view name, RecordValue value);
+inline void Set(Record& record, std::string_view name, int64_t v) { Set(record, name, RecordValue{v}); }
+inline void Set(Record& record, std::string_view name, int32_t v) { Set(record, name, RecordValue{int64_t{v}}); }
+inline void Set(Record& record, std::string_view name, double v) { Set(record, name, RecordValue{v}); }
+inline void Set(Record& record, std::string_view name, bool v) { Set(record, name, RecordValue{v}); }
+inline void Set(Record& record, std::string_view name, std::string v) { Set(record, name, RecordValue{std::move(v)}); }
+inline void Set(Record& record, std::string_view name, const char* v) { Set(record, name, RecordValue{std::string(v)}); }
+inline void Set(Record& record, std::string_view name, std::vector<double> v) {
+  Set(record, name, RecordValue{std::move(v)});
+}
+inline void Set(Record& record, std::string_view name, Record v) { Set(record, name, RecordValue{std::move(v)}); }
+
+// Appends every field of `from` (replacing fields of the same name).
+void Merge(Record& into, const Record& from);
+
+const RecordValue* Find(const Record& record, std::string_view name);
+// A number field as a double (int64 or double), or nullopt when absent or not a number.
+std::optional<double> FindNumber(const Record& record, std::string_view name);
+
+void EncodeRecord(const Record& record, ByteWriter& out);
+Record DecodeRecord(ByteReader& in);
+
+// Writes the fields into the currently open JSON object (the caller opens and closes it).
+void WriteRecordFields(const Record& record, JsonWriter& out);
+
+// "name value, name value" for log lines: numbers with up to 4 decimals; arrays and records skipped.
+std::string FormatScalars(const Record& record);
+
+}  // namespace tessel

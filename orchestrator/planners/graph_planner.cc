@@ -1,0 +1,246 @@
+#include "orchestrator/planners/graph_planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+
+#include "orchestrator/graph_partitioner.h"
+#include "orchestrator/planners/job_graph.h"
+#include "storage/partition.h"
+
+namespace tessel::orchestrator {
+
+namespace {
+
+using workers::RgnnInput;
+using workers::RgnnModel;
+using workers::RgnnSettings;
+
+PartitionMethod ToMethod(jobs::PartitionMethod m) {
+  switch (m) {
+    case jobs::PartitionMethod::kRandom: return PartitionMethod::kRandom;
+    case jobs::PartitionMethod::kRange: return PartitionMethod::kRange;
+    case jobs::PartitionMethod::kMetis: break;
+  }
+  return PartitionMethod::kMetis;
+}
+
+// A deliberately simple roofline: dense products at kGemmFlops per thread, everything else streams
+// memory at kBandwidth. Good enough to compare plans and catch a budget overrun, not to promise times.
+constexpr double kGemmFlopsPerThread = 20e9;
+constexpr double kBandwidth = 5e9;
+
+struct WorkerCost {
+  int64_t owned = 0, halo = 0, edges = 0, uniq_pairs = 0;
+  int64_t parameter_bytes = 0;   // weights + gradients + Adam moments
+  int64_t activation_bytes = 0;  // per-layer outputs kept for backward
+  int64_t graph_bytes = 0;       // edge arrays, features, labels
+  int64_t total_bytes() const { return parameter_bytes + activation_bytes + graph_bytes; }
+  double epoch_seconds = 0;
+};
+
+WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::WorkerPartition& p) {
+  WorkerCost c;
+  c.owned = p.num_owned;
+  c.halo = p.num_rows() - p.num_owned;
+  c.edges = static_cast<int64_t>(p.src.size());
+  for (int32_t r = 0; r < p.num_relations(); ++r) {
+    int64_t prev = -1;
+    for (int64_t e = p.rel_ptr[static_cast<size_t>(r)]; e < p.rel_ptr[static_cast<size_t>(r) + 1]; ++e) {
+      if (p.src[static_cast<size_t>(e)] != prev) ++c.uniq_pairs, prev = p.src[static_cast<size_t>(e)];
+    }
+  }
+  const bool onehot = s.input == RgnnInput::kOneHot;
+  std::vector<int64_t> dims;
+  dims.push_back(onehot ? p.total_nodes : p.feature_dim);
+  for (int l = 1; l < s.layers; ++l) dims.push_back(s.hidden);
+  dims.push_back(p.num_classes);
+  const int64_t R = p.num_relations(), rows = p.num_rows();
+  int64_t params = 0, act = 0;
+  double flops = 0, bytes = 0;
+  for (size_t l = 0; l + 1 < dims.size(); ++l) {
+    const int64_t in = dims[l], out = dims[l + 1];
+    params += R * in * out;
+    act += (c.uniq_pairs + c.owned + rows) * out;
+    if (l == 0 && onehot) {
+      bytes += 2.0 * static_cast<double>(c.uniq_pairs * out) * 4;
+    } else {
+      flops += 6.0 * static_cast<double>(c.uniq_pairs * in * out);  // fwd + dX + dW
+    }
+    bytes += 4.0 * static_cast<double>(c.edges * out) * 4;  // aggregate fwd + bwd, read + write
+  }
+  bytes += static_cast<double>(params) * 4 * 7;  // Adam reads param/grad/m/v, writes param/m/v
+  if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
+  c.parameter_bytes = params * 4 * 4;
+  c.activation_bytes = act * 4 * 2;  // outputs and their gradients
+  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + static_cast<int64_t>(p.features.size()) * 4;
+  c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
+  return c;
+}
+
+std::string Bytes(int64_t b) {
+  char buf[32];
+  const double v = static_cast<double>(b);
+  if (v >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
+  else if (v >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024);
+  return buf;
+}
+
+int64_t Int(const Record& r, std::string_view name) { return static_cast<int64_t>(FindNumber(r, name).value_or(0)); }
+
+const Record* Sub(const Record& r, std::string_view name) {
+  const RecordValue* v = Find(r, name);
+  return v != nullptr ? std::get_if<Record>(&v->data) : nullptr;
+}
+
+}  // namespace
+
+Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim) {
+  RgnnSettings s;
+  switch (spec.model.name) {
+    case jobs::ModelName::kRgcn: s.model = RgnnModel::kRgcn; break;
+    case jobs::ModelName::kRgat: s.model = RgnnModel::kRgat; break;
+    case jobs::ModelName::kHgt: s.model = RgnnModel::kHgt; break;
+  }
+  s.layers = spec.model.layers;
+  s.hidden = spec.model.hidden;
+  switch (spec.model.input) {
+    case jobs::ModelInput::kOneHot: s.input = RgnnInput::kOneHot; break;
+    case jobs::ModelInput::kFeatures:
+      if (feature_dim <= 0) {
+        return UsageError(StrCat(jobs::KeyOrigin(spec, "model.input"),
+                                 ": model.input = \"features\" but the graph's nodes carry no (uniform) features"));
+      }
+      s.input = RgnnInput::kFeatures;
+      break;
+    case jobs::ModelInput::kAuto: s.input = feature_dim > 0 ? RgnnInput::kFeatures : RgnnInput::kOneHot; break;
+  }
+  s.num_bases = spec.model.num_bases;
+  s.num_blocks = spec.model.num_blocks;
+  s.heads = spec.model.heads;
+  s.head_merge = spec.model.head_merge == jobs::HeadMerge::kMean ? workers::RgnnHeadMerge::kMean
+                                                                 : workers::RgnnHeadMerge::kConcat;
+  s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
+  s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
+  s.epochs = spec.train.epochs;
+  s.lr = spec.train.lr;
+  s.l2 = spec.train.l2;
+  return s;
+}
+
+Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
+  if (num_workers < 1) return UsageError("the job needs at least one worker");
+  Plan plan;
+  plan.step_unit = "epoch";
+  plan.num_steps = spec.train.epochs;
+  std::vector<storage::WorkerPartition> parts;
+  {
+    // The whole graph lives only in this scope: once partitioned, the workers' shares are all that is kept.
+    TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec, log));
+    TESSEL_ASSIGN_OR_RETURN(PartitionResult partition,
+                            PartitionGraph(graph, num_workers, ToMethod(spec.partition.method), spec.partition.seed));
+    TESSEL_ASSIGN_OR_RETURN(parts, storage::BuildWorkerPartitions(graph, partition.part_of, num_workers));
+    Record g;
+    Set(g, "name", graph.name);
+    Set(g, "nodes", graph.num_nodes());
+    Set(g, "edges", graph.num_edges());
+    Set(g, "relations", static_cast<int64_t>(graph.relations.size()));
+    Set(g, "classes", graph.num_classes);
+    Record imbalance;
+    for (size_t i = 0; i < partition.constraint_names.size(); ++i) Set(imbalance, partition.constraint_names[i], partition.imbalance[i]);
+    Record pr;
+    Set(pr, "method", partition.method);
+    Set(pr, "parts", static_cast<int64_t>(num_workers));
+    Set(pr, "edge_cut", partition.edge_cut);
+    Set(pr, "seconds", partition.seconds);
+    Set(pr, "imbalance", imbalance);
+    Set(plan.summary, "model", std::string(jobs::ModelNameText(spec.model.name)));
+    Set(plan.summary, "graph", g);
+    Set(plan.summary, "partition", pr);
+    plan.notes.push_back(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(), " edges, ",
+                                graph.relations.size(), " relations, ", graph.num_classes, " classes"));
+    if (num_workers > 1) {
+      std::string imb;
+      for (size_t i = 0; i < partition.constraint_names.size(); ++i) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %s %.3f", partition.constraint_names[i].c_str(), partition.imbalance[i]);
+        imb += buf;
+      }
+      plan.notes.push_back(StrCat("partitioned with ", partition.method, " into ", num_workers, " parts: edge cut ",
+                                  partition.edge_cut, ", imbalance", imb));
+    }
+  }
+  const int64_t feature_dim = parts.front().feature_dim;
+  TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
+  const int64_t budget = spec.resources.memory_budget_bytes;
+  for (size_t w = 0; w < parts.size(); ++w) {
+    const WorkerCost c = Estimate(settings, spec.resources.threads_per_worker, parts[w]);
+    if (budget > 0 && c.total_bytes() > budget) {
+      return UsageError(StrCat(jobs::KeyOrigin(spec, "resources.memory_budget_bytes"),
+                               ": resources.memory_budget_bytes = ", budget, " but worker ", w, " needs about ",
+                               c.total_bytes(), " bytes (", Bytes(c.total_bytes()), "); add workers or raise the budget"));
+    }
+    WorkerPlan wp;
+    wp.predicted_memory_bytes = c.total_bytes();
+    wp.predicted_step_seconds = c.epoch_seconds;
+    Set(wp.details, "owned", c.owned);
+    Set(wp.details, "halo", c.halo);
+    Set(wp.details, "edges", c.edges);
+    Set(wp.details, "pairs", c.uniq_pairs);
+    wp.payload = std::make_unique<workers::RgnnAssignment>(settings, std::move(parts[w]));
+    plan.workers.push_back(std::move(wp));
+  }
+  return plan;
+}
+
+void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const {
+  if (const Record* pr = Sub(plan.summary, "partition")) metrics.SetPartitionEdgeCut(Int(*pr, "edge_cut"));
+}
+
+void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
+  out << "job " << spec.job.name << ": " << jobs::KindName(spec.job.kind) << " / "
+      << jobs::ModelNameText(spec.model.name) << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden
+      << ", " << spec.train.epochs << " epochs\n";
+  if (const Record* g = Sub(plan.summary, "graph")) {
+    const RecordValue* name = Find(*g, "name");
+    out << "graph " << (name ? std::get<std::string>(name->data) : "?") << ": " << Int(*g, "nodes") << " nodes, "
+        << Int(*g, "edges") << " edges, " << Int(*g, "relations") << " relations, " << Int(*g, "classes")
+        << " classes\n";
+  }
+  if (const Record* pr = Sub(plan.summary, "partition")) {
+    const RecordValue* method = Find(*pr, "method");
+    out << "partition: " << (method ? std::get<std::string>(method->data) : "?") << " into " << plan.workers.size()
+        << " parts, edge cut " << Int(*pr, "edge_cut");
+    if (const Record* imbalance = Sub(*pr, "imbalance")) {
+      bool first = true;
+      for (const RecordField& f : *imbalance) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%s %.3f", first ? ", imbalance " : ", ", f.name.c_str(),
+                      FindNumber(*imbalance, f.name).value_or(0));
+        out << buf;
+        first = false;
+      }
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.2f s)\n", FindNumber(*pr, "seconds").value_or(0));
+    out << buf;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-7s %10s %10s %12s %12s %12s %14s\n", "worker", "owned", "halo", "edges", "pairs",
+                "memory", "epoch (pred.)");
+  out << buf;
+  for (size_t w = 0; w < plan.workers.size(); ++w) {
+    const WorkerPlan& p = plan.workers[w];
+    std::snprintf(buf, sizeof buf, "%-7zu %10lld %10lld %12lld %12lld %12s %12.1f ms\n", w,
+                  static_cast<long long>(Int(p.details, "owned")), static_cast<long long>(Int(p.details, "halo")),
+                  static_cast<long long>(Int(p.details, "edges")), static_cast<long long>(Int(p.details, "pairs")),
+                  Bytes(p.predicted_memory_bytes).c_str(), p.predicted_step_seconds * 1e3);
+    out << buf;
+  }
+  if (spec.resources.memory_budget_bytes > 0) {
+    out << "memory budget per worker: " << Bytes(spec.resources.memory_budget_bytes) << "\n";
+  }
+}
+
+}  // namespace tessel::orchestrator

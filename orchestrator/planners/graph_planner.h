@@ -1,0 +1,24 @@
+// GraphPlanner: plans a full-graph RGNN job (job.kind = "rgnn"). It loads (or imports) the graph,
+// partitions it with METIS (or the job's method) into one part per worker, turns the job's model
+// settings into the RgnnSettings every worker receives, and predicts each worker's memory and epoch time
+// with a roofline cost model, refusing a plan that passes the memory budget.
+// Thread safety: one thread. Failure: see Planner.
+#pragma once
+
+#include "orchestrator/planners/planner.h"
+#include "workers/rgnn/rgnn_settings.h"
+
+namespace tessel::orchestrator {
+
+class GraphPlanner final : public Planner {
+ public:
+  Result<Plan> MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) override;
+  void Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const override;
+  void Publish(const Plan& plan, monitoring::Metrics& metrics) const override;
+};
+
+// The workers' settings for `spec` on a graph with `feature_dim` uniform features (0 = none), resolving
+// model.input = "auto". kUsage when the job asks for features the graph lacks.
+Result<workers::RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim);
+
+}  // namespace tessel::orchestrator

@@ -1,0 +1,72 @@
+// Record: named values that cross ranks (encode/decode) and land in summary.json (JSON).
+#include "core/record.h"
+
+#include <gtest/gtest.h>
+
+namespace tessel {
+namespace {
+
+Record Sample() {
+  Record inner;
+  Set(inner, "edge_cut", int64_t{12});
+  Record r;
+  Set(r, "loss", std::vector<double>{1.0, 0.5});
+  Set(r, "accuracy", 0.75);
+  Set(r, "correct", int64_t{3});
+  Set(r, "name", "aifb");
+  Set(r, "ok", true);
+  Set(r, "partition", inner);
+  return r;
+}
+
+TEST(Record, SetReplacesInPlaceAndMergeAppends) {
+  Record r = Sample();
+  Set(r, "accuracy", 0.8);
+  EXPECT_EQ(r[1].name, "accuracy");
+  EXPECT_EQ(FindNumber(r, "accuracy"), 0.8);
+  Record more;
+  Set(more, "extra", int64_t{1});
+  Set(more, "correct", int64_t{4});
+  Merge(r, more);
+  EXPECT_EQ(r.size(), 7u);
+  EXPECT_EQ(FindNumber(r, "correct"), 4);
+  EXPECT_EQ(FindNumber(r, "name"), std::nullopt) << "not a number";
+  EXPECT_EQ(Find(r, "missing"), nullptr);
+}
+
+TEST(Record, RoundTripsThroughBytes) {
+  ByteWriter w;
+  EncodeRecord(Sample(), w);
+  const std::vector<uint8_t> bytes = w.Take();
+  ByteReader in(bytes.data(), bytes.size());
+  const Record r = DecodeRecord(in);
+  ASSERT_TRUE(in.ok()) << in.error();
+  EXPECT_TRUE(in.done());
+  JsonWriter a(false), b(false);
+  a.BeginObject();
+  WriteRecordFields(Sample(), a);
+  a.EndObject();
+  b.BeginObject();
+  WriteRecordFields(r, b);
+  b.EndObject();
+  EXPECT_EQ(a.str(), b.str());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    ByteReader cut(bytes.data(), n);
+    (void)DecodeRecord(cut);
+    EXPECT_FALSE(cut.ok()) << "a prefix of " << n << " bytes decoded";
+  }
+}
+
+TEST(Record, WritesJsonInOrder) {
+  JsonWriter w(false);
+  w.BeginObject();
+  WriteRecordFields(Sample(), w);
+  w.EndObject();
+  EXPECT_EQ(w.str(),
+            "{\"loss\":[1,0.5],\"accuracy\":0.75,\"correct\":3,\"name\":\"aifb\",\"ok\":true,"
+            "\"partition\":{\"edge_cut\":12}}");
+  EXPECT_EQ(FormatScalars(Sample()), "accuracy 0.7500, correct 3, name aifb");
+}
+
+}  // namespace
+}  // namespace tessel

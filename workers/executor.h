@@ -1,0 +1,106 @@
+// Executor: the one seam every kind of training plugs into (DESIGN.md "Executors"). A worker builds one
+// executor from its assignment and runs it; the worker runtime, the protocol and the coordinator know
+// nothing about what it trains. An executor for full-graph RGNN training lives in workers/rgnn/; the
+// GPT pipeline stage will live in workers/llm/.
+//
+//   TESSEL_ASSIGN_OR_RETURN(auto executor, factory->build(std::move(payload), context));
+//   for (int64_t step = 1; step <= executor->num_steps(); ++step) {
+//     TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
+//   }
+//   TESSEL_ASSIGN_OR_RETURN(Record result, executor->Evaluate());
+//
+// Ownership: an executor borrows everything in its ExecutorContext (the worker owns it and keeps it alive
+// longer than the executor). Thread safety: one thread drives an executor. Failure: every method returns
+// a Status; the worker reports it to the coordinator, which ends the job with its exit code.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/allocator.h"
+#include "core/logging.h"
+#include "core/record.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "monitoring/metrics.h"
+#include "workers/comm/comm.h"
+#include "workers/plugin_host/kernel_registry.h"
+
+namespace tessel::workers {
+
+// Where an executor computes: the device its tensors live on and how to allocate and queue there.
+struct DeviceContext {
+  Device device = Device::kCpu;
+  int32_t ordinal = 0;
+  void* stream = nullptr;                    // cudaStream_t on CUDA: every kernel of the executor queues here
+  Allocator* allocator = &HostAllocator();  // device memory for the executor's tensors
+};
+
+// What an executor computes with. Every pointer is owned by the worker and outlives the executor.
+struct ExecutorContext {
+  WorkerComm* comm = nullptr;                    // collectives among the workers of the job (host memory)
+  DeviceComm* device_comm = nullptr;             // sums of buffers on `device` (MPI on CPU, NCCL on GPU)
+  ThreadPool* pool = nullptr;                    // the worker's CPU threads
+  const KernelRegistry* kernels = nullptr;       // the loaded plugins
+  DeviceContext device;
+  MemoryBudget* budget = nullptr;                // charged for kernel workspaces; null = unlimited
+  monitoring::Metrics* metrics = nullptr;        // null when the rank exports none
+  const Logger* log = nullptr;
+  uint64_t seed = 0;                             // the job's seed
+};
+
+// One step's outcome. `loss` is averaged over all workers (the same on every worker).
+struct StepResult {
+  double loss = 0;
+  Record shown;    // small figures for progress lines (train_accuracy, ...)
+  Record timings;  // recorded per step as arrays in summary.json (forward_seconds, ...)
+};
+
+// Where SaveState writes and LoadState reads: named host tensors (a checkpoint shard, or memory).
+class StateWriter {
+ public:
+  virtual ~StateWriter() = default;
+  // `tensor` is in host memory; the writer copies what it keeps.
+  virtual Status Write(std::string_view name, const Tensor& tensor) = 0;
+};
+class StateReader {
+ public:
+  virtual ~StateReader() = default;
+  // The tensor saved under `name`, in host memory; kStorage when there is none.
+  virtual Result<Tensor> Read(std::string_view name) = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // What a step is called in progress lines and summary.json ("epoch" for full-graph training, so the
+  // per-step arrays are epoch_loss, epoch_seconds, ...).
+  virtual std::string_view step_unit() const = 0;
+  virtual int64_t num_steps() const = 0;
+
+  // Runs step `step` (1-based, increasing): forward, loss, backward, gradient sum, optimizer update.
+  virtual Result<StepResult> Step(int64_t step) = 0;
+
+  // The final figures, merged into summary.json as they are (test_accuracy, ...).
+  virtual Result<Record> Evaluate() = 0;
+
+  // Everything training needs to continue exactly where it stopped: parameters, optimizer state, step.
+  virtual Status SaveState(StateWriter& out) const = 0;
+  virtual Status LoadState(StateReader& in) = 0;
+};
+
+// A StateWriter and StateReader over memory: for tests, and for copying state between executors.
+class MemoryState final : public StateWriter, public StateReader {
+ public:
+  Status Write(std::string_view name, const Tensor& tensor) override;
+  Result<Tensor> Read(std::string_view name) override;
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> tensors_;
+};
+
+}  // namespace tessel::workers

@@ -1,0 +1,172 @@
+#include "workers/params/parameter_store.h"
+
+#include <tessel/ops/optim.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace tessel::workers {
+namespace {
+
+// A view of `count` elements of a flat f32 buffer at `offset`, shaped `shape`.
+Tensor View(const Tensor& flat, int64_t offset, const std::vector<int64_t>& shape) {
+  return Tensor::Borrow(flat.data<float>() + offset, DType::kF32, shape, flat.device());
+}
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+size_t ParameterStore::Add(ParameterSpec spec) {
+  specs_.push_back(std::move(spec));
+  return specs_.size() - 1;
+}
+
+int64_t ParameterStore::Find(std::string_view name) const {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (specs_[i].name == name) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed) {
+  device_ = device;
+  offsets_.clear();
+  total_ = 0;
+  for (const ParameterSpec& s : specs_) {
+    offsets_.push_back(total_);
+    total_ += Numel(s.shape);
+  }
+  // Initialised on the host from the seed alone, parameter by parameter in declaration order.
+  TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kF32, {total_}));
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x7E55E1ull);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ParameterSpec& s = specs_[i];
+    float* w = host.data<float>() + offsets_[i];
+    const int64_t n = Numel(s.shape);
+    switch (s.init) {
+      case ParamInit::kGlorot: {
+        const size_t rank = s.shape.size();
+        const int64_t fan_in = rank >= 2 ? s.shape[rank - 2] : 1, fan_out = rank >= 1 ? s.shape[rank - 1] : 1;
+        const double bound = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+        std::uniform_real_distribution<double> dist(-bound, bound);
+        for (int64_t j = 0; j < n; ++j) w[j] = static_cast<float>(dist(rng));
+        break;
+      }
+      case ParamInit::kOnes:
+        std::fill_n(w, n, 1.0f);
+        break;
+      case ParamInit::kZeros:
+        std::fill_n(w, n, 0.0f);
+        break;
+    }
+  }
+  if (device.device == Device::kCpu) {
+    flat_value_ = host;
+  } else {
+    TESSEL_ASSIGN_OR_RETURN(flat_value_, Tensor::Empty(DType::kF32, {total_}, *device.allocator));
+    TESSEL_RETURN_IF_ERROR(
+        CopyMemory(flat_value_.raw(), device.device, host.raw(), Device::kCpu, host.nbytes(), device.stream));
+  }
+  TESSEL_ASSIGN_OR_RETURN(flat_grad_, Tensor::Empty(DType::kF32, {total_}, *device.allocator));
+  TESSEL_RETURN_IF_ERROR(ZeroMemory(flat_grad_.raw(), device.device, flat_grad_.nbytes(), device.stream));
+  values_.clear();
+  grads_.clear();
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    values_.push_back(View(flat_value_, offsets_[i], specs_[i].shape));
+    grads_.push_back(View(flat_grad_, offsets_[i], specs_[i].shape));
+  }
+  return Status();
+}
+
+Result<Tensor> ToHost(const Tensor& t, const DeviceContext& device) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.dtype(), t.shape()));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(host.raw(), Device::kCpu, t.raw(), t.device(), t.nbytes(), device.stream));
+  return host;
+}
+
+Status FromHost(const Tensor& host, Tensor& t, const DeviceContext& device, std::string_view name) {
+  if (host.shape() != t.shape() || host.dtype() != t.dtype()) {
+    return StorageError(StrCat("saved tensor '", name, "' is ", host.DebugString(), ", expected ", t.DebugString()));
+  }
+  return CopyMemory(t.raw(), t.device(), host.raw(), Device::kCpu, t.nbytes(), device.stream);
+}
+
+Status ParameterStore::SaveState(StateWriter& out) const {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    TESSEL_ASSIGN_OR_RETURN(Tensor host, ToHost(values_[i], device_));
+    TESSEL_RETURN_IF_ERROR(out.Write("param/" + specs_[i].name, host));
+  }
+  return Status();
+}
+
+Status ParameterStore::LoadState(StateReader& in) {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const std::string name = "param/" + specs_[i].name;
+    TESSEL_ASSIGN_OR_RETURN(Tensor host, in.Read(name));
+    TESSEL_RETURN_IF_ERROR(FromHost(host, values_[i], device_, name));
+  }
+  return Status();
+}
+
+Status AdamOptimizer::Allocate(const ParameterStore& params) {
+  device_ = params.device();
+  const int64_t n = params.num_values();
+  TESSEL_ASSIGN_OR_RETURN(m_, Tensor::Empty(DType::kF32, {n}, *device_.allocator));
+  TESSEL_ASSIGN_OR_RETURN(v_, Tensor::Empty(DType::kF32, {n}, *device_.allocator));
+  TESSEL_RETURN_IF_ERROR(ZeroMemory(m_.raw(), device_.device, m_.nbytes(), device_.stream));
+  TESSEL_RETURN_IF_ERROR(ZeroMemory(v_.raw(), device_.device, v_.nbytes(), device_.stream));
+  step_ = 0;
+  return Status();
+}
+
+Status AdamOptimizer::Step(ParameterStore& params, const Kernel& adam, const CallOptions& options) {
+  if (m_.numel() != params.num_values()) return InternalError("AdamOptimizer::Step before Allocate");
+  ++step_;
+  for (size_t i = 0; i < params.size(); ++i) {
+    tessel_adam_params h{};
+    h.struct_size = sizeof(h);
+    h.lr = hyper_.lr;
+    h.beta1 = hyper_.beta1;
+    h.beta2 = hyper_.beta2;
+    h.eps = hyper_.eps;
+    h.weight_decay = params.spec(i).decay == Decay::kL2 ? hyper_.weight_decay : 0.0;
+    h.step = step_;
+    // Adam sees each parameter as one flat vector.
+    const int64_t n = params.value(i).numel(), at = params.offset(i);
+    Tensor w = Tensor::Borrow(params.value(i).raw(), DType::kF32, {n}, device_.device);
+    Tensor g = Tensor::Borrow(params.grad(i).raw(), DType::kF32, {n}, device_.device);
+    Tensor m = Tensor::Borrow(m_.data<float>() + at, DType::kF32, {n}, device_.device);
+    Tensor v = Tensor::Borrow(v_.data<float>() + at, DType::kF32, {n}, device_.device);
+    TESSEL_RETURN_IF_ERROR(adam.Call({&w, &g, &m, &v}, {}, h, options));
+  }
+  return Status();
+}
+
+Status AdamOptimizer::SaveState(StateWriter& out) const {
+  TESSEL_ASSIGN_OR_RETURN(Tensor m, ToHost(m_, device_));
+  TESSEL_ASSIGN_OR_RETURN(Tensor v, ToHost(v_, device_));
+  TESSEL_ASSIGN_OR_RETURN(Tensor step, Tensor::Empty(DType::kI64, {1}));
+  step.data<int64_t>()[0] = step_;
+  TESSEL_RETURN_IF_ERROR(out.Write("adam/m", m));
+  TESSEL_RETURN_IF_ERROR(out.Write("adam/v", v));
+  return out.Write("adam/step", step);
+}
+
+Status AdamOptimizer::LoadState(StateReader& in) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor m, in.Read("adam/m"));
+  TESSEL_ASSIGN_OR_RETURN(Tensor v, in.Read("adam/v"));
+  TESSEL_ASSIGN_OR_RETURN(Tensor step, in.Read("adam/step"));
+  TESSEL_RETURN_IF_ERROR(FromHost(m, m_, device_, "adam/m"));
+  TESSEL_RETURN_IF_ERROR(FromHost(v, v_, device_, "adam/v"));
+  if (step.dtype() != DType::kI64 || step.numel() != 1) return StorageError("saved 'adam/step' is not one i64");
+  step_ = step.data<int64_t>()[0];
+  return Status();
+}
+
+}  // namespace tessel::workers

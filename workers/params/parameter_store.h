@@ -1,0 +1,108 @@
+// ParameterStore: a model's trainable tensors, their gradients and the optimizer state, in flat buffers
+// on the executor's device. It is what a checkpoint saves, and it is shared by every executor
+// (workers/rgnn/ today, workers/llm/ next). Parameters are declared by name and shape, then allocated
+// and initialised together from the job's seed alone, so every worker and every worker count starts from
+// the same values; the gradients of all parameters form one flat buffer, summed across workers with a
+// single allreduce.
+//
+//   ParameterStore params;
+//   const size_t w = params.Add({"layer0.weight", {R, K, D}, ParamInit::kGlorot, Decay::kL2});
+//   TESSEL_RETURN_IF_ERROR(params.Allocate(device, seed));
+//   ... kernels write params.grad(w) ...
+//   TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(params.flat_grad().data<float>(), params.num_values()));
+//   TESSEL_RETURN_IF_ERROR(adam.Step(params, kernel, options));
+//
+// Ownership: the store owns its buffers; value()/grad() are views into them, valid while it lives.
+// Thread safety: one thread. Failure: allocation and copies return Status.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "workers/executor.h"
+#include "workers/plugin_host/kernel.h"
+
+namespace tessel::workers {
+
+enum class ParamInit {
+  kGlorot,  // uniform in +-sqrt(6 / (fan_in + fan_out)), the last two dims (fan_in, fan_out)
+  kOnes,
+  kZeros,
+};
+enum class Decay { kNone, kL2 };  // kL2: the optimizer's weight decay applies
+
+struct ParameterSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  ParamInit init = ParamInit::kGlorot;
+  Decay decay = Decay::kNone;
+};
+
+class ParameterStore {
+ public:
+  // Declares a parameter; returns its index. Only before Allocate.
+  size_t Add(ParameterSpec spec);
+  // Allocates values and gradients on `device` and initialises the values on the host from `seed`, in
+  // declaration order, then copies them over. Gradients start at zero.
+  Status Allocate(const DeviceContext& device, uint64_t seed);
+
+  size_t size() const { return specs_.size(); }
+  const ParameterSpec& spec(size_t i) const { return specs_[i]; }
+  // The index of parameter `name`, or -1.
+  int64_t Find(std::string_view name) const;
+  Tensor& value(size_t i) { return values_[i]; }
+  const Tensor& value(size_t i) const { return values_[i]; }
+  Tensor& grad(size_t i) { return grads_[i]; }
+  const Tensor& grad(size_t i) const { return grads_[i]; }
+  Tensor& flat_value() { return flat_value_; }
+  Tensor& flat_grad() { return flat_grad_; }
+  int64_t num_values() const { return total_; }
+  int64_t offset(size_t i) const { return offsets_[i]; }
+  const DeviceContext& device() const { return device_; }
+
+  // Saves and restores every value under "param/<name>".
+  Status SaveState(StateWriter& out) const;
+  Status LoadState(StateReader& in);
+
+ private:
+  std::vector<ParameterSpec> specs_;
+  std::vector<int64_t> offsets_;
+  int64_t total_ = 0;
+  DeviceContext device_;
+  Tensor flat_value_, flat_grad_;
+  std::vector<Tensor> values_, grads_;
+};
+
+// torch.optim.Adam over a ParameterStore through the optim.adam.step kernel: one call per parameter,
+// with weight decay on the parameters declared Decay::kL2.
+class AdamOptimizer {
+ public:
+  struct Hyper {
+    double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  };
+  explicit AdamOptimizer(Hyper hyper) : hyper_(hyper) {}
+  // Zeroed moments shaped like the store's values, on its device.
+  Status Allocate(const ParameterStore& params);
+  // One update from the gradients in `params` (already summed over the workers).
+  Status Step(ParameterStore& params, const Kernel& adam, const CallOptions& options);
+  int64_t steps() const { return step_; }
+
+  // Saves and restores the moments ("adam/m", "adam/v") and the step count ("adam/step").
+  Status SaveState(StateWriter& out) const;
+  Status LoadState(StateReader& in);
+
+ private:
+  Hyper hyper_;
+  DeviceContext device_;
+  Tensor m_, v_;
+  int64_t step_ = 0;
+};
+
+// Helpers shared by SaveState implementations: a device tensor copied to the host, and back.
+Result<Tensor> ToHost(const Tensor& t, const DeviceContext& device);
+Status FromHost(const Tensor& host, Tensor& t, const DeviceContext& device, std::string_view name);
+
+}  // namespace tessel::workers

@@ -1,0 +1,100 @@
+#include "workers/rgnn/full_graph_source.h"
+
+#include <cstring>
+
+namespace tessel::workers {
+namespace {
+
+// A host vector as a tensor on `device`.
+template <typename T>
+Result<Tensor> OnDevice(const std::vector<T>& v, std::vector<int64_t> shape, const DeviceContext& device) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(DTypeOf<T>(), std::move(shape), *device.allocator));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(t.raw(), device.device, v.data(), Device::kCpu, v.size() * sizeof(T), device.stream));
+  return t;
+}
+
+// Moves a host tensor of the layout to the device (a no-op on CPU).
+Status ToDevice(Tensor& t, const DeviceContext& device) {
+  if (device.device == Device::kCpu) return Status();
+  TESSEL_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(t.dtype(), t.shape(), *device.allocator));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(d.raw(), device.device, t.raw(), Device::kCpu, t.nbytes(), device.stream));
+  t = d;
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
+                                                                const ExecutorContext& context) {
+  std::unique_ptr<FullGraphSource> s(new FullGraphSource());
+  const DeviceContext& device = context.device;
+  s->device_ = device;
+  s->part_ = part.part;
+  s->num_rows_ = part.num_rows();
+  s->num_owned_ = part.num_owned;
+  s->feature_dim_ = part.feature_dim;
+  s->total_nodes_ = part.total_nodes;
+  s->num_classes_ = part.num_classes;
+  s->total_train_ = part.total_train;
+  s->has_peers_ = context.comm->size() > 1;
+  if (part.num_classes < 2) {
+    return BadDataError(StrCat("the graph has ", part.num_classes, " classes; node classification needs at least 2"));
+  }
+  if (input == Input::kFeatures && part.feature_dim <= 0) {
+    return UsageError("model.input = \"features\" but the graph's nodes carry no (uniform) features");
+  }
+  const int64_t rows = part.num_rows(), owned = part.num_owned;
+  if (static_cast<int64_t>(part.labels.size()) != owned || static_cast<int64_t>(part.train_mask.size()) != owned ||
+      static_cast<int64_t>(part.test_mask.size()) != owned) {
+    return BadDataError(StrCat("partition ", part.part, ": labels or masks do not cover the owned nodes"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(s->layout_, RelationLayout::Build(part));
+  TESSEL_ASSIGN_OR_RETURN(s->halo_, HaloExchange::Build(part, *context.comm));
+  // The layout holds the edges now; the partition's copies go before anything else is allocated.
+  std::vector<int64_t>().swap(part.src);
+  std::vector<int64_t>().swap(part.dst);
+  for (Tensor* t : {&s->layout_.uniq_ptr, &s->layout_.uniq_src, &s->layout_.uniq_edge_ptr, &s->layout_.edge_uniq,
+                    &s->layout_.dst, &s->layout_.dst_ptr, &s->layout_.dst_edges, &s->layout_.norm}) {
+    TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
+  }
+
+  if (input == Input::kFeatures) {
+    if (static_cast<int64_t>(part.features.size()) != rows * part.feature_dim) {
+      return BadDataError(StrCat("partition ", part.part, ": features do not cover every row"));
+    }
+    TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
+    std::vector<float>().swap(part.features);
+  }
+  TESSEL_ASSIGN_OR_RETURN(s->row_id_, OnDevice(part.row_orig_id, {rows}, device));
+  TESSEL_ASSIGN_OR_RETURN(s->labels_, OnDevice(part.labels, {owned}, device));
+  TESSEL_ASSIGN_OR_RETURN(s->train_mask_, OnDevice(part.train_mask, {owned}, device));
+  TESSEL_ASSIGN_OR_RETURN(s->test_mask_, OnDevice(part.test_mask, {owned}, device));
+  for (int64_t i = 0; i < owned; ++i) {
+    const bool labelled = part.labels[static_cast<size_t>(i)] >= 0;
+    s->labelled_train_ += labelled && part.train_mask[static_cast<size_t>(i)] != 0 ? 1 : 0;
+    s->labelled_test_ += labelled && part.test_mask[static_cast<size_t>(i)] != 0 ? 1 : 0;
+  }
+  return s;
+}
+
+Status FullGraphSource::Exchange(Tensor& full, bool forward) {
+  if (!has_peers_) return Status();
+  const int64_t dim = full.dim(1);
+  if (device_.device == Device::kCpu) {
+    return forward ? halo_.Forward(full.data<float>(), dim) : halo_.Backward(full.data<float>(), dim);
+  }
+  // Device memory: staged through a pinned host buffer (the exchange itself is MPI over host memory).
+  if (staging_.numel() < full.numel()) {
+    TESSEL_ASSIGN_OR_RETURN(staging_, Tensor::Empty(DType::kF32, {full.numel()}, PinnedAllocator()));
+  }
+  TESSEL_RETURN_IF_ERROR(
+      CopyMemory(staging_.raw(), Device::kCpu, full.raw(), full.device(), full.nbytes(), device_.stream));
+  TESSEL_RETURN_IF_ERROR(forward ? halo_.Forward(staging_.data<float>(), dim)
+                                 : halo_.Backward(staging_.data<float>(), dim));
+  return CopyMemory(full.raw(), full.device(), staging_.raw(), Device::kCpu, full.nbytes(), device_.stream);
+}
+
+Status FullGraphSource::HaloForward(Tensor& full) { return Exchange(full, /*forward=*/true); }
+Status FullGraphSource::HaloBackward(Tensor& grad_full) { return Exchange(grad_full, /*forward=*/false); }
+
+}  // namespace tessel::workers

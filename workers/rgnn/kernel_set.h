@@ -1,0 +1,49 @@
+// KernelSet: the kernels an executor calls, found once on its device, and called with its call options
+// (pool, stream, device, workspace budget). Ops are named by their SDK declaration, so a typo is a
+// compile error, not a runtime lookup failure.
+//
+//   KernelSet k(*context.kernels, context);
+//   TESSEL_RETURN_IF_ERROR(k.Require(ops));            // every op, on the device, before training
+//   TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_relu_fwd, {&x}, {&y}));
+//
+// Ownership: borrows the registry and the context's pool and budget. Thread safety: one thread.
+#pragma once
+
+#include <tessel/ops/op.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "workers/executor.h"
+
+namespace tessel::workers {
+
+class KernelSet {
+ public:
+  KernelSet(const KernelRegistry& registry, const ExecutorContext& context);
+
+  // Checks that every op has a kernel on the device with the declared schema (one error listing all).
+  Status Require(const std::vector<const tessel_op_decl*>& ops);
+
+  Status Call(const tessel_op_decl& op, const std::vector<const Tensor*>& inputs,
+              const std::vector<Tensor*>& outputs) const;
+  template <typename P>
+  Status Call(const tessel_op_decl& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+              const P& params) const {
+    TESSEL_ASSIGN_OR_RETURN(const Kernel* kernel, Find(op));
+    return kernel->Call(inputs, outputs, params, options_);
+  }
+
+  Result<const Kernel*> Find(const tessel_op_decl& op) const;
+  const CallOptions& options() const { return options_; }
+  Device device() const { return device_; }
+
+ private:
+  const KernelRegistry* registry_;
+  Device device_;
+  CallOptions options_;
+  mutable std::map<std::string, const Kernel*, std::less<>> found_;
+};
+
+}  // namespace tessel::workers
