@@ -1,8 +1,6 @@
 // BuildWorkerPartitions, ValidatePartition and the byte encoding of a WorkerPartition.
 #include "storage/partition.h"
 
-#include "core/byte_io.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -20,7 +18,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "the partition encoding is little-endian");
 
 constexpr char kMagic[8] = {'T', 'S', 'L', 'P', 'A', 'R', 'T', '1'};
-constexpr uint32_t kEncodingVersion = 1;
+constexpr uint32_t kEncodingVersion = 2;  // 2: type_offsets
 
 // Where each global id's node type starts, for mapping a global id back to (type, local id).
 struct TypeIndex {
@@ -220,6 +218,10 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
       if (!nt.test_mask.empty()) wp.test_mask[i] = nt.test_mask[local] ? 1 : 0;
     }
     wp.total_nodes = n;
+    wp.type_offsets.clear();
+    for (int32_t t = 0; t <= static_cast<int32_t>(graph.node_types.size()); ++t) {
+      wp.type_offsets.push_back(t < static_cast<int32_t>(graph.node_types.size()) ? graph.NodeOffset(t) : n);
+    }
     wp.num_classes = graph.num_classes;
     wp.total_train = total_train;
     wp.total_test = total_test;
@@ -237,6 +239,10 @@ Status ValidatePartition(const WorkerPartition& p) {
   }
   if (p.offsets.size() != static_cast<size_t>(p.num_parts) + 1) return bad("offsets has the wrong length");
   if (p.offsets.front() != 0 || p.offsets.back() != p.total_nodes) return bad("offsets do not cover all nodes");
+  if (p.type_offsets.size() < 2 || p.type_offsets.front() != 0 || p.type_offsets.back() != p.total_nodes ||
+      !std::is_sorted(p.type_offsets.begin(), p.type_offsets.end())) {
+    return bad("type_offsets do not cover the nodes in order");
+  }
   for (int32_t i = 0; i < p.num_parts; ++i) {
     if (p.offsets[i + 1] < p.offsets[i]) return bad("offsets are not monotone");
   }
@@ -309,6 +315,7 @@ std::vector<uint8_t> EncodePartition(const WorkerPartition& p) {
   enc.Put<int64_t>(p.total_train);
   enc.Put<int64_t>(p.total_test);
   enc.PutVector(p.offsets);
+  enc.PutVector(p.type_offsets);
   enc.PutVector(p.row_new_id);
   enc.PutVector(p.row_orig_id);
   enc.Put<uint64_t>(p.relation_names.size());
@@ -344,6 +351,7 @@ Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size) {
   p.total_train = dec.Get<int64_t>("total_train");
   p.total_test = dec.Get<int64_t>("total_test");
   p.offsets = dec.GetVector<int64_t>("offsets");
+  p.type_offsets = dec.GetVector<int64_t>("type_offsets");
   p.row_new_id = dec.GetVector<int64_t>("row_new_id");
   p.row_orig_id = dec.GetVector<int64_t>("row_orig_id");
   const uint64_t num_rel = dec.Get<uint64_t>("relation count");

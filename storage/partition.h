@@ -42,6 +42,7 @@ struct WorkerPartition {
   std::vector<uint8_t> train_mask, val_mask, test_mask;
 
   // Whole-graph facts every worker needs.
+  std::vector<int64_t> type_offsets;  // [node types + 1]: type t's global ids are [offsets[t], offsets[t+1])
   int64_t total_nodes = 0;
   int64_t num_classes = 0;
   int64_t total_train = 0;  // labelled training nodes over all parts (the loss is a mean over these)
@@ -59,8 +60,7 @@ BookEntry LookupRangeBook(const std::vector<int64_t>& offsets, int64_t new_id);
 // Builds one WorkerPartition per part. `part_of[g]` is the part of global node g (graph-file id space).
 // New ids order nodes by (part, original id), which makes the book a range book.
 Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& graph,
-                                                           const std::vector<int32_t>& part_of,
-                                                           int32_t num_parts);
+                                                           const std::vector<int32_t>& part_of, int32_t num_parts);
 
 // Checks every invariant of a WorkerPartition: the book covers total_nodes, owned rows are the part's
 // range, halo rows are sorted and outside it, rel_ptr is monotone, edge rows are in range and sorted,

@@ -5,6 +5,7 @@
 //                             total_nodes, num_classes, total_train, total_test (int64) and
 //                             relation_names (string array)
 //   /partition/offsets        int64 [num_parts + 1]   the range partition book over new ids
+//   /partition/type_offsets   int64 [node types + 1]  node type t has the global ids [off[t], off[t+1])
 //   /partition/row_new_id     int64 [num_rows]
 //   /partition/row_orig_id    int64 [num_rows]
 //   /partition/rel_ptr        int64 [num_relations + 1]
@@ -27,7 +28,7 @@
 namespace tessel::storage {
 namespace {
 
-constexpr int64_t kPartitionFormatVersion = 1;
+constexpr int64_t kPartitionFormatVersion = 2;  // 2: type_offsets
 constexpr const char* kGroup = "/partition";
 // Edge and id arrays longer than this are chunked and compressed; shorter ones stay contiguous.
 constexpr size_t kChunkThreshold = size_t{1} << 16;
@@ -62,6 +63,7 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
   for (const auto& [name, value] : attrs) TESSEL_RETURN_IF_ERROR(h5::WriteInt64Attribute(g, name, value, where));
   TESSEL_RETURN_IF_ERROR(h5::WriteStringArrayAttribute(g, "relation_names", p.relation_names, where));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "offsets", p.offsets, file));
+  TESSEL_RETURN_IF_ERROR(Write1D(g, "type_offsets", p.type_offsets, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "row_new_id", p.row_new_id, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "row_orig_id", p.row_orig_id, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "rel_ptr", p.rel_ptr, file));
@@ -137,6 +139,7 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
   TESSEL_ASSIGN_OR_RETURN(p.relation_names, h5::ReadStringArrayAttribute(g, "relation_names", where));
   const hid_t f = file.get();
   TESSEL_RETURN_IF_ERROR(Read1D(f, "offsets", path, &p.offsets));
+  TESSEL_RETURN_IF_ERROR(Read1D(f, "type_offsets", path, &p.type_offsets));
   TESSEL_RETURN_IF_ERROR(Read1D(f, "row_new_id", path, &p.row_new_id));
   TESSEL_RETURN_IF_ERROR(Read1D(f, "row_orig_id", path, &p.row_orig_id));
   TESSEL_RETURN_IF_ERROR(Read1D(f, "rel_ptr", path, &p.rel_ptr));

@@ -7,6 +7,7 @@
 #include "orchestrator/graph_partitioner.h"
 #include "orchestrator/planners/job_graph.h"
 #include "storage/partition.h"
+#include "workers/rgnn/rgnn_executor.h"
 
 namespace tessel::orchestrator {
 
@@ -18,9 +19,12 @@ using workers::RgnnSettings;
 
 PartitionMethod ToMethod(jobs::PartitionMethod m) {
   switch (m) {
-    case jobs::PartitionMethod::kRandom: return PartitionMethod::kRandom;
-    case jobs::PartitionMethod::kRange: return PartitionMethod::kRange;
-    case jobs::PartitionMethod::kMetis: break;
+    case jobs::PartitionMethod::kRandom:
+      return PartitionMethod::kRandom;
+    case jobs::PartitionMethod::kRange:
+      return PartitionMethod::kRange;
+    case jobs::PartitionMethod::kMetis:
+      break;
   }
   return PartitionMethod::kMetis;
 }
@@ -69,7 +73,7 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
     }
     bytes += 4.0 * static_cast<double>(c.edges * out) * 4;  // aggregate fwd + bwd, read + write
   }
-  bytes += static_cast<double>(params) * 4 * 7;  // Adam reads param/grad/m/v, writes param/m/v
+  bytes += static_cast<double>(params) * 4 * 7;                       // Adam reads param/grad/m/v, writes param/m/v
   if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
   c.parameter_bytes = params * 4 * 4;
   c.activation_bytes = act * 4 * 2;  // outputs and their gradients
@@ -81,9 +85,12 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
 std::string Bytes(int64_t b) {
   char buf[32];
   const double v = static_cast<double>(b);
-  if (v >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
-  else if (v >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024);
+  if (v >= 1 << 30)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
+  else if (v >= 1 << 20)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024);
   return buf;
 }
 
@@ -99,14 +106,22 @@ const Record* Sub(const Record& r, std::string_view name) {
 Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim) {
   RgnnSettings s;
   switch (spec.model.name) {
-    case jobs::ModelName::kRgcn: s.model = RgnnModel::kRgcn; break;
-    case jobs::ModelName::kRgat: s.model = RgnnModel::kRgat; break;
-    case jobs::ModelName::kHgt: s.model = RgnnModel::kHgt; break;
+    case jobs::ModelName::kRgcn:
+      s.model = RgnnModel::kRgcn;
+      break;
+    case jobs::ModelName::kRgat:
+      s.model = RgnnModel::kRgat;
+      break;
+    case jobs::ModelName::kHgt:
+      s.model = RgnnModel::kHgt;
+      break;
   }
   s.layers = spec.model.layers;
   s.hidden = spec.model.hidden;
   switch (spec.model.input) {
-    case jobs::ModelInput::kOneHot: s.input = RgnnInput::kOneHot; break;
+    case jobs::ModelInput::kOneHot:
+      s.input = RgnnInput::kOneHot;
+      break;
     case jobs::ModelInput::kFeatures:
       if (feature_dim <= 0) {
         return UsageError(StrCat(jobs::KeyOrigin(spec, "model.input"),
@@ -114,13 +129,15 @@ Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_
       }
       s.input = RgnnInput::kFeatures;
       break;
-    case jobs::ModelInput::kAuto: s.input = feature_dim > 0 ? RgnnInput::kFeatures : RgnnInput::kOneHot; break;
+    case jobs::ModelInput::kAuto:
+      s.input = feature_dim > 0 ? RgnnInput::kFeatures : RgnnInput::kOneHot;
+      break;
   }
   s.num_bases = spec.model.num_bases;
   s.num_blocks = spec.model.num_blocks;
   s.heads = spec.model.heads;
-  s.head_merge = spec.model.head_merge == jobs::HeadMerge::kMean ? workers::RgnnHeadMerge::kMean
-                                                                 : workers::RgnnHeadMerge::kConcat;
+  s.head_merge =
+      spec.model.head_merge == jobs::HeadMerge::kMean ? workers::RgnnHeadMerge::kMean : workers::RgnnHeadMerge::kConcat;
   s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
   s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
   s.epochs = spec.train.epochs;
@@ -148,7 +165,8 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     Set(g, "relations", static_cast<int64_t>(graph.relations.size()));
     Set(g, "classes", graph.num_classes);
     Record imbalance;
-    for (size_t i = 0; i < partition.constraint_names.size(); ++i) Set(imbalance, partition.constraint_names[i], partition.imbalance[i]);
+    for (size_t i = 0; i < partition.constraint_names.size(); ++i)
+      Set(imbalance, partition.constraint_names[i], partition.imbalance[i]);
     Record pr;
     Set(pr, "method", partition.method);
     Set(pr, "parts", static_cast<int64_t>(num_workers));
@@ -158,8 +176,8 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     Set(plan.summary, "model", std::string(jobs::ModelNameText(spec.model.name)));
     Set(plan.summary, "graph", g);
     Set(plan.summary, "partition", pr);
-    plan.notes.push_back(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(), " edges, ",
-                                graph.relations.size(), " relations, ", graph.num_classes, " classes"));
+    plan.notes.push_back(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(),
+                                " edges, ", graph.relations.size(), " relations, ", graph.num_classes, " classes"));
     if (num_workers > 1) {
       std::string imb;
       for (size_t i = 0; i < partition.constraint_names.size(); ++i) {
@@ -173,13 +191,31 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   }
   const int64_t feature_dim = parts.front().feature_dim;
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
+  if (settings.model == RgnnModel::kRgcn && settings.num_blocks > 0) {
+    // Block-diagonal weights apply to the layers whose widths the blocks divide; name them, or refuse.
+    const storage::WorkerPartition& p = parts.front();
+    const int64_t input_dim = settings.input == RgnnInput::kOneHot ? p.total_nodes : p.feature_dim;
+    std::string blocked;
+    for (const auto& shape : workers::RgnnExecutor::RgcnShapes(settings, input_dim, p.num_classes, p.num_parts)) {
+      if (shape.weights == workers::RgcnLayer::Weights::kBlocks)
+        blocked += StrCat(blocked.empty() ? "" : ", ", shape.index);
+    }
+    if (blocked.empty()) {
+      return UsageError(StrCat(jobs::KeyOrigin(spec, "model.num_blocks"), ": model.num_blocks = ", settings.num_blocks,
+                               " divides the widths of no layer (input ", input_dim, ", hidden ", settings.hidden,
+                               ", classes ", p.num_classes, "): every layer would keep its full weights"));
+    }
+    plan.notes.push_back(StrCat("block-diagonal weights (", settings.num_blocks, " blocks) on layer(s) ", blocked,
+                                "; full weights elsewhere"));
+  }
   const int64_t budget = spec.resources.memory_budget_bytes;
   for (size_t w = 0; w < parts.size(); ++w) {
     const WorkerCost c = Estimate(settings, spec.resources.threads_per_worker, parts[w]);
     if (budget > 0 && c.total_bytes() > budget) {
       return UsageError(StrCat(jobs::KeyOrigin(spec, "resources.memory_budget_bytes"),
                                ": resources.memory_budget_bytes = ", budget, " but worker ", w, " needs about ",
-                               c.total_bytes(), " bytes (", Bytes(c.total_bytes()), "); add workers or raise the budget"));
+                               c.total_bytes(), " bytes (", Bytes(c.total_bytes()),
+                               "); add workers or raise the budget"));
     }
     WorkerPlan wp;
     wp.predicted_memory_bytes = c.total_bytes();

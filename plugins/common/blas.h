@@ -34,6 +34,12 @@ inline void Call(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alp
 
 }  // namespace blas_internal
 
+// The kernels parallelise over the host's pool and call BLAS from inside it, one small GEMM per tile:
+// OpenBLAS must not start threads of its own for them (2 pool threads x OpenBLAS's threads oversubscribe
+// the cores, and each call pays the threads' start-up). Called by each BLAS-using plugin's init; the
+// setting is process-wide, which is what the host wants (its pool is the only parallelism).
+inline void UseSingleThreadedBlas() { openblas_set_num_threads(1); }
+
 template <typename T>
 void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc) {

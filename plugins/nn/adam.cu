@@ -21,6 +21,42 @@ __global__ void AdamKernel(T* param, const T* grad, T* m, T* v, int64_t p, T ste
   }
 }
 
+template <typename T>
+__global__ void AdamRowsKernel(T* param, const T* grad_rows, const int32_t* row_of, T* m, T* v, int64_t p, int64_t d,
+                               T step_size, T bias2_sqrt, T b1c, T b2, T b2c, T wd, T eps) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p * d; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / d;
+    const int32_t k = row_of[row];
+    const T g = (k >= 0 ? grad_rows[static_cast<int64_t>(k) * d + i % d] : T(0)) + wd * param[i];
+    const T mi = m[i] + b1c * (g - m[i]);
+    const T vi = v[i] * b2 + b2c * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= step_size * mi / (sqrt(vi) / bias2_sqrt + eps);
+  }
+}
+
+struct AdamStepRowsCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step_rows; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t p = kUnbound, d = kUnbound, z = kUnbound;
+    T* param = args.InMutable<T>(0, "param", {&p, &d});
+    const T* grad_rows = args.In<T>(1, "grad_rows", {&z, &d});
+    const int32_t* row_of = args.In<int32_t>(2, "row_of", {&p});
+    T* m = args.InMutable<T>(3, "m", {&p, &d});
+    T* v = args.InMutable<T>(4, "v", {&p, &d});
+    const tessel_adam_params& h = CheckedAdamParams(args);
+    if (p * d == 0) return;
+    const double step = static_cast<double>(h.step);
+    AdamRowsKernel<T><<<Blocks(p * d), kThreads, 0, StreamOf(args)>>>(
+        param, grad_rows, row_of, m, v, p, d, static_cast<T>(h.lr / (1 - std::pow(h.beta1, step))),
+        static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step))), static_cast<T>(1 - h.beta1), static_cast<T>(h.beta2),
+        static_cast<T>(1 - h.beta2), static_cast<T>(h.weight_decay), static_cast<T>(h.eps));
+    CheckLaunch("AdamRowsKernel");
+  }
+};
+
 struct AdamStepCuda {
   static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step; }
   template <typename T>
@@ -44,5 +80,6 @@ struct AdamStepCuda {
 }  // namespace
 
 TESSEL_DEFINE_KERNEL(AdamStepCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AdamStepRowsCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

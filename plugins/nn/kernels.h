@@ -17,7 +17,10 @@ KernelRegistration GeluFwdCpuKernel();
 KernelRegistration GeluBwdCpuKernel();
 KernelRegistration SoftmaxXentCpuKernel();
 KernelRegistration GemmCpuKernel();
+KernelRegistration EmbeddingFwdCpuKernel();
+KernelRegistration EmbeddingBwdCpuKernel();
 KernelRegistration AdamStepCpuKernel();
+KernelRegistration AdamStepRowsCpuKernel();
 
 KernelRegistration ReluFwdCudaKernel();
 KernelRegistration ReluBwdCudaKernel();
@@ -25,7 +28,10 @@ KernelRegistration GeluFwdCudaKernel();
 KernelRegistration GeluBwdCudaKernel();
 KernelRegistration SoftmaxXentCudaKernel();
 KernelRegistration GemmCudaKernel();
+KernelRegistration EmbeddingFwdCudaKernel();
+KernelRegistration EmbeddingBwdCudaKernel();
 KernelRegistration AdamStepCudaKernel();
+KernelRegistration AdamStepRowsCudaKernel();
 
 // optim.adam.step's parameters, checked (step >= 1, betas in [0, 1), eps and lr >= 0).
 const tessel_adam_params& CheckedAdamParams(const KernelArgs& args);

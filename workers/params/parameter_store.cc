@@ -73,15 +73,50 @@ Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed) {
     TESSEL_RETURN_IF_ERROR(
         CopyMemory(flat_value_.raw(), device.device, host.raw(), Device::kCpu, host.nbytes(), device.stream));
   }
-  TESSEL_ASSIGN_OR_RETURN(flat_grad_, Tensor::Empty(DType::kF32, {total_}, *device.allocator));
+  // Gradients: dense ones shaped like their values, row gradients as their rows.
+  std::vector<std::vector<int64_t>> grad_shapes;
+  int64_t grad_total = 0;
+  for (const ParameterSpec& s : specs_) {
+    if (!s.row_gradient()) {
+      grad_shapes.push_back(s.shape);
+    } else {
+      const int64_t width = s.shape.empty() ? 1 : s.shape.back();
+      if (width == 0 || static_cast<int64_t>(s.row_of.size()) * width != Numel(s.shape) || s.grad_rows < 0) {
+        return InternalError(
+            StrCat("parameter '", s.name, "': row_of has ", s.row_of.size(), " rows for ", Numel(s.shape), " values"));
+      }
+      grad_shapes.push_back({s.grad_rows, width});
+    }
+    grad_total += Numel(grad_shapes.back());
+  }
+  TESSEL_ASSIGN_OR_RETURN(flat_grad_, Tensor::Empty(DType::kF32, {grad_total}, *device.allocator));
   TESSEL_RETURN_IF_ERROR(ZeroMemory(flat_grad_.raw(), device.device, flat_grad_.nbytes(), device.stream));
   values_.clear();
   grads_.clear();
+  row_of_.clear();
+  int64_t grad_offset = 0;
   for (size_t i = 0; i < specs_.size(); ++i) {
     values_.push_back(View(flat_value_, offsets_[i], specs_[i].shape));
-    grads_.push_back(View(flat_grad_, offsets_[i], specs_[i].shape));
+    grads_.push_back(View(flat_grad_, grad_offset, grad_shapes[i]));
+    grad_offset += Numel(grad_shapes[i]);
+    Tensor row_of;
+    if (specs_[i].row_gradient()) {
+      const std::vector<int32_t>& host = specs_[i].row_of;
+      TESSEL_ASSIGN_OR_RETURN(row_of,
+                              Tensor::Empty(DType::kI32, {static_cast<int64_t>(host.size())}, *device.allocator));
+      TESSEL_RETURN_IF_ERROR(
+          CopyMemory(row_of.raw(), device.device, host.data(), Device::kCpu, row_of.nbytes(), device.stream));
+    }
+    row_of_.push_back(row_of);
   }
   return Status();
+}
+
+bool ParameterStore::has_row_gradients() const {
+  for (const ParameterSpec& s : specs_) {
+    if (s.row_gradient()) return true;
+  }
+  return false;
 }
 
 Result<Tensor> ToHost(const Tensor& t, const DeviceContext& device) {
@@ -125,7 +160,8 @@ Status AdamOptimizer::Allocate(const ParameterStore& params) {
   return Status();
 }
 
-Status AdamOptimizer::Step(ParameterStore& params, const Kernel& adam, const CallOptions& options) {
+Status AdamOptimizer::Step(ParameterStore& params, const Kernel& adam, const Kernel* adam_rows,
+                           const CallOptions& options) {
   if (m_.numel() != params.num_values()) return InternalError("AdamOptimizer::Step before Allocate");
   ++step_;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -137,8 +173,19 @@ Status AdamOptimizer::Step(ParameterStore& params, const Kernel& adam, const Cal
     h.eps = hyper_.eps;
     h.weight_decay = params.spec(i).decay == Decay::kL2 ? hyper_.weight_decay : 0.0;
     h.step = step_;
-    // Adam sees each parameter as one flat vector.
     const int64_t n = params.value(i).numel(), at = params.offset(i);
+    if (params.spec(i).row_gradient()) {
+      // [P, D] rows, of which the gradient covers some.
+      if (adam_rows == nullptr)
+        return InternalError("AdamOptimizer::Step: a row gradient without optim.adam.step_rows");
+      const int64_t d = params.grad(i).dim(1), rows = n / d;
+      Tensor w = Tensor::Borrow(params.value(i).raw(), DType::kF32, {rows, d}, device_.device);
+      Tensor m = Tensor::Borrow(m_.data<float>() + at, DType::kF32, {rows, d}, device_.device);
+      Tensor v = Tensor::Borrow(v_.data<float>() + at, DType::kF32, {rows, d}, device_.device);
+      TESSEL_RETURN_IF_ERROR(adam_rows->Call({&w, &params.grad(i), &params.row_of(i), &m, &v}, {}, h, options));
+      continue;
+    }
+    // Adam sees each parameter as one flat vector.
     Tensor w = Tensor::Borrow(params.value(i).raw(), DType::kF32, {n}, device_.device);
     Tensor g = Tensor::Borrow(params.grad(i).raw(), DType::kF32, {n}, device_.device);
     Tensor m = Tensor::Borrow(m_.data<float>() + at, DType::kF32, {n}, device_.device);

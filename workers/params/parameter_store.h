@@ -39,6 +39,13 @@ struct ParameterSpec {
   std::vector<int64_t> shape;
   ParamInit init = ParamInit::kGlorot;
   Decay decay = Decay::kNone;
+  // Empty: a dense gradient shaped like the value. Otherwise a row gradient, for a table whose gradient
+  // is zero on most rows (a one-hot layer's weight): the value viewed as [P, shape.back()] rows, row p's
+  // gradient is row row_of[p] of a [grad_rows, shape.back()] tensor, or zero when row_of[p] < 0. The rows
+  // differ between workers, so a row gradient is for a single worker.
+  std::vector<int32_t> row_of = {};
+  int64_t grad_rows = 0;
+  bool row_gradient() const { return !row_of.empty(); }
 };
 
 class ParameterStore {
@@ -55,11 +62,17 @@ class ParameterStore {
   int64_t Find(std::string_view name) const;
   Tensor& value(size_t i) { return values_[i]; }
   const Tensor& value(size_t i) const { return values_[i]; }
+  // The gradient: shaped like the value, or [grad_rows, shape.back()] for a row gradient.
   Tensor& grad(size_t i) { return grads_[i]; }
   const Tensor& grad(size_t i) const { return grads_[i]; }
+  // A row gradient's row_of, on the device (i32 [P]); empty for a dense one.
+  const Tensor& row_of(size_t i) const { return row_of_[i]; }
+  bool has_row_gradients() const;
   Tensor& flat_value() { return flat_value_; }
+  // Every gradient, one after the other: what the workers sum.
   Tensor& flat_grad() { return flat_grad_; }
   int64_t num_values() const { return total_; }
+  int64_t num_grad_values() const { return flat_grad_.numel(); }
   int64_t offset(size_t i) const { return offsets_[i]; }
   const DeviceContext& device() const { return device_; }
 
@@ -73,11 +86,11 @@ class ParameterStore {
   int64_t total_ = 0;
   DeviceContext device_;
   Tensor flat_value_, flat_grad_;
-  std::vector<Tensor> values_, grads_;
+  std::vector<Tensor> values_, grads_, row_of_;
 };
 
-// torch.optim.Adam over a ParameterStore through the optim.adam.step kernel: one call per parameter,
-// with weight decay on the parameters declared Decay::kL2.
+// torch.optim.Adam over a ParameterStore through the optim.adam.step kernel (optim.adam.step_rows for a
+// row gradient): one call per parameter, with weight decay on the parameters declared Decay::kL2.
 class AdamOptimizer {
  public:
   struct Hyper {
@@ -86,8 +99,9 @@ class AdamOptimizer {
   explicit AdamOptimizer(Hyper hyper) : hyper_(hyper) {}
   // Zeroed moments shaped like the store's values, on its device.
   Status Allocate(const ParameterStore& params);
-  // One update from the gradients in `params` (already summed over the workers).
-  Status Step(ParameterStore& params, const Kernel& adam, const CallOptions& options);
+  // One update from the gradients in `params` (already summed over the workers). `adam_rows` may be null
+  // when no parameter has a row gradient.
+  Status Step(ParameterStore& params, const Kernel& adam, const Kernel* adam_rows, const CallOptions& options);
   int64_t steps() const { return step_; }
 
   // Saves and restores the moments ("adam/m", "adam/v") and the step count ("adam/step").

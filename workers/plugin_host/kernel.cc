@@ -22,10 +22,15 @@ struct CallContext {
   Device device = Device::kCpu;
   void* stream = nullptr;
   MemoryBudget* budget = nullptr;
+  WorkspacePool* pool_of_workspace = nullptr;  // host blocks come from and go back to it
   std::mutex workspace_mu;
   std::vector<std::pair<void*, size_t>> workspace;
 
   void FreeBlock(void* ptr, size_t bytes) {
+    if (pool_of_workspace != nullptr) {
+      pool_of_workspace->Give({ptr, bytes});
+      return;
+    }
     if (device == Device::kCuda) {
       CudaFreeAsync(ptr, stream);
     } else {
@@ -83,12 +88,19 @@ void* HostWorkspaceAlloc(void* host_ctx, size_t bytes, tessel_status** status) n
     return nullptr;
   };
   try {
+    if (ctx->pool_of_workspace != nullptr) {
+      Result<WorkspacePool::Block> block = ctx->pool_of_workspace->Take(bytes);
+      if (!block.ok()) return fail(block.status().message());
+      std::lock_guard<std::mutex> lock(ctx->workspace_mu);
+      ctx->workspace.emplace_back(block->ptr, block->capacity);
+      return block->ptr;
+    }
     if (ctx->budget != nullptr && !ctx->budget->TryReserve(static_cast<int64_t>(bytes))) {
       return fail(StrCat("kernel workspace of ", bytes, " bytes would pass the worker's memory budget (",
                          ctx->budget->used(), " of ", ctx->budget->limit(), " bytes in use)"));
     }
-    Result<void*> p = ctx->device == Device::kCuda ? CudaAllocateAsync(bytes, ctx->stream)
-                                                    : HostAllocator().Allocate(bytes);
+    Result<void*> p =
+        ctx->device == Device::kCuda ? CudaAllocateAsync(bytes, ctx->stream) : HostAllocator().Allocate(bytes);
     if (!p.ok()) {
       if (ctx->budget != nullptr) ctx->budget->Release(static_cast<int64_t>(bytes));
       return fail("kernel workspace: " + p.status().message());
@@ -164,7 +176,8 @@ Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<
 
   // The call's T is the dtype of its first input (every op's first input is T, <tessel/ops/op.h>).
   if (!inputs.empty() && inputs[0]->dtype() != DType::kI32 && inputs[0]->dtype() != DType::kI64 &&
-      inputs[0]->dtype() != DType::kU8 && (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(inputs[0]->dtype()))) == 0) {
+      inputs[0]->dtype() != DType::kU8 &&
+      (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(inputs[0]->dtype()))) == 0) {
     return InternalError(StrCat(context_, ": the kernel does not take dtype ", DTypeName(inputs[0]->dtype())));
   }
   CallContext ctx;
@@ -172,6 +185,7 @@ Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<
   ctx.device = device_;
   ctx.stream = options.cuda_stream;
   ctx.budget = options.budget;
+  ctx.pool_of_workspace = device_ == Device::kCpu ? options.workspace_pool : nullptr;
   tessel_kernel_call call{};
   call.struct_size = sizeof(tessel_kernel_call);
   call.num_inputs = static_cast<int32_t>(in_views.size());

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "workers/plugin_host/schema.h"
+#include "workers/plugin_host/workspace_pool.h"
 
 namespace tessel::workers {
 
@@ -24,6 +25,9 @@ struct CallOptions {
   void* cuda_stream = nullptr;     // CUDA kernels: the stream to queue on (null: the default stream)
   int32_t device_ordinal = 0;      // CUDA kernels: the device of the tensors
   MemoryBudget* budget = nullptr;  // charged for workspace memory; null: unlimited
+  // CPU kernels: host workspace comes from (and goes back to) this pool, charged to its own budget;
+  // null: allocated and freed per call, charged to `budget`.
+  WorkspacePool* workspace_pool = nullptr;
 };
 
 class Kernel {
@@ -51,8 +55,8 @@ class Kernel {
   // `params` is the op's parameter struct (<tessel/ops/...>), whose size must be the op's declared one;
   // null for ops without parameters. Workspace memory a kernel asks for is charged to options.budget
   // and given back when the call returns (on CUDA in stream order, after the work the kernel queued).
-  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-              const CallOptions& options, const void* params = nullptr, size_t params_size = 0) const;
+  Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const CallOptions& options,
+              const void* params = nullptr, size_t params_size = 0) const;
   template <typename P>
   Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const P& params,
               const CallOptions& options) const {

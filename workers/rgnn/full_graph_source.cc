@@ -1,5 +1,6 @@
 #include "workers/rgnn/full_graph_source.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tessel::workers {
@@ -9,7 +10,8 @@ namespace {
 template <typename T>
 Result<Tensor> OnDevice(const std::vector<T>& v, std::vector<int64_t> shape, const DeviceContext& device) {
   TESSEL_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(DTypeOf<T>(), std::move(shape), *device.allocator));
-  TESSEL_RETURN_IF_ERROR(CopyMemory(t.raw(), device.device, v.data(), Device::kCpu, v.size() * sizeof(T), device.stream));
+  TESSEL_RETURN_IF_ERROR(
+      CopyMemory(t.raw(), device.device, v.data(), Device::kCpu, v.size() * sizeof(T), device.stream));
   return t;
 }
 
@@ -25,7 +27,7 @@ Status ToDevice(Tensor& t, const DeviceContext& device) {
 }  // namespace
 
 Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
-                                                                const ExecutorContext& context) {
+                                                                Layouts layouts, const ExecutorContext& context) {
   std::unique_ptr<FullGraphSource> s(new FullGraphSource());
   const DeviceContext& device = context.device;
   s->device_ = device;
@@ -36,6 +38,7 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   s->total_nodes_ = part.total_nodes;
   s->num_classes_ = part.num_classes;
   s->total_train_ = part.total_train;
+  s->num_relations_ = part.num_relations();
   s->has_peers_ = context.comm->size() > 1;
   if (part.num_classes < 2) {
     return BadDataError(StrCat("the graph has ", part.num_classes, " classes; node classification needs at least 2"));
@@ -48,14 +51,37 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
       static_cast<int64_t>(part.test_mask.size()) != owned) {
     return BadDataError(StrCat("partition ", part.part, ": labels or masks do not cover the owned nodes"));
   }
-  TESSEL_ASSIGN_OR_RETURN(s->layout_, RelationLayout::Build(part));
   TESSEL_ASSIGN_OR_RETURN(s->halo_, HaloExchange::Build(part, *context.comm));
-  // The layout holds the edges now; the partition's copies go before anything else is allocated.
+  if (layouts.segments) {
+    TESSEL_ASSIGN_OR_RETURN(s->segments_, SegmentLayout::Build(part, layouts.compaction, device));
+  }
+  if (layouts.relation_pairs) {
+    TESSEL_ASSIGN_OR_RETURN(s->layout_, RelationLayout::Build(part, layouts.compaction));
+    for (Tensor* t : {&s->layout_.uniq_ptr, &s->layout_.uniq_src, &s->layout_.uniq_edge_ptr, &s->layout_.edge_uniq,
+                      &s->layout_.dst, &s->layout_.dst_ptr, &s->layout_.dst_edges, &s->layout_.norm}) {
+      TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
+    }
+  }
+  // The layouts hold the edges now; the partition's copies go before anything else is allocated.
   std::vector<int64_t>().swap(part.src);
   std::vector<int64_t>().swap(part.dst);
-  for (Tensor* t : {&s->layout_.uniq_ptr, &s->layout_.uniq_src, &s->layout_.uniq_edge_ptr, &s->layout_.edge_uniq,
-                    &s->layout_.dst, &s->layout_.dst_ptr, &s->layout_.dst_edges, &s->layout_.norm}) {
-    TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
+  // Node types: a row's type from its global id (types are concatenated in the id space).
+  {
+    std::vector<int32_t> types(static_cast<size_t>(rows), 0);
+    const std::vector<int64_t>& offsets = part.type_offsets;
+    s->num_node_types_ = offsets.size() >= 2 ? static_cast<int32_t>(offsets.size() - 1) : 1;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t id = part.row_orig_id[static_cast<size_t>(i)];
+      const auto it = std::upper_bound(offsets.begin(), offsets.end(), id);
+      types[static_cast<size_t>(i)] = offsets.size() >= 2 ? static_cast<int32_t>(it - offsets.begin()) - 1 : 0;
+      // A new range at a type change, and at the owned rows' end (so no range straddles it).
+      if (i == 0 || i == owned || types[static_cast<size_t>(i)] != types[static_cast<size_t>(i - 1)]) {
+        s->type_runs_.push_back({types[static_cast<size_t>(i)], i, i + 1});
+      } else {
+        s->type_runs_.back().end = i + 1;
+      }
+    }
+    TESSEL_ASSIGN_OR_RETURN(s->row_type_, OnDevice(types, {rows}, device));
   }
 
   if (input == Input::kFeatures) {

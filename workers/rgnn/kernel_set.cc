@@ -3,11 +3,12 @@
 namespace tessel::workers {
 
 KernelSet::KernelSet(const KernelRegistry& registry, const ExecutorContext& context)
-    : registry_(&registry), device_(context.device.device) {
+    : registry_(&registry), device_(context.device.device), workspace_(context.budget) {
   options_.pool = context.pool;
   options_.cuda_stream = context.device.stream;
   options_.device_ordinal = context.device.ordinal;
   options_.budget = context.budget;
+  options_.workspace_pool = &workspace_;
 }
 
 Status KernelSet::Require(const std::vector<const tessel_op_decl*>& ops) {

@@ -6,7 +6,8 @@
 //   TESSEL_RETURN_IF_ERROR(k.Require(ops));            // every op, on the device, before training
 //   TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_relu_fwd, {&x}, {&y}));
 //
-// Ownership: borrows the registry and the context's pool and budget. Thread safety: one thread.
+// Ownership: borrows the registry and the context's pool and budget; owns the pool of workspace blocks
+// its CPU kernels reuse across steps (charged to the budget). Thread safety: one thread.
 #pragma once
 
 #include <tessel/ops/op.h>
@@ -42,6 +43,7 @@ class KernelSet {
  private:
   const KernelRegistry* registry_;
   Device device_;
+  WorkspacePool workspace_;  // CPU kernels' scratch, reused from step to step
   CallOptions options_;
   mutable std::map<std::string, const Kernel*, std::less<>> found_;
 };

@@ -4,7 +4,8 @@
 
 namespace tessel::workers {
 
-Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p) {
+Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, Compaction compaction) {
+  const bool compact = compaction == Compaction::kPerUniquePair;
   RelationLayout l;
   l.num_relations = p.num_relations();
   l.num_edges = static_cast<int64_t>(p.src.size());
@@ -15,7 +16,8 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p) 
   }
 
   // Compact rows: a new one whenever (relation, src) changes; edges are sorted by (relation, src).
-  std::vector<int64_t> uniq_ptr(static_cast<size_t>(R + 1), 0), uniq_src, uniq_edge_ptr, edge_uniq(static_cast<size_t>(E));
+  std::vector<int64_t> uniq_ptr(static_cast<size_t>(R + 1), 0), uniq_src, uniq_edge_ptr,
+      edge_uniq(static_cast<size_t>(E));
   uniq_src.reserve(static_cast<size_t>(E));
   uniq_edge_ptr.reserve(static_cast<size_t>(E) + 1);
   for (int64_t r = 0; r < R; ++r) {
@@ -24,7 +26,7 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p) 
     for (int64_t e = p.rel_ptr[static_cast<size_t>(r)]; e < p.rel_ptr[static_cast<size_t>(r) + 1]; ++e) {
       const int64_t s = p.src[static_cast<size_t>(e)];
       if (s < prev) return BadDataError("partition edges are not sorted by (relation, src)");
-      if (s != prev) {
+      if (s != prev || !compact) {
         uniq_src.push_back(s);
         uniq_edge_ptr.push_back(e);
         prev = s;
@@ -47,7 +49,9 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p) 
       if (d < 0 || d >= N) return BadDataError("partition edge destination out of the owned range");
       ++count[static_cast<size_t>(d)];
     }
-    for (int64_t e = b; e < e_end; ++e) norm[static_cast<size_t>(e)] = 1.0f / static_cast<float>(count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]);
+    for (int64_t e = b; e < e_end; ++e)
+      norm[static_cast<size_t>(e)] =
+          1.0f / static_cast<float>(count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]);
     for (int64_t e = b; e < e_end; ++e) count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])] = 0;
   }
 
@@ -55,7 +59,8 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p) 
   for (int64_t e = 0; e < E; ++e) ++dst_ptr[static_cast<size_t>(p.dst[static_cast<size_t>(e)]) + 1];
   for (int64_t i = 0; i < N; ++i) dst_ptr[static_cast<size_t>(i + 1)] += dst_ptr[static_cast<size_t>(i)];
   std::vector<int64_t> fill(dst_ptr.begin(), dst_ptr.end() - 1), dst_edges(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) dst_edges[static_cast<size_t>(fill[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]++)] = e;
+  for (int64_t e = 0; e < E; ++e)
+    dst_edges[static_cast<size_t>(fill[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]++)] = e;
 
   auto to_tensor = [](const auto& v, Tensor* out) -> Status {
     using T = typename std::decay_t<decltype(v)>::value_type;

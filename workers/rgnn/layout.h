@@ -7,6 +7,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "storage/partition.h"
+#include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
 
@@ -24,7 +25,9 @@ struct RelationLayout {
   Tensor dst_edges;      // i64[E]
   Tensor norm;           // f32[E] 1 / |N_r(dst)|, the R-GCN normalisation
 
-  static Result<RelationLayout> Build(const storage::WorkerPartition& p);
+  // With Compaction::kPerEdge every edge is its own compact row (the typed linear then runs per edge).
+  static Result<RelationLayout> Build(const storage::WorkerPartition& p,
+                                      Compaction compaction = Compaction::kPerUniquePair);
 };
 
 }  // namespace tessel::workers

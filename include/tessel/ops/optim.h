@@ -5,6 +5,11 @@
  *                      m += (1 - beta1)(g - m); v = beta2 v + (1 - beta2) g^2;
  *                      param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps).
  *                      step is 1-based. Invalid hyperparameters are an invalid-argument error.
+ * optim.adam.step_rows the same update for a [P, D] parameter whose gradient is zero except on some rows:
+ *                      row p's gradient is grad_rows[row_of[p]] when row_of[p] >= 0, else 0 (weight decay
+ *                      and the moments still move every row, as a dense zero gradient would). Reads and
+ *                      writes param, m and v once and only the given gradient rows: for embedding tables,
+ *                      whose dense gradient would be mostly zeros.
  */
 #ifndef TESSEL_OPS_OPTIM_H_
 #define TESSEL_OPS_OPTIM_H_
@@ -25,8 +30,11 @@ typedef struct tessel_adam_params {
   int64_t step; /* 1-based */
 } tessel_adam_params;
 
-#define TESSEL_OPTIM_OPS(X)                                                                                  \
-  X(optim_adam_step, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()",     \
+#define TESSEL_OPTIM_OPS(X)                                                                             \
+  X(optim_adam_step, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", \
+    sizeof(tessel_adam_params), "")                                                                     \
+  X(optim_adam_step_rows, "optim.adam.step_rows",                                                       \
+    "optim.adam.step_rows(param:T[P,D], grad_rows:T[Z,D], row_of:i32[P], m:T[P,D], v:T[P,D]) -> ()",    \
     sizeof(tessel_adam_params), "")
 
 TESSEL_OPTIM_OPS(TESSEL_DECLARE_OP)

@@ -91,7 +91,7 @@ bool SamePartition(const WorkerPartition& a, const WorkerPartition& b) {
          a.rel_ptr == b.rel_ptr && a.src == b.src && a.dst == b.dst && a.feature_dim == b.feature_dim &&
          a.features == b.features && a.labels == b.labels && a.train_mask == b.train_mask && a.val_mask == b.val_mask &&
          a.test_mask == b.test_mask && a.total_nodes == b.total_nodes && a.num_classes == b.num_classes &&
-         a.total_train == b.total_train && a.total_test == b.total_test;
+         a.total_train == b.total_train && a.total_test == b.total_test && a.type_offsets == b.type_offsets;
 }
 
 // Recounts everything from the graph and `part_of` and compares with what BuildWorkerPartitions made.
@@ -349,6 +349,12 @@ TEST(PartitionEncoding, RejectsInconsistentContents) {
   p.offsets.back() += 1;
   rejects(p, "offsets do not cover total_nodes");
   p = good;
+  p.type_offsets.back() -= 1;
+  rejects(p, "type_offsets do not cover total_nodes");
+  p = good;
+  std::swap(p.type_offsets[0], p.type_offsets[1]);
+  rejects(p, "type_offsets out of order");
+  p = good;
   p.labels.pop_back();
   rejects(p, "labels too short");
   p = good;
@@ -369,7 +375,7 @@ TEST(PartitionEncoding, RejectsInconsistentContents) {
   bytes[0] = 'X';
   EXPECT_NE(DecodePartition(bytes.data(), bytes.size()).status().message().find("magic"), std::string::npos);
   bytes = EncodePartition(good);
-  bytes[8] = 2;  // version
+  bytes[8] = 99;  // version
   EXPECT_NE(DecodePartition(bytes.data(), bytes.size()).status().message().find("version"), std::string::npos);
   EXPECT_FALSE(DecodePartition(nullptr, 0).ok());
 }

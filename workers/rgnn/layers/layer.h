@@ -19,6 +19,8 @@ class RgnnLayer {
  public:
   virtual ~RgnnLayer() = default;
   virtual int64_t out_dim() const = 0;
+  // Whether Backward reads the `out` its Forward wrote (then the executor keeps it intact until then).
+  virtual bool reads_own_output() const { return false; }
 
   // x: [rows, in] (ignored when the layer reads a one-hot input); out: [owned, out_dim()], overwritten.
   virtual Status Forward(const Tensor& x, Tensor& out) = 0;

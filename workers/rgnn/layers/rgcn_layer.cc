@@ -1,58 +1,225 @@
 #include "workers/rgnn/layers/rgcn_layer.h"
 
+#include <tessel/ops/nn.h>
+#include <tessel/ops/optim.h>
 #include <tessel/ops/rgnn.h>
 
 namespace tessel::workers {
 
-RgcnLayer::RgcnLayer(int index, int64_t in_dim, int64_t out_dim, bool one_hot, const FullGraphSource& graph,
-                     const KernelSet& kernels, ParameterStore& params)
-    : in_dim_(in_dim), out_dim_(out_dim), one_hot_(one_hot), graph_(graph), k_(kernels), params_(params) {
-  weight_ = params.Add({StrCat("layer", index, ".weight"), {graph.num_relations(), in_dim, out_dim},
-                        ParamInit::kGlorot, index == 0 ? Decay::kL2 : Decay::kNone});
+RgcnLayer::Weights RgcnLayer::WeightsFor(const RgnnSettings& settings, int64_t in_dim, int64_t out_dim) {
+  if (settings.num_bases > 0) return Weights::kBases;
+  if (settings.num_blocks > 0 && in_dim % settings.num_blocks == 0 && out_dim % settings.num_blocks == 0) {
+    return Weights::kBlocks;
+  }
+  return Weights::kFull;
 }
 
-std::vector<const tessel_op_decl*> RgcnLayer::Ops(bool one_hot) {
-  if (one_hot) return {&tessel_op_rgnn_typed_embed_fwd, &tessel_op_rgnn_typed_embed_bwd, &tessel_op_rgnn_aggregate_fwd,
-                       &tessel_op_rgnn_aggregate_bwd};
-  return {&tessel_op_rgnn_typed_linear_fwd, &tessel_op_rgnn_typed_linear_bwd, &tessel_op_rgnn_aggregate_fwd,
-          &tessel_op_rgnn_aggregate_bwd};
+namespace {
+
+// For a row gradient: row (r, row_id[j]) of the one-hot weight [R, V, out] takes the gradient of pair
+// (r, j), the pair's index in the source-major layout; rows of no pair take none (-1).
+Result<std::vector<int32_t>> PairRowMap(const FullGraphSource& graph, int64_t v) {
+  const SegmentLayout& g = graph.segments();
+  const DeviceContext& device = graph.device();
+  TESSEL_ASSIGN_OR_RETURN(Tensor run_rel, ToHost(g.srun_rel, device));
+  TESSEL_ASSIGN_OR_RETURN(Tensor run_pair, ToHost(g.srun_pair, device));
+  TESSEL_ASSIGN_OR_RETURN(Tensor pair_src, ToHost(g.pair_src, device));
+  TESSEL_ASSIGN_OR_RETURN(Tensor row_id, ToHost(graph.row_id(), device));
+  std::vector<int32_t> row_of(static_cast<size_t>(graph.num_relations() * v), -1);
+  for (int64_t q = 0; q < run_rel.numel(); ++q) {
+    const int64_t rel = run_rel.data<int32_t>()[q];
+    for (int64_t u = run_pair.data<int64_t>()[q]; u < run_pair.data<int64_t>()[q + 1]; ++u) {
+      const int64_t id = row_id.data<int64_t>()[pair_src.data<int32_t>()[u]];
+      if (rel < 0 || rel >= graph.num_relations() || id < 0 || id >= v) {
+        return BadDataError(StrCat("pair ", u, " has relation ", rel, " and node ", id, " outside [",
+                                   graph.num_relations(), ", ", v, ")"));
+      }
+      row_of[static_cast<size_t>(rel * v + id)] = static_cast<int32_t>(u);
+    }
+  }
+  return row_of;
 }
 
-Status RgcnLayer::EnsureBuffers() {
-  if (y_.defined() && y_.ndim() == 2) return Status();
-  TESSEL_ASSIGN_OR_RETURN(y_, Tensor::Empty(DType::kF32, {graph_.layout().num_uniq, out_dim_},
-                                            *params_.device().allocator));
+}  // namespace
+
+Result<std::unique_ptr<RgcnLayer>> RgcnLayer::Create(const Shape& shape, const FullGraphSource& graph,
+                                                     const KernelSet& kernels, ParameterStore& params) {
+  std::vector<int32_t> row_of;
+  if (shape.row_gradient) {
+    if (!shape.one_hot || shape.weights != Weights::kFull || shape.reordering != Reordering::kOn) {
+      return InternalError("an RGCN row gradient needs a one-hot input, full weights and reordering");
+    }
+    TESSEL_ASSIGN_OR_RETURN(row_of, PairRowMap(graph, shape.in_dim));
+  }
+  return std::unique_ptr<RgcnLayer>(new RgcnLayer(shape, graph, kernels, params, std::move(row_of)));
+}
+
+RgcnLayer::RgcnLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+                     std::vector<int32_t> row_of)
+    : shape_(shape), graph_(graph), k_(kernels), params_(params) {
+  const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
+  const std::string prefix = StrCat("layer", shape.index, ".");
+  const int64_t R = graph.num_relations(), K = shape.in_dim, D = shape.out_dim, B = shape.num_bases_or_blocks;
+  switch (shape.weights) {
+    case Weights::kFull: {
+      ParameterSpec spec{prefix + "weight", {R, K, D}, ParamInit::kGlorot, decay};
+      spec.grad_rows = shape.row_gradient ? graph.segments().num_pairs : 0;
+      spec.row_of = std::move(row_of);
+      weight_ = params.Add(std::move(spec));
+      break;
+    }
+    case Weights::kBases:
+      weight_ = params.Add({prefix + "bases", {B, K, D}, ParamInit::kGlorot, decay});
+      coef_ = params.Add({prefix + "coef", {R, B}, ParamInit::kGlorot, decay});
+      break;
+    case Weights::kBlocks:
+      weight_ = params.Add({prefix + "blocks", {R, B, K / B, D / B}, ParamInit::kGlorot, decay});
+      break;
+  }
+}
+
+std::vector<const tessel_op_decl*> RgcnLayer::Ops(const Shape& shape) {
+  std::vector<const tessel_op_decl*> ops;
+  if (shape.reordering == Reordering::kOn) {
+    ops = shape.one_hot
+              ? std::vector<const tessel_op_decl*>{&tessel_op_rgnn_rgcn_embed_fwd, &tessel_op_rgnn_rgcn_embed_bwd}
+              : std::vector<const tessel_op_decl*>{&tessel_op_rgnn_rgcn_fwd, &tessel_op_rgnn_rgcn_bwd};
+    if (shape.row_gradient) {
+      ops = {&tessel_op_rgnn_rgcn_embed_fwd, &tessel_op_rgnn_rgcn_embed_bwd_rows, &tessel_op_optim_adam_step_rows};
+    }
+  } else {
+    ops = shape.one_hot
+              ? std::vector<const tessel_op_decl*>{&tessel_op_rgnn_typed_embed_fwd, &tessel_op_rgnn_typed_embed_bwd}
+              : std::vector<const tessel_op_decl*>{&tessel_op_rgnn_typed_linear_fwd, &tessel_op_rgnn_typed_linear_bwd};
+    ops.push_back(&tessel_op_rgnn_aggregate_fwd);
+    ops.push_back(&tessel_op_rgnn_aggregate_bwd);
+  }
+  if (shape.weights == Weights::kBases) ops.push_back(&tessel_op_nn_gemm);
+  if (shape.weights == Weights::kBlocks) {
+    ops.push_back(&tessel_op_rgnn_block_diag_fwd);
+    ops.push_back(&tessel_op_rgnn_block_diag_bwd);
+  }
+  return ops;
+}
+
+Status RgcnLayer::EnsureBuffer(Tensor& t, std::vector<int64_t> shape) {
+  if (t.raw() != nullptr && t.shape() == shape) return Status();
+  TESSEL_ASSIGN_OR_RETURN(t, Tensor::Empty(DType::kF32, std::move(shape), *params_.device().allocator));
   return Status();
 }
 
+namespace {
+
+// A 2-D view [rows, cols] of a contiguous tensor.
+Tensor As2D(const Tensor& t, int64_t rows, int64_t cols) {
+  return Tensor::Borrow(t.raw(), t.dtype(), {rows, cols}, t.device());
+}
+
+}  // namespace
+
+Result<const Tensor*> RgcnLayer::DenseWeight() {
+  const int64_t R = graph_.num_relations(), K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
+  switch (shape_.weights) {
+    case Weights::kFull:
+      return &params_.value(weight_);
+    case Weights::kBases: {
+      // W[R, K*D] = coef[R, B] @ bases[B, K*D]
+      TESSEL_RETURN_IF_ERROR(EnsureBuffer(w_dense_, {R, K, D}));
+      Tensor coef = params_.value(coef_), bases = As2D(params_.value(weight_), B, K * D), w = As2D(w_dense_, R, K * D);
+      const tessel_gemm_params p{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0};
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&coef, &bases}, {&w}, p));
+      return &w_dense_;
+    }
+    case Weights::kBlocks:
+      TESSEL_RETURN_IF_ERROR(EnsureBuffer(w_dense_, {R, K, D}));
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_block_diag_fwd, {&params_.value(weight_)}, {&w_dense_}));
+      return &w_dense_;
+  }
+  return InternalError("unknown RGCN weight decomposition");
+}
+
+Tensor& RgcnLayer::DenseGradient() { return shape_.weights == Weights::kFull ? params_.grad(weight_) : dw_dense_; }
+
+Status RgcnLayer::ProjectGradient() {
+  const int64_t R = graph_.num_relations(), K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
+  switch (shape_.weights) {
+    case Weights::kFull:
+      return Status();
+    case Weights::kBases: {
+      // dcoef = dW[R, K*D] @ bases[B, K*D]^T;  dbases = coef^T @ dW
+      Tensor dw = As2D(dw_dense_, R, K * D), bases = As2D(params_.value(weight_), B, K * D);
+      Tensor dbases = As2D(params_.grad(weight_), B, K * D);
+      const Tensor& coef = params_.value(coef_);
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&dw, &bases}, {&params_.grad(coef_)},
+                                     tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
+      return k_.Call(tessel_op_nn_gemm, {&coef, &dw}, {&dbases},
+                     tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 0.0});
+    }
+    case Weights::kBlocks:
+      return k_.Call(tessel_op_rgnn_block_diag_bwd, {&dw_dense_}, {&params_.grad(weight_)});
+  }
+  return InternalError("unknown RGCN weight decomposition");
+}
+
 Status RgcnLayer::Forward(const Tensor& x, Tensor& out) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
+  TESSEL_ASSIGN_OR_RETURN(const Tensor* w, DenseWeight());
+  if (shape_.reordering == Reordering::kOn) {
+    const SegmentLayout& g = graph_.segments();
+    std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{w, &graph_.row_id(), &g.seg_norm}
+                                                   : std::vector<const Tensor*>{&x, w, &g.seg_norm};
+    g.AppendDst(in);
+    return k_.Call(shape_.one_hot ? tessel_op_rgnn_rgcn_embed_fwd : tessel_op_rgnn_rgcn_fwd, in, {&out});
+  }
   const RelationLayout& g = graph_.layout();
-  const Tensor& w = params_.value(weight_);
-  if (one_hot_) {
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_embed_fwd, {&w, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&y_}));
+  TESSEL_RETURN_IF_ERROR(EnsureBuffer(y_, {g.num_uniq, shape_.out_dim}));
+  if (shape_.one_hot) {
+    TESSEL_RETURN_IF_ERROR(
+        k_.Call(tessel_op_rgnn_typed_embed_fwd, {w, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&y_}));
   } else {
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_linear_fwd, {&x, &w, &g.uniq_ptr, &g.uniq_src}, {&y_}));
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_linear_fwd, {&x, w, &g.uniq_ptr, &g.uniq_src}, {&y_}));
   }
   return k_.Call(tessel_op_rgnn_aggregate_fwd, {&y_, &g.edge_uniq, &g.norm, &g.dst_ptr, &g.dst_edges}, {&out});
 }
 
-// Backward reuses the forward buffer: dY overwrites Y (no backward kernel reads Y).
 Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
+  const int64_t R = graph_.num_relations();
+  if (shape_.weights != Weights::kFull)
+    TESSEL_RETURN_IF_ERROR(EnsureBuffer(dw_dense_, {R, shape_.in_dim, shape_.out_dim}));
+  Tensor& dw = DenseGradient();
+  // The dense W of this step: the forward pass formed it and nothing has changed it since.
+  const Tensor& w = shape_.weights == Weights::kFull ? params_.value(weight_) : w_dense_;
+  Tensor no_dx = Tensor::Borrow(nullptr, DType::kF32, {0, shape_.in_dim}, params_.device().device);
+  Tensor* dx_out = dx != nullptr ? dx : &no_dx;
+  if (shape_.reordering == Reordering::kOn) {
+    const SegmentLayout& g = graph_.segments();
+    if (shape_.row_gradient) {
+      std::vector<const Tensor*> in = {&dout, &g.seg_norm, &g.seg_dst};
+      g.AppendSrc(in);
+      return k_.Call(tessel_op_rgnn_rgcn_embed_bwd_rows, in, {&dw});
+    }
+    if (shape_.one_hot) {
+      std::vector<const Tensor*> in = {&dout, &graph_.row_id(), &g.seg_norm, &g.seg_dst};
+      g.AppendSrc(in);
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_rgcn_embed_bwd, in, {&dw}));
+    } else {
+      std::vector<const Tensor*> in = {&dout, &x, &w, &g.seg_norm, &g.seg_dst};
+      g.AppendSrc(in);
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_rgcn_bwd, in, {dx_out, &dw}));
+    }
+    return ProjectGradient();
+  }
+  // Reordering off: dY overwrites Y (no backward kernel reads Y).
   const RelationLayout& g = graph_.layout();
   Tensor& dy = y_;
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_aggregate_bwd, {&dout, &g.dst, &g.norm, &g.uniq_edge_ptr}, {&dy}));
-  Tensor& dw = params_.grad(weight_);
-  if (one_hot_) {
-    return k_.Call(tessel_op_rgnn_typed_embed_bwd, {&dy, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&dw});
+  if (shape_.one_hot) {
+    TESSEL_RETURN_IF_ERROR(
+        k_.Call(tessel_op_rgnn_typed_embed_bwd, {&dy, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&dw}));
+  } else {
+    TESSEL_RETURN_IF_ERROR(
+        k_.Call(tessel_op_rgnn_typed_linear_bwd, {&dy, &x, &w, &g.uniq_ptr, &g.uniq_src}, {dx_out, &dw}));
   }
-  const Tensor& w = params_.value(weight_);
-  if (dx != nullptr) {
-    return k_.Call(tessel_op_rgnn_typed_linear_bwd, {&dy, &x, &w, &g.uniq_ptr, &g.uniq_src}, {dx, &dw});
-  }
-  Tensor no_dx = Tensor::Borrow(nullptr, DType::kF32, {0, in_dim_}, params_.device().device);
-  return k_.Call(tessel_op_rgnn_typed_linear_bwd, {&dy, &x, &w, &g.uniq_ptr, &g.uniq_src}, {&no_dx, &dw});
+  return ProjectGradient();
 }
 
 }  // namespace tessel::workers

@@ -1,41 +1,67 @@
-// RGCN layer (Schlichtkrull et al. 2018; workers/rgnn/MODELS.md):
+// RGCN layer (Schlichtkrull et al. 2018; workers/rgnn/MODELS.md "RGCN"):
 //   h_i = sum_r sum_{j in N_r(i)} (1 / |N_r(i)|) X_j W_r
-// through the compact kernels: the typed linear once per unique (relation, source) pair (or the
-// one-hot lookup), then the normalised aggregation into the destinations.
+// With reordering on (the default) through the fused kernels over the segment layout: each (relation,
+// destination) segment's inputs are aggregated first and W_r is applied to the aggregate, tile by tile, so
+// nothing of size pairs x width is ever held. With it off, through the compact kernels: the typed linear
+// once per unique (relation, source) pair into a [pairs, out] tensor, then the normalised aggregation.
+// W_r is a parameter of its own, or is made from fewer (MODELS.md: basis or block-diagonal decomposition):
+// it is then formed for each forward pass, and its gradient projected back onto the bases or blocks.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "workers/params/parameter_store.h"
 #include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
+#include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
 
 class RgcnLayer final : public RgnnLayer {
  public:
-  // Declares "layer<index>.weight" [R, in_dim, out_dim] (decayed when index == 0). A one-hot layer reads
-  // the source rows' global ids instead of x, and in_dim is the number of nodes.
-  RgcnLayer(int index, int64_t in_dim, int64_t out_dim, bool one_hot, const FullGraphSource& graph,
-            const KernelSet& kernels, ParameterStore& params);
+  enum class Weights { kFull, kBases, kBlocks };
+  struct Shape {
+    int index = 0;  // the layer's position: parameters are "layer<index>.*", decayed when 0
+    int64_t in_dim = 0, out_dim = 0;
+    bool one_hot = false;  // reads the source rows' global ids instead of x; in_dim is the number of nodes
+    Weights weights = Weights::kFull;
+    int32_t num_bases_or_blocks = 0;
+    Reordering reordering = Reordering::kOn;
+    // One-hot, full weights, reordering on and a single worker: the weight's gradient is kept as one row
+    // per (relation, source) pair (ParameterSpec::row_of) instead of a mostly-zero [R, nodes, out] tensor.
+    bool row_gradient = false;
+  };
+  // How `settings` decomposes the weights of a layer of this width (blocks only where they divide it).
+  static Weights WeightsFor(const RgnnSettings& settings, int64_t in_dim, int64_t out_dim);
 
-  static std::vector<const tessel_op_decl*> Ops(bool one_hot);
+  // Declares the layer's parameters in `params` (before it is allocated).
+  static Result<std::unique_ptr<RgcnLayer>> Create(const Shape& shape, const FullGraphSource& graph,
+                                                   const KernelSet& kernels, ParameterStore& params);
+  static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
-  int64_t out_dim() const override { return out_dim_; }
+  int64_t out_dim() const override { return shape_.out_dim; }
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
 
  private:
-  Status EnsureBuffers();
+  RgcnLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+            std::vector<int32_t> row_of);
+  // The dense W [R, in, out] for this step (the parameter itself, or made from the bases or blocks).
+  Result<const Tensor*> DenseWeight();
+  // The gradient of the dense W: the parameter's own, or a buffer projected by ProjectGradient.
+  Tensor& DenseGradient();
+  Status ProjectGradient();
+  Status EnsureBuffer(Tensor& t, std::vector<int64_t> shape);
 
-  int64_t in_dim_, out_dim_;
-  bool one_hot_;
+  Shape shape_;
   const FullGraphSource& graph_;
   const KernelSet& k_;
   ParameterStore& params_;
-  size_t weight_;
-  Tensor y_;  // [U, out]: the per-pair products, reused for their gradient in backward
+  size_t weight_ = 0, coef_ = 0;  // "weight" | "bases" (+ "coef") | "blocks"
+  Tensor w_dense_, dw_dense_;     // for decomposed weights
+  Tensor y_;                      // reordering off: the [pairs, out] products, reused for their gradient
 };
 
 }  // namespace tessel::workers

@@ -1,9 +1,9 @@
-// optim.adam.step against torch.optim.Adam's update, worked by hand for two steps.
+// optim.adam.step against torch.optim.Adam's update, worked by hand for two steps; optim.adam.step_rows
+// against optim.adam.step.
 #include <gtest/gtest.h>
+#include <tessel/ops/optim.h>
 
 #include <cmath>
-
-#include <tessel/ops/optim.h>
 
 #include "../kernel_test_util.h"
 
@@ -12,7 +12,7 @@ namespace {
 
 // hyper = {lr, beta1, beta2, eps, weight_decay, step}
 tessel_adam_params Params(const std::vector<double>& hyper) {
-  return tessel_adam_params{sizeof(tessel_adam_params), hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
+  return tessel_adam_params{sizeof(tessel_adam_params),    hyper[0], hyper[1], hyper[2], hyper[3], hyper[4],
                             static_cast<int64_t>(hyper[5])};
 }
 
@@ -65,11 +65,46 @@ TEST(Adam, StepZeroIsRefused) {
   EXPECT_EQ(param.data<double>()[0], 1.0);  // untouched
 }
 
-}  // namespace
-}  // namespace tessel::kernel_test
+// step_rows is step with the dense gradient scattered from the rows: same bits, every row moved (weight
+// decay and the moments act on rows without a gradient too), over several chunks of the pool.
+TEST(Adam, StepRowsEqualsStepOnTheScatteredGradient) {
+  ThreadPool pool(3);
+  const int64_t p = 3000, d = 7, z = 900;
+  std::vector<int32_t> row_of(static_cast<size_t>(p), -1);
+  for (int64_t i = 0; i < z; ++i) row_of[static_cast<size_t>((i * 7 + 3) % p)] = static_cast<int32_t>(z - 1 - i);
+  const auto p0 = RandomValues<double>(p * d, 1);
+  Tensor dense_p = MakeTensor<double>({p * d}, p0), dense_m = Filled<double>({p * d}, 0.0),
+         dense_v = Filled<double>({p * d}, 0.0);
+  Tensor rows_p = MakeTensor<double>({p, d}, p0), rows_m = Filled<double>({p, d}, 0.0),
+         rows_v = Filled<double>({p, d}, 0.0);
+  const Tensor trow_of = MakeTensor<int32_t>({p}, row_of);
+  for (int step = 1; step <= 3; ++step) {
+    const auto rows = RandomValues<double>(z * d, 10 + step);
+    std::vector<double> dense(static_cast<size_t>(p * d), 0.0);
+    for (int64_t i = 0; i < p; ++i) {
+      if (row_of[i] >= 0) std::copy_n(rows.begin() + row_of[i] * d, d, dense.begin() + i * d);
+    }
+    const std::vector<double> hyper = {0.01, 0.9, 0.999, 1e-8, 0.05, static_cast<double>(step)};
+    AdamStep(dense_p, MakeTensor<double>({p * d}, dense), dense_m, dense_v, hyper, &pool);
+    const Tensor grad_rows = MakeTensor<double>({z, d}, rows);
+    CallCpuWith("optim.adam.step_rows", {&rows_p, &grad_rows, &trow_of, &rows_m, &rows_v}, {}, Params(hyper), &pool);
+  }
+  EXPECT_EQ(ToVector<double>(rows_p), ToVector<double>(dense_p));
+  EXPECT_EQ(ToVector<double>(rows_m), ToVector<double>(dense_m));
+  EXPECT_EQ(ToVector<double>(rows_v), ToVector<double>(dense_v));
+}
 
-namespace tessel::kernel_test {
-namespace {
+TEST(Adam, StepRowsRefusesARowPastTheGradient) {
+  Tensor param = Filled<double>({3, 2}, 1.0), grad_rows = Filled<double>({2, 2}, 1.0), m = Filled<double>({3, 2}, 0.0),
+         v = Filled<double>({3, 2}, 0.0);
+  const Tensor row_of = MakeTensor<int32_t>({3}, {0, -1, 2});
+  const tessel_adam_params h = Params({0.1, 0.9, 0.999, 1e-8, 0, 1});
+  const Status st =
+      TryCallCpu("optim.adam.step_rows", {&param, &grad_rows, &row_of, &m, &v}, {}, nullptr, &h, sizeof(h));
+  EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
+  EXPECT_NE(st.message().find("row_of[2]"), std::string::npos) << st.ToString();
+  EXPECT_EQ(ToVector<double>(param), std::vector<double>(6, 1.0));  // untouched
+}
 
 TEST(Adam, MissingParameterStructIsRefusedByTheHost) {
   Tensor param = Filled<double>({2}, 1.0), grad = Filled<double>({2}, 1.0), m = Filled<double>({2}, 0.0),

@@ -64,7 +64,7 @@ TEST(AdamOptimizer, DecaysOnlyTheParametersDeclaredSo) {
   ASSERT_TRUE(adam.Allocate(p).ok());
   const float w0 = p.value(0).data<float>()[0];
   // Zero gradients: only weight decay moves a parameter. The first Adam step moves it by lr * sign(g).
-  ASSERT_TRUE(adam.Step(p, *kernels.Find("optim.adam.step", Device::kCpu).value(), CallOptions{}).ok());
+  ASSERT_TRUE(adam.Step(p, *kernels.Find("optim.adam.step", Device::kCpu).value(), nullptr, CallOptions{}).ok());
   EXPECT_NEAR(p.value(0).data<float>()[0], w0 - (w0 > 0 ? 0.1f : -0.1f), 1e-6);
   EXPECT_EQ(p.value(1).data<float>()[0], 1.0f) << "no decay, no gradient: unchanged";
   EXPECT_EQ(adam.steps(), 1);
@@ -78,11 +78,11 @@ TEST(AdamOptimizer, SavedStateRestoresValuesMomentsAndStep) {
   AdamOptimizer adam(AdamOptimizer::Hyper{0.1, 0.9, 0.999, 1e-8, 0});
   ASSERT_TRUE(adam.Allocate(p).ok());
   for (int64_t i = 0; i < p.num_values(); ++i) p.flat_grad().data<float>()[i] = 0.01f * static_cast<float>(i % 7);
-  ASSERT_TRUE(adam.Step(p, kernel, CallOptions{}).ok());
+  ASSERT_TRUE(adam.Step(p, kernel, nullptr, CallOptions{}).ok());
   MemoryState state;
   ASSERT_TRUE(p.SaveState(state).ok());
   ASSERT_TRUE(adam.SaveState(state).ok());
-  ASSERT_TRUE(adam.Step(p, kernel, CallOptions{}).ok());
+  ASSERT_TRUE(adam.Step(p, kernel, nullptr, CallOptions{}).ok());
   const std::vector<float> after(p.flat_value().data<float>(), p.flat_value().data<float>() + p.num_values());
 
   ParameterStore q = TwoParameters();
@@ -93,8 +93,61 @@ TEST(AdamOptimizer, SavedStateRestoresValuesMomentsAndStep) {
   ASSERT_TRUE(restored.LoadState(state).ok());
   EXPECT_EQ(restored.steps(), 1);
   std::copy(p.flat_grad().data<float>(), p.flat_grad().data<float>() + p.num_values(), q.flat_grad().data<float>());
-  ASSERT_TRUE(restored.Step(q, kernel, CallOptions{}).ok());
-  for (int64_t i = 0; i < q.num_values(); ++i) EXPECT_EQ(q.flat_value().data<float>()[i], after[static_cast<size_t>(i)]) << i;
+  ASSERT_TRUE(restored.Step(q, kernel, nullptr, CallOptions{}).ok());
+  for (int64_t i = 0; i < q.num_values(); ++i)
+    EXPECT_EQ(q.flat_value().data<float>()[i], after[static_cast<size_t>(i)]) << i;
+}
+
+// A row gradient: the store holds [grad_rows, D] rows for it, and Adam's update through step_rows is the
+// dense update of the scattered rows (another store, dense, given the same gradient).
+TEST(AdamOptimizer, RowGradientStepsLikeTheDenseGradientItStandsFor) {
+  const KernelRegistry kernels = LoadNn();
+  const Kernel& dense_kernel = *kernels.Find("optim.adam.step", Device::kCpu).value();
+  const Kernel& rows_kernel = *kernels.Find("optim.adam.step_rows", Device::kCpu).value();
+  ParameterSpec table{"layer0.weight", {2, 3, 4}, ParamInit::kGlorot, Decay::kL2};
+  ParameterStore dense;
+  dense.Add(table);
+  dense.Add({"layer1.weight", {2, 2}});
+  table.row_of = {-1, 1, -1, 0, -1, -1};  // 6 rows of 4; rows 1 and 3 have gradient rows 1 and 0
+  table.grad_rows = 2;
+  ParameterStore rows;
+  rows.Add(table);
+  rows.Add({"layer1.weight", {2, 2}});
+  ASSERT_TRUE(dense.Allocate(DeviceContext{}, 3).ok());
+  ASSERT_TRUE(rows.Allocate(DeviceContext{}, 3).ok());
+  EXPECT_TRUE(rows.has_row_gradients());
+  EXPECT_FALSE(dense.has_row_gradients());
+  EXPECT_EQ(rows.grad(0).shape(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(rows.num_grad_values(), 8 + 4);
+  EXPECT_EQ(rows.grad(1).data<float>(), rows.flat_grad().data<float>() + 8);
+  AdamOptimizer a(AdamOptimizer::Hyper{0.1, 0.9, 0.999, 1e-8, 0.01}),
+      b(AdamOptimizer::Hyper{0.1, 0.9, 0.999, 1e-8, 0.01});
+  ASSERT_TRUE(a.Allocate(dense).ok());
+  ASSERT_TRUE(b.Allocate(rows).ok());
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = 0; i < 8; ++i) rows.grad(0).data<float>()[i] = 0.1f * static_cast<float>(i + step) - 0.3f;
+    std::fill_n(dense.grad(0).data<float>(), 24, 0.0f);
+    std::copy_n(rows.grad(0).data<float>() + 4, 4, dense.grad(0).data<float>() + 4);  // row 1 <- gradient row 1
+    std::copy_n(rows.grad(0).data<float>(), 4, dense.grad(0).data<float>() + 12);     // row 3 <- gradient row 0
+    for (int64_t i = 0; i < 4; ++i)
+      rows.grad(1).data<float>()[i] = dense.grad(1).data<float>()[i] = 0.2f * static_cast<float>(i);
+    ASSERT_TRUE(a.Step(dense, dense_kernel, nullptr, CallOptions{}).ok());
+    ASSERT_TRUE(b.Step(rows, dense_kernel, &rows_kernel, CallOptions{}).ok());
+  }
+  for (int64_t i = 0; i < dense.num_values(); ++i) {
+    EXPECT_EQ(rows.flat_value().data<float>()[i], dense.flat_value().data<float>()[i]) << i;
+  }
+  // Without the step_rows kernel the step is refused, not done densely on the wrong buffer.
+  EXPECT_EQ(b.Step(rows, dense_kernel, nullptr, CallOptions{}).code(), Code::kInternal);
+}
+
+TEST(ParameterStore, RowGradientMustCoverEveryRow) {
+  ParameterStore p;
+  ParameterSpec spec{"t", {4, 2}};
+  spec.row_of = {0, -1, 1};  // 3 entries for 4 rows
+  spec.grad_rows = 2;
+  p.Add(spec);
+  EXPECT_EQ(p.Allocate(DeviceContext{}, 1).code(), Code::kInternal);
 }
 
 TEST(ParameterStore, LoadRefusesAShapeMismatchNamingTheTensor) {

@@ -97,6 +97,62 @@ TEST(KernelRegistry, WorkspaceIsChargedToTheBudgetAndGivenBack) {
   EXPECT_EQ(tight.used(), 0);
 }
 
+TEST(KernelRegistry, PooledWorkspaceComesBackToTheNextCall) {
+  KernelRegistry registry(QuietLogger());
+  ASSERT_TRUE(registry.LoadPlugin(TestPlugin("throwing")).ok());
+  const Kernel* kernel = registry.Find("test.workspace.fwd", Device::kCpu).value();
+  std::vector<double> x(1000, 1.0), y(1000);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {1000}), ty = Tensor::Borrow(y.data(), DType::kF64, {1000});
+  MemoryBudget budget(1 << 20);
+  {
+    WorkspacePool pool(&budget);
+    CallOptions options{nullptr, nullptr, 0, &budget, &pool};
+    ASSERT_TRUE(kernel->Call({&tx}, {&ty}, options).ok());
+    EXPECT_EQ(y[999], 2.0);
+    // The block stays in the pool, and charged: it is resident.
+    EXPECT_EQ(pool.pooled_bytes(), 8000);
+    EXPECT_EQ(budget.used(), 8000);
+    ASSERT_TRUE(kernel->Call({&tx}, {&ty}, options).ok());
+    EXPECT_EQ(budget.peak(), 8000) << "the second call reused the pooled block";
+  }
+  EXPECT_EQ(budget.used(), 0) << "the pool gave everything back when it went";
+}
+
+TEST(WorkspacePool, ReusesTheSmallestFittingBlockUpToTwiceTheSize) {
+  MemoryBudget budget(0);
+  WorkspacePool pool(&budget, 10000);
+  auto a = pool.Take(1000), b = pool.Take(3000);
+  ASSERT_TRUE(a.ok() && b.ok());
+  void* const pa = a->ptr;
+  pool.Give(*a);
+  pool.Give(*b);
+  EXPECT_EQ(pool.pooled_bytes(), 4000);
+  auto c = pool.Take(900);  // fits the 1000-byte block
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ptr, pa);
+  EXPECT_EQ(c->capacity, 1000u);
+  auto d = pool.Take(1200);  // 3000 > 2 x 1200: a new block
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->capacity, 1200u);
+  EXPECT_EQ(budget.used(), 1000 + 3000 + 1200);
+  pool.Give(*c);
+  pool.Give(*d);
+  auto big = pool.Take(20000);
+  ASSERT_TRUE(big.ok());
+  pool.Give(*big);  // past the idle limit: freed at once
+  EXPECT_EQ(pool.pooled_bytes(), 5200);
+  EXPECT_EQ(budget.used(), 5200);
+}
+
+TEST(WorkspacePool, RefusesPastTheBudget) {
+  MemoryBudget budget(1000);
+  WorkspacePool pool(&budget);
+  const auto r = pool.Take(2000);
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_THAT(r.status().message(), HasSubstr("memory budget"));
+  EXPECT_EQ(budget.used(), 0);
+}
+
 TEST(KernelRegistry, WrongAbiMajorIsRefusedNamingFileAndBothVersions) {
   KernelRegistry registry(QuietLogger());
   const Status st = registry.LoadPlugin(TestPlugin("wrong_abi_major"));

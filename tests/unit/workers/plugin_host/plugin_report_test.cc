@@ -66,12 +66,12 @@ TEST(PluginReport, ListShowsGoodPluginsAndFailsOnABrokenOne) {
   EXPECT_EQ(st.exit_code(), 4);
   EXPECT_THAT(out.str(), HasSubstr("rgnn"));
   EXPECT_THAT(out.str(), HasSubstr(StrCat("ERROR plugin ", dir.path(), "/libtessel_broken.so built for ABI ",
-                                            TESSEL_PLUGIN_ABI_MAJOR + 1, ".", TESSEL_PLUGIN_ABI_MINOR)));
+                                          TESSEL_PLUGIN_ABI_MAJOR + 1, ".", TESSEL_PLUGIN_ABI_MINOR)));
 }
 
 TEST(PluginReport, ExpandOpSetTakesAnOpFamilyOrAList) {
   EXPECT_EQ(ExpandOpSet("rgnn").value(), OpsOfFamily("rgnn"));
-  EXPECT_EQ(ExpandOpSet("optim").value(), (std::vector<std::string>{"optim.adam.step"}));
+  EXPECT_EQ(ExpandOpSet("optim").value(), (std::vector<std::string>{"optim.adam.step", "optim.adam.step_rows"}));
   EXPECT_EQ(ExpandOpSet("a.b,c.d").value(), (std::vector<std::string>{"a.b", "c.d"}));
   EXPECT_EQ(ExpandOpSet("a.b,,c").status().code(), Code::kUsage);
   EXPECT_EQ(ParseDevice("gpu").status().code(), Code::kUsage);

@@ -1,6 +1,7 @@
 // The HGT reference (MODELS.md "HGT", as PyG's HGTConv without biases): per-node-type K/Q/V and output
 // linears, per-relation rel_att / rel_msg / rel_prior, one softmax per head over all edges into a node,
-// exact (erf) GELU, the gated skip sigmoid(skip) when K == D, and a linear classifier after the last layer.
+// exact (erf) GELU, the gated skip sigmoid(skip) when K == D (not from a one-hot input), and a linear classifier after
+// the last layer.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ void TypedLinearBackward(const RefGraph& g, const Mat& x, const RefTensor& w, co
   }
 }
 
+// The gated skip: when the layer's input and output widths match, except from a one-hot input (MODELS.md).
+bool HasSkip(const RefGraph& g, int32_t layer, int64_t k, int64_t dmodel) {
+  return k == dmodel && !(layer == 0 && g.features.empty());
+}
+
 }  // namespace
 
 void AddHgtShapes(const RefGraph& g, const RefConfig& c, RefParams* params) {
@@ -59,7 +65,7 @@ void AddHgtShapes(const RefGraph& g, const RefConfig& c, RefParams* params) {
     (*params)[LayerName(l, "q")] = Zeros({num_t, k, dmodel});
     (*params)[LayerName(l, "v")] = Zeros({num_t, k, dmodel});
     (*params)[LayerName(l, "out")] = Zeros({num_t, dmodel, dmodel});
-    if (k == dmodel) (*params)[LayerName(l, "skip")] = Zeros({num_t});
+    if (HasSkip(g, l, k, dmodel)) (*params)[LayerName(l, "skip")] = Zeros({num_t});
     (*params)[LayerName(l, "rel_att")] = Zeros({num_r, heads, dh, dh});
     (*params)[LayerName(l, "rel_msg")] = Zeros({num_r, heads, dh, dh});
     (*params)[LayerName(l, "rel_prior")] = Zeros({num_r, heads});
@@ -135,7 +141,7 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
     sv.gel = sv.agg;
     for (double& v : sv.gel.a) v = Gelu(v);
     sv.o = TypedLinear(g, sv.gel, Param(p, LayerName(layer, "out")));
-    if (x.cols == dmodel) {
+    if (HasSkip(g, layer, x.cols, dmodel)) {
       const RefTensor& skip = Param(p, LayerName(layer, "skip"));
       Mat next(n, dmodel);
       for (int64_t i = 0; i < n; ++i) {
@@ -163,7 +169,7 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
     const Mat dh_out = dx;
     dx = Mat(n, sv.input.cols);
     Mat d_o(n, dmodel);
-    if (sv.input.cols == dmodel) {
+    if (HasSkip(g, layer, sv.input.cols, dmodel)) {
       const RefTensor& skip = Param(p, LayerName(layer, "skip"));
       RefTensor& dskip = Param(grads, LayerName(layer, "skip"));
       for (int64_t i = 0; i < n; ++i) {

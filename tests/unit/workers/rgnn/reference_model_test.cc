@@ -81,7 +81,7 @@ std::vector<GradCase> GradCases() {
   hgt.hidden = 4;
   hgt.heads = 2;
   RefConfig hgt_wide = hgt;
-  hgt_wide.hidden = 8;  // == N: the one-hot first layer has K == D too
+  hgt_wide.hidden = 8;  // == N: K == D also for a one-hot first layer, which still has no skip (MODELS.md)
   // clang-format off
   const std::vector<Variant> variants = {
       {"RgcnFull", rgcn, 4, 3, 2, 2, false},

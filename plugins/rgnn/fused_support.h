@@ -1,0 +1,50 @@
+// Helpers shared by the fused CPU kernels (rgcn_fused_cpu.cc, rgat_cpu.cc, hgt_cpu.cc): tile sizes, the
+// fixed grouping of blocks for gradient partial sums, and small dense loops the compiler vectorises.
+// Thread safety: pure functions over caller-owned memory.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace tessel::kernels::rgnn {
+
+// Rows (segments or pairs) per GEMM tile: A tile of 128 x 128 floats is 64 KiB, in L2.
+inline constexpr int64_t kTileRows = 128;
+
+// How many groups the source blocks form for weight-gradient partial sums. Each group owns one partial
+// copy of the weight gradient, summed in group order at the end, so the result depends on the shapes
+// only, never on the number of threads. At most 8 groups, and at most `budget_bytes` of partials.
+inline int64_t GradientGroups(int64_t num_blocks, int64_t partial_bytes, int64_t budget_bytes = int64_t{64} << 20) {
+  const int64_t by_memory = partial_bytes > 0 ? std::max<int64_t>(1, budget_bytes / partial_bytes) : 8;
+  return std::max<int64_t>(1, std::min({num_blocks, int64_t{8}, by_memory}));
+}
+
+// Blocks [GroupBegin(g), GroupBegin(g + 1)) belong to group g of `groups`.
+inline int64_t GroupBegin(int64_t g, int64_t groups, int64_t num_blocks) { return g * num_blocks / groups; }
+
+// y[0..n) += a * x[0..n)
+template <typename T>
+inline void Axpy(int64_t n, T a, const T* __restrict x, T* __restrict y) {
+  for (int64_t c = 0; c < n; ++c) y[c] += a * x[c];
+}
+
+// y[0..n) += x[0..n)
+template <typename T>
+inline void Add(int64_t n, const T* __restrict x, T* __restrict y) {
+  for (int64_t c = 0; c < n; ++c) y[c] += x[c];
+}
+
+template <typename T>
+inline T Dot(int64_t n, const T* __restrict x, const T* __restrict y) {
+  T sum = T(0);
+  for (int64_t c = 0; c < n; ++c) sum += x[c] * y[c];
+  return sum;
+}
+
+template <typename T>
+inline void Zero(int64_t n, T* p) {
+  std::memset(static_cast<void*>(p), 0, static_cast<size_t>(n) * sizeof(T));
+}
+
+}  // namespace tessel::kernels::rgnn

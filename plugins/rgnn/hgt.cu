@@ -1,0 +1,835 @@
+// rgnn.hgt.fwd and rgnn.hgt.bwd on CUDA: the attention core of HGT over the segment layout
+// (<tessel/ops/rgnn.h>, workers/rgnn/MODELS.md "HGT"), with the semantics of hgt_cpu.cc.
+//
+// Nothing of size edges x width or pairs x width exists whole: the items (segments or pairs) are walked in
+// relation order, in chunks of at most kMaxChunkRows rows (the scheme of rgcn_fused.cu: one host sync reads
+// the runs, a counting sort orders them by relation, a second sync uploads the order), so that every
+// product with a relation's [Dh, Dh] matrices is one cuBLAS GEMM per relation slice of a chunk and head.
+// Per-edge values (score, alpha, dscore) are recomputed from the tiles and the per-row softmax statistics;
+// a [chunk, F] tile per operand and [N, H] statistics are all the scratch (Workspace<T>).
+//
+// Forward, reorder on (destination side): per chunk of segments q' = Q[dst]_h att[r,h]^T (GEMM), so
+// score(e, h) = K[src]_h . q'_h * prior[r,h] / sqrt(Dh). Two sweeps: the first folds each segment's max
+// score into row_max (atomic compare-and-swap max); the second sums w = exp(score - row_max) into row_sum
+// (atomicAdd) and A_h = sum_e w V[src]_h per segment, then Agg[dst] += A_h msg[r,h] (GEMM, atomic scatter:
+// a destination has one segment per relation). Finally Agg /= row_sum; a row without an edge keeps Agg 0
+// and gets max = sum = 0.
+// Forward, reorder off (source side, compact materialisation without reordering): per chunk of pairs
+// K' = K[src]_h att and V' = V[src]_h msg (GEMMs), score = K'_h . Q[dst]_h * ps per edge; the same two
+// sweeps, the second adding w V'_h into Agg[dst] edge by edge (atomics).
+// Backward (both settings), with c[i,h] = dAgg[i]_h . Agg[i]_h, dscore = alpha (dalpha - c[dst,h]):
+//   D1, chunks of segments: q' = Q[dst] att^T and g' = dAgg[dst] msg^T (GEMMs); per (segment, head) one warp
+//       sums A = sum_e alpha V[src], Dk = sum_e dscore K[src] and dp = sum_e dscore raw (dalpha = g' . V[src]);
+//       then dQ[dst] += ps Dk att, datt += ps Dk^T Q[dst], dmsg += A^T dAgg[dst] (GEMMs per slice and head),
+//       dprior[r] += (1 / sqrt(Dh)) sum over the slice of dp (a GEMM with a vector of ones).
+//   D2, chunks of pairs: K' = K[src] att, V' = V[src] msg (GEMMs); per (pair, head) B = sum_e alpha dAgg[dst]
+//       and Dq = sum_e dscore Q[dst] (dalpha = V' . dAgg[dst]); dV[src] += B msg^T, dK[src] += ps Dq att^T.
+//
+// Sums in float are reordered against the CPU kernels (atomics, cuBLAS blocking, warp reductions); outputs
+// are nondeterministic in the last bits. The kernels trust the layout's indices (LayoutCheck::kStructure);
+// the host checks only what it indexes itself (the run offsets and relations it sorts).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda_support.h"
+#include "kernels.h"
+#include "segment_layout.h"
+
+namespace tessel::kernels::rgnn {
+namespace {
+
+using std::to_string;
+
+// ---------------------------------------------------------------------------------------------------
+// Chunks of items in relation order (the scheme of rgcn_fused.cu).
+
+constexpr int64_t kMaxChunkRows = 65536;
+constexpr int64_t kMinChunkRows = 1024;
+constexpr int64_t kChunkBytes = int64_t{96} << 20;  // all of a sweep's tiles together
+
+// Rows per chunk when each chunk row takes `row_elems` values of T over all the sweep's tiles.
+template <typename T>
+int64_t ChunkRows(int64_t items, int64_t row_elems) {
+  const int64_t by_bytes = kChunkBytes / (static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(1, row_elems));
+  return std::max<int64_t>(1, std::min(items, std::clamp<int64_t>(by_bytes, kMinChunkRows, kMaxChunkRows)));
+}
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Blocks for a grid-stride loop with one warp per item.
+inline unsigned WarpBlocks(int64_t items) { return Blocks(items * kWarp); }
+__device__ inline int64_t GlobalWarp() { return (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; }
+__device__ inline int64_t WarpStride() { return int64_t(gridDim.x) * blockDim.x / kWarp; }
+__device__ inline int Lane() { return static_cast<int>(threadIdx.x % kWarp); }
+
+// The sum over the warp, the same bits on every lane (reduced to lane 0, then broadcast).
+template <typename T>
+__device__ T WarpSum(T v) {
+  for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(kFullMask, v, off);
+  return __shfl_sync(kFullMask, v, 0);
+}
+
+// a . b over n values, lanes striding the columns. Every lane of the warp must call it.
+template <typename T>
+__device__ T WarpDot(int64_t n, const T* a, const T* b) {
+  T acc = T(0);
+  for (int64_t c = Lane(); c < n; c += kWarp) acc += a[c] * b[c];
+  return WarpSum(acc);
+}
+
+__device__ inline float Exp(float v) { return expf(v); }
+__device__ inline double Exp(double v) { return exp(v); }
+
+// *p = v unless v <= *p, atomically (the CPU kernels' `if (!(v <= mx)) mx = v`).
+__device__ inline void AtomicMax(float* p, float v) {
+  unsigned int* a = reinterpret_cast<unsigned int*>(p);
+  unsigned int old = *reinterpret_cast<volatile unsigned int*>(a);
+  while (!(v <= __uint_as_float(old))) {
+    const unsigned int assumed = old;
+    old = atomicCAS(a, assumed, __float_as_uint(v));
+    if (old == assumed) break;
+  }
+}
+__device__ inline void AtomicMax(double* p, double v) {
+  unsigned long long* a = reinterpret_cast<unsigned long long*>(p);
+  unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(a);
+  while (!(v <= __longlong_as_double(static_cast<long long>(old)))) {
+    const unsigned long long assumed = old;
+    old = atomicCAS(a, assumed, static_cast<unsigned long long>(__double_as_longlong(v)));
+    if (old == assumed) break;
+  }
+}
+
+// The q < num_runs with ptr[q] <= item < ptr[q + 1], for ptr[0] <= item < ptr[num_runs]; the last such q,
+// so empty runs are passed over.
+__device__ int64_t RunOf(const int64_t* ptr, int64_t num_runs, int64_t item) {
+  int64_t lo = 0, hi = num_runs;  // invariant: ptr[lo] <= item < ptr[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ptr[mid] <= item) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// One side of the layout: runs of one relation -> items (segments or pairs) -> edges.
+struct Side {
+  int64_t num_items = 0, num_runs = 0;
+  const int64_t* run_item = nullptr;  // [Q+1]
+  const int32_t* run_rel = nullptr;   // [Q]
+  const int32_t* item_row = nullptr;  // [items]: seg_dst or pair_src
+};
+Side DstSide(const DstLayout& l) { return Side{l.num_segs, l.num_runs, l.run_seg, l.run_rel, l.seg_dst}; }
+Side SrcSide(const SrcLayout& l) { return Side{l.num_pairs, l.num_runs, l.run_pair, l.run_rel, l.pair_src}; }
+
+// The items of a side in relation order: the nonempty runs sorted by relation (stably), each run's items
+// kept in order. rel_start[r] is the first position of relation r's items ([R + 1]); plan holds runs[J],
+// the sorted runs, then pos[J + 1], their first positions (pos[J] = the number of items), for the device.
+struct RelationOrder {
+  std::vector<int64_t> rel_start;
+  int64_t num_runs = 0;  // J
+  std::vector<int64_t> plan;
+};
+
+// Reads run_item[Q + 1] and run_rel[Q] to the host (one sync) and sorts the runs.
+RelationOrder OrderByRelation(const Side& side, int64_t r, const char* name, cudaStream_t stream) {
+  const int64_t num_runs = side.num_runs;
+  std::vector<int64_t> run_item(static_cast<size_t>(num_runs + 1));
+  std::vector<int32_t> run_rel(static_cast<size_t>(num_runs));
+  CheckCuda(cudaMemcpyAsync(run_item.data(), side.run_item, run_item.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                            stream),
+            "copy run offsets to host");
+  if (num_runs > 0) {
+    CheckCuda(cudaMemcpyAsync(run_rel.data(), side.run_rel, run_rel.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              stream),
+              "copy run relations to host");
+  }
+  CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
+  // The host indexes with these, so they are checked (cheaply: Q entries) even though kernels trust the layout.
+  const auto bad = [&](const std::string& what) {
+    Fail(TESSEL_STATUS_BAD_DATA, std::string("segment layout (") + name + " runs): " + what);
+  };
+  if (run_item[0] != 0 || run_item[static_cast<size_t>(num_runs)] != side.num_items) {
+    bad("run offsets must start at 0 and end at " + to_string(side.num_items));
+  }
+  RelationOrder order;
+  std::vector<int64_t> rel_runs(static_cast<size_t>(r) + 1, 0);  // counts, then the first index in runs[]
+  order.rel_start.assign(static_cast<size_t>(r) + 1, 0);
+  for (int64_t q = 0; q < num_runs; ++q) {
+    const int64_t rel = run_rel[static_cast<size_t>(q)];
+    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
+    if (rel < 0 || rel >= r) bad("run " + to_string(q) + " has relation " + to_string(rel));
+    if (size < 0) bad("run offsets decrease at " + to_string(q + 1));
+    if (size == 0) continue;
+    ++rel_runs[static_cast<size_t>(rel) + 1];
+    order.rel_start[static_cast<size_t>(rel) + 1] += size;
+  }
+  for (size_t rel = 0; rel < static_cast<size_t>(r); ++rel) {
+    rel_runs[rel + 1] += rel_runs[rel];
+    order.rel_start[rel + 1] += order.rel_start[rel];
+  }
+  const int64_t j_count = rel_runs[static_cast<size_t>(r)];
+  order.num_runs = j_count;
+  order.plan.assign(static_cast<size_t>(2 * j_count + 1), 0);
+  std::vector<int64_t> next_run(rel_runs.begin(), rel_runs.end() - 1);
+  std::vector<int64_t> next_pos(order.rel_start.begin(), order.rel_start.end() - 1);
+  for (int64_t q = 0; q < num_runs; ++q) {
+    const size_t rel = static_cast<size_t>(run_rel[static_cast<size_t>(q)]);
+    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
+    if (size == 0) continue;
+    const int64_t j = next_run[rel]++;
+    order.plan[static_cast<size_t>(j)] = q;
+    order.plan[static_cast<size_t>(j_count + j)] = next_pos[rel];
+    next_pos[rel] += size;
+  }
+  order.plan[static_cast<size_t>(2 * j_count)] = side.num_items;
+  return order;
+}
+
+// item_of[i], rel_of[i] = the item at position p0 + i of the relation order and its relation: runs[j] is the
+// j-th run of that order and pos[j] its first position, pos[num_runs] the number of items.
+__global__ void MapRowsKernel(const int64_t* runs, const int64_t* pos, int64_t num_runs, const int64_t* run_item,
+                              const int32_t* run_rel, int64_t p0, int64_t rows, int64_t* item_of, int32_t* rel_of) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = p0 + i;
+    const int64_t j = RunOf(pos, num_runs, p);
+    const int64_t q = runs[j];
+    item_of[i] = run_item[q] + (p - pos[j]);
+    rel_of[i] = run_rel[q];
+  }
+}
+
+// A walk over one side's items in relation order, chunk by chunk: for each chunk the device arrays item_of
+// and rel_of hold its rows' items and relations, and the host knows its relation slices.
+class Sweep {
+ public:
+  Sweep(const KernelArgs& args, const Side& side, int64_t r, int64_t chunk, const char* name, cudaStream_t stream)
+      : side_(side),
+        stream_(stream),
+        chunk_(chunk),
+        order_(OrderByRelation(side, r, name, stream)),
+        plan_(args, static_cast<int64_t>(order_.plan.size())),
+        item_of_(args, chunk),
+        rel_of_(args, chunk) {
+    // Copies the plan and waits (a second sync), so that the host buffer may go while kernels still run.
+    CheckCuda(cudaMemcpyAsync(plan_.get(), order_.plan.data(), order_.plan.size() * sizeof(int64_t),
+                              cudaMemcpyHostToDevice, stream),
+              "copy the relation order to the device");
+    CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
+  }
+  Sweep(const Sweep&) = delete;
+  Sweep& operator=(const Sweep&) = delete;
+
+  int64_t chunk() const { return chunk_; }
+  const int64_t* item_of() const { return item_of_.get(); }
+  const int32_t* rel_of() const { return rel_of_.get(); }
+
+  // fn(rows) for each chunk, after item_of and rel_of are mapped (rows <= chunk).
+  template <typename F>
+  void ForEachChunk(F&& fn) {
+    for (p0_ = 0; p0_ < side_.num_items; p0_ += chunk_) {
+      const int64_t rows = std::min(chunk_, side_.num_items - p0_);
+      MapRowsKernel<<<Blocks(rows), kThreads, 0, stream_>>>(plan_.get(), plan_.get() + order_.num_runs,
+                                                             order_.num_runs, side_.run_item, side_.run_rel, p0_,
+                                                             rows, item_of_.get(), rel_of_.get());
+      CheckLaunch("MapRowsKernel");
+      fn(rows);
+    }
+  }
+
+  // fn(rel, lo, len) for each relation with rows [lo, lo + len) in the current chunk of `rows` rows.
+  template <typename F>
+  void ForEachSlice(int64_t rows, F&& fn) const {
+    const int64_t r = static_cast<int64_t>(order_.rel_start.size()) - 1;
+    for (int64_t rel = 0; rel < r; ++rel) {
+      const int64_t lo = std::max(p0_, order_.rel_start[static_cast<size_t>(rel)]);
+      const int64_t hi = std::min(p0_ + rows, order_.rel_start[static_cast<size_t>(rel) + 1]);
+      if (lo < hi) fn(rel, lo - p0_, hi - lo);
+    }
+  }
+
+ private:
+  Side side_;
+  cudaStream_t stream_;
+  int64_t chunk_;
+  RelationOrder order_;
+  Workspace<int64_t> plan_;
+  Workspace<int64_t> item_of_;
+  Workspace<int32_t> rel_of_;
+  int64_t p0_ = 0;  // the current chunk's first position
+};
+
+// out[i] = src[item_row[item_of[i]]], rows of `width` values.
+template <typename T>
+__global__ void GatherRowsKernel(const T* src, int64_t width, const int32_t* item_row, const int64_t* item_of,
+                                 int64_t rows, T* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * width;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = src[static_cast<int64_t>(item_row[item_of[i / width]]) * width + i % width];
+  }
+}
+
+// out[item_row[item_of[i]]] += c[i], rows of `width` values. Atomic: rows of one chunk may share an output row.
+template <typename T>
+__global__ void ScatterAddKernel(const T* c, const int32_t* item_row, const int64_t* item_of, int64_t rows,
+                                 int64_t width, T* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * width;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    atomicAdd(out + static_cast<int64_t>(item_row[item_of[i / width]]) * width + i % width, c[i]);
+  }
+}
+
+template <typename T>
+__global__ void FillKernel(T* p, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    p[i] = value;
+  }
+}
+
+void ZeroAsync(void* p, int64_t count, size_t elem, cudaStream_t stream, const char* what) {
+  if (count > 0) CheckCuda(cudaMemsetAsync(p, 0, static_cast<size_t>(count) * elem, stream), what);
+}
+
+template <typename T>
+void Gather(const T* src, int64_t width, const int32_t* item_row, const Sweep& sw, int64_t rows, T* out,
+            cudaStream_t stream) {
+  if (rows * width == 0) return;
+  GatherRowsKernel<T><<<Blocks(rows * width), kThreads, 0, stream>>>(src, width, item_row, sw.item_of(), rows, out);
+  CheckLaunch("GatherRowsKernel");
+}
+
+template <typename T>
+void ScatterAdd(const T* c, int64_t width, const int32_t* item_row, const Sweep& sw, int64_t rows, T* out,
+                cudaStream_t stream) {
+  if (rows * width == 0) return;
+  ScatterAddKernel<T><<<Blocks(rows * width), kThreads, 0, stream>>>(c, item_row, sw.item_of(), rows, width, out);
+  CheckLaunch("ScatterAddKernel");
+}
+
+
+// ---------------------------------------------------------------------------------------------------
+// Inputs (as hgt_cpu.cc; the layout's indices themselves are trusted).
+
+template <typename T>
+struct HgtInputs {
+  int64_t m = kUnbound, n = kUnbound, r = kUnbound, h = kUnbound, dh = kUnbound, f = kUnbound;
+  const T* k = nullptr;  // [M, F]
+  const T* q = nullptr;  // [N, F]
+  const T* v = nullptr;  // [M, F]
+  const T* att = nullptr;    // [R, H, Dh, Dh]
+  const T* msg = nullptr;    // [R, H, Dh, Dh]
+  const T* prior = nullptr;  // [R, H]
+  T scale = T(1);            // 1 / sqrt(Dh)
+  bool reorder = true;
+  DstLayout dl;
+  SrcLayout sl;
+
+  const T* Att(int64_t rel, int64_t head) const { return att + (rel * h + head) * dh * dh; }
+  const T* Msg(int64_t rel, int64_t head) const { return msg + (rel * h + head) * dh * dh; }
+};
+
+// Reads and checks Kx, Qx, Vx, att, msg, prior (from input `first`), the DST layout, dedge_pair and the
+// SRC layout (from input `layout`) and the params. `n` and `f` may already be bound by the caller.
+template <typename T>
+HgtInputs<T> ReadInputs(const KernelArgs& args, int first, int layout, int64_t n, int64_t f) {
+  const auto& params = args.Params<tessel_hgt_params>();
+  const std::string op = args.op().name;
+  if (params.heads < 1) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": heads must be at least 1, is " + to_string(params.heads));
+  }
+  if (params.reorder != 0 && params.reorder != 1) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": reorder must be 0 or 1, is " + to_string(params.reorder));
+  }
+  HgtInputs<T> in;
+  in.n = n;
+  in.f = f;
+  in.h = params.heads;
+  in.reorder = params.reorder == 1;
+  in.k = args.In<T>(first, "Kx", {&in.m, &in.f});
+  in.q = args.In<T>(first + 1, "Qx", {&in.n, &in.f});
+  in.v = args.In<T>(first + 2, "Vx", {&in.m, &in.f});
+  in.att = args.In<T>(first + 3, "att", {&in.r, &in.h, &in.dh, &in.dh});
+  in.msg = args.In<T>(first + 4, "msg", {&in.r, &in.h, &in.dh, &in.dh});
+  in.prior = args.In<T>(first + 5, "prior", {&in.r, &in.h});
+  if (in.dh < 1 || in.f != in.h * in.dh) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": the feature width F = " + to_string(in.f) + " must be heads (" +
+                                             to_string(in.h) + ") x the head width of att (" + to_string(in.dh) +
+                                             "), with a head width of at least 1");
+  }
+  in.scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(in.dh)));
+  in.dl = ReadDstLayout(args, layout, in.n, in.m, in.r, LayoutCheck::kStructure);
+  in.sl = ReadSrcLayout(args, layout + 8, in.m, in.r, in.dl.num_segs, LayoutCheck::kStructure);
+  if (in.sl.num_edges != in.dl.num_edges) {
+    Fail(TESSEL_STATUS_BAD_DATA, "segment layout: sedge_seg has " + to_string(in.sl.num_edges) +
+                                     " edges, dedge_src " + to_string(in.dl.num_edges));
+  }
+  // Bound for its shape only: the CUDA kernels reach a dst-major edge's pair through the SRC layout.
+  ReadEdgePair(args, layout + 7, in.dl.num_edges, in.sl.num_pairs, LayoutCheck::kStructure);
+  if ((in.dl.num_segs > 0 && in.dl.num_runs == 0) || (in.sl.num_pairs > 0 && in.sl.num_runs == 0)) {
+    Fail(TESSEL_STATUS_BAD_DATA, "segment layout: items but no runs");
+  }
+  return in;
+}
+
+// out[rows x F] head by head: out_h = x_h mats[r, h] (Trans::kNo) or x_h mats[r, h]^T (Trans::kYes), for each
+// relation slice of the current chunk; x and out are [chunk, F] tiles, mats [R, H, Dh, Dh].
+template <typename T>
+void HeadProducts(cublasHandle_t blas, const Sweep& sw, int64_t rows, int64_t h, int64_t dh, const T* x,
+                  const T* mats, Trans trans, T* out) {
+  const int64_t f = h * dh;
+  sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
+    for (int64_t c = 0; c < h; ++c) {
+      GemmRowMajor(blas, Trans::kNo, trans, len, dh, dh, T(1), x + lo * f + c * dh, f, mats + (rel * h + c) * dh * dh,
+                   dh, T(0), out + lo * f + c * dh, f);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Forward.
+
+// Reorder on, first sweep: row_max[seg_dst[s], h] = max(it, the max over segment s's edges of score =
+// K[src]_h . q'[i]_h * prior[r,h] scale), one warp per (row, head) of a chunk of segments; q': [rows, F].
+template <typename T>
+__global__ void SegmentMaxKernel(const T* kx, int64_t heads, int64_t dh, DstLayout l, const T* qp, const T* prior,
+                                 T scale, const int64_t* seg_of, const int32_t* rel_of, int64_t rows, T neg_inf,
+                                 T* row_max) {
+  const int64_t f = heads * dh;
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads;
+    const int64_t s = seg_of[i], row = l.seg_dst[s];
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T* qh = qp + i * f + h * dh;
+    T mx = neg_inf;
+    for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
+      const T score = WarpDot(dh, kx + static_cast<int64_t>(l.edge_src[e]) * f + h * dh, qh) * ps;
+      if (!(score <= mx)) mx = score;
+    }
+    if (Lane() == 0) AtomicMax(row_max + row * heads + h, mx);
+  }
+}
+
+// Reorder on, second sweep: w = exp(score - row_max); row_sum[dst, h] += sum_e w and A[i]_h = sum_e w V[src]_h
+// over the edges of segment seg_of[i]. One warp per (row, head), lanes over Dh (each lane owns its columns).
+template <typename T>
+__global__ void SegmentAccumulateKernel(const T* kx, const T* vx, int64_t heads, int64_t dh, DstLayout l, const T* qp,
+                                        const T* prior, T scale, const T* row_max, const int64_t* seg_of,
+                                        const int32_t* rel_of, int64_t rows, T* a, T* row_sum) {
+  const int64_t f = heads * dh;
+  const int lane = Lane();
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads;
+    const int64_t s = seg_of[i], rh = static_cast<int64_t>(l.seg_dst[s]) * heads + h;
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T mx = row_max[rh];
+    const T* qh = qp + i * f + h * dh;
+    T* ah = a + i * f + h * dh;
+    for (int64_t c = lane; c < dh; c += kWarp) ah[c] = T(0);
+    T sum = T(0);
+    for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
+      const int64_t off = static_cast<int64_t>(l.edge_src[e]) * f + h * dh;
+      const T w = Exp(WarpDot(dh, kx + off, qh) * ps - mx);
+      sum += w;
+      for (int64_t c = lane; c < dh; c += kWarp) ah[c] += w * vx[off + c];
+    }
+    if (lane == 0) atomicAdd(row_sum + rh, sum);
+  }
+}
+
+// Reorder off, first sweep: row_max[dst, h] = max(it, score) for every edge of pair pair_of[i], with score =
+// K'[i]_h . Q[dst]_h * ps; one warp per (row, head) of a chunk of pairs; K': [rows, F].
+template <typename T>
+__global__ void PairMaxKernel(const T* qx, int64_t heads, int64_t dh, SrcLayout l, const int32_t* seg_dst, const T* kp,
+                              const T* prior, T scale, const int64_t* pair_of, const int32_t* rel_of, int64_t rows,
+                              T* row_max) {
+  const int64_t f = heads * dh;
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads, u = pair_of[i];
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T* kh = kp + i * f + h * dh;
+    for (int64_t e = l.pair_edge[u]; e < l.pair_edge[u + 1]; ++e) {
+      const int64_t row = seg_dst[l.edge_seg[e]];
+      const T score = WarpDot(dh, kh, qx + row * f + h * dh) * ps;
+      if (Lane() == 0) AtomicMax(row_max + row * heads + h, score);
+    }
+  }
+}
+
+// Reorder off, second sweep: for every edge of pair pair_of[i], w = exp(score - row_max[dst, h]);
+// row_sum[dst, h] += w, Agg[dst]_h += w V'[i]_h (atomics); V': [rows, F].
+template <typename T>
+__global__ void PairAccumulateKernel(const T* qx, int64_t heads, int64_t dh, SrcLayout l, const int32_t* seg_dst,
+                                     const T* kp, const T* vp, const T* prior, T scale, const T* row_max,
+                                     const int64_t* pair_of, const int32_t* rel_of, int64_t rows, T* agg,
+                                     T* row_sum) {
+  const int64_t f = heads * dh;
+  const int lane = Lane();
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads, u = pair_of[i];
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T* kh = kp + i * f + h * dh;
+    const T* vh = vp + i * f + h * dh;
+    for (int64_t e = l.pair_edge[u]; e < l.pair_edge[u + 1]; ++e) {
+      const int64_t row = seg_dst[l.edge_seg[e]], rh = row * heads + h;
+      const T w = Exp(WarpDot(dh, kh, qx + row * f + h * dh) * ps - row_max[rh]);
+      if (lane == 0) atomicAdd(row_sum + rh, w);
+      for (int64_t c = lane; c < dh; c += kWarp) atomicAdd(agg + row * f + h * dh + c, w * vh[c]);
+    }
+  }
+}
+
+// Agg divided by the sum; a row without an edge keeps Agg 0 and gets max = 0 (its sum is 0). One thread per
+// (row, head).
+template <typename T>
+__global__ void FinishKernel(T* agg, T* row_max, const T* row_sum, int64_t nh, int64_t dh) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nh; i += int64_t(gridDim.x) * blockDim.x) {
+    const T sum = row_sum[i];
+    if (sum > T(0)) {
+      const T inv = T(1) / sum;
+      T* a = agg + i * dh;
+      for (int64_t c = 0; c < dh; ++c) a[c] *= inv;
+    } else {
+      row_max[i] = T(0);
+    }
+  }
+}
+
+template <typename T>
+void ForwardReordered(const KernelArgs& args, const HgtInputs<T>& in, T neg_inf, T* agg, T* row_max, T* row_sum,
+                      cudaStream_t stream, cublasHandle_t blas) {
+  const DstLayout& l = in.dl;
+  const int64_t f = in.f, h = in.h, dh = in.dh;
+  Sweep sw(args, DstSide(l), in.r, ChunkRows<T>(l.num_segs, 3 * f), "dst", stream);
+  const int64_t chunk = sw.chunk();
+  Workspace<T> qt(args, chunk * f), qp(args, chunk * f), at(args, chunk * f);
+  // q' = Q[dst] att^T for the current chunk.
+  auto project = [&](int64_t rows) {
+    Gather(in.q, f, l.seg_dst, sw, rows, qt.get(), stream);
+    HeadProducts(blas, sw, rows, h, dh, qt.get(), in.att, Trans::kYes, qp.get());
+  };
+  sw.ForEachChunk([&](int64_t rows) {
+    project(rows);
+    SegmentMaxKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(in.k, h, dh, l, qp.get(), in.prior, in.scale,
+                                                                       sw.item_of(), sw.rel_of(), rows, neg_inf,
+                                                                       row_max);
+    CheckLaunch("SegmentMaxKernel");
+  });
+  sw.ForEachChunk([&](int64_t rows) {
+    project(rows);
+    SegmentAccumulateKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(
+        in.k, in.v, h, dh, l, qp.get(), in.prior, in.scale, row_max, sw.item_of(), sw.rel_of(), rows, at.get(),
+        row_sum);
+    CheckLaunch("SegmentAccumulateKernel");
+    // C_h = A_h msg[r, h], into qt (free once q' is formed), then Agg[dst] += C.
+    HeadProducts(blas, sw, rows, h, dh, at.get(), in.msg, Trans::kNo, qt.get());
+    ScatterAdd(qt.get(), f, l.seg_dst, sw, rows, agg, stream);
+  });
+}
+
+template <typename T>
+void ForwardMaterialised(const KernelArgs& args, const HgtInputs<T>& in, T* agg, T* row_max, T* row_sum,
+                         cudaStream_t stream, cublasHandle_t blas) {
+  const SrcLayout& l = in.sl;
+  const int64_t f = in.f, h = in.h, dh = in.dh;
+  Sweep sw(args, SrcSide(l), in.r, ChunkRows<T>(l.num_pairs, 4 * f), "src", stream);
+  const int64_t chunk = sw.chunk();
+  Workspace<T> kt(args, chunk * f), kp(args, chunk * f), vt(args, chunk * f), vp(args, chunk * f);
+  sw.ForEachChunk([&](int64_t rows) {
+    Gather(in.k, f, l.pair_src, sw, rows, kt.get(), stream);
+    HeadProducts(blas, sw, rows, h, dh, kt.get(), in.att, Trans::kNo, kp.get());
+    PairMaxKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(in.q, h, dh, l, in.dl.seg_dst, kp.get(), in.prior,
+                                                                    in.scale, sw.item_of(), sw.rel_of(), rows,
+                                                                    row_max);
+    CheckLaunch("PairMaxKernel");
+  });
+  sw.ForEachChunk([&](int64_t rows) {
+    Gather(in.k, f, l.pair_src, sw, rows, kt.get(), stream);
+    Gather(in.v, f, l.pair_src, sw, rows, vt.get(), stream);
+    HeadProducts(blas, sw, rows, h, dh, kt.get(), in.att, Trans::kNo, kp.get());
+    HeadProducts(blas, sw, rows, h, dh, vt.get(), in.msg, Trans::kNo, vp.get());
+    PairAccumulateKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(
+        in.q, h, dh, l, in.dl.seg_dst, kp.get(), vp.get(), in.prior, in.scale, row_max, sw.item_of(), sw.rel_of(),
+        rows, agg, row_sum);
+    CheckLaunch("PairAccumulateKernel");
+  });
+}
+
+template <typename T>
+void Forward(const KernelArgs& args) {
+  const HgtInputs<T> in = ReadInputs<T>(args, 0, 6, kUnbound, kUnbound);
+  int64_t n = in.n, f = in.f, h = in.h;
+  T* agg = args.Out<T>(0, "Agg", {&n, &f});
+  T* row_max = args.Out<T>(1, "row_max", {&n, &h});
+  T* row_sum = args.Out<T>(2, "row_sum", {&n, &h});
+  cudaStream_t stream = StreamOf(args);
+  const int64_t nh = n * h;
+  ZeroAsync(agg, n * f, sizeof(T), stream, "zero Agg");
+  ZeroAsync(row_sum, nh, sizeof(T), stream, "zero row_sum");
+  if (nh == 0) return;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  FillKernel<T><<<Blocks(nh), kThreads, 0, stream>>>(row_max, nh, neg_inf);
+  CheckLaunch("FillKernel");
+  if (in.dl.num_edges > 0) {
+    CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
+    if (in.reorder) {
+      ForwardReordered(args, in, neg_inf, agg, row_max, row_sum, stream, blas.get());
+    } else {
+      ForwardMaterialised(args, in, agg, row_max, row_sum, stream, blas.get());
+    }
+  }
+  FinishKernel<T><<<Blocks(nh), kThreads, 0, stream>>>(agg, row_max, row_sum, nh, in.dh);
+  CheckLaunch("FinishKernel");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backward.
+
+// c[i, h] = dAgg[i]_h . Agg[i]_h and inv_sum = 1 / row_sum (0 for a row without edges), per (row, head).
+template <typename T>
+__global__ void BackwardStatsKernel(const T* dagg, const T* agg, const T* row_sum, int64_t nh, int64_t dh, T* cdot,
+                                    T* inv_sum) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nh; i += int64_t(gridDim.x) * blockDim.x) {
+    T acc = T(0);
+    for (int64_t c = 0; c < dh; ++c) acc += dagg[i * dh + c] * agg[i * dh + c];
+    cdot[i] = acc;
+    const T sum = row_sum[i];
+    inv_sum[i] = sum > T(0) ? T(1) / sum : T(0);
+  }
+}
+
+// D1: per (row, head) of a chunk of segments, over the edges e of segment seg_of[i]: raw = K[src]_h . q'[i]_h,
+// alpha = exp(raw ps - row_max) inv_sum, dalpha = g'[i]_h . V[src]_h, dscore = alpha (dalpha - c);
+// A[i]_h = sum_e alpha V[src]_h, Dk[i]_h = sum_e dscore K[src]_h, dp[i, h] = sum_e dscore raw. One warp per
+// (row, head), lanes over Dh (each lane owns its columns). q', g', A, Dk: [rows, F]; dp: [rows, H].
+template <typename T>
+__global__ void DstGradKernel(const T* kx, const T* vx, int64_t heads, int64_t dh, DstLayout l, const T* qp,
+                              const T* gp, const T* prior, T scale, const T* row_max, const T* cdot, const T* inv_sum,
+                              const int64_t* seg_of, const int32_t* rel_of, int64_t rows, T* a, T* dk, T* dp) {
+  const int64_t f = heads * dh;
+  const int lane = Lane();
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads;
+    const int64_t s = seg_of[i], rh = static_cast<int64_t>(l.seg_dst[s]) * heads + h;
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T mx = row_max[rh], inv = inv_sum[rh], ch = cdot[rh];
+    const T* qh = qp + i * f + h * dh;
+    const T* gh = gp + i * f + h * dh;
+    T* ah = a + i * f + h * dh;
+    T* dkh = dk + i * f + h * dh;
+    for (int64_t c = lane; c < dh; c += kWarp) {
+      ah[c] = T(0);
+      dkh[c] = T(0);
+    }
+    T sum = T(0);
+    for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
+      const int64_t off = static_cast<int64_t>(l.edge_src[e]) * f + h * dh;
+      const T raw = WarpDot(dh, kx + off, qh);
+      const T alpha = Exp(raw * ps - mx) * inv;
+      const T dalpha = WarpDot(dh, gh, vx + off);
+      const T dscore = alpha * (dalpha - ch);
+      for (int64_t c = lane; c < dh; c += kWarp) {
+        ah[c] += alpha * vx[off + c];
+        dkh[c] += dscore * kx[off + c];
+      }
+      sum += dscore * raw;
+    }
+    if (lane == 0) dp[i * heads + h] = sum;
+  }
+}
+
+// D2: per (row, head) of a chunk of pairs, over the edges e of pair pair_of[i] (destination row dst):
+// raw = K'[i]_h . Q[dst]_h, alpha, dalpha = V'[i]_h . dAgg[dst]_h, dscore; B[i]_h = sum_e alpha dAgg[dst]_h,
+// Dq[i]_h = sum_e dscore Q[dst]_h. One warp per (row, head), lanes over Dh. K', V', B, Dq: [rows, F].
+template <typename T>
+__global__ void SrcGradKernel(const T* qx, const T* dagg, int64_t heads, int64_t dh, SrcLayout l,
+                              const int32_t* seg_dst, const T* kp, const T* vp, const T* prior, T scale,
+                              const T* row_max, const T* cdot, const T* inv_sum, const int64_t* pair_of,
+                              const int32_t* rel_of, int64_t rows, T* b, T* dq) {
+  const int64_t f = heads * dh;
+  const int lane = Lane();
+  for (int64_t wi = GlobalWarp(); wi < rows * heads; wi += WarpStride()) {
+    const int64_t i = wi / heads, h = wi % heads, u = pair_of[i];
+    const T ps = prior[static_cast<int64_t>(rel_of[i]) * heads + h] * scale;
+    const T* kh = kp + i * f + h * dh;
+    const T* vh = vp + i * f + h * dh;
+    T* bh = b + i * f + h * dh;
+    T* dqh = dq + i * f + h * dh;
+    for (int64_t c = lane; c < dh; c += kWarp) {
+      bh[c] = T(0);
+      dqh[c] = T(0);
+    }
+    for (int64_t e = l.pair_edge[u]; e < l.pair_edge[u + 1]; ++e) {
+      const int64_t row = seg_dst[l.edge_seg[e]], rh = row * heads + h;
+      const T* qr = qx + row * f + h * dh;
+      const T* gr = dagg + row * f + h * dh;
+      const T raw = WarpDot(dh, kh, qr);
+      const T alpha = Exp(raw * ps - row_max[rh]) * inv_sum[rh];
+      const T dalpha = WarpDot(dh, vh, gr);
+      const T dscore = alpha * (dalpha - cdot[rh]);
+      for (int64_t c = lane; c < dh; c += kWarp) {
+        bh[c] += alpha * gr[c];
+        dqh[c] += dscore * qr[c];
+      }
+    }
+  }
+}
+
+// What both backward sweeps read.
+template <typename T>
+struct BackwardArgs {
+  const T* dagg = nullptr;     // [N, F]
+  const T* row_max = nullptr;  // [N, H]
+  const T* cdot = nullptr;     // [N, H]: dAgg . Agg per head
+  const T* inv_sum = nullptr;  // [N, H]: 1 / row_sum, 0 for a row without edges
+  std::vector<T> ps;           // [R, H] on the host: prior / sqrt(Dh), the GEMMs' scalars
+};
+
+// D1 over the segments: dQ, datt, dmsg, dprior (all zeroed by the caller).
+template <typename T>
+void BackwardDst(const KernelArgs& args, const HgtInputs<T>& in, const BackwardArgs<T>& ba, T* dq, T* datt, T* dmsg,
+                 T* dprior, cudaStream_t stream, cublasHandle_t blas) {
+  const DstLayout& l = in.dl;
+  const int64_t f = in.f, h = in.h, dh = in.dh;
+  Sweep sw(args, DstSide(l), in.r, ChunkRows<T>(l.num_segs, 6 * f + h + 1), "dst", stream);
+  const int64_t chunk = sw.chunk();
+  Workspace<T> qt(args, chunk * f), gt(args, chunk * f), qp(args, chunk * f), gp(args, chunk * f), at(args, chunk * f),
+      dk(args, chunk * f), dp(args, chunk * h), ones(args, chunk);
+  FillKernel<T><<<Blocks(chunk), kThreads, 0, stream>>>(ones.get(), chunk, T(1));
+  CheckLaunch("FillKernel");
+  sw.ForEachChunk([&](int64_t rows) {
+    Gather(in.q, f, l.seg_dst, sw, rows, qt.get(), stream);
+    Gather(ba.dagg, f, l.seg_dst, sw, rows, gt.get(), stream);
+    HeadProducts(blas, sw, rows, h, dh, qt.get(), in.att, Trans::kYes, qp.get());  // q' = Q att^T
+    HeadProducts(blas, sw, rows, h, dh, gt.get(), in.msg, Trans::kYes, gp.get());  // g' = dAgg msg^T
+    DstGradKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(
+        in.k, in.v, h, dh, l, qp.get(), gp.get(), in.prior, in.scale, ba.row_max, ba.cdot, ba.inv_sum, sw.item_of(),
+        sw.rel_of(), rows, at.get(), dk.get(), dp.get());
+    CheckLaunch("DstGradKernel");
+    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
+      for (int64_t c = 0; c < h; ++c) {
+        const T ps = ba.ps[static_cast<size_t>(rel * h + c)];
+        const int64_t off = lo * f + c * dh, mat = (rel * h + c) * dh * dh;
+        // dQ_h = ps Dk_h att (into q', which the kernel has consumed); datt += ps Dk_h^T Q_h; dmsg += A_h^T dAgg_h.
+        GemmRowMajor(blas, Trans::kNo, Trans::kNo, len, dh, dh, ps, dk.get() + off, f, in.att + mat, dh, T(0),
+                     qp.get() + off, f);
+        GemmRowMajor(blas, Trans::kYes, Trans::kNo, dh, dh, len, ps, dk.get() + off, f, qt.get() + off, f, T(1),
+                     datt + mat, dh);
+        GemmRowMajor(blas, Trans::kYes, Trans::kNo, dh, dh, len, T(1), at.get() + off, f, gt.get() + off, f, T(1),
+                     dmsg + mat, dh);
+      }
+      // dprior[r, :] += scale * sum over the slice's rows of dp (d score / d prior = raw / sqrt(Dh)).
+      GemmRowMajor(blas, Trans::kNo, Trans::kNo, 1, h, len, in.scale, ones.get(), chunk, dp.get() + lo * h, h, T(1),
+                   dprior + rel * h, h);
+    });
+    ScatterAdd(qp.get(), f, l.seg_dst, sw, rows, dq, stream);
+  });
+}
+
+// D2 over the pairs: dK and dV (zeroed by the caller).
+template <typename T>
+void BackwardSrc(const KernelArgs& args, const HgtInputs<T>& in, const BackwardArgs<T>& ba, T* dk, T* dv,
+                 cudaStream_t stream, cublasHandle_t blas) {
+  const SrcLayout& l = in.sl;
+  const int64_t f = in.f, h = in.h, dh = in.dh;
+  Sweep sw(args, SrcSide(l), in.r, ChunkRows<T>(l.num_pairs, 6 * f), "src", stream);
+  const int64_t chunk = sw.chunk();
+  Workspace<T> kt(args, chunk * f), vt(args, chunk * f), kp(args, chunk * f), vp(args, chunk * f), bt(args, chunk * f),
+      dqt(args, chunk * f);
+  sw.ForEachChunk([&](int64_t rows) {
+    Gather(in.k, f, l.pair_src, sw, rows, kt.get(), stream);
+    Gather(in.v, f, l.pair_src, sw, rows, vt.get(), stream);
+    HeadProducts(blas, sw, rows, h, dh, kt.get(), in.att, Trans::kNo, kp.get());  // K' = K att
+    HeadProducts(blas, sw, rows, h, dh, vt.get(), in.msg, Trans::kNo, vp.get());  // V' = V msg
+    SrcGradKernel<T><<<WarpBlocks(rows * h), kThreads, 0, stream>>>(
+        in.q, ba.dagg, h, dh, l, in.dl.seg_dst, kp.get(), vp.get(), in.prior, in.scale, ba.row_max, ba.cdot,
+        ba.inv_sum, sw.item_of(), sw.rel_of(), rows, bt.get(), dqt.get());
+    CheckLaunch("SrcGradKernel");
+    // dV_h = B_h msg^T into kt, dK_h = ps Dq_h att^T into vt (both free once K', V' are formed).
+    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
+      for (int64_t c = 0; c < h; ++c) {
+        const T ps = ba.ps[static_cast<size_t>(rel * h + c)];
+        const int64_t off = lo * f + c * dh, mat = (rel * h + c) * dh * dh;
+        GemmRowMajor(blas, Trans::kNo, Trans::kYes, len, dh, dh, T(1), bt.get() + off, f, in.msg + mat, dh, T(0),
+                     kt.get() + off, f);
+        GemmRowMajor(blas, Trans::kNo, Trans::kYes, len, dh, dh, ps, dqt.get() + off, f, in.att + mat, dh, T(0),
+                     vt.get() + off, f);
+      }
+    });
+    ScatterAdd(kt.get(), f, l.pair_src, sw, rows, dv, stream);
+    ScatterAdd(vt.get(), f, l.pair_src, sw, rows, dk, stream);
+  });
+}
+
+template <typename T>
+void Backward(const KernelArgs& args) {
+  int64_t n = kUnbound, f = kUnbound;
+  const T* dagg = args.In<T>(0, "dAgg", {&n, &f});
+  const HgtInputs<T> in = ReadInputs<T>(args, 1, 10, n, f);
+  int64_t m = in.m, r = in.r, h = in.h, dh = in.dh;
+  const T* agg = args.In<T>(7, "Agg", {&n, &f});
+  const T* row_max = args.In<T>(8, "row_max", {&n, &h});
+  const T* row_sum = args.In<T>(9, "row_sum", {&n, &h});
+  T* dk = args.Out<T>(0, "dK", {&m, &f});
+  T* dq = args.Out<T>(1, "dQ", {&n, &f});
+  T* dv = args.Out<T>(2, "dV", {&m, &f});
+  T* datt = args.Out<T>(3, "datt", {&r, &h, &dh, &dh});
+  T* dmsg = args.Out<T>(4, "dmsg", {&r, &h, &dh, &dh});
+  T* dprior = args.Out<T>(5, "dprior", {&r, &h});
+  cudaStream_t stream = StreamOf(args);
+  ZeroAsync(dk, m * f, sizeof(T), stream, "zero dK");
+  ZeroAsync(dq, n * f, sizeof(T), stream, "zero dQ");
+  ZeroAsync(dv, m * f, sizeof(T), stream, "zero dV");
+  ZeroAsync(datt, r * h * dh * dh, sizeof(T), stream, "zero datt");
+  ZeroAsync(dmsg, r * h * dh * dh, sizeof(T), stream, "zero dmsg");
+  ZeroAsync(dprior, r * h, sizeof(T), stream, "zero dprior");
+  if (in.dl.num_edges == 0 || n * h == 0) return;  // no edge: every gradient is 0
+
+  BackwardArgs<T> ba;
+  ba.dagg = dagg;
+  ba.row_max = row_max;
+  // The GEMMs take their scalars on the host: prior / sqrt(Dh), rounded as the kernels round it.
+  ba.ps.resize(static_cast<size_t>(r * h));
+  CheckCuda(cudaMemcpyAsync(ba.ps.data(), in.prior, ba.ps.size() * sizeof(T), cudaMemcpyDeviceToHost, stream),
+            "copy prior to host");
+  CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
+  for (T& p : ba.ps) p = p * in.scale;
+  Workspace<T> stats(args, 2 * n * h);
+  ba.cdot = stats.get();
+  ba.inv_sum = stats.get() + n * h;
+  BackwardStatsKernel<T><<<Blocks(n * h), kThreads, 0, stream>>>(dagg, agg, row_sum, n * h, dh, stats.get(),
+                                                                 stats.get() + n * h);
+  CheckLaunch("BackwardStatsKernel");
+  CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
+  BackwardDst(args, in, ba, dq, datt, dmsg, dprior, stream, blas.get());
+  BackwardSrc(args, in, ba, dk, dv, stream, blas.get());
+}
+
+struct HgtFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    Forward<T>(args);
+  }
+};
+
+struct HgtBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    Backward<T>(args);
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(HgtFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(HgtBwdCuda, TESSEL_DEVICE_CUDA)
+
+}  // namespace tessel::kernels::rgnn

@@ -1,0 +1,265 @@
+// rgnn.rgcn.* and rgnn.rgcn_embed.* on CPU: the fused R-GCN layer over the segment layout
+// (<tessel/ops/rgnn.h>). Forward aggregates each segment's inputs first and applies W_r to the
+// aggregate (one GEMM per tile of a run's segments), so no pairs x width tensor ever exists; backward
+// walks the source side the same way. Blocks run in parallel; each owns its output rows, so nothing is
+// written by two threads and sums run in a fixed order.
+#include <vector>
+
+#include "blas.h"
+#include "fused_support.h"
+#include "kernels.h"
+#include "row_ops.h"
+#include "segment_layout.h"
+
+namespace tessel::kernels::rgnn {
+namespace {
+
+// Forward, with the input rows of a segment summed by `gather(src_row, acc)` (a feature row, or a row of
+// W for the one-hot input) and then either multiplied by W_r (`apply`) or used as they are.
+template <typename T>
+void ForwardFeatures(const KernelArgs& args, const T* x, int64_t k, const T* w, int64_t d, const T* seg_norm,
+                     const DstLayout& l, T* h) {
+  args.ParallelFor(l.num_blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> a(static_cast<size_t>(kTileRows * k)), c(static_cast<size_t>(kTileRows * d));
+    for (int64_t b = b0; b < b1; ++b) {
+      Zero((l.blk_row[b + 1] - l.blk_row[b]) * d, h + l.blk_row[b] * d);
+      for (int64_t q = l.blk_run[b]; q < l.blk_run[b + 1]; ++q) {
+        const T* w_r = w + static_cast<int64_t>(l.run_rel[q]) * k * d;
+        for (int64_t s0 = l.run_seg[q]; s0 < l.run_seg[q + 1]; s0 += kTileRows) {
+          const int64_t rows = std::min(kTileRows, l.run_seg[q + 1] - s0);
+          for (int64_t i = 0; i < rows; ++i) {
+            const int64_t s = s0 + i;
+            GatherSum(x, k, l.edge_src + l.seg_edge[s], nullptr, l.seg_edge[s + 1] - l.seg_edge[s], seg_norm[s],
+                      a.data() + i * k);
+          }
+          Gemm<T>(Trans::kNo, Trans::kNo, rows, d, k, T(1), a.data(), k, w_r, d, T(0), c.data(), d);
+          for (int64_t i = 0; i < rows; ++i)
+            AddRow(d, c.data() + i * d, h + static_cast<int64_t>(l.seg_dst[s0 + i]) * d);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void ForwardOneHot(const KernelArgs& args, const T* w, int64_t v, int64_t d, const int64_t* row_id, const T* seg_norm,
+                   const DstLayout& l, T* h) {
+  args.ParallelFor(l.num_blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> acc(static_cast<size_t>(d));
+    for (int64_t b = b0; b < b1; ++b) {
+      Zero((l.blk_row[b + 1] - l.blk_row[b]) * d, h + l.blk_row[b] * d);
+      for (int64_t q = l.blk_run[b]; q < l.blk_run[b + 1]; ++q) {
+        const T* w_r = w + static_cast<int64_t>(l.run_rel[q]) * v * d;
+        for (int64_t s = l.run_seg[q]; s < l.run_seg[q + 1]; ++s) {
+          GatherSum(w_r, d, l.edge_src + l.seg_edge[s], row_id, l.seg_edge[s + 1] - l.seg_edge[s], T(1), acc.data());
+          AxpyRow(d, seg_norm[s], acc.data(), h + static_cast<int64_t>(l.seg_dst[s]) * d);
+        }
+      }
+    }
+  });
+}
+
+// B[u] = sum over the edges e of pair u of seg_norm[seg(e)] * dH[dst(e)]: the gradient that reaches the
+// pair's (aggregated, normalised) input.
+template <typename T>
+void PairGradient(const SrcLayout& l, int64_t u, const T* dh, int64_t d, const T* seg_norm, const int32_t* seg_dst,
+                  T* out) {
+  GatherSegments(dh, d, l.edge_seg + l.pair_edge[u], l.pair_edge[u + 1] - l.pair_edge[u], seg_dst, seg_norm, out);
+}
+
+template <typename T>
+void BackwardFeatures(const KernelArgs& args, const T* dh, int64_t d, const T* x, int64_t k, const T* w, int64_t r,
+                      const T* seg_norm, const int32_t* seg_dst, const SrcLayout& l, T* dx, T* dw) {
+  const int64_t weight = k * d;
+  const int64_t groups = GradientGroups(l.num_blocks, r * weight * static_cast<int64_t>(sizeof(T)));
+  Workspace<T> partial(args, groups * r * weight);
+  std::vector<uint8_t> touched(static_cast<size_t>(groups * r), 0);
+  args.ParallelFor(groups, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<T> bt(static_cast<size_t>(kTileRows * d)), xt(static_cast<size_t>(kTileRows * k)),
+        gt(static_cast<size_t>(kTileRows * k));
+    for (int64_t g = g0; g < g1; ++g) {
+      T* dw_g = partial.get() + g * r * weight;
+      for (int64_t c = GroupBegin(g, groups, l.num_blocks); c < GroupBegin(g + 1, groups, l.num_blocks); ++c) {
+        if (dx != nullptr) Zero((l.blk_row[c + 1] - l.blk_row[c]) * k, dx + l.blk_row[c] * k);
+        for (int64_t p = l.blk_run[c]; p < l.blk_run[c + 1]; ++p) {
+          const int64_t rel = l.run_rel[p];
+          const T* w_r = w + rel * weight;
+          uint8_t& first = touched[static_cast<size_t>(g * r + rel)];
+          for (int64_t u0 = l.run_pair[p]; u0 < l.run_pair[p + 1]; u0 += kTileRows) {
+            const int64_t rows = std::min(kTileRows, l.run_pair[p + 1] - u0);
+            for (int64_t i = 0; i < rows; ++i) {
+              PairGradient(l, u0 + i, dh, d, seg_norm, seg_dst, bt.data() + i * d);
+              std::copy_n(x + static_cast<int64_t>(l.pair_src[u0 + i]) * k, k, xt.data() + i * k);
+            }
+            Gemm<T>(Trans::kYes, Trans::kNo, k, d, rows, T(1), xt.data(), k, bt.data(), d, first ? T(1) : T(0),
+                    dw_g + rel * weight, d);
+            first = 1;
+            if (dx == nullptr) continue;
+            Gemm<T>(Trans::kNo, Trans::kYes, rows, k, d, T(1), bt.data(), d, w_r, d, T(0), gt.data(), k);
+            for (int64_t i = 0; i < rows; ++i)
+              AddRow(k, gt.data() + i * k, dx + static_cast<int64_t>(l.pair_src[u0 + i]) * k);
+          }
+        }
+      }
+    }
+  });
+  // dW[r] = the groups' partials in group order; zero for a relation no group touched.
+  args.ParallelFor(r, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t rel = r0; rel < r1; ++rel) {
+      T* out = dw + rel * weight;
+      Zero(weight, out);
+      for (int64_t g = 0; g < groups; ++g) {
+        if (touched[static_cast<size_t>(g * r + rel)]) AddRow(weight, partial.get() + (g * r + rel) * weight, out);
+      }
+    }
+  });
+}
+
+template <typename T>
+void BackwardOneHot(const KernelArgs& args, const T* dh, int64_t d, const int64_t* row_id, int64_t r, int64_t v,
+                    const T* seg_norm, const int32_t* seg_dst, const SrcLayout& l, T* dw) {
+  args.ParallelFor(r * v, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d)),
+                   [&](int64_t i0, int64_t i1) { Zero((i1 - i0) * d, dw + i0 * d); });
+  // Every (relation, row id) belongs to one source row, so to one block: blocks write disjoint rows of dW.
+  args.ParallelFor(l.num_blocks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<T> acc(static_cast<size_t>(d));
+    for (int64_t c = c0; c < c1; ++c) {
+      for (int64_t p = l.blk_run[c]; p < l.blk_run[c + 1]; ++p) {
+        T* dw_r = dw + static_cast<int64_t>(l.run_rel[p]) * v * d;
+        for (int64_t u = l.run_pair[p]; u < l.run_pair[p + 1]; ++u) {
+          PairGradient(l, u, dh, d, seg_norm, seg_dst, acc.data());
+          AddRow(d, acc.data(), dw_r + row_id[l.pair_src[u]] * d);
+        }
+      }
+    }
+  });
+}
+
+// dRows[u] = PairGradient(u) for every pair: the one-hot weight gradient as rows (pair u's row of W is
+// (r(u), row_id[src(u)])), each written by the block that owns the pair.
+template <typename T>
+void BackwardRows(const KernelArgs& args, const T* dh, int64_t d, const T* seg_norm, const int32_t* seg_dst,
+                  const SrcLayout& l, T* rows) {
+  args.ParallelFor(l.num_blocks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      for (int64_t u = l.run_pair[l.blk_run[c]]; u < l.run_pair[l.blk_run[c + 1]]; ++u) {
+        PairGradient(l, u, dh, d, seg_norm, seg_dst, rows + u * d);
+      }
+    }
+  });
+}
+
+void CheckRowIds(const int64_t* row_id, int64_t m, int64_t v) {
+  for (int64_t i = 0; i < m; ++i) {
+    if (row_id[i] < 0 || row_id[i] >= v) {
+      Fail(TESSEL_STATUS_BAD_DATA, "row_id[" + std::to_string(i) + "] = " + std::to_string(row_id[i]) +
+                                       " is out of range [0, " + std::to_string(v) + ")");
+    }
+  }
+}
+
+void CheckSegDst(const int32_t* seg_dst, int64_t s, int64_t n) {
+  for (int64_t i = 0; i < s; ++i) {
+    if (seg_dst[i] < 0 || seg_dst[i] >= n) {
+      Fail(TESSEL_STATUS_BAD_DATA, "seg_dst[" + std::to_string(i) + "] = " + std::to_string(seg_dst[i]) +
+                                       " is out of range [0, " + std::to_string(n) + ")");
+    }
+  }
+}
+
+struct RgcnFwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, s = kUnbound, n = kUnbound;
+    const T* x = args.In<T>(0, "X", {&m, &k});
+    const T* w = args.In<T>(1, "W", {&r, &k, &d});
+    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
+    T* h = args.Out<T>(0, "H", {&n, &d});
+    const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kFull);
+    ForwardFeatures(args, x, k, w, d, seg_norm, l, h);
+  }
+};
+
+struct RgcnBwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, d = kUnbound, m = kUnbound, k = kUnbound, r = kUnbound, s = kUnbound, dx_rows = kUnbound;
+    const T* dh = args.In<T>(0, "dH", {&n, &d});
+    const T* x = args.In<T>(1, "X", {&m, &k});
+    const T* w = args.In<T>(2, "W", {&r, &k, &d});
+    const T* seg_norm = args.In<T>(3, "seg_norm", {&s});
+    const int32_t* seg_dst = args.In<int32_t>(4, "seg_dst", {&s});
+    T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
+    if (dx_rows != 0 && dx_rows != m) {
+      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+           "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
+    }
+    T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
+    CheckSegDst(seg_dst, s, n);
+    const SrcLayout l = ReadSrcLayout(args, 5, m, r, s, LayoutCheck::kFull);
+    BackwardFeatures(args, dh, d, x, k, w, r, seg_norm, seg_dst, l, dx_rows > 0 ? dx : nullptr, dw);
+  }
+};
+
+struct RgcnEmbedFwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t r = kUnbound, v = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, n = kUnbound;
+    const T* w = args.In<T>(0, "W", {&r, &v, &d});
+    const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
+    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
+    T* h = args.Out<T>(0, "H", {&n, &d});
+    CheckRowIds(row_id, m, v);
+    const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kFull);
+    ForwardOneHot(args, w, v, d, row_id, seg_norm, l, h);
+  }
+};
+
+struct RgcnEmbedBwdCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, r = kUnbound, v = kUnbound;
+    const T* dh = args.In<T>(0, "dH", {&n, &d});
+    const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
+    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
+    const int32_t* seg_dst = args.In<int32_t>(3, "seg_dst", {&s});
+    T* dw = args.Out<T>(0, "dW", {&r, &v, &d});
+    CheckRowIds(row_id, m, v);
+    CheckSegDst(seg_dst, s, n);
+    const SrcLayout l = ReadSrcLayout(args, 4, m, r, s, LayoutCheck::kFull);
+    BackwardOneHot(args, dh, d, row_id, r, v, seg_norm, seg_dst, l, dw);
+  }
+};
+
+struct RgcnEmbedBwdRowsCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd_rows; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, d = kUnbound, s = kUnbound, u = kUnbound;
+    const T* dh = args.In<T>(0, "dH", {&n, &d});
+    const T* seg_norm = args.In<T>(1, "seg_norm", {&s});
+    const int32_t* seg_dst = args.In<int32_t>(2, "seg_dst", {&s});
+    T* rows = args.Out<T>(0, "dRows", {&u, &d});
+    CheckSegDst(seg_dst, s, n);
+    const SrcLayout l = ReadSrcLayout(args, 3, kUnbound, kUnbound, s, LayoutCheck::kFull);
+    if (l.num_pairs != u) {
+      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+           "output 'dRows' must have one row per pair (" + std::to_string(l.num_pairs) + "), has " + std::to_string(u));
+    }
+    BackwardRows(args, dh, d, seg_norm, seg_dst, l, rows);
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(RgcnFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdRowsCpu, TESSEL_DEVICE_CPU)
+
+}  // namespace tessel::kernels::rgnn

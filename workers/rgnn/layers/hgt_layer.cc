@@ -1,0 +1,176 @@
+#include "workers/rgnn/layers/hgt_layer.h"
+
+#include <tessel/ops/nn.h>
+#include <tessel/ops/rgnn.h>
+
+namespace tessel::workers {
+namespace {
+
+Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
+  return Tensor::Borrow(static_cast<char*>(t.raw()) + begin * t.dim(1) * static_cast<int64_t>(DTypeSize(t.dtype())),
+                        t.dtype(), {end - begin, t.dim(1)}, t.device());
+}
+
+// Matrix `type` of a [T, K, D] parameter, as [K, D].
+Tensor Slice(const Tensor& w, int64_t type) {
+  return Tensor::Borrow(static_cast<float*>(w.raw()) + type * w.dim(1) * w.dim(2), w.dtype(), {w.dim(1), w.dim(2)},
+                        w.device());
+}
+
+// A [T, K, D] table as [T * K, D], the rows nn.embedding reads.
+Tensor Flat(const Tensor& w) { return Tensor::Borrow(w.raw(), w.dtype(), {w.dim(0) * w.dim(1), w.dim(2)}, w.device()); }
+
+tessel_gemm_params Gemm(int ta, int tb, double beta) { return {sizeof(tessel_gemm_params), ta, tb, 1.0, beta}; }
+
+}  // namespace
+
+HgtLayer::HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params)
+    : shape_(shape), graph_(graph), k_(kernels), params_(params) {
+  const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
+  const std::string prefix = StrCat("layer", shape.index, ".");
+  const int64_t T = graph.num_node_types(), R = graph.num_relations(), K = shape.in_dim, D = shape.out_dim;
+  const int64_t H = shape.heads, d = D / H;
+  k_w_ = params.Add({prefix + "k", {T, K, D}, ParamInit::kGlorot, decay});
+  q_w_ = params.Add({prefix + "q", {T, K, D}, ParamInit::kGlorot, decay});
+  v_w_ = params.Add({prefix + "v", {T, K, D}, ParamInit::kGlorot, decay});
+  out_w_ = params.Add({prefix + "out", {T, D, D}, ParamInit::kGlorot, decay});
+  if (shape.skip()) skip_ = params.Add({prefix + "skip", {T}, ParamInit::kOnes, decay});
+  att_ = params.Add({prefix + "rel_att", {R, H, d, d}, ParamInit::kGlorot, decay});
+  msg_ = params.Add({prefix + "rel_msg", {R, H, d, d}, ParamInit::kGlorot, decay});
+  prior_ = params.Add({prefix + "rel_prior", {R, H}, ParamInit::kOnes, decay});
+}
+
+std::vector<const tessel_op_decl*> HgtLayer::Ops(const Shape& shape) {
+  std::vector<const tessel_op_decl*> ops = {&tessel_op_rgnn_hgt_fwd, &tessel_op_rgnn_hgt_bwd, &tessel_op_nn_gelu_fwd,
+                                            &tessel_op_nn_gelu_bwd, &tessel_op_nn_gemm};
+  if (shape.one_hot) {
+    ops.push_back(&tessel_op_nn_embedding_fwd);
+    ops.push_back(&tessel_op_nn_embedding_bwd);
+  }
+  if (shape.skip()) {
+    ops.push_back(&tessel_op_rgnn_typed_gate_fwd);
+    ops.push_back(&tessel_op_rgnn_typed_gate_bwd);
+  }
+  return ops;
+}
+
+Status HgtLayer::EnsureBuffers() {
+  if (keys_.raw() != nullptr) return Status();
+  Allocator& alloc = *params_.device().allocator;
+  const int64_t M = graph_.num_rows(), N = graph_.num_owned(), D = shape_.out_dim, H = shape_.heads;
+  for (Tensor* t : {&keys_, &values_, &d_keys_, &d_values_}) {
+    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {M, D}, alloc));
+  }
+  for (Tensor* t : {&queries_, &agg_, &gelu_, &o_, &d_queries_, &d_gelu_, &d_agg_, &d_o_, &d_skip_x_}) {
+    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {N, D}, alloc));
+  }
+  TESSEL_ASSIGN_OR_RETURN(row_max_, Tensor::Empty(DType::kF32, {N, H}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_sum_, Tensor::Empty(DType::kF32, {N, H}, alloc));
+  if (shape_.one_hot) {
+    // A row's entry in the per-type tables [T * nodes, D]: type * nodes + global id. Built on the host.
+    TESSEL_ASSIGN_OR_RETURN(Tensor types, ToHost(graph_.row_type(), params_.device()));
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids, ToHost(graph_.row_id(), params_.device()));
+    TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kI64, {M}));
+    for (int64_t i = 0; i < M; ++i) {
+      host.data<int64_t>()[i] = static_cast<int64_t>(types.data<int32_t>()[i]) * shape_.in_dim + ids.data<int64_t>()[i];
+    }
+    TESSEL_ASSIGN_OR_RETURN(one_hot_ids_, Tensor::Empty(DType::kI64, {M}, alloc));
+    TESSEL_RETURN_IF_ERROR(CopyMemory(one_hot_ids_.raw(), one_hot_ids_.device(), host.raw(), Device::kCpu,
+                                      host.nbytes(), params_.device().stream));
+  }
+  return Status();
+}
+
+Status HgtLayer::TypedLinear(Source source, const Tensor& x, size_t weight, int64_t rows, Tensor& y) {
+  const Tensor& w = params_.value(weight);
+  if (shape_.one_hot && source == Source::kLayerInput) {
+    Tensor ids = Tensor::Borrow(one_hot_ids_.raw(), DType::kI64, {rows}, one_hot_ids_.device());
+    Tensor table = Flat(w);
+    return k_.Call(tessel_op_nn_embedding_fwd, {&table, &ids}, {&y});
+  }
+  for (const FullGraphSource::TypeRun& run : graph_.type_runs()) {
+    if (run.begin >= rows) break;
+    Tensor xs = Rows(x, run.begin, run.end), ys = Rows(y, run.begin, run.end), ws = Slice(w, run.type);
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&xs, &ws}, {&ys}, Gemm(0, 0, 0.0)));
+  }
+  return Status();
+}
+
+Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weight, int64_t rows, const Tensor& dy,
+                                     Tensor* dx, int64_t accumulated_rows) {
+  Tensor& dw = params_.grad(weight);
+  if (shape_.one_hot && source == Source::kLayerInput) {
+    Tensor ids = Tensor::Borrow(one_hot_ids_.raw(), DType::kI64, {rows}, one_hot_ids_.device());
+    Tensor table = Flat(dw);
+    return k_.Call(tessel_op_nn_embedding_bwd, {&dy, &ids}, {&table});
+  }
+  const Tensor& w = params_.value(weight);
+  TESSEL_RETURN_IF_ERROR(ZeroMemory(dw.raw(), dw.device(), dw.nbytes(), params_.device().stream));
+  for (const FullGraphSource::TypeRun& run : graph_.type_runs()) {
+    if (run.begin >= rows) break;
+    Tensor xs = Rows(x, run.begin, run.end), dys = Rows(dy, run.begin, run.end);
+    Tensor dws = Slice(dw, run.type), ws = Slice(w, run.type);
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&xs, &dys}, {&dws}, Gemm(1, 0, 1.0)));
+    if (dx == nullptr) continue;
+    Tensor dxs = Rows(*dx, run.begin, run.end);
+    // Type ranges never straddle the owned rows' end, so a range is either all accumulated or all fresh.
+    const double beta = run.begin < accumulated_rows ? 1.0 : 0.0;
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&dys, &ws}, {&dxs}, Gemm(0, 1, beta)));
+  }
+  return Status();
+}
+
+Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
+  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
+  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, k_w_, M, keys_));
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, q_w_, N, queries_));
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, v_w_, M, values_));
+  const SegmentLayout& g = graph_.segments();
+  std::vector<const Tensor*> in = {
+      &keys_, &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_)};
+  g.AppendDst(in);
+  in.push_back(&g.dedge_pair);
+  g.AppendSrc(in);
+  const tessel_hgt_params p{sizeof(tessel_hgt_params), shape_.heads, shape_.reordering == Reordering::kOn ? 1 : 0};
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_hgt_fwd, in, {&agg_, &row_max_, &row_sum_}, p));
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu_}));
+  if (!shape_.skip()) return TypedLinear(Source::kDense, gelu_, out_w_, N, out);
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu_, out_w_, N, o_));
+  Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
+  return k_.Call(tessel_op_rgnn_typed_gate_fwd, {&o_, &x_owned, &params_.value(skip_), &types}, {&out});
+}
+
+Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
+  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
+  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
+  Tensor* d_o = &dout;
+  if (shape_.skip()) {
+    // The skip path's share of the input gradient goes straight into dx's owned rows (or nowhere).
+    Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
+    Tensor dx_owned = dx != nullptr ? Rows(*dx, 0, N) : d_skip_x_;
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_gate_bwd, {&dout, &o_, &x_owned, &params_.value(skip_), &types},
+                                   {&d_o_, &dx_owned, &params_.grad(skip_)}));
+    d_o = &d_o_;
+  }
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu_, out_w_, N, *d_o, &d_gelu_, /*accumulated_rows=*/0));
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu_, &agg_}, {&d_agg_}));
+  const SegmentLayout& g = graph_.segments();
+  std::vector<const Tensor*> in = {
+      &d_agg_, &keys_,    &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
+      &agg_,   &row_max_, &row_sum_};
+  g.AppendDst(in);
+  in.push_back(&g.dedge_pair);
+  g.AppendSrc(in);
+  const tessel_hgt_params p{sizeof(tessel_hgt_params), shape_.heads, shape_.reordering == Reordering::kOn ? 1 : 0};
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_rgnn_hgt_bwd, in,
+              {&d_keys_, &d_queries_, &d_values_, &params_.grad(att_), &params_.grad(msg_), &params_.grad(prior_)}, p));
+  // dx = dK Wk^T + dV Wv^T (every row) + dQ Wq^T (owned rows) [+ the skip share, already in dx].
+  const int64_t skip_rows = shape_.skip() && dx != nullptr ? N : 0;
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, k_w_, M, d_keys_, dx, skip_rows));
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, v_w_, M, d_values_, dx, M));
+  return TypedLinearBackward(Source::kLayerInput, x, q_w_, N, d_queries_, dx, M);
+}
+
+}  // namespace tessel::workers

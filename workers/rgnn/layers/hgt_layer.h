@@ -1,0 +1,56 @@
+// HGT layer (workers/rgnn/MODELS.md "HGT", after PyG's HGTConv without biases): per node type K, Q, V
+// linears; the fused rgnn.hgt.* kernels for the relation-aware attention and aggregation (W_att applied
+// to q once per segment, W_msg after the aggregation); GELU; a per-node-type output linear; and, when the
+// input and output widths match, the gated skip connection (rgnn.typed_gate.*). With a one-hot input, the
+// K, Q, V linears are per-type tables read with nn.embedding.
+// Rows of a node type form a few contiguous ranges (FullGraphSource::type_runs), so each typed linear is
+// one nn.gemm per range.
+#pragma once
+
+#include "workers/params/parameter_store.h"
+#include "workers/rgnn/full_graph_source.h"
+#include "workers/rgnn/kernel_set.h"
+#include "workers/rgnn/layers/layer.h"
+#include "workers/rgnn/rgnn_settings.h"
+
+namespace tessel::workers {
+
+class HgtLayer final : public RgnnLayer {
+ public:
+  struct Shape {
+    int index = 0;
+    int64_t in_dim = 0, out_dim = 0;
+    int32_t heads = 1;
+    bool one_hot = false;
+    Reordering reordering = Reordering::kOn;
+    bool skip() const { return in_dim == out_dim && !one_hot; }  // MODELS.md: no skip from a one-hot input
+  };
+  HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params);
+  static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
+
+  int64_t out_dim() const override { return shape_.out_dim; }
+  Status Forward(const Tensor& x, Tensor& out) override;
+  Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
+
+ private:
+  // Whether a typed linear reads the layer's input (one-hot for a one-hot layer) or a dense tensor.
+  enum class Source { kLayerInput, kDense };
+  // y[rows] = x[rows] W[type] for every type range of the first `rows` rows (one-hot: table lookups).
+  Status TypedLinear(Source source, const Tensor& x, size_t weight, int64_t rows, Tensor& y);
+  // dW[type] = x^T dy over the ranges of that type (overwritten), and, when dx is given, dx = dy W^T on
+  // its rows, added to what rows [0, accumulated_rows) already hold.
+  Status TypedLinearBackward(Source source, const Tensor& x, size_t weight, int64_t rows, const Tensor& dy, Tensor* dx,
+                             int64_t accumulated_rows);
+  Status EnsureBuffers();
+
+  Shape shape_;
+  const FullGraphSource& graph_;
+  const KernelSet& k_;
+  ParameterStore& params_;
+  size_t k_w_, q_w_, v_w_, out_w_, skip_ = 0, att_, msg_, prior_;
+  Tensor keys_, queries_, values_, agg_, row_max_, row_sum_, gelu_, o_;
+  Tensor d_keys_, d_queries_, d_values_, d_gelu_, d_agg_, d_o_, d_skip_x_;
+  Tensor one_hot_ids_;  // i64[rows]: type * nodes + global id, the rows of the per-type tables
+};
+
+}  // namespace tessel::workers

@@ -1,0 +1,48 @@
+// SegmentLayout: a worker's edges in the layout of the fused RGNN kernels (<tessel/ops/rgnn.h>, "SEGMENT
+// LAYOUT"): destination-major (blocks of output rows -> runs of one relation -> segments (r, i) -> edges)
+// for the forward passes, source-major (blocks of input rows -> runs -> pairs (r, j) -> edges) for the
+// backward ones, with the maps between them. Built once per job from the partition.
+//
+// Blocks are cut so that each holds about the same number of edges; they are the unit of parallel work,
+// and the results depend on them (never on the thread count).
+// Ownership: a value that owns its tensors. Thread safety: immutable after Build.
+// Failure: kBadData on an inconsistent partition; kInternal past the layout's 32-bit row and edge ids.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "storage/partition.h"
+#include "workers/executor.h"
+#include "workers/rgnn/rgnn_settings.h"
+
+namespace tessel::workers {
+
+struct SegmentLayout {
+  int64_t num_rows = 0;       // M: input rows (owned + halo)
+  int64_t num_dst = 0;        // N: output rows (owned)
+  int64_t num_relations = 0;  // R
+  int64_t num_edges = 0;      // E
+  int64_t num_segs = 0;       // S: unique (relation, destination), or E without compaction
+  int64_t num_pairs = 0;      // U: unique (relation, source), or E without compaction
+
+  // DST side, in the kernels' order.
+  Tensor dblk_row, dblk_run, drun_rel, drun_seg, seg_dst, seg_edge, dedge_src;
+  Tensor dedge_pair;  // i32[E]: the pair of each dst-major edge
+  // SRC side.
+  Tensor sblk_row, sblk_run, srun_rel, srun_pair, pair_src, pair_edge, sedge_seg;
+  Tensor seg_norm;  // f32[S]: 1 / |N_r(i)| of each segment's (relation, destination)
+
+  // Pointers to the 7 tensors of each side, to append to a kernel call.
+  void AppendDst(std::vector<const Tensor*>& inputs) const;
+  void AppendSrc(std::vector<const Tensor*>& inputs) const;
+  int64_t bytes() const;
+
+  // `target_block_edges` 0 picks E / 64 clamped to [8192, 262144]. `device` receives the tensors.
+  static Result<SegmentLayout> Build(const storage::WorkerPartition& p, Compaction compaction,
+                                     const DeviceContext& device, int64_t target_block_edges = 0);
+};
+
+}  // namespace tessel::workers
