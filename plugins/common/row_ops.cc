@@ -1,6 +1,8 @@
 // Built with -ffp-contract=off (CMakeLists.txt): no clone fuses a multiply and an add that another does not.
 #include "row_ops.h"
 
+#include <cmath>
+
 namespace tessel::kernels {
 namespace {
 
@@ -24,56 +26,77 @@ TESSEL_ROW_INLINE void Prefetch(const T* row, int64_t width) {
   for (int64_t b = 0; b < width * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
-// Columns [c0, c0 + W) of a gather: `row_ptr(i)` is item i's row (from column 0), `weight(i)` its factor.
+// Item i's columns [c0, c0 + W) (W == 0: `width` columns): `row_ptr(e)` is edge e's row (from column
+// 0), `weight(e)` its factor. The first chunk of an item prefetches whole rows kAhead edges on, up to
+// `e_end` (the last edge of the run of items).
 template <typename T, int64_t W, bool kWeighted, typename RowPtr, typename Weight>
-TESSEL_ROW_INLINE void GatherColumns(int64_t n, int64_t c0, int64_t width, RowPtr row_ptr, Weight weight, T* acc) {
-  for (int64_t c = 0; c < (W > 0 ? W : width); ++c) acc[c] = T(0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) Prefetch(row_ptr(i + kAhead) + c0, W > 0 ? W : width);
-    const T* r = row_ptr(i) + c0;
+TESSEL_ROW_INLINE void GatherColumns(int64_t e0, int64_t e1, int64_t e_end, int64_t k, int64_t c0, int64_t width,
+                                     RowPtr row_ptr, Weight weight, T* acc) {
+  const int64_t w = W > 0 ? W : width;
+  for (int64_t c = 0; c < w; ++c) acc[c] = T(0);
+  for (int64_t e = e0; e < e1; ++e) {
+    if (c0 == 0 && e + kAhead < e_end) Prefetch(row_ptr(e + kAhead), k);
+    const T* r = row_ptr(e) + c0;
     if constexpr (kWeighted) {
-      const T a = weight(i);
-      for (int64_t c = 0; c < (W > 0 ? W : width); ++c) acc[c] += a * r[c];
+      const T a = weight(e);
+      for (int64_t c = 0; c < w; ++c) acc[c] += a * r[c];
     } else {
-      for (int64_t c = 0; c < (W > 0 ? W : width); ++c) acc[c] += r[c];
+      for (int64_t c = 0; c < w; ++c) acc[c] += r[c];
     }
   }
 }
 
 template <typename T, bool kWeighted, typename RowPtr, typename Weight>
-TESSEL_ROW_INLINE void Gather(int64_t k, int64_t n, RowPtr row_ptr, Weight weight, T scale, T* out) {
+TESSEL_ROW_INLINE void GatherItems(int64_t k, const int64_t* ptr, int64_t items, RowPtr row_ptr, Weight weight,
+                                   const T* scale, T* out) {
   alignas(64) T acc[kChunk<T>];
-  int64_t c0 = 0;
-  for (; c0 + kChunk<T> <= k; c0 += kChunk<T>) {
-    GatherColumns<T, kChunk<T>, kWeighted>(n, c0, kChunk<T>, row_ptr, weight, acc);
-    for (int64_t c = 0; c < kChunk<T>; ++c) out[c0 + c] = scale * acc[c];
-  }
-  if (c0 < k) {
-    const int64_t width = k - c0;
-    GatherColumns<T, 0, kWeighted>(n, c0, width, row_ptr, weight, acc);
-    for (int64_t c = 0; c < width; ++c) out[c0 + c] = scale * acc[c];
+  const int64_t e_end = items > 0 ? ptr[items] : 0;
+  for (int64_t i = 0; i < items; ++i) {
+    const T s = scale != nullptr ? scale[i] : T(1);
+    T* o = out + i * k;
+    int64_t c0 = 0;
+    for (; c0 + kChunk<T> <= k; c0 += kChunk<T>) {
+      GatherColumns<T, kChunk<T>, kWeighted>(ptr[i], ptr[i + 1], e_end, k, c0, kChunk<T>, row_ptr, weight, acc);
+      for (int64_t c = 0; c < kChunk<T>; ++c) o[c0 + c] = s * acc[c];
+    }
+    if (c0 < k) {
+      const int64_t width = k - c0;
+      GatherColumns<T, 0, kWeighted>(ptr[i], ptr[i + 1], e_end, k, c0, width, row_ptr, weight, acc);
+      for (int64_t c = 0; c < width; ++c) o[c0 + c] = s * acc[c];
+    }
   }
 }
 
 template <typename T>
-TESSEL_ROW_INLINE void GatherSumImpl(const T* x, int64_t k, const int32_t* idx, const int64_t* map, int64_t n, T scale,
-                                     T* out) {
+TESSEL_ROW_INLINE void GatherSumImpl(const T* x, int64_t k, const int64_t* ptr, int64_t items, const int32_t* idx,
+                                     const int64_t* map, const T* scale, T* out) {
   const auto none = [](int64_t) { return T(1); };
   if (map == nullptr) {
-    Gather<T, false>(
-        k, n, [&](int64_t i) { return x + static_cast<int64_t>(idx[i]) * k; }, none, scale, out);
+    GatherItems<T, false>(
+        k, ptr, items, [&](int64_t e) { return x + static_cast<int64_t>(idx[e]) * k; }, none, scale, out);
   } else {
-    Gather<T, false>(
-        k, n, [&](int64_t i) { return x + map[idx[i]] * k; }, none, scale, out);
+    GatherItems<T, false>(
+        k, ptr, items, [&](int64_t e) { return x + map[idx[e]] * k; }, none, scale, out);
   }
 }
 
 template <typename T>
-TESSEL_ROW_INLINE void GatherSegmentsImpl(const T* x, int64_t k, const int32_t* seg, int64_t n, const int32_t* row_of,
-                                          const T* coef, T* out) {
-  Gather<T, true>(
-      k, n, [&](int64_t i) { return x + static_cast<int64_t>(row_of[seg[i]]) * k; },
-      [&](int64_t i) { return coef[seg[i]]; }, T(1), out);
+TESSEL_ROW_INLINE void GatherSegmentsImpl(const T* x, int64_t k, const int64_t* ptr, int64_t items, const int32_t* seg,
+                                          const int32_t* row_of, const T* coef, T* out) {
+  GatherItems<T, true>(
+      k, ptr, items, [&](int64_t e) { return x + static_cast<int64_t>(row_of[seg[e]]) * k; },
+      [&](int64_t e) { return coef[seg[e]]; }, static_cast<const T*>(nullptr), out);
+}
+
+template <typename T>
+TESSEL_ROW_INLINE void AdamImpl(int64_t n, T* __restrict p, const T* __restrict grad, T* __restrict m, T* __restrict v,
+                                const AdamConstants<T>& c) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = (grad != nullptr ? grad[i] : T(0)) + c.weight_decay * p[i];
+    m[i] += c.one_minus_beta1 * (g - m[i]);
+    v[i] = v[i] * c.beta2 + c.one_minus_beta2 * g * g;
+    p[i] -= c.step_size * m[i] / (std::sqrt(v[i]) / c.bias2_sqrt + c.eps);
+  }
 }
 
 template <typename T>
@@ -91,22 +114,22 @@ TESSEL_ROW_INLINE T DotImpl(int64_t n, const T* __restrict x, const T* __restric
 
 }  // namespace
 
-TESSEL_ROW_CLONES void GatherSum(const float* x, int64_t k, const int32_t* idx, const int64_t* map, int64_t n,
-                                 float scale, float* out) {
-  GatherSumImpl(x, k, idx, map, n, scale, out);
+TESSEL_ROW_CLONES void GatherSumItems(const float* x, int64_t k, const int64_t* ptr, int64_t items, const int32_t* idx,
+                                      const int64_t* map, const float* scale, float* out) {
+  GatherSumImpl(x, k, ptr, items, idx, map, scale, out);
 }
-TESSEL_ROW_CLONES void GatherSum(const double* x, int64_t k, const int32_t* idx, const int64_t* map, int64_t n,
-                                 double scale, double* out) {
-  GatherSumImpl(x, k, idx, map, n, scale, out);
+TESSEL_ROW_CLONES void GatherSumItems(const double* x, int64_t k, const int64_t* ptr, int64_t items, const int32_t* idx,
+                                      const int64_t* map, const double* scale, double* out) {
+  GatherSumImpl(x, k, ptr, items, idx, map, scale, out);
 }
 
-TESSEL_ROW_CLONES void GatherSegments(const float* x, int64_t k, const int32_t* seg, int64_t n, const int32_t* row_of,
-                                      const float* coef, float* out) {
-  GatherSegmentsImpl(x, k, seg, n, row_of, coef, out);
+TESSEL_ROW_CLONES void GatherSegmentItems(const float* x, int64_t k, const int64_t* ptr, int64_t items,
+                                          const int32_t* seg, const int32_t* row_of, const float* coef, float* out) {
+  GatherSegmentsImpl(x, k, ptr, items, seg, row_of, coef, out);
 }
-TESSEL_ROW_CLONES void GatherSegments(const double* x, int64_t k, const int32_t* seg, int64_t n, const int32_t* row_of,
-                                      const double* coef, double* out) {
-  GatherSegmentsImpl(x, k, seg, n, row_of, coef, out);
+TESSEL_ROW_CLONES void GatherSegmentItems(const double* x, int64_t k, const int64_t* ptr, int64_t items,
+                                          const int32_t* seg, const int32_t* row_of, const double* coef, double* out) {
+  GatherSegmentsImpl(x, k, ptr, items, seg, row_of, coef, out);
 }
 
 TESSEL_ROW_CLONES void AddRow(int64_t n, const float* __restrict x, float* __restrict y) {
@@ -125,5 +148,14 @@ TESSEL_ROW_CLONES void AxpyRow(int64_t n, double a, const double* __restrict x, 
 
 TESSEL_ROW_CLONES float DotRow(int64_t n, const float* x, const float* y) { return DotImpl(n, x, y); }
 TESSEL_ROW_CLONES double DotRow(int64_t n, const double* x, const double* y) { return DotImpl(n, x, y); }
+
+TESSEL_ROW_CLONES void AdamSpan(int64_t n, float* p, const float* grad, float* m, float* v,
+                                const AdamConstants<float>& c) {
+  AdamImpl(n, p, grad, m, v, c);
+}
+TESSEL_ROW_CLONES void AdamSpan(int64_t n, double* p, const double* grad, double* m, double* v,
+                                const AdamConstants<double>& c) {
+  AdamImpl(n, p, grad, m, v, c);
+}
 
 }  // namespace tessel::kernels

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels.h"
+#include "row_ops.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -15,6 +16,19 @@ struct AdamStepCpu {
   static void Run(const KernelArgs& args);
 };
 
+// The update's per-step constants, from the checked hyperparameters.
+template <typename T>
+AdamConstants<T> Constants(const tessel_adam_params& h) {
+  const double step = static_cast<double>(h.step);
+  return AdamConstants<T>{static_cast<T>(h.lr / (1 - std::pow(h.beta1, step))),
+                          static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step))),
+                          static_cast<T>(1 - h.beta1),
+                          static_cast<T>(h.beta2),
+                          static_cast<T>(1 - h.beta2),
+                          static_cast<T>(h.weight_decay),
+                          static_cast<T>(h.eps)};
+}
+
 template <typename T>
 void AdamStepCpu::Run(const KernelArgs& args) {
   int64_t p = kUnbound;
@@ -22,21 +36,9 @@ void AdamStepCpu::Run(const KernelArgs& args) {
   const T* grad = args.In<T>(1, "grad", {&p});
   T* m = args.InMutable<T>(2, "m", {&p});
   T* v = args.InMutable<T>(3, "v", {&p});
-  const tessel_adam_params& h = CheckedAdamParams(args);
-  const double step = static_cast<double>(h.step);
-  const T step_size = static_cast<T>(h.lr / (1 - std::pow(h.beta1, step)));
-  const T bias2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step)));
-  const T b1c = static_cast<T>(1 - h.beta1), b2 = static_cast<T>(h.beta2), b2c = static_cast<T>(1 - h.beta2);
-  const T wd = static_cast<T>(h.weight_decay), e = static_cast<T>(h.eps);
-  args.ParallelFor(p, 1 << 14, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const T g = grad[i] + wd * param[i];
-      m[i] += b1c * (g - m[i]);
-      v[i] = v[i] * b2 + b2c * g * g;
-      const T denom = std::sqrt(v[i]) / bias2_sqrt + e;
-      param[i] -= step_size * m[i] / denom;
-    }
-  });
+  const AdamConstants<T> c = Constants<T>(CheckedAdamParams(args));
+  args.ParallelFor(p, 1 << 14,
+                   [&](int64_t i0, int64_t i1) { AdamSpan(i1 - i0, param + i0, grad + i0, m + i0, v + i0, c); });
 }
 
 // The same update over [P, D] rows whose gradient is grad_rows[row_of[p]], or zero when row_of[p] < 0.
@@ -56,22 +58,19 @@ struct AdamStepRowsCpu {
                                          " is past the " + std::to_string(z) + " gradient rows");
       }
     }
-    const tessel_adam_params& h = CheckedAdamParams(args);
-    const double step = static_cast<double>(h.step);
-    const T step_size = static_cast<T>(h.lr / (1 - std::pow(h.beta1, step)));
-    const T bias2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step)));
-    const T b1c = static_cast<T>(1 - h.beta1), b2 = static_cast<T>(h.beta2), b2c = static_cast<T>(1 - h.beta2);
-    const T wd = static_cast<T>(h.weight_decay), e = static_cast<T>(h.eps);
+    const AdamConstants<T> c = Constants<T>(CheckedAdamParams(args));
     args.ParallelFor(p, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, d)), [&](int64_t r0, int64_t r1) {
-      for (int64_t row = r0; row < r1; ++row) {
-        const T* g_row = row_of[row] >= 0 ? grad_rows + static_cast<int64_t>(row_of[row]) * d : nullptr;
-        T *pr = param + row * d, *mr = m + row * d, *vr = v + row * d;
-        for (int64_t c = 0; c < d; ++c) {
-          const T g = (g_row != nullptr ? g_row[c] : T(0)) + wd * pr[c];
-          mr[c] += b1c * (g - mr[c]);
-          vr[c] = vr[c] * b2 + b2c * g * g;
-          pr[c] -= step_size * mr[c] / (std::sqrt(vr[c]) / bias2_sqrt + e);
+      // Rows with a gradient one at a time; each run of rows without one in one call.
+      for (int64_t row = r0; row < r1;) {
+        int64_t end = row + 1;
+        const T* g_row = nullptr;
+        if (row_of[row] >= 0) {
+          g_row = grad_rows + static_cast<int64_t>(row_of[row]) * d;
+        } else {
+          while (end < r1 && row_of[end] < 0) ++end;
         }
+        AdamSpan((end - row) * d, param + row * d, g_row, m + row * d, v + row * d, c);
+        row = end;
       }
     });
   }

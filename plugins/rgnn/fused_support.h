@@ -1,5 +1,5 @@
 // Helpers shared by the fused CPU kernels (rgcn_fused_cpu.cc, rgat_cpu.cc, hgt_cpu.cc): tile sizes, the
-// fixed grouping of blocks for gradient partial sums, and small dense loops the compiler vectorises.
+// fixed grouping of blocks for gradient partial sums. (The row loops are plugins/common/row_ops.h.)
 // Thread safety: pure functions over caller-owned memory.
 #pragma once
 
@@ -22,25 +22,6 @@ inline int64_t GradientGroups(int64_t num_blocks, int64_t partial_bytes, int64_t
 
 // Blocks [GroupBegin(g), GroupBegin(g + 1)) belong to group g of `groups`.
 inline int64_t GroupBegin(int64_t g, int64_t groups, int64_t num_blocks) { return g * num_blocks / groups; }
-
-// y[0..n) += a * x[0..n)
-template <typename T>
-inline void Axpy(int64_t n, T a, const T* __restrict x, T* __restrict y) {
-  for (int64_t c = 0; c < n; ++c) y[c] += a * x[c];
-}
-
-// y[0..n) += x[0..n)
-template <typename T>
-inline void Add(int64_t n, const T* __restrict x, T* __restrict y) {
-  for (int64_t c = 0; c < n; ++c) y[c] += x[c];
-}
-
-template <typename T>
-inline T Dot(int64_t n, const T* __restrict x, const T* __restrict y) {
-  T sum = T(0);
-  for (int64_t c = 0; c < n; ++c) sum += x[c] * y[c];
-  return sum;
-}
 
 template <typename T>
 inline void Zero(int64_t n, T* p) {

@@ -24,6 +24,7 @@
 #include "blas.h"
 #include "fused_support.h"
 #include "kernels.h"
+#include "row_ops.h"
 #include "segment_layout.h"
 
 namespace tessel::kernels::rgnn {
@@ -90,29 +91,6 @@ HgtInputs<T> ReadInputs(const KernelArgs& args, int first, int layout, int64_t n
   }
   in.edge_pair = ReadEdgePair(args, layout + 7, in.dl.num_edges, in.sl.num_pairs, LayoutCheck::kFull);
   return in;
-}
-
-// x . y with 8 independent partial sums (so the loop pipelines and vectorises without reassociating
-// anything at run time), added in a fixed order: the same bits on every call.
-template <typename T>
-inline T Dot8(int64_t n, const T* __restrict x, const T* __restrict y) {
-  T acc[8] = {};
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += x[c + j] * y[c + j];
-  }
-  for (; c < n; ++c) acc[0] += x[c] * y[c];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-// y += a x, unrolled by 8 like Dot8 (each element is its own sum: the same bits as a plain loop).
-template <typename T>
-inline void Axpy8(int64_t n, T a, const T* __restrict x, T* __restrict y) {
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    for (int j = 0; j < 8; ++j) y[c + j] += a * x[c + j];
-  }
-  for (; c < n; ++c) y[c] += a * x[c];
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -196,10 +174,10 @@ void ForwardReordered(const KernelArgs& args, const HgtInputs<T>& in, T* agg, T*
               const T* k_row = in.k + src * f;
               const T* v_row = in.v + src * f;
               for (int64_t c = 0; c < h; ++c) {
-                const T score = Dot8(dh, k_row + c * dh, qp_row + c * dh) * ps[c];
+                const T score = DotRow(dh, k_row + c * dh, qp_row + c * dh) * ps[c];
                 const T w =
                     Fold(score, row_max[dst * h + c], row_sum[dst * h + c], dh, a_row + c * dh, agg + dst * f + c * dh);
-                Axpy8(dh, w, v_row + c * dh, a_row + c * dh);
+                AxpyRow(dh, w, v_row + c * dh, a_row + c * dh);
               }
             }
             std::copy_n(row_max + dst * h, h, ref.data() + i * h);
@@ -213,7 +191,7 @@ void ForwardReordered(const KernelArgs& args, const HgtInputs<T>& in, T* agg, T*
             const int64_t dst = l.seg_dst[s0 + i];
             for (int64_t c = 0; c < h; ++c) {
               const T mx = row_max[dst * h + c], r_i = ref[static_cast<size_t>(i * h + c)];
-              Axpy8(dh, r_i == mx ? T(1) : std::exp(r_i - mx), ct.data() + i * f + c * dh, agg + dst * f + c * dh);
+              AxpyRow(dh, r_i == mx ? T(1) : std::exp(r_i - mx), ct.data() + i * f + c * dh, agg + dst * f + c * dh);
             }
           }
         }
@@ -274,10 +252,10 @@ void ForwardMaterialised(const KernelArgs& args, const HgtInputs<T>& in, T* agg,
           for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
             const int64_t u = in.edge_pair[e];
             for (int64_t c = 0; c < h; ++c) {
-              const T score = Dot8(dh, ka + u * f + c * dh, q_row + c * dh) * ps[c];
+              const T score = DotRow(dh, ka + u * f + c * dh, q_row + c * dh) * ps[c];
               const T w = Fold(score, row_max[dst * h + c], row_sum[dst * h + c], dh, agg_row + c * dh,
                                static_cast<T*>(nullptr));
-              Axpy8(dh, w, vm + u * f + c * dh, agg_row + c * dh);
+              AxpyRow(dh, w, vm + u * f + c * dh, agg_row + c * dh);
             }
           }
         }
@@ -344,12 +322,12 @@ void BackwardDst(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
                 const T* v_row = in.v + src * f;
                 for (int64_t c = 0; c < h; ++c) {
                   const int64_t o = off + c * dh;
-                  const T raw = Dot8(dh, k_row + c * dh, qp.data() + o);
+                  const T raw = DotRow(dh, k_row + c * dh, qp.data() + o);
                   const T alpha = std::exp(raw * ps[c] - ba.row_max[dst * h + c]) * ba.inv_sum[dst * h + c];
-                  const T dalpha = Dot8(dh, da.data() + o, v_row + c * dh);
+                  const T dalpha = DotRow(dh, da.data() + o, v_row + c * dh);
                   const T dscore = alpha * (dalpha - ba.c[dst * h + c]);
-                  Axpy8(dh, alpha, v_row + c * dh, at.data() + o);
-                  Axpy8(dh, dscore, k_row + c * dh, dk.data() + o);
+                  AxpyRow(dh, alpha, v_row + c * dh, at.data() + o);
+                  AxpyRow(dh, dscore, k_row + c * dh, dk.data() + o);
                   dp[c] += dscore * raw;
                 }
               }
@@ -365,7 +343,7 @@ void BackwardDst(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
                       dmsg_g + (rel * h + c) * dh * dh, dh);
             }
             for (int64_t i = 0; i < rows; ++i) {
-              Add(f, tmp.data() + i * f, dq + static_cast<int64_t>(l.seg_dst[s0 + i]) * f);
+              AddRow(f, tmp.data() + i * f, dq + static_cast<int64_t>(l.seg_dst[s0 + i]) * f);
             }
           }
           // d score / d prior = raw / sqrt(Dh).
@@ -415,12 +393,12 @@ void BackwardSrc(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
               const T* g_row = ba.dagg + dst * f;
               for (int64_t c = 0; c < h; ++c) {
                 const int64_t o = off + c * dh;
-                const T raw = Dot8(dh, kp.data() + o, q_row + c * dh);
+                const T raw = DotRow(dh, kp.data() + o, q_row + c * dh);
                 const T alpha = std::exp(raw * ps[c] - ba.row_max[dst * h + c]) * ba.inv_sum[dst * h + c];
-                const T dalpha = Dot8(dh, mp.data() + o, g_row + c * dh);
+                const T dalpha = DotRow(dh, mp.data() + o, g_row + c * dh);
                 const T dscore = alpha * (dalpha - ba.c[dst * h + c]);
-                Axpy8(dh, alpha, g_row + c * dh, bt.data() + o);
-                Axpy8(dh, dscore, q_row + c * dh, dqt.data() + o);
+                AxpyRow(dh, alpha, g_row + c * dh, bt.data() + o);
+                AxpyRow(dh, dscore, q_row + c * dh, dqt.data() + o);
               }
             }
           }
@@ -430,14 +408,14 @@ void BackwardSrc(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
                     tmp.data() + c * dh, f);
           }
           for (int64_t i = 0; i < rows; ++i) {
-            Add(f, tmp.data() + i * f, dv + static_cast<int64_t>(l.pair_src[u0 + i]) * f);
+            AddRow(f, tmp.data() + i * f, dv + static_cast<int64_t>(l.pair_src[u0 + i]) * f);
           }
           for (int64_t c = 0; c < h; ++c) {
             Gemm<T>(Trans::kNo, Trans::kYes, rows, dh, dh, ps[c], dqt.data() + c * dh, f, in.Att(rel, c), dh, T(0),
                     tmp.data() + c * dh, f);
           }
           for (int64_t i = 0; i < rows; ++i) {
-            Add(f, tmp.data() + i * f, dk + static_cast<int64_t>(l.pair_src[u0 + i]) * f);
+            AddRow(f, tmp.data() + i * f, dk + static_cast<int64_t>(l.pair_src[u0 + i]) * f);
           }
         }
       }
@@ -456,7 +434,7 @@ void Backward(const KernelArgs& args, const HgtInputs<T>& in, const T* dagg, con
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t hd = 0; hd < h; ++hd) {
         const int64_t o = (i * h + hd) * dh;
-        c[i * h + hd] = Dot8(dh, dagg + o, agg + o);
+        c[i * h + hd] = DotRow(dh, dagg + o, agg + o);
         const T sum = row_sum[i * h + hd];
         inv_sum[i * h + hd] = sum > T(0) ? T(1) / sum : T(0);
       }

@@ -5,9 +5,9 @@
 // per pair and s_dst per segment (outputs of the forward, inputs of the backward); every per-edge value
 // (score, alpha, dalpha, dz) is recomputed from them and the per-row softmax statistics where it is needed.
 // Work that needs a relation's weights runs over the items (segments or pairs) in relation order, in chunks
-// of at most kMaxChunkRows rows (as rgcn_fused.cu: one host sync reads the runs, a counting sort orders them
-// by relation, a second sync uploads the order), so each chunk is a few relation slices and each slice one
-// cuBLAS GEMM per head (or per relation). Scratch is a handful of [chunk, width] tiles from the host's
+// of at most kMaxChunkRows rows (Sweep in fused_cuda.cuh: one host sync reads the runs, a counting sort
+// orders them by relation, a second sync uploads the order), so each chunk is a few relation slices and each
+// slice one cuBLAS GEMM per head (or per relation). Scratch is a handful of [chunk, width] tiles from the host's
 // workspace (Workspace<T>), bounded by kChunkBytes together.
 //
 // Forward (features):
@@ -40,9 +40,9 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <vector>
 
 #include "cuda_support.h"
+#include "fused_cuda.cuh"
 #include "kernels.h"
 #include "segment_layout.h"
 
@@ -51,275 +51,11 @@ namespace {
 
 using std::to_string;
 
-// ---------------------------------------------------------------------------------------------------
-// Chunks of items in relation order (the scheme of rgcn_fused.cu).
-
-constexpr int64_t kMaxChunkRows = 65536;
-constexpr int64_t kMinChunkRows = 1024;
-constexpr int64_t kChunkBytes = int64_t{96} << 20;  // all of a sweep's tiles together
-
-// Rows per chunk when each chunk row takes `row_elems` values of T over all the sweep's tiles.
-template <typename T>
-int64_t ChunkRows(int64_t items, int64_t row_elems) {
-  const int64_t by_bytes = kChunkBytes / (static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(1, row_elems));
-  return std::max<int64_t>(1, std::min(items, std::clamp<int64_t>(by_bytes, kMinChunkRows, kMaxChunkRows)));
-}
-
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// Blocks for a grid-stride loop with one warp per item.
-inline unsigned WarpBlocks(int64_t items) { return Blocks(items * kWarp); }
-__device__ inline int64_t GlobalWarp() { return (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; }
-__device__ inline int64_t WarpStride() { return int64_t(gridDim.x) * blockDim.x / kWarp; }
-__device__ inline int Lane() { return static_cast<int>(threadIdx.x % kWarp); }
-
-// The sum over the warp, the same bits on every lane (reduced to lane 0, then broadcast).
-template <typename T>
-__device__ T WarpSum(T v) {
-  for (int off = kWarp / 2; off > 0; off /= 2) v += __shfl_down_sync(kFullMask, v, off);
-  return __shfl_sync(kFullMask, v, 0);
-}
-
-// a . b over n values, lanes striding the columns. Every lane of the warp must call it.
-template <typename T>
-__device__ T WarpDot(int64_t n, const T* a, const T* b) {
-  T acc = T(0);
-  for (int64_t c = Lane(); c < n; c += kWarp) acc += a[c] * b[c];
-  return WarpSum(acc);
-}
-
-__device__ inline float Exp(float v) { return expf(v); }
-__device__ inline double Exp(double v) { return exp(v); }
-
-// *p = v unless v <= *p, atomically (the CPU kernels' `if (!(v <= mx)) mx = v`).
-__device__ inline void AtomicMax(float* p, float v) {
-  unsigned int* a = reinterpret_cast<unsigned int*>(p);
-  unsigned int old = *reinterpret_cast<volatile unsigned int*>(a);
-  while (!(v <= __uint_as_float(old))) {
-    const unsigned int assumed = old;
-    old = atomicCAS(a, assumed, __float_as_uint(v));
-    if (old == assumed) break;
-  }
-}
-__device__ inline void AtomicMax(double* p, double v) {
-  unsigned long long* a = reinterpret_cast<unsigned long long*>(p);
-  unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(a);
-  while (!(v <= __longlong_as_double(static_cast<long long>(old)))) {
-    const unsigned long long assumed = old;
-    old = atomicCAS(a, assumed, static_cast<unsigned long long>(__double_as_longlong(v)));
-    if (old == assumed) break;
-  }
-}
-
-// The q < num_runs with ptr[q] <= item < ptr[q + 1], for ptr[0] <= item < ptr[num_runs]; the last such q,
-// so empty runs are passed over.
-__device__ int64_t RunOf(const int64_t* ptr, int64_t num_runs, int64_t item) {
-  int64_t lo = 0, hi = num_runs;  // invariant: ptr[lo] <= item < ptr[hi]
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (ptr[mid] <= item) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
-// One side of the layout: runs of one relation -> items (segments or pairs) -> edges.
-struct Side {
-  int64_t num_items = 0, num_runs = 0;
-  const int64_t* run_item = nullptr;  // [Q+1]
-  const int32_t* run_rel = nullptr;   // [Q]
-  const int32_t* item_row = nullptr;  // [items]: seg_dst or pair_src
-};
-Side DstSide(const DstLayout& l) { return Side{l.num_segs, l.num_runs, l.run_seg, l.run_rel, l.seg_dst}; }
-Side SrcSide(const SrcLayout& l) { return Side{l.num_pairs, l.num_runs, l.run_pair, l.run_rel, l.pair_src}; }
-
-// The items of a side in relation order: the nonempty runs sorted by relation (stably), each run's items
-// kept in order. rel_start[r] is the first position of relation r's items ([R + 1]); plan holds runs[J],
-// the sorted runs, then pos[J + 1], their first positions (pos[J] = the number of items), for the device.
-struct RelationOrder {
-  std::vector<int64_t> rel_start;
-  int64_t num_runs = 0;  // J
-  std::vector<int64_t> plan;
-};
-
-// Reads run_item[Q + 1] and run_rel[Q] to the host (one sync) and sorts the runs.
-RelationOrder OrderByRelation(const Side& side, int64_t r, const char* name, cudaStream_t stream) {
-  const int64_t num_runs = side.num_runs;
-  std::vector<int64_t> run_item(static_cast<size_t>(num_runs + 1));
-  std::vector<int32_t> run_rel(static_cast<size_t>(num_runs));
-  CheckCuda(cudaMemcpyAsync(run_item.data(), side.run_item, run_item.size() * sizeof(int64_t), cudaMemcpyDeviceToHost,
-                            stream),
-            "copy run offsets to host");
-  if (num_runs > 0) {
-    CheckCuda(cudaMemcpyAsync(run_rel.data(), side.run_rel, run_rel.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                              stream),
-              "copy run relations to host");
-  }
-  CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
-  // The host indexes with these, so they are checked (cheaply: Q entries) even though kernels trust the layout.
-  const auto bad = [&](const std::string& what) {
-    Fail(TESSEL_STATUS_BAD_DATA, std::string("segment layout (") + name + " runs): " + what);
-  };
-  if (run_item[0] != 0 || run_item[static_cast<size_t>(num_runs)] != side.num_items) {
-    bad("run offsets must start at 0 and end at " + to_string(side.num_items));
-  }
-  RelationOrder order;
-  std::vector<int64_t> rel_runs(static_cast<size_t>(r) + 1, 0);  // counts, then the first index in runs[]
-  order.rel_start.assign(static_cast<size_t>(r) + 1, 0);
-  for (int64_t q = 0; q < num_runs; ++q) {
-    const int64_t rel = run_rel[static_cast<size_t>(q)];
-    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
-    if (rel < 0 || rel >= r) bad("run " + to_string(q) + " has relation " + to_string(rel));
-    if (size < 0) bad("run offsets decrease at " + to_string(q + 1));
-    if (size == 0) continue;
-    ++rel_runs[static_cast<size_t>(rel) + 1];
-    order.rel_start[static_cast<size_t>(rel) + 1] += size;
-  }
-  for (size_t rel = 0; rel < static_cast<size_t>(r); ++rel) {
-    rel_runs[rel + 1] += rel_runs[rel];
-    order.rel_start[rel + 1] += order.rel_start[rel];
-  }
-  const int64_t j_count = rel_runs[static_cast<size_t>(r)];
-  order.num_runs = j_count;
-  order.plan.assign(static_cast<size_t>(2 * j_count + 1), 0);
-  std::vector<int64_t> next_run(rel_runs.begin(), rel_runs.end() - 1);
-  std::vector<int64_t> next_pos(order.rel_start.begin(), order.rel_start.end() - 1);
-  for (int64_t q = 0; q < num_runs; ++q) {
-    const size_t rel = static_cast<size_t>(run_rel[static_cast<size_t>(q)]);
-    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
-    if (size == 0) continue;
-    const int64_t j = next_run[rel]++;
-    order.plan[static_cast<size_t>(j)] = q;
-    order.plan[static_cast<size_t>(j_count + j)] = next_pos[rel];
-    next_pos[rel] += size;
-  }
-  order.plan[static_cast<size_t>(2 * j_count)] = side.num_items;
-  return order;
-}
-
-// item_of[i], rel_of[i] = the item at position p0 + i of the relation order and its relation: runs[j] is the
-// j-th run of that order and pos[j] its first position, pos[num_runs] the number of items.
-__global__ void MapRowsKernel(const int64_t* runs, const int64_t* pos, int64_t num_runs, const int64_t* run_item,
-                              const int32_t* run_rel, int64_t p0, int64_t rows, int64_t* item_of, int32_t* rel_of) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = p0 + i;
-    const int64_t j = RunOf(pos, num_runs, p);
-    const int64_t q = runs[j];
-    item_of[i] = run_item[q] + (p - pos[j]);
-    rel_of[i] = run_rel[q];
-  }
-}
-
-// A walk over one side's items in relation order, chunk by chunk: for each chunk the device arrays item_of
-// and rel_of hold its rows' items and relations, and the host knows its relation slices.
-class Sweep {
- public:
-  Sweep(const KernelArgs& args, const Side& side, int64_t r, int64_t chunk, const char* name, cudaStream_t stream)
-      : side_(side),
-        stream_(stream),
-        chunk_(chunk),
-        order_(OrderByRelation(side, r, name, stream)),
-        plan_(args, static_cast<int64_t>(order_.plan.size())),
-        item_of_(args, chunk),
-        rel_of_(args, chunk) {
-    // Copies the plan and waits (a second sync), so that the host buffer may go while kernels still run.
-    CheckCuda(cudaMemcpyAsync(plan_.get(), order_.plan.data(), order_.plan.size() * sizeof(int64_t),
-                              cudaMemcpyHostToDevice, stream),
-              "copy the relation order to the device");
-    CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
-  }
-  Sweep(const Sweep&) = delete;
-  Sweep& operator=(const Sweep&) = delete;
-
-  int64_t chunk() const { return chunk_; }
-  const int64_t* item_of() const { return item_of_.get(); }
-  const int32_t* rel_of() const { return rel_of_.get(); }
-
-  // fn(rows) for each chunk, after item_of and rel_of are mapped (rows <= chunk).
-  template <typename F>
-  void ForEachChunk(F&& fn) {
-    for (p0_ = 0; p0_ < side_.num_items; p0_ += chunk_) {
-      const int64_t rows = std::min(chunk_, side_.num_items - p0_);
-      MapRowsKernel<<<Blocks(rows), kThreads, 0, stream_>>>(plan_.get(), plan_.get() + order_.num_runs,
-                                                             order_.num_runs, side_.run_item, side_.run_rel, p0_,
-                                                             rows, item_of_.get(), rel_of_.get());
-      CheckLaunch("MapRowsKernel");
-      fn(rows);
-    }
-  }
-
-  // fn(rel, lo, len) for each relation with rows [lo, lo + len) in the current chunk of `rows` rows.
-  template <typename F>
-  void ForEachSlice(int64_t rows, F&& fn) const {
-    const int64_t r = static_cast<int64_t>(order_.rel_start.size()) - 1;
-    for (int64_t rel = 0; rel < r; ++rel) {
-      const int64_t lo = std::max(p0_, order_.rel_start[static_cast<size_t>(rel)]);
-      const int64_t hi = std::min(p0_ + rows, order_.rel_start[static_cast<size_t>(rel) + 1]);
-      if (lo < hi) fn(rel, lo - p0_, hi - lo);
-    }
-  }
-
- private:
-  Side side_;
-  cudaStream_t stream_;
-  int64_t chunk_;
-  RelationOrder order_;
-  Workspace<int64_t> plan_;
-  Workspace<int64_t> item_of_;
-  Workspace<int32_t> rel_of_;
-  int64_t p0_ = 0;  // the current chunk's first position
-};
-
-// out[i] = src[item_row[item_of[i]]], rows of `width` values.
-template <typename T>
-__global__ void GatherRowsKernel(const T* src, int64_t width, const int32_t* item_row, const int64_t* item_of,
-                                 int64_t rows, T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * width;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = src[static_cast<int64_t>(item_row[item_of[i / width]]) * width + i % width];
-  }
-}
-
-// out[item_row[item_of[i]]] += c[i], rows of `width` values. Atomic: rows of one chunk may share an output row.
-template <typename T>
-__global__ void ScatterAddKernel(const T* c, const int32_t* item_row, const int64_t* item_of, int64_t rows,
-                                 int64_t width, T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * width;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    atomicAdd(out + static_cast<int64_t>(item_row[item_of[i / width]]) * width + i % width, c[i]);
-  }
-}
-
-template <typename T>
-__global__ void FillKernel(T* p, int64_t n, T value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    p[i] = value;
-  }
-}
-
-void ZeroAsync(void* p, int64_t count, size_t elem, cudaStream_t stream, const char* what) {
-  if (count > 0) CheckCuda(cudaMemsetAsync(p, 0, static_cast<size_t>(count) * elem, stream), what);
-}
-
-template <typename T>
-void Gather(const T* src, int64_t width, const int32_t* item_row, const Sweep& sw, int64_t rows, T* out,
-            cudaStream_t stream) {
-  if (rows * width == 0) return;
-  GatherRowsKernel<T><<<Blocks(rows * width), kThreads, 0, stream>>>(src, width, item_row, sw.item_of(), rows, out);
-  CheckLaunch("GatherRowsKernel");
-}
-
-template <typename T>
-void ScatterAdd(const T* c, int64_t width, const int32_t* item_row, const Sweep& sw, int64_t rows, T* out,
-                cudaStream_t stream) {
-  if (rows * width == 0) return;
-  ScatterAddKernel<T><<<Blocks(rows * width), kThreads, 0, stream>>>(c, item_row, sw.item_of(), rows, width, out);
-  CheckLaunch("ScatterAddKernel");
-}
+// The shared helpers (fused_cuda.cuh): chunks in relation order, warps, row gathers and scatters.
+using fused_cuda::AtomicMax, fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Exp, fused_cuda::FillKernel,
+    fused_cuda::Gather, fused_cuda::GlobalWarp, fused_cuda::kWarp, fused_cuda::Lane, fused_cuda::RunOf,
+    fused_cuda::ScatterAdd, fused_cuda::Side, fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::WarpBlocks,
+    fused_cuda::WarpDot, fused_cuda::WarpStride, fused_cuda::ZeroAsync;
 
 // ---------------------------------------------------------------------------------------------------
 // Shapes, parameters and the layout (as rgat_cpu.cc; the indices themselves are trusted).
@@ -332,7 +68,9 @@ struct Dims {
 };
 
 void CheckParams(const char* op, const tessel_rgat_params& p, Dims* d, int64_t att_heads, int64_t att_dh) {
-  auto bad = [op](const std::string& message) { Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(op) + ": " + message); };
+  auto bad = [op](const std::string& message) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(op) + ": " + message);
+  };
   if (p.heads < 1) bad("params.heads must be >= 1, is " + to_string(p.heads));
   if (p.merge != 0 && p.merge != 1) bad("params.merge must be 0 (concat) or 1 (mean), is " + to_string(p.merge));
   if (p.reorder != 0 && p.reorder != 1) bad("params.reorder must be 0 or 1, is " + to_string(p.reorder));
@@ -401,7 +139,9 @@ struct Attention {
   const T* row_sum;  // [N, H]
   int64_t heads;
   T slope;
-  __device__ T Raw(int64_t pair, int64_t seg, int64_t h) const { return s_src[pair * heads + h] + s_dst[seg * heads + h]; }
+  __device__ T Raw(int64_t pair, int64_t seg, int64_t h) const {
+    return s_src[pair * heads + h] + s_dst[seg * heads + h];
+  }
   __device__ T Score(T raw) const { return raw > T(0) ? raw : slope * raw; }
   // d score / d raw
   __device__ T Slope(T raw) const { return raw > T(0) ? T(1) : slope; }
@@ -668,9 +408,9 @@ void MergeHeads(const Dims& d, const Outputs<T>& o, cudaStream_t stream) {
                                                                     T(1) / static_cast<T>(d.heads), o.out);
     CheckLaunch("MeanHeadsKernel");
   } else if (o.heads != nullptr && d.f > 0) {
-    CheckCuda(cudaMemcpyAsync(o.heads, o.out, static_cast<size_t>(d.n * d.f) * sizeof(T), cudaMemcpyDeviceToDevice,
-                              stream),
-              "copy Out to heads");
+    CheckCuda(
+        cudaMemcpyAsync(o.heads, o.out, static_cast<size_t>(d.n * d.f) * sizeof(T), cudaMemcpyDeviceToDevice, stream),
+        "copy Out to heads");
   }
 }
 
@@ -722,8 +462,8 @@ void Forward(const KernelArgs& args, bool embed) {
     if (d.reorder && hk > 0) {
       ProjectAttentionKernel<T><<<Blocks(hk), kThreads, 0, stream>>>(w, att_src, d.r, d.k, d.heads, d.dh, wa.get());
       CheckLaunch("ProjectAttentionKernel");
-      ProjectAttentionKernel<T><<<Blocks(hk), kThreads, 0, stream>>>(w, att_dst, d.r, d.k, d.heads, d.dh,
-                                                                      wa.get() + hk);
+      ProjectAttentionKernel<T>
+          <<<Blocks(hk), kThreads, 0, stream>>>(w, att_dst, d.r, d.k, d.heads, d.dh, wa.get() + hk);
       CheckLaunch("ProjectAttentionKernel");
     }
     const T* wa_src = d.reorder ? wa.get() : nullptr;
@@ -740,8 +480,8 @@ void Forward(const KernelArgs& args, bool embed) {
   // The per-head outputs.
   if (l.d.num_segs > 0 && d.k > 0 && d.dh > 0) {
     if (embed) {
-      EmbedAggregateKernel<T><<<WarpBlocks(l.d.num_segs * d.heads), kThreads, 0, stream>>>(
-          w, d.k, row_id, l.d, l.edge_pair, at, d.dh, acc);
+      EmbedAggregateKernel<T><<<WarpBlocks(l.d.num_segs * d.heads), kThreads, 0, stream>>>(w, d.k, row_id, l.d,
+                                                                                           l.edge_pair, at, d.dh, acc);
       CheckLaunch("EmbedAggregateKernel");
     } else {
       CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
@@ -750,7 +490,7 @@ void Forward(const KernelArgs& args, bool embed) {
       Workspace<T> a(args, d.heads * chunk * d.k), c(args, chunk * d.f);
       sw.ForEachChunk([&](int64_t rows) {
         AggregateKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(x, d.k, l.d, l.edge_pair, at,
-                                                                               sw.item_of(), rows, chunk, a.get());
+                                                                                sw.item_of(), rows, chunk, a.get());
         CheckLaunch("AggregateKernel");
         sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
           for (int64_t h = 0; h < d.heads; ++h) {
@@ -864,8 +604,7 @@ template <typename T>
 __global__ void ScaleAttentionKernel(const T* ds, const T* att, int64_t heads, int64_t dh, const int32_t* rel_of,
                                      int64_t rows, T* q) {
   const int64_t f = heads * dh;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / f, col = i % f, h = col / dh;
     q[i] = ds[row * heads + h] * att[(static_cast<int64_t>(rel_of[row]) * heads + h) * dh + col % dh];
   }
@@ -875,8 +614,7 @@ __global__ void ScaleAttentionKernel(const T* ds, const T* att, int64_t heads, i
 template <typename T>
 __global__ void EmbedGatherKernel(const T* table, int64_t v, int64_t f, const int64_t* row_id, const int32_t* item_row,
                                   const int64_t* item_of, const int32_t* rel_of, int64_t rows, T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / f;
     out[i] = table[(static_cast<int64_t>(rel_of[row]) * v + row_id[item_row[item_of[row]]]) * f + i % f];
   }
@@ -886,8 +624,7 @@ __global__ void EmbedGatherKernel(const T* table, int64_t v, int64_t f, const in
 template <typename T>
 __global__ void EmbedScatterKernel(const T* b, int64_t v, int64_t f, const int64_t* row_id, const int32_t* item_row,
                                    const int64_t* item_of, const int32_t* rel_of, int64_t rows, T* dw) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * f; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / f;
     atomicAdd(dw + (static_cast<int64_t>(rel_of[row]) * v + row_id[item_row[item_of[row]]]) * f + i % f, b[i]);
   }
@@ -967,11 +704,11 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
   T* dwa_src = dwa.get();
   T* dwa_dst = d.reorder ? dwa.get() + d.r * hk : nullptr;
   if (d.reorder && d.r * hk > 0) {
-    ProjectAttentionKernel<T><<<Blocks(d.r * hk), kThreads, 0, stream>>>(w, sv.att_src, d.r, d.k, d.heads, d.dh,
-                                                                          wa_src);
+    ProjectAttentionKernel<T>
+        <<<Blocks(d.r * hk), kThreads, 0, stream>>>(w, sv.att_src, d.r, d.k, d.heads, d.dh, wa_src);
     CheckLaunch("ProjectAttentionKernel");
-    ProjectAttentionKernel<T><<<Blocks(d.r * hk), kThreads, 0, stream>>>(w, sv.att_dst, d.r, d.k, d.heads, d.dh,
-                                                                          wa_dst);
+    ProjectAttentionKernel<T>
+        <<<Blocks(d.r * hk), kThreads, 0, stream>>>(w, sv.att_dst, d.r, d.k, d.heads, d.dh, wa_dst);
     CheckLaunch("ProjectAttentionKernel");
     ZeroAsync(dwa.get(), 2 * d.r * hk, sizeof(T), stream, "zero dwa");
   }
@@ -994,9 +731,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                        da.get() + (h * chunk + lo) * d.k, d.k);
         }
       });
-      DstGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(x, d.k, l.d, l.edge_pair, at, cdot,
-                                                                           da.get(), chunk, sw.item_of(), rows,
-                                                                           ds.get());
+      DstGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
+          x, d.k, l.d, l.edge_pair, at, cdot, da.get(), chunk, sw.item_of(), rows, ds.get());
       CheckLaunch("DstGradKernel");
       Gather(x, d.k, l.d.seg_dst, sw, rows, xd.get(), stream);  // destination row i is input row i
       if (d.reorder) {
@@ -1078,8 +814,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
   // Reorder on: datt = W^T dwa, dW += dwa (outer) att.
   if (d.reorder && d.r * hk > 0) {
     if (d.r * kf > 0) {
-      ProjectedWeightGradKernel<T><<<Blocks(d.r * kf), kThreads, 0, stream>>>(dwa_src, sv.att_src, dwa_dst,
-                                                                             sv.att_dst, d.r, d.k, d.heads, d.dh, dw);
+      ProjectedWeightGradKernel<T><<<Blocks(d.r * kf), kThreads, 0, stream>>>(dwa_src, sv.att_src, dwa_dst, sv.att_dst,
+                                                                              d.r, d.k, d.heads, d.dh, dw);
       CheckLaunch("ProjectedWeightGradKernel");
     }
     const int64_t rhd = d.r * d.heads * d.dh;
@@ -1111,7 +847,7 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
       CheckLaunch("EmbedDstGradKernel");
       if (rows * d.f == 0) return;
       EmbedGatherKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(table, d.k, d.f, row_id, l.d.seg_dst,
-                                                                         sw.item_of(), sw.rel_of(), rows, zd.get());
+                                                                        sw.item_of(), sw.rel_of(), rows, zd.get());
       CheckLaunch("EmbedGatherKernel");
       sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
         AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), zd.get(), datt_dst);
@@ -1126,7 +862,7 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
     sw.ForEachChunk([&](int64_t rows) {
       if (rows * d.f > 0) {
         EmbedGatherKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(table, d.k, d.f, row_id, l.s.pair_src,
-                                                                           sw.item_of(), sw.rel_of(), rows, zs.get());
+                                                                          sw.item_of(), sw.rel_of(), rows, zs.get());
         CheckLaunch("EmbedGatherKernel");
       }
       SrcGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
@@ -1138,7 +874,7 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
         AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), zs.get(), datt_src);
       });
       EmbedScatterKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(b.get(), d.k, d.f, row_id, l.s.pair_src,
-                                                                          sw.item_of(), sw.rel_of(), rows, dw);
+                                                                         sw.item_of(), sw.rel_of(), rows, dw);
       CheckLaunch("EmbedScatterKernel");
     });
   }
@@ -1168,8 +904,8 @@ void Backward(const KernelArgs& args, bool embed) {
     int64_t dx_rows = kUnbound, dx_k = kUnbound;
     dx = args.Out<T>(0, "dX", {&dx_rows, &dx_k});
     if (dx_rows != 0 && (dx_rows != d.m || dx_k != d.k)) {
-      Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows (skip) or the shape of X [" + to_string(d.m) +
-                                               ", " + to_string(d.k) + "]");
+      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+           "output 'dX' must have 0 rows (skip) or the shape of X [" + to_string(d.m) + ", " + to_string(d.k) + "]");
     }
     if (dx_rows == 0) dx = nullptr;
     first_grad = 1;
@@ -1191,8 +927,8 @@ void Backward(const KernelArgs& args, bool embed) {
   Workspace<T> cdot(args, d.n * d.heads);
   const T scale = d.mean ? T(1) / static_cast<T>(d.heads) : T(1);
   if (d.n * d.heads > 0) {
-    HeadDotsKernel<T><<<Blocks(d.n * d.heads), kThreads, 0, stream>>>(dout, d.o, d.mean, scale, sv.heads, d.n,
-                                                                      d.heads, d.dh, cdot.get());
+    HeadDotsKernel<T><<<Blocks(d.n * d.heads), kThreads, 0, stream>>>(dout, d.o, d.mean, scale, sv.heads, d.n, d.heads,
+                                                                      d.dh, cdot.get());
     CheckLaunch("HeadDotsKernel");
   }
   if (embed) {

@@ -23,6 +23,7 @@
 #include "blas.h"
 #include "fused_support.h"
 #include "kernels.h"
+#include "row_ops.h"
 #include "segment_layout.h"
 
 namespace tessel::kernels::rgnn {
@@ -182,20 +183,6 @@ bool RowIdsDistinct(const KernelArgs& args, const int64_t* row_id, int64_t m, in
 // ---------------------------------------------------------------------------------------------------
 // Shared pieces.
 
-// x . y with 8 independent partial sums, combined in a fixed order: the same bits every call, and no
-// chain of n dependent adds (fused_support.h's Dot is one, which the compiler may not reassociate).
-template <typename T>
-inline T Dot8(int64_t n, const T* __restrict x, const T* __restrict y) {
-  T acc[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += x[c + j] * y[c + j];
-  }
-  T sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; c < n; ++c) sum += x[c] * y[c];
-  return sum;
-}
-
 // Edges ahead whose gathered row is prefetched: the gathers (X[src], dOut[dst], table rows) are random
 // reads, and without this the per-edge loops wait on them.
 constexpr int64_t kPrefetchAhead = 4;
@@ -258,7 +245,7 @@ void ProjectAttention(const KernelArgs& args, const Dims& d, const T* w, const T
       for (int64_t h = 0; h < d.heads; ++h) {
         const T* a = att + (rel * d.heads + h) * d.dh;
         T* out = wa + (rel * d.heads + h) * d.k;
-        for (int64_t j = 0; j < d.k; ++j) out[j] = Dot8(d.dh, w + (rel * d.k + j) * d.f + h * d.dh, a);
+        for (int64_t j = 0; j < d.k; ++j) out[j] = DotRow(d.dh, w + (rel * d.k + j) * d.f + h * d.dh, a);
       }
     }
   });
@@ -281,7 +268,7 @@ void FeatureScores(const KernelArgs& args, const Dims& d, const Items& it, const
         if (wa != nullptr) {
           for (int64_t i = it.run_item[q]; i < it.run_item[q + 1]; ++i) {
             const T* row = x + static_cast<int64_t>(it.item_row[i]) * d.k;
-            for (int64_t h = 0; h < d.heads; ++h) s[i * d.heads + h] = Dot8(d.k, row, wa + (rel * d.heads + h) * d.k);
+            for (int64_t h = 0; h < d.heads; ++h) s[i * d.heads + h] = DotRow(d.k, row, wa + (rel * d.heads + h) * d.k);
           }
           continue;
         }
@@ -294,7 +281,8 @@ void FeatureScores(const KernelArgs& args, const Dims& d, const Items& it, const
                   zt.data(), d.f);
           for (int64_t i = 0; i < rows; ++i) {
             for (int64_t h = 0; h < d.heads; ++h) {
-              s[(i0 + i) * d.heads + h] = Dot8(d.dh, zt.data() + i * d.f + h * d.dh, att + (rel * d.heads + h) * d.dh);
+              s[(i0 + i) * d.heads + h] =
+                  DotRow(d.dh, zt.data() + i * d.f + h * d.dh, att + (rel * d.heads + h) * d.dh);
             }
           }
         }
@@ -314,7 +302,7 @@ void EmbedScores(const KernelArgs& args, const Dims& d, const Items& it, const T
         for (int64_t i = it.run_item[q]; i < it.run_item[q + 1]; ++i) {
           const T* z = table + (rel * d.k + row_id[it.item_row[i]]) * d.f;
           for (int64_t h = 0; h < d.heads; ++h) {
-            s[i * d.heads + h] = Dot8(d.dh, z + h * d.dh, att + (rel * d.heads + h) * d.dh);
+            s[i * d.heads + h] = DotRow(d.dh, z + h * d.dh, att + (rel * d.heads + h) * d.dh);
           }
         }
       }
@@ -367,7 +355,7 @@ void MergeHeads(const Dims& d, int64_t r0, int64_t r1, const T* acc, T* out, T* 
     for (int64_t i = r0; i < r1; ++i) {
       T* o = out + i * d.o;
       Zero(d.dh, o);
-      for (int64_t h = 0; h < d.heads; ++h) Add(d.dh, acc + i * d.f + h * d.dh, o);
+      for (int64_t h = 0; h < d.heads; ++h) AddRow(d.dh, acc + i * d.f + h * d.dh, o);
       for (int64_t c = 0; c < d.dh; ++c) o[c] *= inv;
     }
   } else if (heads_out != nullptr) {
@@ -400,7 +388,7 @@ class Partials {
   // out[0..n) += sum over groups, in order, of values [offset, offset + n) of relation rel's slices.
   void AddTo(int64_t rel, int64_t offset, int64_t n, T* out) const {
     for (int64_t g = 0; g < groups_; ++g) {
-      if (touched_[static_cast<size_t>(g * r_ + rel)]) Add(n, data_.get() + (g * r_ + rel) * slice_ + offset, out);
+      if (touched_[static_cast<size_t>(g * r_ + rel)]) AddRow(n, data_.get() + (g * r_ + rel) * slice_ + offset, out);
     }
   }
 
@@ -433,7 +421,7 @@ void HeadDots(const KernelArgs& args, const Dims& d, const HeadGrad<T>& dg, cons
   args.ParallelFor(d.n, 256, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t h = 0; h < d.heads; ++h) {
-        c[i * d.heads + h] = dg.scale * Dot8(d.dh, dg.Row(i, h), heads + i * d.f + h * d.dh);
+        c[i * d.heads + h] = dg.scale * DotRow(d.dh, dg.Row(i, h), heads + i * d.f + h * d.dh);
       }
     }
   });
@@ -508,7 +496,7 @@ void ForwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, con
               const T* xs = x + static_cast<int64_t>(dl.edge_src[e]) * d.k;
               for (int64_t h = 0; h < d.heads; ++h) {
                 const T alpha = sm.Alpha(sm.Score(sm.Raw(l.edge_pair[e], s, h)), row, h);
-                Axpy(d.k, alpha, xs, a.data() + (h * kTileRows + i) * d.k);
+                AxpyRow(d.k, alpha, xs, a.data() + (h * kTileRows + i) * d.k);
               }
             }
           }
@@ -517,7 +505,7 @@ void ForwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, con
                     d.f, T(0), c.data() + h * d.dh, d.f);
           }
           for (int64_t i = 0; i < rows; ++i)
-            Add(d.f, c.data() + i * d.f, acc + static_cast<int64_t>(dl.seg_dst[s0 + i]) * d.f);
+            AddRow(d.f, c.data() + i * d.f, acc + static_cast<int64_t>(dl.seg_dst[s0 + i]) * d.f);
         }
       }
       MergeHeads(d, dl.blk_row[b], dl.blk_row[b + 1], acc, o.out, o.heads);
@@ -548,7 +536,7 @@ void ForwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const 
             const T* z = table_r + row_id[dl.edge_src[e]] * d.f;
             for (int64_t h = 0; h < d.heads; ++h) {
               const T alpha = sm.Alpha(sm.Score(sm.Raw(l.edge_pair[e], s, h)), row, h);
-              Axpy(d.dh, alpha, z + h * d.dh, out_row + h * d.dh);
+              AxpyRow(d.dh, alpha, z + h * d.dh, out_row + h * d.dh);
             }
           }
         }
@@ -657,7 +645,7 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                     PrefetchRow(x + static_cast<int64_t>(dl.edge_src[e + kPrefetchAhead]) * d.k, d.k);
                   const T* xs = x + static_cast<int64_t>(dl.edge_src[e]) * d.k;
                   for (int64_t h = 0; h < d.heads; ++h) {
-                    const T dalpha = Dot8(d.k, da.data() + (h * kTileRows + i) * d.k, xs);
+                    const T dalpha = DotRow(d.k, da.data() + (h * kTileRows + i) * d.k, xs);
                     ds[i * d.heads + h] += dz(l.edge_pair[e], s, row, h, dalpha);
                   }
                 }
@@ -668,8 +656,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                   const T* xd = x + row * d.k;
                   for (int64_t h = 0; h < d.heads; ++h) {
                     const T v = ds[i * d.heads + h];
-                    if (dx != nullptr) Axpy(d.k, v, wa_dst + (rel * d.heads + h) * d.k, dx + row * d.k);
-                    Axpy(d.k, v, xd, p + h * d.k);
+                    if (dx != nullptr) AxpyRow(d.k, v, wa_dst + (rel * d.heads + h) * d.k, dx + row * d.k);
+                    AxpyRow(d.k, v, xd, p + h * d.k);
                   }
                 }
                 continue;
@@ -686,14 +674,14 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                   const T* a = sv.att_dst + (rel * d.heads + h) * d.dh;
                   T* qrow = qt.data() + i * d.f + h * d.dh;
                   for (int64_t j = 0; j < d.dh; ++j) qrow[j] = v * a[j];
-                  Axpy(d.dh, v, zt.data() + i * d.f + h * d.dh, p + kf + h * d.dh);
+                  AxpyRow(d.dh, v, zt.data() + i * d.f + h * d.dh, p + kf + h * d.dh);
                 }
               }
               Gemm<T>(Trans::kYes, Trans::kNo, d.k, d.f, rows, T(1), xt.data(), d.k, qt.data(), d.f, T(1), p, d.f);
               if (dx == nullptr) continue;
               Gemm<T>(Trans::kNo, Trans::kYes, rows, d.k, d.f, T(1), qt.data(), d.f, w_r, d.f, T(0), gx.data(), d.k);
               for (int64_t i = 0; i < rows; ++i) {
-                Add(d.k, gx.data() + i * d.k, dx + static_cast<int64_t>(dl.seg_dst[s0 + i]) * d.k);
+                AddRow(d.k, gx.data() + i * d.k, dx + static_cast<int64_t>(dl.seg_dst[s0 + i]) * d.k);
               }
             }
           }
@@ -719,8 +707,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
         for (int64_t j = 0; j < d.k; ++j) {
           for (int64_t h = 0; h < d.heads; ++h) {
             const T v = dwa[static_cast<size_t>(h * d.k + j)];
-            Axpy(d.dh, v, w + rel * kf + j * d.f + h * d.dh, datt_r + h * d.dh);
-            Axpy(d.dh, v, sv.att_dst + (rel * d.heads + h) * d.dh, dw_r + j * d.f + h * d.dh);
+            AxpyRow(d.dh, v, w + rel * kf + j * d.f + h * d.dh, datt_r + h * d.dh);
+            AxpyRow(d.dh, v, sv.att_dst + (rel * d.heads + h) * d.dh, dw_r + j * d.f + h * d.dh);
           }
         }
       }
@@ -762,8 +750,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                   for (int64_t h = 0; h < d.heads; ++h) {
                     const T* gh = dg.Row(row, h);
                     const T alpha = sm.Alpha(sm.Score(sm.Raw(u, seg, h)), row, h);
-                    Axpy(d.dh, alpha * dg.scale, gh, bt.data() + i * d.f + h * d.dh);
-                    const T dalpha = dg.scale * Dot8(d.dh, gh, zt.data() + i * d.f + h * d.dh);
+                    AxpyRow(d.dh, alpha * dg.scale, gh, bt.data() + i * d.f + h * d.dh);
+                    const T dalpha = dg.scale * DotRow(d.dh, gh, zt.data() + i * d.f + h * d.dh);
                     ds[i * d.heads + h] += dz(u, seg, row, h, dalpha);
                   }
                 }
@@ -773,8 +761,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                 for (int64_t i = 0; i < rows; ++i) {
                   for (int64_t h = 0; h < d.heads; ++h) {
                     const T v = ds[i * d.heads + h];
-                    Axpy(d.dh, v, zt.data() + i * d.f + h * d.dh, p + kf + h * d.dh);
-                    Axpy(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, bt.data() + i * d.f + h * d.dh);
+                    AxpyRow(d.dh, v, zt.data() + i * d.f + h * d.dh, p + kf + h * d.dh);
+                    AxpyRow(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, bt.data() + i * d.f + h * d.dh);
                   }
                 }
               }
@@ -782,7 +770,7 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
               if (dx != nullptr) {
                 Gemm<T>(Trans::kNo, Trans::kYes, rows, d.k, d.f, T(1), bt.data(), d.f, w_r, d.f, T(0), gx.data(), d.k);
                 for (int64_t i = 0; i < rows; ++i) {
-                  Add(d.k, gx.data() + i * d.k, dx + static_cast<int64_t>(sl.pair_src[u0 + i]) * d.k);
+                  AddRow(d.k, gx.data() + i * d.k, dx + static_cast<int64_t>(sl.pair_src[u0 + i]) * d.k);
                 }
               }
               if (d.reorder) {
@@ -790,10 +778,10 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
                   for (int64_t h = 0; h < d.heads; ++h) {
                     const T v = ds[i * d.heads + h];
                     if (dx != nullptr) {
-                      Axpy(d.k, v, wa_src + (rel * d.heads + h) * d.k,
-                           dx + static_cast<int64_t>(sl.pair_src[u0 + i]) * d.k);
+                      AxpyRow(d.k, v, wa_src + (rel * d.heads + h) * d.k,
+                              dx + static_cast<int64_t>(sl.pair_src[u0 + i]) * d.k);
                     }
-                    Axpy(d.k, v, xt.data() + i * d.k, p + kf + h * d.k);
+                    AxpyRow(d.k, v, xt.data() + i * d.k, p + kf + h * d.k);
                   }
                 }
               }
@@ -818,8 +806,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
         for (int64_t j = 0; j < d.k; ++j) {
           for (int64_t h = 0; h < d.heads; ++h) {
             const T v = dwa[static_cast<size_t>(h * d.k + j)];
-            Axpy(d.dh, v, w + rel * kf + j * d.f + h * d.dh, datt_r + h * d.dh);
-            Axpy(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, dw_r + j * d.f + h * d.dh);
+            AxpyRow(d.dh, v, w + rel * kf + j * d.f + h * d.dh, datt_r + h * d.dh);
+            AxpyRow(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, dw_r + j * d.f + h * d.dh);
           }
         }
       }
@@ -871,7 +859,7 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
               PrefetchRow(table_r + row_id[dl.edge_src[e + kPrefetchAhead]] * d.f, d.f);
             const T* z = table_r + row_id[dl.edge_src[e]] * d.f;
             for (int64_t h = 0; h < d.heads; ++h) {
-              const T dalpha = dg.scale * Dot8(d.dh, dg.Row(row, h), z + h * d.dh);
+              const T dalpha = dg.scale * DotRow(d.dh, dg.Row(row, h), z + h * d.dh);
               ds[static_cast<size_t>(h)] += dz(l.edge_pair[e], s, row, h, dalpha);
             }
           }
@@ -879,8 +867,8 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
           T* dw_row = out.dw + (rel * d.k + row_id[row]) * d.f;
           for (int64_t h = 0; h < d.heads; ++h) {
             const T v = ds[static_cast<size_t>(h)];
-            Axpy(d.dh, v, zd + h * d.dh, p + h * d.dh);
-            Axpy(d.dh, v, sv.att_dst + (rel * d.heads + h) * d.dh, dw_row + h * d.dh);
+            AxpyRow(d.dh, v, zd + h * d.dh, p + h * d.dh);
+            AxpyRow(d.dh, v, sv.att_dst + (rel * d.heads + h) * d.dh, dw_row + h * d.dh);
           }
         }
       }
@@ -907,14 +895,14 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
             for (int64_t h = 0; h < d.heads; ++h) {
               const T* gh = dg.Row(row, h);
               const T alpha = sm.Alpha(sm.Score(sm.Raw(u, seg, h)), row, h);
-              Axpy(d.dh, alpha * dg.scale, gh, dw_row + h * d.dh);
-              ds[static_cast<size_t>(h)] += dz(u, seg, row, h, dg.scale * Dot8(d.dh, gh, z + h * d.dh));
+              AxpyRow(d.dh, alpha * dg.scale, gh, dw_row + h * d.dh);
+              ds[static_cast<size_t>(h)] += dz(u, seg, row, h, dg.scale * DotRow(d.dh, gh, z + h * d.dh));
             }
           }
           for (int64_t h = 0; h < d.heads; ++h) {
             const T v = ds[static_cast<size_t>(h)];
-            Axpy(d.dh, v, z + h * d.dh, p + h * d.dh);
-            Axpy(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, dw_row + h * d.dh);
+            AxpyRow(d.dh, v, z + h * d.dh, p + h * d.dh);
+            AxpyRow(d.dh, v, sv.att_src + (rel * d.heads + h) * d.dh, dw_row + h * d.dh);
           }
         }
       }

@@ -2,10 +2,11 @@
 // (<tessel/ops/rgnn.h>), with the semantics of rgcn_fused_cpu.cc.
 //
 // Feature input (rgnn.rgcn.fwd/.bwd). The items (segments forward, pairs backward) are visited in an order
-// that makes each relation's items contiguous: the host reads the runs' offsets and relations (one sync),
-// sorts the nonempty runs by relation (a counting sort over Q runs, not over the items) and uploads that
-// order (a second sync, so the host buffer may go). Then, chunk by chunk of at most kMaxChunkRows items:
-//   1. MapRowsKernel: chunk row -> item id (a binary search over the sorted runs);
+// that makes each relation's items contiguous (Sweep in fused_cuda.cuh): the host reads the runs' offsets
+// and relations (one sync), sorts the nonempty runs by relation (a counting sort over Q runs, not over the
+// items) and uploads that order (a second sync, so the host buffer may go). Then, chunk by chunk of at most
+// kMaxChunkRows items:
+//   1. MapRowsKernel: chunk row -> item id and relation (a binary search over the sorted runs);
 //   2. an aggregation kernel, one thread per (row, column): forward A[row] = seg_norm[s] * sum_{e in s}
 //      X[src(e)]; backward B[row] = sum_{e in u} seg_norm[seg(e)] dH[dst(e)] and the pair's input row X[src(u)];
 //   3. one cuBLAS GEMM per relation slice of the chunk (at most R + chunks GEMMs per call, however many
@@ -14,10 +15,10 @@
 //   4. ScatterAddKernel: H[seg_dst[s]] += C[row] (forward) or dX[pair_src[u]] += G[row] (backward) with
 //      atomicAdd: a destination has one segment per relation (more with compaction off), a source row one
 //      pair per relation, and these lie in different chunk slices.
-// Scratch memory is two [chunk, width] tiles and the chunk's item ids, bounded by kChunkBytes per tile and
-// kMaxChunkRows rows: never a pairs x width or edges x width tensor. cuBLAS rather than a hand-written
-// fused tile kernel: grouping by relation makes the GEMMs large (the runs of one relation inside a dst
-// block are short), and the kernels left to write are plain coalesced gathers.
+// Scratch memory is two [chunk, width] tiles and the chunk's item ids and relations, bounded by kTileBytes
+// per tile and kMaxChunkRows rows: never a pairs x width or edges x width tensor. cuBLAS rather than a
+// hand-written fused tile kernel: grouping by relation makes the GEMMs large (the runs of one relation
+// inside a dst block are short), and the kernels left to write are plain coalesced gathers.
 //
 // One-hot input (rgnn.rgcn_embed.*): no GEMM. One thread per (item, column) finds its run by binary search
 // in the run offsets, sums the rows W[r][row_id[.]] (forward) or the pair gradient (backward) and adds the
@@ -28,40 +29,21 @@
 // host checks only what it indexes itself (the run offsets and relations it sorts).
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "cuda_support.h"
+#include "fused_cuda.cuh"
 #include "kernels.h"
 #include "segment_layout.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
 
-// Chunk bounds: rows per chunk, and bytes per [rows, width] tile.
-constexpr int64_t kMaxChunkRows = 65536;
-constexpr int64_t kMinChunkRows = 1024;
-constexpr int64_t kChunkBytes = int64_t{32} << 20;
+// The shared helpers (fused_cuda.cuh): chunks in relation order, row gathers and scatters.
+using fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Gather, fused_cuda::RunOf, fused_cuda::ScatterAdd,
+    fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::ZeroAsync;
 
-template <typename T>
-int64_t ChunkRows(int64_t items, int64_t width) {
-  const int64_t by_bytes = kChunkBytes / (static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(1, width));
-  return std::min(items, std::clamp<int64_t>(by_bytes, kMinChunkRows, kMaxChunkRows));
-}
-
-// The q < num_runs with ptr[q] <= item < ptr[q + 1], for ptr[0] <= item < ptr[num_runs]; the last such q,
-// so empty runs are passed over.
-__device__ int64_t RunOf(const int64_t* ptr, int64_t num_runs, int64_t item) {
-  int64_t lo = 0, hi = num_runs;  // invariant: ptr[lo] <= item < ptr[hi]
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (ptr[mid] <= item) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
+// The scratch bound: bytes per [rows, width] tile (ChunkRows with the larger of the two widths).
+constexpr int64_t kTileBytes = int64_t{32} << 20;
 
 // sum over the edges e of pair u of seg_norm[seg(e)] * dH[dst(e), col]: column col of the gradient that
 // reaches the pair's (aggregated, normalised) input.
@@ -74,17 +56,6 @@ __device__ T PairGradient(const SrcLayout& l, const T* dh, int64_t d, const T* s
     acc += seg_norm[s] * dh[static_cast<int64_t>(seg_dst[s]) * d + col];
   }
   return acc;
-}
-
-// item_of[i] = the item at position p0 + i of the relation order (see RelationOrder): runs[j] is the j-th
-// run of that order and pos[j] its first position, pos[num_runs] the number of items.
-__global__ void MapRowsKernel(const int64_t* runs, const int64_t* pos, int64_t num_runs, const int64_t* run_item,
-                              int64_t p0, int64_t rows, int64_t* item_of) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = p0 + i;
-    const int64_t j = RunOf(pos, num_runs, p);
-    item_of[i] = run_item[runs[j]] + (p - pos[j]);
-  }
 }
 
 // A[i] = seg_norm[s] * sum over the edges e of segment s = seg_of[i] of X[src(e)], A: [rows, k].
@@ -105,25 +76,6 @@ __global__ void PairGradientKernel(const T* dh, int64_t d, const T* seg_norm, co
                                    const int64_t* pair_of, int64_t rows, T* b) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * d; i += int64_t(gridDim.x) * blockDim.x) {
     b[i] = PairGradient(l, dh, d, seg_norm, seg_dst, pair_of[i / d], i % d);
-  }
-}
-
-// out[i] = X[item_row[item_of[i]]], out: [rows, k].
-template <typename T>
-__global__ void GatherRowsKernel(const T* x, int64_t k, const int32_t* item_row, const int64_t* item_of, int64_t rows,
-                                 T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * k; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = x[static_cast<int64_t>(item_row[item_of[i / k]]) * k + i % k];
-  }
-}
-
-// out[item_row[item_of[i]]] += c[i], c: [rows, width]. Atomic: rows of one chunk may share an output row.
-template <typename T>
-__global__ void ScatterAddKernel(const T* c, const int32_t* item_row, const int64_t* item_of, int64_t rows,
-                                 int64_t width, T* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * width;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    atomicAdd(out + static_cast<int64_t>(item_row[item_of[i / width]]) * width + i % width, c[i]);
   }
 }
 
@@ -165,103 +117,6 @@ __global__ void EmbedBackwardRowsKernel(const T* dh, int64_t d, const T* seg_nor
   }
 }
 
-// The items of a layout side (segments or pairs) in relation order: the nonempty runs sorted by relation
-// (stably, so by run within a relation), each run's items kept in order. rel_start[r] is the first
-// position of relation r's items ([R + 1]); plan holds runs[J], the sorted runs, then pos[J + 1], their
-// first positions (pos[J] = the number of items), for the device.
-struct RelationOrder {
-  std::vector<int64_t> rel_start;
-  int64_t num_runs = 0;  // J
-  std::vector<int64_t> plan;
-};
-
-// Reads run_item[Q + 1] and run_rel[Q] to the host (one sync) and sorts the runs.
-RelationOrder OrderByRelation(const int64_t* run_item_dev, const int32_t* run_rel_dev, int64_t num_runs, int64_t r,
-                              int64_t items, const char* side, cudaStream_t stream) {
-  std::vector<int64_t> run_item(static_cast<size_t>(num_runs + 1));
-  std::vector<int32_t> run_rel(static_cast<size_t>(num_runs));
-  CheckCuda(
-      cudaMemcpyAsync(run_item.data(), run_item_dev, run_item.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, stream),
-      "copy run offsets to host");
-  if (num_runs > 0) {
-    CheckCuda(
-        cudaMemcpyAsync(run_rel.data(), run_rel_dev, run_rel.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
-        "copy run relations to host");
-  }
-  CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
-  // The host indexes with these, so they are checked (cheaply: Q entries) even though kernels trust the layout.
-  const auto bad = [&](const std::string& what) {
-    Fail(TESSEL_STATUS_BAD_DATA, std::string("segment layout (") + side + " runs): " + what);
-  };
-  if (run_item[0] != 0 || run_item[static_cast<size_t>(num_runs)] != items) {
-    bad("run offsets must start at 0 and end at " + std::to_string(items));
-  }
-  RelationOrder order;
-  std::vector<int64_t> rel_runs(static_cast<size_t>(r) + 1, 0);  // counts, then the first index in runs[]
-  order.rel_start.assign(static_cast<size_t>(r) + 1, 0);
-  for (int64_t q = 0; q < num_runs; ++q) {
-    const int64_t rel = run_rel[static_cast<size_t>(q)];
-    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
-    if (rel < 0 || rel >= r) bad("run " + std::to_string(q) + " has relation " + std::to_string(rel));
-    if (size < 0) bad("run offsets decrease at " + std::to_string(q + 1));
-    if (size == 0) continue;
-    ++rel_runs[static_cast<size_t>(rel) + 1];
-    order.rel_start[static_cast<size_t>(rel) + 1] += size;
-  }
-  for (size_t rel = 0; rel < static_cast<size_t>(r); ++rel) {
-    rel_runs[rel + 1] += rel_runs[rel];
-    order.rel_start[rel + 1] += order.rel_start[rel];
-  }
-  const int64_t j_count = rel_runs[static_cast<size_t>(r)];
-  order.num_runs = j_count;
-  order.plan.assign(static_cast<size_t>(2 * j_count + 1), 0);
-  std::vector<int64_t> next_run(rel_runs.begin(), rel_runs.end() - 1);
-  std::vector<int64_t> next_pos(order.rel_start.begin(), order.rel_start.end() - 1);
-  for (int64_t q = 0; q < num_runs; ++q) {
-    const size_t rel = static_cast<size_t>(run_rel[static_cast<size_t>(q)]);
-    const int64_t size = run_item[static_cast<size_t>(q + 1)] - run_item[static_cast<size_t>(q)];
-    if (size == 0) continue;
-    const int64_t j = next_run[rel]++;
-    order.plan[static_cast<size_t>(j)] = q;
-    order.plan[static_cast<size_t>(j_count + j)] = next_pos[rel];
-    next_pos[rel] += size;
-  }
-  order.plan[static_cast<size_t>(2 * j_count)] = items;
-  return order;
-}
-
-// Copies the order's plan to `device` and waits (a second sync), so that the host buffer may go while the
-// call's kernels still run.
-void Upload(const RelationOrder& order, int64_t* device, cudaStream_t stream) {
-  CheckCuda(
-      cudaMemcpyAsync(device, order.plan.data(), order.plan.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream),
-      "copy the relation order to the device");
-  CheckCuda(cudaStreamSynchronize(stream), "stream synchronize");
-}
-
-// Calls fn(rel, first_row, rows) for each relation with items among the chunk's positions [p0, p0 + rows),
-// rows relative to the chunk.
-template <typename F>
-void ForEachRelationSlice(const RelationOrder& order, int64_t p0, int64_t rows, F&& fn) {
-  const int64_t r = static_cast<int64_t>(order.rel_start.size()) - 1;
-  for (int64_t rel = 0; rel < r; ++rel) {
-    const int64_t lo = std::max(p0, order.rel_start[static_cast<size_t>(rel)]);
-    const int64_t hi = std::min(p0 + rows, order.rel_start[static_cast<size_t>(rel) + 1]);
-    if (lo < hi) fn(rel, lo - p0, hi - lo);
-  }
-}
-
-// item_of[0, rows) = the items at positions [p0, p0 + rows) of the order whose plan is at `plan` (device).
-void MapRows(const int64_t* plan, int64_t num_runs, const int64_t* run_item, int64_t p0, int64_t rows, int64_t* item_of,
-             cudaStream_t stream) {
-  MapRowsKernel<<<Blocks(rows), kThreads, 0, stream>>>(plan, plan + num_runs, num_runs, run_item, p0, rows, item_of);
-  CheckLaunch("MapRowsKernel");
-}
-
-void ZeroAsync(void* p, int64_t count, size_t elem, cudaStream_t stream, const char* what) {
-  if (count > 0) CheckCuda(cudaMemsetAsync(p, 0, static_cast<size_t>(count) * elem, stream), what);
-}
-
 template <typename T>
 void RgcnForward(const KernelArgs& args) {
   int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, s = kUnbound, n = kUnbound;
@@ -273,25 +128,19 @@ void RgcnForward(const KernelArgs& args) {
   cudaStream_t stream = StreamOf(args);
   ZeroAsync(h, n * d, sizeof(T), stream, "zero H");
   if (l.num_segs == 0 || k == 0 || d == 0) return;  // H = 0
-  const RelationOrder order = OrderByRelation(l.run_seg, l.run_rel, l.num_runs, r, l.num_segs, "dst", stream);
-  Workspace<int64_t> plan(args, static_cast<int64_t>(order.plan.size()));
-  Upload(order, plan.get(), stream);
-  const int64_t chunk = ChunkRows<T>(l.num_segs, std::max(k, d));
-  Workspace<int64_t> seg_of(args, chunk);
+  Sweep sw(args, DstSide(l), r, ChunkRows<T>(l.num_segs, std::max(k, d), kTileBytes), "dst", stream);
+  const int64_t chunk = sw.chunk();
   Workspace<T> a(args, chunk * k), c(args, chunk * d);
   CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
-  for (int64_t p0 = 0; p0 < l.num_segs; p0 += chunk) {
-    const int64_t rows = std::min(chunk, l.num_segs - p0);
-    MapRows(plan.get(), order.num_runs, l.run_seg, p0, rows, seg_of.get(), stream);
-    SegmentSumKernel<T><<<Blocks(rows * k), kThreads, 0, stream>>>(x, k, seg_norm, l, seg_of.get(), rows, a.get());
+  sw.ForEachChunk([&](int64_t rows) {
+    SegmentSumKernel<T><<<Blocks(rows * k), kThreads, 0, stream>>>(x, k, seg_norm, l, sw.item_of(), rows, a.get());
     CheckLaunch("SegmentSumKernel");
-    ForEachRelationSlice(order, p0, rows, [&](int64_t rel, int64_t lo, int64_t len) {
+    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
       GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d, k, T(1), a.get() + lo * k, k, w + rel * k * d, d, T(0),
                    c.get() + lo * d, d);
     });
-    ScatterAddKernel<T><<<Blocks(rows * d), kThreads, 0, stream>>>(c.get(), l.seg_dst, seg_of.get(), rows, d, h);
-    CheckLaunch("ScatterAddKernel");
-  }
+    ScatterAdd(c.get(), d, l.seg_dst, sw, rows, h, stream);
+  });
 }
 
 template <typename T>
@@ -314,23 +163,17 @@ void RgcnBackward(const KernelArgs& args) {
   ZeroAsync(dw, r * k * d, sizeof(T), stream, "zero dW");
   if (want_dx) ZeroAsync(dx, m * k, sizeof(T), stream, "zero dX");
   if (l.num_pairs == 0 || k == 0 || d == 0) return;  // dW = 0, dX = 0
-  const RelationOrder order = OrderByRelation(l.run_pair, l.run_rel, l.num_runs, r, l.num_pairs, "src", stream);
-  Workspace<int64_t> plan(args, static_cast<int64_t>(order.plan.size()));
-  Upload(order, plan.get(), stream);
-  const int64_t chunk = ChunkRows<T>(l.num_pairs, std::max(k, d));
-  Workspace<int64_t> pair_of(args, chunk);
+  Sweep sw(args, SrcSide(l), r, ChunkRows<T>(l.num_pairs, std::max(k, d), kTileBytes), "src", stream);
+  const int64_t chunk = sw.chunk();
   Workspace<T> xg(args, chunk * k);  // the pairs' input rows, then G = B W_r^T
   Workspace<T> b(args, chunk * d);   // the pairs' gradients
   CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
-  for (int64_t p0 = 0; p0 < l.num_pairs; p0 += chunk) {
-    const int64_t rows = std::min(chunk, l.num_pairs - p0);
-    MapRows(plan.get(), order.num_runs, l.run_pair, p0, rows, pair_of.get(), stream);
+  sw.ForEachChunk([&](int64_t rows) {
     PairGradientKernel<T>
-        <<<Blocks(rows * d), kThreads, 0, stream>>>(dh, d, seg_norm, seg_dst, l, pair_of.get(), rows, b.get());
+        <<<Blocks(rows * d), kThreads, 0, stream>>>(dh, d, seg_norm, seg_dst, l, sw.item_of(), rows, b.get());
     CheckLaunch("PairGradientKernel");
-    GatherRowsKernel<T><<<Blocks(rows * k), kThreads, 0, stream>>>(x, k, l.pair_src, pair_of.get(), rows, xg.get());
-    CheckLaunch("GatherRowsKernel");
-    ForEachRelationSlice(order, p0, rows, [&](int64_t rel, int64_t lo, int64_t len) {
+    Gather(x, k, l.pair_src, sw, rows, xg.get(), stream);
+    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
       // dW[r] += X_slice^T B_slice, then (same stream, so after that read) the slice's X rows become G.
       GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, k, d, len, T(1), xg.get() + lo * k, k, b.get() + lo * d, d,
                    T(1), dw + rel * k * d, d);
@@ -339,11 +182,8 @@ void RgcnBackward(const KernelArgs& args) {
                      T(0), xg.get() + lo * k, k);
       }
     });
-    if (want_dx) {
-      ScatterAddKernel<T><<<Blocks(rows * k), kThreads, 0, stream>>>(xg.get(), l.pair_src, pair_of.get(), rows, k, dx);
-      CheckLaunch("ScatterAddKernel");
-    }
-  }
+    if (want_dx) ScatterAdd(xg.get(), k, l.pair_src, sw, rows, dx, stream);
+  });
 }
 
 template <typename T>

@@ -27,11 +27,7 @@ void ForwardFeatures(const KernelArgs& args, const T* x, int64_t k, const T* w, 
         const T* w_r = w + static_cast<int64_t>(l.run_rel[q]) * k * d;
         for (int64_t s0 = l.run_seg[q]; s0 < l.run_seg[q + 1]; s0 += kTileRows) {
           const int64_t rows = std::min(kTileRows, l.run_seg[q + 1] - s0);
-          for (int64_t i = 0; i < rows; ++i) {
-            const int64_t s = s0 + i;
-            GatherSum(x, k, l.edge_src + l.seg_edge[s], nullptr, l.seg_edge[s + 1] - l.seg_edge[s], seg_norm[s],
-                      a.data() + i * k);
-          }
+          GatherSumItems(x, k, l.seg_edge + s0, rows, l.edge_src, nullptr, seg_norm + s0, a.data());
           Gemm<T>(Trans::kNo, Trans::kNo, rows, d, k, T(1), a.data(), k, w_r, d, T(0), c.data(), d);
           for (int64_t i = 0; i < rows; ++i)
             AddRow(d, c.data() + i * d, h + static_cast<int64_t>(l.seg_dst[s0 + i]) * d);
@@ -45,26 +41,28 @@ template <typename T>
 void ForwardOneHot(const KernelArgs& args, const T* w, int64_t v, int64_t d, const int64_t* row_id, const T* seg_norm,
                    const DstLayout& l, T* h) {
   args.ParallelFor(l.num_blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> acc(static_cast<size_t>(d));
+    std::vector<T> c(static_cast<size_t>(kTileRows * d));
     for (int64_t b = b0; b < b1; ++b) {
       Zero((l.blk_row[b + 1] - l.blk_row[b]) * d, h + l.blk_row[b] * d);
       for (int64_t q = l.blk_run[b]; q < l.blk_run[b + 1]; ++q) {
         const T* w_r = w + static_cast<int64_t>(l.run_rel[q]) * v * d;
-        for (int64_t s = l.run_seg[q]; s < l.run_seg[q + 1]; ++s) {
-          GatherSum(w_r, d, l.edge_src + l.seg_edge[s], row_id, l.seg_edge[s + 1] - l.seg_edge[s], T(1), acc.data());
-          AxpyRow(d, seg_norm[s], acc.data(), h + static_cast<int64_t>(l.seg_dst[s]) * d);
+        for (int64_t s0 = l.run_seg[q]; s0 < l.run_seg[q + 1]; s0 += kTileRows) {
+          const int64_t rows = std::min(kTileRows, l.run_seg[q + 1] - s0);
+          GatherSumItems(w_r, d, l.seg_edge + s0, rows, l.edge_src, row_id, seg_norm + s0, c.data());
+          for (int64_t i = 0; i < rows; ++i)
+            AddRow(d, c.data() + i * d, h + static_cast<int64_t>(l.seg_dst[s0 + i]) * d);
         }
       }
     }
   });
 }
 
-// B[u] = sum over the edges e of pair u of seg_norm[seg(e)] * dH[dst(e)]: the gradient that reaches the
-// pair's (aggregated, normalised) input.
+// B[u] = sum over the edges e of pair u of seg_norm[seg(e)] * dH[dst(e)], for the `count` pairs from u0
+// (out: [count, d]): the gradient that reaches each pair's (aggregated, normalised) input.
 template <typename T>
-void PairGradient(const SrcLayout& l, int64_t u, const T* dh, int64_t d, const T* seg_norm, const int32_t* seg_dst,
-                  T* out) {
-  GatherSegments(dh, d, l.edge_seg + l.pair_edge[u], l.pair_edge[u + 1] - l.pair_edge[u], seg_dst, seg_norm, out);
+void PairGradients(const SrcLayout& l, int64_t u0, int64_t count, const T* dh, int64_t d, const T* seg_norm,
+                   const int32_t* seg_dst, T* out) {
+  GatherSegmentItems(dh, d, l.pair_edge + u0, count, l.edge_seg, seg_dst, seg_norm, out);
 }
 
 template <typename T>
@@ -87,8 +85,8 @@ void BackwardFeatures(const KernelArgs& args, const T* dh, int64_t d, const T* x
           uint8_t& first = touched[static_cast<size_t>(g * r + rel)];
           for (int64_t u0 = l.run_pair[p]; u0 < l.run_pair[p + 1]; u0 += kTileRows) {
             const int64_t rows = std::min(kTileRows, l.run_pair[p + 1] - u0);
+            PairGradients(l, u0, rows, dh, d, seg_norm, seg_dst, bt.data());
             for (int64_t i = 0; i < rows; ++i) {
-              PairGradient(l, u0 + i, dh, d, seg_norm, seg_dst, bt.data() + i * d);
               std::copy_n(x + static_cast<int64_t>(l.pair_src[u0 + i]) * k, k, xt.data() + i * k);
             }
             Gemm<T>(Trans::kYes, Trans::kNo, k, d, rows, T(1), xt.data(), k, bt.data(), d, first ? T(1) : T(0),
@@ -122,29 +120,29 @@ void BackwardOneHot(const KernelArgs& args, const T* dh, int64_t d, const int64_
                    [&](int64_t i0, int64_t i1) { Zero((i1 - i0) * d, dw + i0 * d); });
   // Every (relation, row id) belongs to one source row, so to one block: blocks write disjoint rows of dW.
   args.ParallelFor(l.num_blocks, 1, [&](int64_t c0, int64_t c1) {
-    std::vector<T> acc(static_cast<size_t>(d));
+    std::vector<T> bt(static_cast<size_t>(kTileRows * d));
     for (int64_t c = c0; c < c1; ++c) {
       for (int64_t p = l.blk_run[c]; p < l.blk_run[c + 1]; ++p) {
         T* dw_r = dw + static_cast<int64_t>(l.run_rel[p]) * v * d;
-        for (int64_t u = l.run_pair[p]; u < l.run_pair[p + 1]; ++u) {
-          PairGradient(l, u, dh, d, seg_norm, seg_dst, acc.data());
-          AddRow(d, acc.data(), dw_r + row_id[l.pair_src[u]] * d);
+        for (int64_t u0 = l.run_pair[p]; u0 < l.run_pair[p + 1]; u0 += kTileRows) {
+          const int64_t rows = std::min(kTileRows, l.run_pair[p + 1] - u0);
+          PairGradients(l, u0, rows, dh, d, seg_norm, seg_dst, bt.data());
+          for (int64_t i = 0; i < rows; ++i) AddRow(d, bt.data() + i * d, dw_r + row_id[l.pair_src[u0 + i]] * d);
         }
       }
     }
   });
 }
 
-// dRows[u] = PairGradient(u) for every pair: the one-hot weight gradient as rows (pair u's row of W is
+// dRows[u] = B[u] (PairGradients) for every pair: the one-hot weight gradient as rows (pair u's row of W is
 // (r(u), row_id[src(u)])), each written by the block that owns the pair.
 template <typename T>
 void BackwardRows(const KernelArgs& args, const T* dh, int64_t d, const T* seg_norm, const int32_t* seg_dst,
                   const SrcLayout& l, T* rows) {
   args.ParallelFor(l.num_blocks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      for (int64_t u = l.run_pair[l.blk_run[c]]; u < l.run_pair[l.blk_run[c + 1]]; ++u) {
-        PairGradient(l, u, dh, d, seg_norm, seg_dst, rows + u * d);
-      }
+      const int64_t u0 = l.run_pair[l.blk_run[c]], u1 = l.run_pair[l.blk_run[c + 1]];
+      PairGradients(l, u0, u1 - u0, dh, d, seg_norm, seg_dst, rows + u0 * d);
     }
   });
 }

@@ -151,7 +151,7 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
       return BadDataError(StrCat("partition ", p.part, ": edge ", e, " leaves the rows"));
     }
   }
-  const int64_t target = target_block_edges > 0 ? target_block_edges : std::clamp<int64_t>(E / 64, 8192, 262144);
+  const int64_t target = target_block_edges > 0 ? target_block_edges : std::clamp<int64_t>(E / 16, 8192, 262144);
   const auto rel_of = [&](int32_t e) {
     return static_cast<int64_t>(std::upper_bound(p.rel_ptr.begin(), p.rel_ptr.end(), static_cast<int64_t>(e)) -
                                 p.rel_ptr.begin() - 1);

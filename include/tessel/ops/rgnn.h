@@ -91,8 +91,9 @@
  *                      alpha = softmax over all edges into the destination, per head;
  *                      Agg[i]_h = sum_s (sum_{e in s} alpha(e, h) V[src(e)]_h) msg[r, h].
  *                      row_max/row_sum as for RGAT. With reorder on, att is applied to Q once per segment and
- *                      msg after the aggregation; with it off, K att and V msg are formed once per pair
- *                      (a pairs x F workspace), as compact materialisation without reordering does.
+ *                      msg after the aggregation; with it off, K att and V msg are formed per pair rather than
+ *                      per edge (compact materialisation without reordering), in a workspace: [U, F] each on
+ *                      CPU, a chunk of pairs at a time on CUDA.
  * rgnn.hgt.bwd         dK, dQ, dV, datt, dmsg, dprior of rgnn.hgt.fwd from dAgg, overwritten.
  *
  * rgnn.typed_gate.fwd  HGT's gated skip, per row i of node type t = node_type[i]:
