@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# bench/run.sh FAMILY [--quick] [--json FILE] [--wait-idle S]: runs one benchmark family, prints its
-# table and writes its JSON rows (DESIGN.md "Benchmarks"; bench/README.md).
+# bench/run.sh FAMILY [--quick] [--json FILE] [--wait-idle S] [selection]: runs one benchmark family,
+# prints its tables and writes its JSON rows (DESIGN.md "Benchmarks"; bench/README.md).
 #
-#   rgnn           Tessel's full-graph RGCN epoch time on AIFB and FB15k-237, with fraction_of_limit
-#   peers-rgnn     the same against PyTorch Geometric's RGCNConv and FastRGCNConv (ratio = Tessel / best)
+#   rgnn           Tessel's full-graph RGCN, RGAT and HGT training: forward, backward + optimizer and epoch
+#                  time, peak memory, fraction_of_limit (Hector's method: 1 and 2 layers, sizes 32/64/128,
+#                  AIFB, FB15k-237 and a synthetic graph of 5.2 M edges; plus compact / reorder ablations)
+#   peers-rgnn     the same against PyG, DGL and a compact PyTorch reference (ratio = Tessel / best peer)
 #   gather, spill, llm, partition, peers-llm: not implemented yet (exit 2)
 #
-#   --quick        5 timed epochs instead of 20 and shorter limit measurements
-#   --json FILE    where to write the rows (default build/bench/results/FAMILY.json)
-#   --wait-idle S  before each measurement, wait up to S seconds for the cores to be idle (< 10% busy)
+#   --quick            5 timed epochs instead of 20, shorter caps and limit measurements
+#   --json FILE        where to write the rows (default build/bench/results/FAMILY.json)
+#   --wait-idle S      before each measurement, wait up to S seconds for the cores to be idle (< 10% busy)
+#   --models LIST      subset of rgcn,rgat,hgt (default all)
+#   --cases LIST       subset of aifb,fb15k,synthetic,scale (default all; scale: Tessel alone on 1M nodes)
+#   --sizes LIST       subset of 32,64,128: input features = hidden width (default all)
+#   --layers LIST      subset of 1,2 (default both)
+#   --peers LIST       subset of pyg,dgl,torch (peers-rgnn; torch = the compact RGCN reference; default all)
+#   --peer-deadline S  wall-clock cap of one peer run in the matrix (default 60, 40 with --quick)
+#   --budget-minutes M no peer run starts once the family has run M minutes (default 70, 30 with --quick)
 #
 # It builds only the two binaries it runs (cmake --build build --target tessel tessel-bench-limits) in an
-# existing build directory, and sets up build/bench-venv from PyPI (bench/peers/setup.sh).
+# existing build directory, and sets up build/bench-venv (and build/bench-venv-dgl when DGL is a selected
+# peer) from PyPI (bench/peers/setup.sh).
 # Exit: 0 every measurement ran, 1 one failed (the table and JSON say which), 2 usage or setup error.
 set -euo pipefail
 
@@ -19,14 +29,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
 args=()
+peers="pyg,dgl,torch"
 while (( $# )); do
   case "$1" in
     --quick) args+=(--quick) ;;
+    --models|--cases|--sizes|--layers|--peers|--peer-deadline|--budget-minutes)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      [[ "$1" == --peers ]] && peers=$2
+      args+=("$1" "$2")
+      shift ;;
     --wait-idle)
       [[ $# -ge 2 ]] || { echo "run.sh: --wait-idle needs SECONDS" >&2; exit 2; }
       args+=(--wait-idle "$2")
@@ -67,10 +83,14 @@ if ! cmake --build "$BUILD" --target tessel tessel-bench-limits --parallel 2 >"$
   exit 2
 fi
 
+setup=()
 if [[ "$family" == peers-* ]]; then
-  "$ROOT/bench/peers/setup.sh" --peers
-else
-  "$ROOT/bench/peers/setup.sh"
+  setup+=(--peers)
+  [[ ",$peers," == *,dgl,* ]] && setup+=(--dgl)
+fi
+if ! "$ROOT/bench/peers/setup.sh" "${setup[@]}"; then
+  echo "run.sh: bench/peers/setup.sh ${setup[*]} failed" >&2
+  exit 2
 fi
 
 exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/peers/harness.py" "$family" "${args[@]}"

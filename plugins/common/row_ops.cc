@@ -1,4 +1,5 @@
-// Built with -ffp-contract=off (CMakeLists.txt): no clone fuses a multiply and an add that another does not.
+// Built with -ffp-contract=off (CMakeLists.txt): no clone fuses a multiply and an add that another does not;
+// and with -fno-math-errno, so that std::sqrt vectorises (the argument is never negative).
 #include "row_ops.h"
 
 #include <cmath>
@@ -91,24 +92,50 @@ TESSEL_ROW_INLINE void GatherSegmentsImpl(const T* x, int64_t k, const int64_t* 
 template <typename T>
 TESSEL_ROW_INLINE void AdamImpl(int64_t n, T* __restrict p, const T* __restrict grad, T* __restrict m, T* __restrict v,
                                 const AdamConstants<T>& c) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = (grad != nullptr ? grad[i] : T(0)) + c.weight_decay * p[i];
-    m[i] += c.one_minus_beta1 * (g - m[i]);
-    v[i] = v[i] * c.beta2 + c.one_minus_beta2 * g * g;
-    p[i] -= c.step_size * m[i] / (std::sqrt(v[i]) / c.bias2_sqrt + c.eps);
+  // The constants in registers (through `c` the compiler would reload them: T* may alias them).
+  const T wd = c.weight_decay, b1c = c.one_minus_beta1, b2 = c.beta2, b2c = c.one_minus_beta2;
+  const T step_size = c.step_size, bias2_sqrt = c.bias2_sqrt, eps = c.eps;
+  const auto update = [&](int64_t i, T grad_i) {
+    const T g = grad_i + wd * p[i];
+    m[i] += b1c * (g - m[i]);
+    v[i] = v[i] * b2 + b2c * g * g;
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
+  };
+  if (grad != nullptr) {
+    for (int64_t i = 0; i < n; ++i) update(i, grad[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) update(i, T(0));
   }
 }
 
+// 8 lanes of T as one value (a 256-bit register on x86-64-v3/v4, two 128-bit ones on the baseline): the
+// dot product's partial sums i mod 8, added lane by lane; unaligned loads through memcpy.
+template <typename T>
+struct Lanes8Of;
+template <>
+struct Lanes8Of<float> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct Lanes8Of<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <typename T>
+using Lanes8 = typename Lanes8Of<T>::type;
+
 template <typename T>
 TESSEL_ROW_INLINE T DotImpl(int64_t n, const T* __restrict x, const T* __restrict y) {
-  T p[8] = {};
+  Lanes8<T> acc = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) p[j] += x[i + j] * y[i + j];
+    Lanes8<T> a, b;
+    __builtin_memcpy(&a, x + i, sizeof(a));
+    __builtin_memcpy(&b, y + i, sizeof(b));
+    acc += a * b;
   }
-  for (int j = 0; i < n; ++i, ++j) p[j] += x[i] * y[i];
-  T sum = p[0];
-  for (int j = 1; j < 8; ++j) sum += p[j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += x[i] * y[i];
+  T sum = acc[0];
+  for (int j = 1; j < 8; ++j) sum += acc[j];
   return sum;
 }
 

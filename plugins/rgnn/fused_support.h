@@ -1,5 +1,6 @@
 // Helpers shared by the fused CPU kernels (rgcn_fused_cpu.cc, rgat_cpu.cc, hgt_cpu.cc): tile sizes, the
-// fixed grouping of blocks for gradient partial sums. (The row loops are plugins/common/row_ops.h.)
+// fixed grouping of blocks for gradient partial sums, row prefetches. (The row loops are
+// plugins/common/row_ops.h.)
 // Thread safety: pure functions over caller-owned memory.
 #pragma once
 
@@ -22,6 +23,17 @@ inline int64_t GradientGroups(int64_t num_blocks, int64_t partial_bytes, int64_t
 
 // Blocks [GroupBegin(g), GroupBegin(g + 1)) belong to group g of `groups`.
 inline int64_t GroupBegin(int64_t g, int64_t groups, int64_t num_blocks) { return g * num_blocks / groups; }
+
+// Edges ahead whose gathered rows the per-edge loops prefetch: the gathers (X[src], dOut[dst], K and V
+// rows, table rows) are random reads, and without this the loops wait on them.
+inline constexpr int64_t kPrefetchAhead = 4;
+
+// Asks for the cache lines of a row of n values that a loop will read soon.
+template <typename T>
+inline void PrefetchRow(const T* row, int64_t n) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
+}
 
 template <typename T>
 inline void Zero(int64_t n, T* p) {

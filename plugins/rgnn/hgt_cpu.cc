@@ -165,11 +165,17 @@ void ForwardReordered(const KernelArgs& args, const HgtInputs<T>& in, T* agg, T*
                     qp.data() + c * dh, f);
           }
           Zero(rows * f, at.data());
+          const int64_t e_end = l.seg_edge[s0 + rows];
           for (int64_t i = 0; i < rows; ++i) {
             const int64_t s = s0 + i, dst = l.seg_dst[s];
             T* a_row = at.data() + i * f;
             const T* qp_row = qp.data() + i * f;
             for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
+              if (e + kPrefetchAhead < e_end) {
+                const int64_t ahead = l.edge_src[e + kPrefetchAhead];
+                PrefetchRow(in.k + ahead * f, f);
+                PrefetchRow(in.v + ahead * f, f);
+              }
               const int64_t src = l.edge_src[e];
               const T* k_row = in.k + src * f;
               const T* v_row = in.v + src * f;
@@ -313,10 +319,16 @@ void BackwardDst(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
             }
             Zero(rows * f, at.data());
             Zero(rows * f, dk.data());
+            const int64_t e_end = l.seg_edge[s0 + rows];
             for (int64_t i = 0; i < rows; ++i) {
               const int64_t s = s0 + i, dst = l.seg_dst[s];
               const int64_t off = i * f;
               for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
+                if (e + kPrefetchAhead < e_end) {
+                  const int64_t ahead = l.edge_src[e + kPrefetchAhead];
+                  PrefetchRow(in.k + ahead * f, f);
+                  PrefetchRow(in.v + ahead * f, f);
+                }
                 const int64_t src = l.edge_src[e];
                 const T* k_row = in.k + src * f;
                 const T* v_row = in.v + src * f;
@@ -385,9 +397,15 @@ void BackwardSrc(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
           }
           Zero(rows * f, bt.data());
           Zero(rows * f, dqt.data());
+          const int64_t e_end = l.pair_edge[u0 + rows];
           for (int64_t i = 0; i < rows; ++i) {
             const int64_t u = u0 + i, off = i * f;
             for (int64_t e = l.pair_edge[u]; e < l.pair_edge[u + 1]; ++e) {
+              if (e + kPrefetchAhead < e_end) {
+                const int64_t ahead = seg_dst[l.edge_seg[e + kPrefetchAhead]];
+                PrefetchRow(in.q + ahead * f, f);
+                PrefetchRow(ba.dagg + ahead * f, f);
+              }
               const int64_t dst = seg_dst[l.edge_seg[e]];
               const T* q_row = in.q + dst * f;
               const T* g_row = ba.dagg + dst * f;

@@ -183,17 +183,6 @@ bool RowIdsDistinct(const KernelArgs& args, const int64_t* row_id, int64_t m, in
 // ---------------------------------------------------------------------------------------------------
 // Shared pieces.
 
-// Edges ahead whose gathered row is prefetched: the gathers (X[src], dOut[dst], table rows) are random
-// reads, and without this the per-edge loops wait on them.
-constexpr int64_t kPrefetchAhead = 4;
-
-// Asks for the cache lines of a row of n values that a loop will read soon.
-template <typename T>
-inline void PrefetchRow(const T* row, int64_t n) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
-}
-
 // One side's hierarchy: blocks -> runs of one relation -> items (segments or pairs), each with a row.
 struct Items {
   int64_t num_blocks;
