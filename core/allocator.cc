@@ -121,9 +121,20 @@ Result<void*> CudaAllocateAsync(size_t bytes, void* stream) {
   return p;
 }
 void CudaFreeAsync(void* ptr, void* stream) { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
+int64_t CudaPoolPeakBytes() {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t high = 0;  // cuuint64_t
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high) != cudaSuccess) {
+    return 0;
+  }
+  return static_cast<int64_t>(high);
+}
 #else
 Result<void*> CudaAllocateAsync(size_t, void*) { return InternalError("Tessel was built without CUDA"); }
 void CudaFreeAsync(void*, void*) {}
+int64_t CudaPoolPeakBytes() { return 0; }
 #endif
 
 #ifdef TESSEL_HAVE_CUDA

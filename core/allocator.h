@@ -40,6 +40,9 @@ bool CudaAvailable();
 // released after the work queued before the free. Fails without CUDA.
 Result<void*> CudaAllocateAsync(size_t bytes, void* stream);
 void CudaFreeAsync(void* ptr, void* stream);
+// The most memory the current CUDA device's default pool (the one cudaMallocAsync draws on) has held at
+// once since the process started, in bytes; 0 without CUDA or when it cannot be read.
+int64_t CudaPoolPeakBytes();
 
 // Copies `bytes` between host and device memory in either direction (a plain memcpy when both are host
 // memory). On CUDA the copy is queued on `stream` (a cudaStream_t, null = the default stream) and waited

@@ -1,20 +1,126 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (the lent H200, say): builds the kernels-only configuration for sm_90
-# (core, plugins, kernel tests and micro-benchmarks; no MPI, HDF5 or prometheus-cpp needed) and runs the
-# kernel tests, including the CUDA-vs-CPU cross-device tests that skip where no GPU is present, then the
-# kernel micro-benchmarks. Results land in $OUT (when set) or build-device/.
+# On a machine with an NVIDIA GPU (the lent H100/H200, say). Two ways:
+#
+#   scripts/device-check.sh            builds the kernels-only configuration for sm_90 there (core, plugins,
+#                                      kernel tests and micro-benchmarks; no MPI, HDF5 or prometheus-cpp
+#                                      needed, but GoogleTest, Google Benchmark and OpenBLAS are), runs the
+#                                      kernel tests, the CUDA-vs-CPU cross-checks among them, then the
+#                                      kernel micro-benchmarks.
+#   scripts/device-check.sh --bundle   runs what scripts/device-bundle.sh packed on the build machine into
+#                                      build-bundle-pack/ (carry it): the full `tessel` with its libraries, so
+#                                      the GPU machine needs none of them. Runs the kernel tests (CUDA
+#                                      against CPU for every op), the micro-benchmarks, then each model's
+#                                      AIFB example on the CPU and with device = "cuda" and compares the
+#                                      per-epoch losses (1e-4 relative). --bench also runs
+#                                      bench/gpu/compare.py (Tessel against PyG on the GPU), passing it
+#                                      the arguments after --bench.
+#
+# Results land in $OUT (when set) or build-device/out.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${TESSEL_DEVICE_BUILD:-$root/build-device}
-out=${OUT:-$build/out}
-mkdir -p "$out"
+mode=${1:-}
+bench=0
+[ "${2:-}" = --bench ] && bench=1
 export PATH="$PATH:/usr/local/cuda/bin"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" || echo "no nvidia-smi"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_KERNELS_ONLY=ON -DCMAKE_CUDA_ARCHITECTURES=90
-cmake --build "$build" --parallel "$(nproc)"
-(cd "$build" && ctest --output-on-failure -L unit 2>&1 | tee "$out/ctest.txt")
-for b in "$build"/bench/kernels/*_bench; do
-  [ -x "$b" ] || continue
-  "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-       --benchmark_out="$out/$(basename "$b").json" --benchmark_out_format=json | tee -a "$out/bench.txt"
+
+if [ "$mode" != --bundle ]; then
+  build=${TESSEL_DEVICE_BUILD:-$root/build-device}
+  out=${OUT:-$build/out}
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" || echo "no nvidia-smi"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_KERNELS_ONLY=ON -DCMAKE_CUDA_ARCHITECTURES=90
+  cmake --build "$build" --parallel "$(nproc)"
+  (cd "$build" && ctest --output-on-failure -L unit 2>&1 | tee "$out/ctest.txt")
+  for b in "$build"/bench/*_bench; do
+    [ -x "$b" ] || continue
+    "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+         --benchmark_out="$out/$(basename "$b").json" --benchmark_out_format=json | tee -a "$out/bench.txt"
+  done
+  exit 0
+fi
+
+# --bundle: the paths compiled into the binaries are the build machine's (/work/main, /work/shared/data).
+bundle=$root/build-bundle
+[ -d "$bundle/lib" ] || [ ! -f "$root/build-bundle-pack/bundle.tar.xz" ] || tar -C "$root" -xJf "$root/build-bundle-pack/bundle.tar.xz"
+[ -d "$bundle/lib" ] || { echo "device-check: $bundle is missing; run scripts/device-bundle.sh and carry build-bundle" >&2; exit 2; }
+out=${OUT:-$bundle/out}
+mkdir -p "$out" /work
+[ "$root" = /work/main ] || [ -e /work/main ] || ln -s "$root" /work/main
+[ -e "$root/build" ] || ln -s "$bundle/build" "$root/build"
+for shared in /work/shared "$(dirname "$root")/shared"; do
+  mkdir -p "$shared"
+  [ -e "$shared/data" ] || ln -s "$bundle/data" "$shared/data"
 done
+nccl=$(find /usr /opt -name 'libnccl.so.2' 2>/dev/null | head -1 || true)
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${nccl:+$(dirname "$nccl")}:${LD_LIBRARY_PATH:-}"
+export OMPI_MCA_mca_base_component_path="$bundle/lib/openmpi3" OMPI_MCA_ess_singleton_isolated=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$out/gpu.txt" || true
+# TESSEL_DEVICE_CMD: run that command in this environment instead of the checks (profiling, one-off runs).
+if [ -n "${TESSEL_DEVICE_CMD:-}" ]; then
+  cd "$root"
+  eval "$TESSEL_DEVICE_CMD"
+  exit $?
+fi
+
+status=0
+logs=$out/logs  # one archive at the end: the lent machine returns few files
+mkdir -p "$logs"
+: >"$out/tests.txt"
+for t in "$root"/build/tests/unit/*/*_test "$root"/build/tests/unit/*/*/*_test; do
+  [ -x "$t" ] || continue
+  echo "== $(basename "$t")" | tee -a "$out/tests.txt"
+  if ! "$t" --gtest_color=no >"$logs/$(basename "$t").log" 2>&1; then status=1; fi
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^\[  SKIPPED \]' "$logs/$(basename "$t").log" \
+    | sort | uniq -c | tee -a "$out/tests.txt" || true
+  grep -E 'Failure|error:' "$logs/$(basename "$t").log" | head -20 | tee -a "$out/tests.txt" || true
+done
+
+for b in "$root"/build/bench/*_bench; do
+  [ -x "$b" ] || continue
+  "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2 \
+       --benchmark_out="$out/$(basename "$b").json" --benchmark_out_format=json >"$logs/kernels-bench.txt" 2>&1 || status=1
+done
+
+# Each model's AIFB example, one process, on the CPU and on the GPU: the per-epoch losses must agree.
+cd "$root"
+for model in rgcn rgat hgt; do
+  for dev in cpu cuda; do
+    dir=runs/device-check/$model-$dev
+    rm -rf "$dir"
+    /usr/bin/time -v build/bin/tessel run "jobs/examples/$model-aifb.toml" --set "job.device=$dev" \
+      --set "job.output_dir=$dir" --set resources.workers=1 --set resources.threads_per_worker=8 \
+      >"$logs/aifb-$model-$dev.log" 2>&1 || { status=1; tail -20 "$logs/aifb-$model-$dev.log"; }
+  done
+done
+python3 - "$out" <<'EOF' || status=1
+import json, sys
+out = sys.argv[1]
+rows, bad = [], 0
+for model in ("rgcn", "rgat", "hgt"):
+    try:
+        cpu = json.load(open(f"runs/device-check/{model}-cpu/summary.json"))
+        gpu = json.load(open(f"runs/device-check/{model}-cuda/summary.json"))
+    except OSError as e:
+        print(f"{model}: no summary ({e})"); bad += 1; continue
+    worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu["epoch_loss"], gpu["epoch_loss"]))
+    same = len(cpu["epoch_loss"]) == len(gpu["epoch_loss"]) and worst <= 1e-4
+    bad += not same
+    med = lambda s: sorted(s["epoch_seconds"])[len(s["epoch_seconds"]) // 2] * 1e3
+    rows.append(dict(model=model, epochs=len(gpu["epoch_loss"]), worst_rel=worst, ok=same,
+                     cpu_test=cpu["test_accuracy"], cuda_test=gpu["test_accuracy"],
+                     cpu_epoch_ms=med(cpu), cuda_epoch_ms=med(gpu)))
+print(f"{'model':6} {'epochs':>6} {'worst rel':>10} {'ok':>3} {'cpu acc':>8} {'cuda acc':>8} {'cpu ms':>8} {'cuda ms':>8}")
+for r in rows:
+    print(f"{r['model']:6} {r['epochs']:6d} {r['worst_rel']:10.2e} {'yes' if r['ok'] else 'NO':>3} "
+          f"{r['cpu_test']:8.3f} {r['cuda_test']:8.3f} {r['cpu_epoch_ms']:8.2f} {r['cuda_epoch_ms']:8.2f}")
+json.dump(rows, open(f"{out}/aifb-cuda-vs-cpu.json", "w"), indent=1)
+sys.exit(1 if bad else 0)
+EOF
+
+if [ "$bench" = 1 ] && [ -f bench/gpu/compare.py ]; then
+  PYTHONUNBUFFERED=1 python3 bench/gpu/compare.py --out "$out" "${@:3}" || status=1
+fi
+tar -C "$out" -czf "$out/logs.tgz" logs && rm -rf "$logs"
+cat "$out/tests.txt"
+exit $status

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/allocator.h"
 #include "core/cuda_device.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
@@ -186,6 +187,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   Merge(out, result);
   Set(out, "device", std::string(DeviceName(device->context.device)));
   Set(out, "peak_worker_rss_bytes", PeakRssBytes());
+  if (device->context.device == Device::kCuda) Set(out, "peak_gpu_bytes", CudaPoolPeakBytes());
   return out;
 }
 

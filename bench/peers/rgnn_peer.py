@@ -130,8 +130,8 @@ def build_pyg(torch, a, g, x):
             "pyg_extensions": {k: bool(getattr(torch_geometric.typing, k, False))
                                for k in ("WITH_PYG_LIB", "WITH_SEGMM", "WITH_TORCH_SCATTER",
                                          "WITH_TORCH_SPARSE")}}
-    edge_index = torch.from_numpy(np.stack([g.src, g.dst]))
-    edge_type = torch.from_numpy(g.etype)
+    edge_index = torch.from_numpy(np.stack([g.src, g.dst])).to(a.device)
+    edge_type = torch.from_numpy(g.etype).to(a.device)
     if a.model == "rgcn":
         conv = RGCNConv if a.variant == "RGCNConv" else FastRGCNConv
         dims = widths(g, x, a.hidden, a.layers)
@@ -139,7 +139,7 @@ def build_pyg(torch, a, g, x):
         # Edges are grouped by relation in the file, so is_sorted holds.
         convs = torch.nn.ModuleList(
             conv(dims[i], dims[i + 1], g.num_relations, aggr="mean", root_weight=False, bias=False, is_sorted=True)
-            for i in range(a.layers))
+            for i in range(a.layers)).to(a.device)
         with torch.no_grad():
             for c, i in zip(convs, range(a.layers)):
                 c.weight.copy_(torch.from_numpy(glorot(rng, (g.num_relations, dims[i], dims[i + 1]))))
@@ -164,7 +164,7 @@ def build_pyg(torch, a, g, x):
             out = dims[i + 1] if last else dims[i + 1] // a.heads
             convs.append(RGATConv(dims[i], out, g.num_relations, heads=a.heads, concat=not last, bias=False,
                                   attention_mechanism="across-relation", attention_mode="additive-self-attention",
-                                  negative_slope=0.2, dropout=0.0))
+                                  negative_slope=0.2, dropout=0.0).to(a.device))
 
         def forward():
             h = x
@@ -183,12 +183,12 @@ def build_pyg(torch, a, g, x):
         st, dt = int(g.rel_src_type[r]), int(g.rel_dst_type[r])
         lo, hi = g.rel_ptr[r], g.rel_ptr[r + 1]
         edge_index_dict[(ntypes[st], rels[r], ntypes[dt])] = torch.from_numpy(
-            np.stack([g.src[lo:hi] - off[st], g.dst[lo:hi] - off[dt]]))
+            np.stack([g.src[lo:hi] - off[st], g.dst[lo:hi] - off[dt]])).to(a.device)
     metadata = (ntypes, list(edge_index_dict))
     x_dict = split_types(torch, x, g)
     convs = torch.nn.ModuleList(HGTConv(x.shape[1] if i == 0 else a.hidden, a.hidden, metadata, heads=a.heads)
-                                for i in range(a.layers))
-    classifier = torch.nn.Linear(a.hidden, g.num_classes, bias=False)
+                                for i in range(a.layers)).to(a.device)
+    classifier = torch.nn.Linear(a.hidden, g.num_classes, bias=False).to(a.device)
 
     def forward():
         h = x_dict
@@ -219,7 +219,7 @@ def build_dgl(torch, a, g, x):
         convs = torch.nn.ModuleList(
             dglnn.RelGraphConv(dims[i], dims[i + 1], g.num_relations, regularizer=None, bias=False,
                                self_loop=False, activation=None, dropout=0.0)
-            for i in range(a.layers))
+            for i in range(a.layers)).to(a.device)
         with torch.no_grad():
             for c, i in zip(convs, range(a.layers)):
                 c.linear_r.W.copy_(torch.from_numpy(glorot(rng, (g.num_relations, dims[i], dims[i + 1]))))
@@ -327,6 +327,9 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=["rgcn", "rgat", "hgt"], required=True)
     ap.add_argument("--variant", required=True, help="the layer class (see above)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the pyg system on the GPU, timed after a device synchronise; "
+                         "peak memory is then the GPU allocator's peak")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=1)
@@ -348,6 +351,8 @@ def main(argv=None) -> int:
     if a.variant not in VARIANTS.get((a.system, a.model), ()):
         ap.error(f"--system {a.system} --model {a.model}: variants are "
                  f"{', '.join(VARIANTS.get((a.system, a.model), ())) or 'none'}")
+    if a.device == "cuda" and a.system != "pyg":
+        ap.error("--device cuda: only the pyg system runs on the GPU here")
     if a.model != "rgcn" and a.hidden % a.heads:
         ap.error("--hidden must be divisible by --heads")
 
@@ -369,7 +374,7 @@ def main(argv=None) -> int:
     result = {
         "system": a.system, "model": a.model, "variant": a.variant, "peer": f"{a.system}-{a.variant}",
         "graph": a.graph, "threads": torch.get_num_threads(), "hidden": a.hidden, "layers": a.layers,
-        "heads": a.heads, "epochs": a.epochs, "warmup": a.warmup,
+        "heads": a.heads, "epochs": a.epochs, "warmup": a.warmup, "device": a.device,
         "torch": torch.__version__, "blas": blas_info(torch),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "status": "error", "error": None,
@@ -383,10 +388,11 @@ def main(argv=None) -> int:
         if g.num_classes <= 0 or not g.train.any():
             raise ValueError(f"{a.graph}: no labels or no training nodes (run add_features.py first)")
         torch.manual_seed(a.seed)
-        x = None if g.features is None else torch.from_numpy(g.features)
-        y = torch.from_numpy(g.labels)
-        train_idx = torch.from_numpy(np.flatnonzero(g.train))
-        test_idx = torch.from_numpy(np.flatnonzero(g.test))
+        x = None if g.features is None else torch.from_numpy(g.features).to(a.device)
+        y = torch.from_numpy(g.labels).to(a.device)
+        train_idx = torch.from_numpy(np.flatnonzero(g.train)).to(a.device)
+        test_idx = torch.from_numpy(np.flatnonzero(g.test)).to(a.device)
+        sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
         build = {"pyg": build_pyg, "dgl": build_dgl, "torch": build_torch}[a.system]
         forward, first, rest, info = build(torch, a, g, x)
         result.update(info)
@@ -403,13 +409,16 @@ def main(argv=None) -> int:
                       setup_seconds=round(time.monotonic() - T_START, 3))
         try:
             for epoch in range(a.warmup + a.epochs):
+                sync()
                 t0 = time.perf_counter()
                 opt.zero_grad(set_to_none=True)
                 out = forward()
                 loss = F.cross_entropy(out[train_idx], y[train_idx])
+                sync()
                 t1 = time.perf_counter()
                 loss.backward()
                 opt.step()
+                sync()
                 t2 = time.perf_counter()
                 losses.append(float(loss.detach()))
                 del out, loss
@@ -460,6 +469,8 @@ def main(argv=None) -> int:
         if result["status"] == "error":
             traceback.print_exc()
     result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if a.device == "cuda":
+        result["peak_gpu_bytes"] = torch.cuda.max_memory_allocated()
     result["wall_seconds"] = round(time.monotonic() - T_START, 3)
     text = json.dumps(result)
     if a.json:

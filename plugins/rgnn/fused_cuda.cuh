@@ -256,6 +256,228 @@ class Sweep {
 };
 
 // ---------------------------------------------------------------------------------------------------
+// Heavy items. The warp-per-item kernels walk an item's edges serially, so one hub (an entity with
+// thousands of edges of one relation: FB15k-237 has them) held its whole launch: the kernel took as long
+// as that warp. An item with more than kHeavyEdges edges is instead deferred by the warp-per-item kernel,
+// which zeroes its outputs and lists it as units of at most kHeavyEdges edges; a second launch
+// (grid-striding over the listed units, whose count it reads on the device) adds each unit's share
+// atomically.
+
+inline constexpr int64_t kHeavyEdges = 256;
+
+struct HeavyUnits {
+  unsigned long long* count = nullptr;  // units listed
+  int64_t* unit = nullptr;              // [2 * capacity]: chunk row, first edge
+};
+
+// The list for one sweep: capacity for `edges` edges in items of a chunk of `chunk` rows.
+class HeavyList {
+ public:
+  HeavyList(const KernelArgs& args, int64_t edges, int64_t chunk)
+      : count_(args, 1), unit_(args, 2 * ((edges + kHeavyEdges - 1) / kHeavyEdges + chunk)) {}
+  // Empties the list (before each chunk's first launch).
+  void Reset(cudaStream_t stream) const {
+    CheckCuda(cudaMemsetAsync(count_.get(), 0, sizeof(unsigned long long), stream), "zero the heavy-item count");
+  }
+  HeavyUnits units() const { return HeavyUnits{count_.get(), unit_.get()}; }
+
+ private:
+  Workspace<unsigned long long> count_;
+  Workspace<int64_t> unit_;
+};
+
+// Lists chunk row i, whose edges are [e0, e1), as units of kHeavyEdges edges (one lane of one warp per
+// item calls it).
+__device__ inline void ListHeavy(HeavyUnits hu, int64_t i, int64_t e0, int64_t e1) {
+  const int64_t n = (e1 - e0 + kHeavyEdges - 1) / kHeavyEdges;
+  const int64_t base = static_cast<int64_t>(atomicAdd(hu.count, static_cast<unsigned long long>(n)));
+  for (int64_t j = 0; j < n; ++j) {
+    hu.unit[2 * (base + j)] = i;
+    hu.unit[2 * (base + j) + 1] = e0 + j * kHeavyEdges;
+  }
+}
+
+// Blocks for the second launch: enough warps to fill the device, grid-striding over however many units.
+inline unsigned HeavyBlocks() { return 1024; }
+
+// ---------------------------------------------------------------------------------------------------
+// Products per relation over a chunk's rows, one launch for all its relations (a cuBLAS call per relation
+// slice costs a launch each: on FB15k-237, 475 relations, that launch time was most of the epoch). Rows
+// come in relation order, so a tile of rows holds one relation or a few runs of them.
+
+inline constexpr int kRelTileRows = 32;    // RowRelGemm: rows per tile
+inline constexpr int kRelTileCols = 64;    // both: output columns per tile (one per thread of a row group)
+inline constexpr int kRelTileK = 32;       // RowRelGemm: reduction depth per shared-memory step
+inline constexpr int kRelOuterRows = 256;  // RelOuterAdd: rows per block, in steps of 32
+
+// C[i] = alpha * A[i] M_{rel_of[i]} (+ beta * C[i]) for a tile of 32 rows and 64 columns per block.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    RowRelGemmKernel(int64_t rows, int64_t n, int64_t kd, T alpha, const T* a, int64_t lda, const T* m,
+                     int64_t m_stride, int64_t ldm, bool trans, T beta, T* c, int64_t ldc, const int32_t* rel_of) {
+  __shared__ T as[kRelTileRows][kRelTileK];
+  __shared__ T ms[kRelTileK][kRelTileCols];
+  __shared__ int32_t rel_s[kRelTileRows];
+  const int64_t r0 = blockIdx.x * int64_t(kRelTileRows), c0 = blockIdx.y * int64_t(kRelTileCols);
+  const int tid = static_cast<int>(threadIdx.x), tr = tid / kRelTileCols, tc = tid % kRelTileCols;
+  const int tile_rows = static_cast<int>(rows - r0 < kRelTileRows ? rows - r0 : kRelTileRows);
+  if (tid < kRelTileRows) rel_s[tid] = tid < tile_rows ? rel_of[r0 + tid] : -1;
+  __syncthreads();
+  T acc[8] = {};
+  for (int start = 0; start < tile_rows;) {  // the same runs on every thread
+    const int32_t rel = rel_s[start];
+    int end = start + 1;
+    while (end < tile_rows && rel_s[end] == rel) ++end;
+    const T* mr = m + rel * m_stride;
+    for (int64_t k0 = 0; k0 < kd; k0 += kRelTileK) {
+      for (int idx = tid; idx < kRelTileRows * kRelTileK; idx += blockDim.x) {
+        const int row = idx / kRelTileK, kk = idx % kRelTileK;
+        as[row][kk] = row >= start && row < end && k0 + kk < kd ? a[(r0 + row) * lda + k0 + kk] : T(0);
+      }
+      for (int idx = tid; idx < kRelTileK * kRelTileCols; idx += blockDim.x) {
+        const int kk = idx / kRelTileCols, cc = idx % kRelTileCols;
+        T v = T(0);
+        if (k0 + kk < kd && c0 + cc < n) v = trans ? mr[(c0 + cc) * ldm + k0 + kk] : mr[(k0 + kk) * ldm + c0 + cc];
+        ms[kk][cc] = v;
+      }
+      __syncthreads();
+#pragma unroll 8
+      for (int kk = 0; kk < kRelTileK; ++kk) {
+        const T mv = ms[kk][tc];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += as[tr * 8 + i][kk] * mv;
+      }
+      __syncthreads();
+    }
+    start = end;
+  }
+  if (c0 + tc >= n) return;
+  for (int i = 0; i < 8; ++i) {
+    const int row = tr * 8 + i;
+    if (row >= tile_rows) break;
+    T* out = c + (r0 + row) * ldc + c0 + tc;
+    *out = beta == T(0) ? alpha * acc[i] : alpha * acc[i] + beta * *out;
+  }
+}
+
+// Slices of at least this many rows go to cuBLAS (one call each, at its full rate); runs of shorter ones
+// to the kernels above (one launch per run).
+inline constexpr int64_t kBigSlice = 8192;
+
+// fn_small(lo, len) for each maximal run of consecutive slices shorter than kBigSlice, fn_big(rel, lo, len)
+// for each longer slice, over the current chunk of `rows` rows of `sw`, in row order.
+template <typename Small, typename Big>
+void ForEachSliceGroup(const Sweep& sw, int64_t rows, Small&& fn_small, Big&& fn_big) {
+  int64_t run_lo = 0, run_len = 0;
+  sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
+    if (len < kBigSlice) {
+      if (run_len == 0) run_lo = lo;
+      run_len += len;
+      return;
+    }
+    if (run_len > 0) fn_small(run_lo, run_len);
+    run_len = 0;
+    fn_big(rel, lo, len);
+  });
+  if (run_len > 0) fn_small(run_lo, run_len);
+}
+
+// C[i] = alpha * A[i] M_{rel_of[i]} + beta * C[i] for the rows i < rows of the current chunk of `sw`: A is
+// [rows, kd] (row stride lda); M_rel = m + rel * m_stride is [kd, n] (row stride ldm) or, with trans, the
+// transpose of the [n, kd] matrix stored there; C is [rows, n] (ldc), not read when beta = 0.
+template <typename T>
+void RowRelGemm(const Sweep& sw, int64_t rows, cublasHandle_t blas, int64_t n, int64_t kd, T alpha, const T* a,
+                int64_t lda, const T* m, int64_t m_stride, int64_t ldm, bool trans, T beta, T* c, int64_t ldc,
+                cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return;
+  ForEachSliceGroup(
+      sw, rows,
+      [&](int64_t lo, int64_t len) {
+        const dim3 grid(static_cast<unsigned>((len + kRelTileRows - 1) / kRelTileRows),
+                        static_cast<unsigned>((n + kRelTileCols - 1) / kRelTileCols));
+        RowRelGemmKernel<T><<<grid, 256, 0, stream>>>(len, n, kd, alpha, a + lo * lda, lda, m, m_stride, ldm, trans,
+                                                      beta, c + lo * ldc, ldc, sw.rel_of() + lo);
+        CheckLaunch("RowRelGemmKernel");
+      },
+      [&](int64_t rel, int64_t lo, int64_t len) {
+        GemmRowMajor(blas, Trans::kNo, trans ? Trans::kYes : Trans::kNo, len, n, kd, alpha, a + lo * lda, lda,
+                     m + rel * m_stride, ldm, beta, c + lo * ldc, ldc);
+      });
+}
+
+// D_rel += alpha * sum over the block's rows i with rel_of[i] = rel of A[i]^T B[i], for a 32 x 64 tile of D.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    RelOuterAddKernel(int64_t rows, int64_t p, int64_t n, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+                      T* d, int64_t d_stride, int64_t ldd, const int32_t* rel_of) {
+  constexpr int kStep = 32, kTileP = 32;
+  __shared__ T as[kStep][kTileP];
+  __shared__ T bs[kStep][kRelTileCols];
+  __shared__ int32_t rel_s[kStep];
+  const int64_t tiles_n = (n + kRelTileCols - 1) / kRelTileCols;
+  const int64_t p0 = (blockIdx.y / tiles_n) * kTileP, c0 = (blockIdx.y % tiles_n) * int64_t(kRelTileCols);
+  const int tid = static_cast<int>(threadIdx.x), tp = tid / kRelTileCols, tc = tid % kRelTileCols;
+  const int64_t first = blockIdx.x * int64_t(kRelOuterRows);
+  const int64_t last = rows < first + kRelOuterRows ? rows : first + kRelOuterRows;
+  T acc[8] = {};
+  int32_t cur = -1;
+  const auto flush = [&]() {
+    if (cur < 0 || c0 + tc >= n) return;
+    for (int i = 0; i < 8; ++i) {
+      const int64_t row = p0 + tp * 8 + i;
+      if (row < p) atomicAdd(d + cur * d_stride + row * ldd + c0 + tc, alpha * acc[i]);
+      acc[i] = T(0);
+    }
+  };
+  for (int64_t s0 = first; s0 < last; s0 += kStep) {
+    const int step = static_cast<int>(last - s0 < kStep ? last - s0 : kStep);
+    for (int idx = tid; idx < kStep * kTileP; idx += blockDim.x) {
+      const int j = idx / kTileP, i = idx % kTileP;
+      as[j][i] = j < step && p0 + i < p ? a[(s0 + j) * lda + p0 + i] : T(0);
+    }
+    for (int idx = tid; idx < kStep * kRelTileCols; idx += blockDim.x) {
+      const int j = idx / kRelTileCols, cc = idx % kRelTileCols;
+      bs[j][cc] = j < step && c0 + cc < n ? b[(s0 + j) * ldb + c0 + cc] : T(0);
+    }
+    if (tid < kStep) rel_s[tid] = tid < step ? rel_of[s0 + tid] : -1;
+    __syncthreads();
+    for (int j = 0; j < step; ++j) {
+      if (rel_s[j] != cur) {  // the same on every thread
+        flush();
+        cur = rel_s[j];
+      }
+      const T bv = bs[j][tc];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] += as[j][tp * 8 + i] * bv;
+    }
+    __syncthreads();
+  }
+  flush();
+}
+
+// D_rel += alpha * sum over the rows i < rows of the current chunk of `sw` with rel_of[i] = rel of A[i]^T B[i]:
+// A is [rows, p] (lda), B is [rows, n] (ldb), D_rel = d + rel * d_stride is [p, n] (ldd). Atomic in the
+// kernel: its blocks of one relation add up.
+template <typename T>
+void RelOuterAdd(const Sweep& sw, int64_t rows, cublasHandle_t blas, int64_t p, int64_t n, T alpha, const T* a,
+                 int64_t lda, const T* b, int64_t ldb, T* d, int64_t d_stride, int64_t ldd, cudaStream_t stream) {
+  if (rows <= 0 || p <= 0 || n <= 0) return;
+  ForEachSliceGroup(
+      sw, rows,
+      [&](int64_t lo, int64_t len) {
+        const int64_t tiles = ((p + 31) / 32) * ((n + kRelTileCols - 1) / kRelTileCols);
+        const dim3 grid(static_cast<unsigned>((len + kRelOuterRows - 1) / kRelOuterRows), static_cast<unsigned>(tiles));
+        RelOuterAddKernel<T><<<grid, 256, 0, stream>>>(len, p, n, alpha, a + lo * lda, lda, b + lo * ldb, ldb, d,
+                                                       d_stride, ldd, sw.rel_of() + lo);
+        CheckLaunch("RelOuterAddKernel");
+      },
+      [&](int64_t rel, int64_t lo, int64_t len) {
+        GemmRowMajor(blas, Trans::kYes, Trans::kNo, p, n, len, alpha, a + lo * lda, lda, b + lo * ldb, ldb, T(1),
+                     d + rel * d_stride, ldd);
+      });
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Rows by item, and plain fills.
 
 // out[i] = src[item_row[item_of[i]]], rows of `width` values.

@@ -53,9 +53,10 @@ using std::to_string;
 
 // The shared helpers (fused_cuda.cuh): chunks in relation order, warps, row gathers and scatters.
 using fused_cuda::AtomicMax, fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Exp, fused_cuda::FillKernel,
-    fused_cuda::Gather, fused_cuda::GlobalWarp, fused_cuda::kWarp, fused_cuda::Lane, fused_cuda::RunOf,
-    fused_cuda::ScatterAdd, fused_cuda::Side, fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::WarpBlocks,
-    fused_cuda::WarpDot, fused_cuda::WarpStride, fused_cuda::ZeroAsync;
+    fused_cuda::Gather, fused_cuda::GlobalWarp, fused_cuda::HeavyBlocks, fused_cuda::HeavyList, fused_cuda::HeavyUnits,
+    fused_cuda::kHeavyEdges, fused_cuda::ListHeavy, fused_cuda::kWarp, fused_cuda::Lane, fused_cuda::RunOf,
+    fused_cuda::RelOuterAdd, fused_cuda::RowRelGemm, fused_cuda::ScatterAdd, fused_cuda::Side, fused_cuda::SrcSide,
+    fused_cuda::Sweep, fused_cuda::WarpBlocks, fused_cuda::WarpDot, fused_cuda::WarpStride, fused_cuda::ZeroAsync;
 
 // ---------------------------------------------------------------------------------------------------
 // Shapes, parameters and the layout (as rgat_cpu.cc; the indices themselves are trusted).
@@ -281,35 +282,66 @@ void Statistics(const Dims& d, const Layout& l, const Attention<T>& at, T* row_m
 
 constexpr int kVec = 4;  // columns per lane held in registers by AggregateKernel (128 per pass of a warp)
 
-// A_h[i] = sum over the edges e of segment seg_of[i] of alpha(e, h) X[src(e)], one warp per (row, head),
-// lanes over K in passes of kWarp * kVec columns. A: [heads][chunk][K].
-template <typename T>
-__global__ void AggregateKernel(const T* x, int64_t k, DstLayout l, const int32_t* edge_pair, Attention<T> at,
-                                const int64_t* seg_of, int64_t rows, int64_t chunk, T* a) {
+// A_h[i] = (or, kAtomic, +=) the sum over the edges e in [e0, e1) of segment s of alpha(e, h) X[src(e)], for one
+// warp, lanes over K in passes of kWarp * kVec columns.
+template <typename T, bool kAtomic>
+__device__ void AggregateEdges(const T* x, int64_t k, const DstLayout& l, const int32_t* edge_pair,
+                               const Attention<T>& at, int64_t s, int64_t row, int64_t h, int64_t e0, int64_t e1,
+                               T* out) {
   const int lane = Lane();
-  for (int64_t wi = GlobalWarp(); wi < rows * at.heads; wi += WarpStride()) {
-    const int64_t i = wi / at.heads, h = wi % at.heads;
-    const int64_t s = seg_of[i], row = l.seg_dst[s];
-    T* out = a + (h * chunk + i) * k;
-    for (int64_t c0 = 0; c0 < k; c0 += kWarp * kVec) {
-      T acc[kVec];
+  for (int64_t c0 = 0; c0 < k; c0 += kWarp * kVec) {
+    T acc[kVec];
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = T(0);
-      for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
-        const T alpha = at.Alpha(edge_pair[e], s, row, h);
-        const T* xs = x + static_cast<int64_t>(l.edge_src[e]) * k;
-#pragma unroll
-        for (int v = 0; v < kVec; ++v) {
-          const int64_t c = c0 + lane + v * kWarp;
-          if (c < k) acc[v] += alpha * xs[c];
-        }
-      }
+    for (int v = 0; v < kVec; ++v) acc[v] = T(0);
+    for (int64_t e = e0; e < e1; ++e) {
+      const T alpha = at.Alpha(edge_pair[e], s, row, h);
+      const T* xs = x + static_cast<int64_t>(l.edge_src[e]) * k;
 #pragma unroll
       for (int v = 0; v < kVec; ++v) {
         const int64_t c = c0 + lane + v * kWarp;
-        if (c < k) out[c] = acc[v];
+        if (c < k) acc[v] += alpha * xs[c];
       }
     }
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int64_t c = c0 + lane + v * kWarp;
+      if (c >= k) continue;
+      if constexpr (kAtomic) {
+        atomicAdd(out + c, acc[v]);
+      } else {
+        out[c] = acc[v];
+      }
+    }
+  }
+}
+
+// A_h[i] for the segments seg_of[i] of a chunk, one warp per (row, head); segments of more than kHeavyEdges
+// edges are zeroed and listed for AggregateHeavyKernel. A: [heads][chunk][K].
+template <typename T>
+__global__ void AggregateKernel(const T* x, int64_t k, DstLayout l, const int32_t* edge_pair, Attention<T> at,
+                                const int64_t* seg_of, int64_t rows, int64_t chunk, HeavyUnits hu, T* a) {
+  for (int64_t wi = GlobalWarp(); wi < rows * at.heads; wi += WarpStride()) {
+    const int64_t i = wi / at.heads, h = wi % at.heads;
+    const int64_t s = seg_of[i], row = l.seg_dst[s], e0 = l.seg_edge[s], e1 = l.seg_edge[s + 1];
+    T* out = a + (h * chunk + i) * k;
+    if (e1 - e0 > kHeavyEdges) {
+      for (int64_t c = Lane(); c < k; c += kWarp) out[c] = T(0);
+      if (h == 0 && Lane() == 0) ListHeavy(hu, i, e0, e1);
+      continue;
+    }
+    AggregateEdges<T, false>(x, k, l, edge_pair, at, s, row, h, e0, e1, out);
+  }
+}
+
+template <typename T>
+__global__ void AggregateHeavyKernel(const T* x, int64_t k, DstLayout l, const int32_t* edge_pair, Attention<T> at,
+                                     const int64_t* seg_of, int64_t chunk, HeavyUnits hu, T* a) {
+  const int64_t units = static_cast<int64_t>(*hu.count);
+  for (int64_t wi = GlobalWarp(); wi < units * at.heads; wi += WarpStride()) {
+    const int64_t j = wi / at.heads, h = wi % at.heads, i = hu.unit[2 * j], e0 = hu.unit[2 * j + 1];
+    const int64_t s = seg_of[i], row = l.seg_dst[s], end = l.seg_edge[s + 1];
+    AggregateEdges<T, true>(x, k, l, edge_pair, at, s, row, h, e0, e0 + kHeavyEdges < end ? e0 + kHeavyEdges : end,
+                            a + (h * chunk + i) * k);
   }
 }
 
@@ -377,7 +409,7 @@ Outputs<T> ReadOutputs(const KernelArgs& args, Dims* d, int64_t* att_h, int64_t*
 // The logits of the feature forward: s[item, h] for every item of `side`.
 template <typename T>
 void FeatureScores(const KernelArgs& args, const Dims& d, const Side& side, const T* x, const T* w, const T* att,
-                   const T* wa, T* s, const char* name, cudaStream_t stream, cublasHandle_t blas) {
+                   const T* wa, T* s, const char* name, cudaStream_t stream) {
   if (side.num_items == 0) return;
   if (wa != nullptr) {
     ProjectedScoresKernel<T><<<WarpBlocks(side.num_items), kThreads, 0, stream>>>(side, x, d.k, wa, d.heads, s);
@@ -385,13 +417,12 @@ void FeatureScores(const KernelArgs& args, const Dims& d, const Side& side, cons
     return;
   }
   Sweep sw(args, side, d.r, ChunkRows<T>(side.num_items, d.k + d.f), name, stream);
+  CublasPool::Lease lease = StateOf(args).blas.Acquire(stream);
+  cublasHandle_t blas = lease.get();
   Workspace<T> xt(args, sw.chunk() * d.k), z(args, sw.chunk() * d.f);
   sw.ForEachChunk([&](int64_t rows) {
     Gather(x, d.k, side.item_row, sw, rows, xt.get(), stream);
-    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-      GemmRowMajor(blas, Trans::kNo, Trans::kNo, len, d.f, d.k, T(1), xt.get() + lo * d.k, d.k, w + rel * d.k * d.f,
-                   d.f, T(0), z.get() + lo * d.f, d.f);
-    });
+    RowRelGemm(sw, rows, blas, d.f, d.k, T(1), xt.get(), d.k, w, d.k * d.f, d.f, false, T(0), z.get(), d.f, stream);
     TileScoresKernel<T><<<Blocks(rows * d.heads), kThreads, 0, stream>>>(z.get(), att, d.heads, d.dh, sw.item_of(),
                                                                          sw.rel_of(), rows, s);
     CheckLaunch("TileScoresKernel");
@@ -456,7 +487,6 @@ void Forward(const KernelArgs& args, bool embed) {
       CheckLaunch("EmbedScoresKernel");
     }
   } else {
-    CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
     const int64_t hk = d.r * d.heads * d.k;
     Workspace<T> wa(args, d.reorder ? 2 * hk : 0);
     if (d.reorder && hk > 0) {
@@ -469,8 +499,8 @@ void Forward(const KernelArgs& args, bool embed) {
     const T* wa_src = d.reorder ? wa.get() : nullptr;
     const T* wa_dst = d.reorder ? wa.get() + hk : nullptr;
     // With reorder on and K = 0 there is no wa (hk = 0): the dot products over K = 0 columns are 0 all the same.
-    FeatureScores(args, d, SrcSide(l.s), x, w, att_src, wa_src, o.s_src, "src", stream, blas.get());
-    FeatureScores(args, d, DstSide(l.d), x, w, att_dst, wa_dst, o.s_dst, "dst", stream, blas.get());
+    FeatureScores(args, d, SrcSide(l.s), x, w, att_src, wa_src, o.s_src, "src", stream);
+    FeatureScores(args, d, DstSide(l.d), x, w, att_dst, wa_dst, o.s_dst, "dst", stream);
   }
 
   // The softmax statistics.
@@ -484,20 +514,24 @@ void Forward(const KernelArgs& args, bool embed) {
                                                                                            l.edge_pair, at, d.dh, acc);
       CheckLaunch("EmbedAggregateKernel");
     } else {
-      CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
       Sweep sw(args, DstSide(l.d), d.r, ChunkRows<T>(l.d.num_segs, d.heads * d.k + d.f), "dst", stream);
+      CublasPool::Lease lease = StateOf(args).blas.Acquire(stream);
+      cublasHandle_t blas = lease.get();
       const int64_t chunk = sw.chunk();
       Workspace<T> a(args, d.heads * chunk * d.k), c(args, chunk * d.f);
+      const HeavyList heavy(args, l.d.num_edges, chunk);
       sw.ForEachChunk([&](int64_t rows) {
-        AggregateKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(x, d.k, l.d, l.edge_pair, at,
-                                                                                sw.item_of(), rows, chunk, a.get());
+        heavy.Reset(stream);
+        AggregateKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
+            x, d.k, l.d, l.edge_pair, at, sw.item_of(), rows, chunk, heavy.units(), a.get());
         CheckLaunch("AggregateKernel");
-        sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-          for (int64_t h = 0; h < d.heads; ++h) {
-            GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d.dh, d.k, T(1), a.get() + (h * chunk + lo) * d.k,
-                         d.k, w + rel * d.k * d.f + h * d.dh, d.f, T(0), c.get() + lo * d.f + h * d.dh, d.f);
-          }
-        });
+        AggregateHeavyKernel<T><<<HeavyBlocks(), kThreads, 0, stream>>>(x, d.k, l.d, l.edge_pair, at, sw.item_of(),
+                                                                        chunk, heavy.units(), a.get());
+        CheckLaunch("AggregateHeavyKernel");
+        for (int64_t h = 0; h < d.heads; ++h) {
+          RowRelGemm(sw, rows, blas, d.dh, d.k, T(1), a.get() + h * chunk * d.k, d.k, w + h * d.dh, d.k * d.f, d.f,
+                     false, T(0), c.get() + h * d.dh, d.f, stream);
+        }
         ScatterAdd(c.get(), d.f, l.d.seg_dst, sw, rows, acc, stream);
       });
     }
@@ -523,21 +557,52 @@ __global__ void HeadDotsKernel(const T* dout, int64_t o, bool mean, T scale, con
   }
 }
 
+// The sum over the edges e in [e0, e1) of segment s of dz(e, h), with dalpha = dA_h . X[src(e)], for one warp
+// (the same value on every lane).
+template <typename T>
+__device__ T DstGradEdges(const T* x, int64_t k, const DstLayout& l, const int32_t* edge_pair, const Attention<T>& at,
+                          const T* cdot, const T* dah, int64_t s, int64_t row, int64_t h, int64_t e0, int64_t e1) {
+  T sum = T(0);
+  for (int64_t e = e0; e < e1; ++e) {
+    const T dalpha = WarpDot(k, dah, x + static_cast<int64_t>(l.edge_src[e]) * k);
+    sum += at.Dz(edge_pair[e], s, row, h, dalpha, cdot);
+  }
+  return sum;
+}
+
 // ds[i, h] = sum over the edges e of segment seg_of[i] of dz(e, h), with dalpha = dA_h[i] . X[src(e)]; one
-// warp per (row, head). dA: [heads][chunk][K].
+// warp per (row, head); segments of more than kHeavyEdges edges are zeroed and listed for
+// DstGradHeavyKernel. dA: [heads][chunk][K].
 template <typename T>
 __global__ void DstGradKernel(const T* x, int64_t k, DstLayout l, const int32_t* edge_pair, Attention<T> at,
-                              const T* cdot, const T* da, int64_t chunk, const int64_t* seg_of, int64_t rows, T* ds) {
+                              const T* cdot, const T* da, int64_t chunk, const int64_t* seg_of, int64_t rows,
+                              HeavyUnits hu, T* ds) {
   for (int64_t wi = GlobalWarp(); wi < rows * at.heads; wi += WarpStride()) {
     const int64_t i = wi / at.heads, h = wi % at.heads;
-    const int64_t s = seg_of[i], row = l.seg_dst[s];
-    const T* dah = da + (h * chunk + i) * k;
-    T sum = T(0);
-    for (int64_t e = l.seg_edge[s]; e < l.seg_edge[s + 1]; ++e) {
-      const T dalpha = WarpDot(k, dah, x + static_cast<int64_t>(l.edge_src[e]) * k);
-      sum += at.Dz(edge_pair[e], s, row, h, dalpha, cdot);
+    const int64_t s = seg_of[i], row = l.seg_dst[s], e0 = l.seg_edge[s], e1 = l.seg_edge[s + 1];
+    if (e1 - e0 > kHeavyEdges) {
+      if (Lane() == 0) {
+        ds[i * at.heads + h] = T(0);
+        if (h == 0) ListHeavy(hu, i, e0, e1);
+      }
+      continue;
     }
+    const T sum = DstGradEdges(x, k, l, edge_pair, at, cdot, da + (h * chunk + i) * k, s, row, h, e0, e1);
     if (Lane() == 0) ds[i * at.heads + h] = sum;
+  }
+}
+
+template <typename T>
+__global__ void DstGradHeavyKernel(const T* x, int64_t k, DstLayout l, const int32_t* edge_pair, Attention<T> at,
+                                   const T* cdot, const T* da, int64_t chunk, const int64_t* seg_of, HeavyUnits hu,
+                                   T* ds) {
+  const int64_t units = static_cast<int64_t>(*hu.count);
+  for (int64_t wi = GlobalWarp(); wi < units * at.heads; wi += WarpStride()) {
+    const int64_t j = wi / at.heads, h = wi % at.heads, i = hu.unit[2 * j], e0 = hu.unit[2 * j + 1];
+    const int64_t s = seg_of[i], row = l.seg_dst[s], end = l.seg_edge[s + 1];
+    const T sum = DstGradEdges(x, k, l, edge_pair, at, cdot, da + (h * chunk + i) * k, s, row, h, e0,
+                               e0 + kHeavyEdges < end ? e0 + kHeavyEdges : end);
+    if (Lane() == 0) atomicAdd(ds + i * at.heads + h, sum);
   }
 }
 
@@ -566,36 +631,102 @@ __global__ void EmbedDstGradKernel(const T* dout, int64_t o, bool mean, T scale,
   }
 }
 
-// Per (row, head) of a chunk of pairs: B[i]_h = sum over the edges e of pair pair_of[i] of alpha(e, h)
-// dHeads[dst(e)]_h and ds[i, h] = sum_e dz(e, h) with dalpha = dHeads[dst]_h . Z[i]_h; then, when att_add is
-// given, B[i]_h += ds att_add[r, h] (the s_src path through z). One warp per (row, head), lanes over Dh;
-// each lane owns its columns of B, so B needs no atomics. B, Z: [rows, F].
-template <typename T>
-__global__ void SrcGradKernel(const T* dout, int64_t o, bool mean, T scale, const int32_t* seg_dst, SrcLayout l,
-                              Attention<T> at, const T* cdot, const T* z, int64_t dh, const T* att_add,
-                              const int64_t* pair_of, const int32_t* rel_of, int64_t rows, T* b, T* ds) {
-  const int64_t f = at.heads * dh;
+// The shares of the edges e in [e0, e1) of pair u in B[i]_h and ds[i, h] (SrcGradKernel), for one warp:
+// stored, or with kAtomic added. Lanes own the columns c = lane (mod kWarp) of B, in passes of kWarp * kVec.
+template <typename T, bool kAtomic>
+__device__ void SrcGradEdges(const T* dout, int64_t o, bool mean, T scale, const int32_t* seg_dst, const SrcLayout& l,
+                             const Attention<T>& at, const T* cdot, const T* zh, int64_t dh, const T* att_add_h,
+                             int64_t u, int64_t h, int64_t e0, int64_t e1, T* bh, T* ds_out) {
   const int lane = Lane();
-  for (int64_t wi = GlobalWarp(); wi < rows * at.heads; wi += WarpStride()) {
-    const int64_t i = wi / at.heads, h = wi % at.heads;
-    const int64_t u = pair_of[i];
-    T* bh = b + i * f + h * dh;
-    const T* zh = z + i * f + h * dh;
-    for (int64_t c = lane; c < dh; c += kWarp) bh[c] = T(0);
-    T sum = T(0);
-    for (int64_t e = l.pair_edge[u]; e < l.pair_edge[u + 1]; ++e) {
+  T sum = T(0);
+  for (int64_t c0 = 0; c0 < dh || c0 == 0; c0 += kWarp * kVec) {  // one pass at least, for the sum
+    T acc[kVec];
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) acc[v] = T(0);
+    for (int64_t e = e0; e < e1; ++e) {
       const int64_t seg = l.edge_seg[e], row = seg_dst[seg];
       const T* g = dout + row * o + (mean ? 0 : h * dh);
       const T ag = at.Alpha(u, seg, row, h) * scale;
-      for (int64_t c = lane; c < dh; c += kWarp) bh[c] += ag * g[c];
-      const T dalpha = scale * WarpDot(dh, g, zh);
-      sum += at.Dz(u, seg, row, h, dalpha, cdot);
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        const int64_t c = c0 + lane + v * kWarp;
+        if (c < dh) acc[v] += ag * g[c];
+      }
+      if (c0 == 0) {
+        const T dalpha = scale * WarpDot(dh, g, zh);
+        sum += at.Dz(u, seg, row, h, dalpha, cdot);
+      }
     }
-    if (att_add != nullptr) {
-      const T* a = att_add + (static_cast<int64_t>(rel_of[i]) * at.heads + h) * dh;
-      for (int64_t c = lane; c < dh; c += kWarp) bh[c] += sum * a[c];
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int64_t c = c0 + lane + v * kWarp;
+      if (c >= dh) continue;
+      if constexpr (kAtomic) {
+        atomicAdd(bh + c, acc[v]);
+      } else {
+        bh[c] = acc[v];
+      }
     }
-    if (lane == 0) ds[i * at.heads + h] = sum;
+  }
+  // The s_src path through z, linear in the sum (so each unit adds its share).
+  if (att_add_h != nullptr) {
+    for (int64_t c = lane; c < dh; c += kWarp) {
+      if constexpr (kAtomic) {
+        atomicAdd(bh + c, sum * att_add_h[c]);
+      } else {
+        bh[c] += sum * att_add_h[c];
+      }
+    }
+  }
+  if (lane == 0) {
+    if constexpr (kAtomic) {
+      atomicAdd(ds_out, sum);
+    } else {
+      *ds_out = sum;
+    }
+  }
+}
+
+// Per (row, head) of a chunk of pairs: B[i]_h = sum over the edges e of pair pair_of[i] of alpha(e, h)
+// dHeads[dst(e)]_h and ds[i, h] = sum_e dz(e, h) with dalpha = dHeads[dst]_h . Z[i]_h; then, when att_add is
+// given, B[i]_h += ds att_add[r, h] (the s_src path through z). One warp per (row, head), lanes over Dh;
+// each lane owns its columns of B, so B needs no atomics. Pairs of more than kHeavyEdges edges are zeroed
+// and listed for SrcGradHeavyKernel. B, Z: [rows, F].
+template <typename T>
+__global__ void SrcGradKernel(const T* dout, int64_t o, bool mean, T scale, const int32_t* seg_dst, SrcLayout l,
+                              Attention<T> at, const T* cdot, const T* z, int64_t dh, const T* att_add,
+                              const int64_t* pair_of, const int32_t* rel_of, int64_t rows, HeavyUnits hu, T* b, T* ds) {
+  const int64_t f = at.heads * dh;
+  for (int64_t wi = GlobalWarp(); wi < rows * at.heads; wi += WarpStride()) {
+    const int64_t i = wi / at.heads, h = wi % at.heads;
+    const int64_t u = pair_of[i], e0 = l.pair_edge[u], e1 = l.pair_edge[u + 1];
+    T* bh = b + i * f + h * dh;
+    if (e1 - e0 > kHeavyEdges) {
+      for (int64_t c = Lane(); c < dh; c += kWarp) bh[c] = T(0);
+      if (Lane() == 0) {
+        ds[i * at.heads + h] = T(0);
+        if (h == 0) ListHeavy(hu, i, e0, e1);
+      }
+      continue;
+    }
+    const T* a = att_add == nullptr ? nullptr : att_add + (static_cast<int64_t>(rel_of[i]) * at.heads + h) * dh;
+    SrcGradEdges<T, false>(dout, o, mean, scale, seg_dst, l, at, cdot, z + i * f + h * dh, dh, a, u, h, e0, e1, bh,
+                           ds + i * at.heads + h);
+  }
+}
+
+template <typename T>
+__global__ void SrcGradHeavyKernel(const T* dout, int64_t o, bool mean, T scale, const int32_t* seg_dst, SrcLayout l,
+                                   Attention<T> at, const T* cdot, const T* z, int64_t dh, const T* att_add,
+                                   const int64_t* pair_of, const int32_t* rel_of, HeavyUnits hu, T* b, T* ds) {
+  const int64_t f = at.heads * dh;
+  const int64_t units = static_cast<int64_t>(*hu.count);
+  for (int64_t wi = GlobalWarp(); wi < units * at.heads; wi += WarpStride()) {
+    const int64_t j = wi / at.heads, h = wi % at.heads, i = hu.unit[2 * j], e0 = hu.unit[2 * j + 1];
+    const int64_t u = pair_of[i], end = l.pair_edge[u + 1];
+    const T* a = att_add == nullptr ? nullptr : att_add + (static_cast<int64_t>(rel_of[i]) * at.heads + h) * dh;
+    SrcGradEdges<T, true>(dout, o, mean, scale, seg_dst, l, at, cdot, z + i * f + h * dh, dh, a, u, h, e0,
+                          e0 + kHeavyEdges < end ? e0 + kHeavyEdges : end, b + i * f + h * dh, ds + i * at.heads + h);
   }
 }
 
@@ -680,13 +811,30 @@ Saved<T> ReadSaved(const KernelArgs& args, int first, Dims* d, int64_t* att_h, i
   return sv;
 }
 
-// datt[rel, h] += ds[lo:lo+len, h]^T Z[lo:lo+len]_h for every head (ds: [rows, H], Z: [rows, F]).
+// B and ds for the current chunk of pairs of `sw` (SrcGradKernel, then SrcGradHeavyKernel for the pairs it
+// listed).
 template <typename T>
-void AttGradFromTile(cublasHandle_t blas, const Dims& d, int64_t rel, int64_t lo, int64_t len, const T* ds, const T* z,
-                     T* datt) {
+void SrcGrad(const Dims& d, const Layout& l, const Attention<T>& at, const T* dout, T scale, const T* cdot, const T* z,
+             const T* att_add, const Sweep& sw, int64_t rows, const HeavyList& heavy, T* b, T* ds,
+             cudaStream_t stream) {
+  heavy.Reset(stream);
+  SrcGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(dout, d.o, d.mean, scale, l.d.seg_dst, l.s, at,
+                                                                        cdot, z, d.dh, att_add, sw.item_of(),
+                                                                        sw.rel_of(), rows, heavy.units(), b, ds);
+  CheckLaunch("SrcGradKernel");
+  SrcGradHeavyKernel<T><<<HeavyBlocks(), kThreads, 0, stream>>>(dout, d.o, d.mean, scale, l.d.seg_dst, l.s, at, cdot, z,
+                                                                d.dh, att_add, sw.item_of(), sw.rel_of(), heavy.units(),
+                                                                b, ds);
+  CheckLaunch("SrcGradHeavyKernel");
+}
+
+// datt[rel_of[i], h] += ds[i, h] Z[i]_h over a chunk's rows, for every head (ds: [rows, H], Z: [rows, F]).
+template <typename T>
+void AttGradFromChunk(const Dims& d, const Sweep& sw, int64_t rows, cublasHandle_t blas, const T* ds, const T* z,
+                      T* datt, cudaStream_t stream) {
   for (int64_t h = 0; h < d.heads; ++h) {
-    GemmRowMajor(blas, Trans::kYes, Trans::kNo, 1, d.dh, len, T(1), ds + lo * d.heads + h, d.heads,
-                 z + lo * d.f + h * d.dh, d.f, T(1), datt + (rel * d.heads + h) * d.dh, d.dh);
+    RelOuterAdd(sw, rows, blas, 1, d.dh, T(1), ds + h, d.heads, z + h * d.dh, d.f, datt + h * d.dh, d.heads * d.dh,
+                d.dh, stream);
   }
 }
 
@@ -696,7 +844,8 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
   const Attention<T> at{sv.s_src, sv.s_dst, sv.row_max, sv.row_sum, d.heads, static_cast<T>(d.slope)};
   const T scale = d.mean ? T(1) / static_cast<T>(d.heads) : T(1);
   const int64_t kf = d.k * d.f, hk = d.heads * d.k;
-  CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
+  CublasPool::Lease lease = StateOf(args).blas.Acquire(stream);
+  cublasHandle_t blas = lease.get();
   // Reorder on: wa and dwa, [2][R][H][K] each (src, then dst).
   Workspace<T> wa(args, d.reorder ? 2 * d.r * hk : 0), dwa(args, d.reorder ? 2 * d.r * hk : 0);
   T* wa_src = wa.get();
@@ -721,51 +870,44 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
     Workspace<T> gt(args, chunk * d.o), da(args, d.heads * chunk * d.k), ds(args, chunk * d.heads),
         xd(args, chunk * d.k), gx(args, dx != nullptr ? chunk * d.k : 0), zd(args, d.reorder ? 0 : chunk * d.f),
         q(args, d.reorder ? 0 : chunk * d.f);
+    const HeavyList heavy(args, l.d.num_edges, chunk);
     sw.ForEachChunk([&](int64_t rows) {
       Gather(dout, d.o, l.d.seg_dst, sw, rows, gt.get(), stream);
       // dA_h = scale dOut[dst]_h W_{r,h}^T
-      sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-        for (int64_t h = 0; h < d.heads; ++h) {
-          GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, len, d.k, d.dh, scale,
-                       gt.get() + lo * d.o + (d.mean ? 0 : h * d.dh), d.o, w + rel * kf + h * d.dh, d.f, T(0),
-                       da.get() + (h * chunk + lo) * d.k, d.k);
-        }
-      });
+      for (int64_t h = 0; h < d.heads; ++h) {
+        RowRelGemm(sw, rows, blas, d.k, d.dh, scale, gt.get() + (d.mean ? 0 : h * d.dh), d.o, w + h * d.dh, kf, d.f,
+                   true, T(0), da.get() + h * chunk * d.k, d.k, stream);
+      }
+      heavy.Reset(stream);
       DstGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
-          x, d.k, l.d, l.edge_pair, at, cdot, da.get(), chunk, sw.item_of(), rows, ds.get());
+          x, d.k, l.d, l.edge_pair, at, cdot, da.get(), chunk, sw.item_of(), rows, heavy.units(), ds.get());
       CheckLaunch("DstGradKernel");
+      DstGradHeavyKernel<T><<<HeavyBlocks(), kThreads, 0, stream>>>(x, d.k, l.d, l.edge_pair, at, cdot, da.get(), chunk,
+                                                                    sw.item_of(), heavy.units(), ds.get());
+      CheckLaunch("DstGradHeavyKernel");
       Gather(x, d.k, l.d.seg_dst, sw, rows, xd.get(), stream);  // destination row i is input row i
+      const int32_t* rel_of = sw.rel_of();
       if (d.reorder) {
-        sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-          // dwa_dst[r] += ds^T X[dst]; G = ds wa_dst[r]
-          GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, d.heads, d.k, len, T(1), ds.get() + lo * d.heads, d.heads,
-                       xd.get() + lo * d.k, d.k, T(1), dwa_dst + rel * hk, d.k);
-          if (dx != nullptr) {
-            GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d.k, d.heads, T(1), ds.get() + lo * d.heads, d.heads,
-                         wa_dst + rel * hk, d.k, T(0), gx.get() + lo * d.k, d.k);
-          }
-        });
+        // dwa_dst[r] += ds^T X[dst]; G = ds wa_dst[r]
+        RelOuterAdd(sw, rows, blas, d.heads, d.k, T(1), ds.get(), d.heads, xd.get(), d.k, dwa_dst, hk, d.k, stream);
+        if (dx != nullptr) {
+          RowRelGemm(sw, rows, blas, d.k, d.heads, T(1), ds.get(), d.heads, wa_dst, hk, d.k, false, T(0), gx.get(), d.k,
+                     stream);
+        }
       } else {
         // Through z(dst, r) = X[dst] W_r: datt_dst += ds Z_h; Q_h = ds att_dst[r, h]; dW_r += X[dst]^T Q;
         // G = Q W_r^T.
-        sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-          GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d.f, d.k, T(1), xd.get() + lo * d.k, d.k, w + rel * kf,
-                       d.f, T(0), zd.get() + lo * d.f, d.f);
-          AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), zd.get(), datt_dst);
-        });
+        RowRelGemm(sw, rows, blas, d.f, d.k, T(1), xd.get(), d.k, w, kf, d.f, false, T(0), zd.get(), d.f, stream);
+        AttGradFromChunk(d, sw, rows, blas, ds.get(), zd.get(), datt_dst, stream);
         if (rows * d.f > 0) {
-          ScaleAttentionKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(ds.get(), sv.att_dst, d.heads, d.dh,
-                                                                               sw.rel_of(), rows, q.get());
+          ScaleAttentionKernel<T>
+              <<<Blocks(rows * d.f), kThreads, 0, stream>>>(ds.get(), sv.att_dst, d.heads, d.dh, rel_of, rows, q.get());
           CheckLaunch("ScaleAttentionKernel");
         }
-        sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-          GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, d.k, d.f, len, T(1), xd.get() + lo * d.k, d.k,
-                       q.get() + lo * d.f, d.f, T(1), dw + rel * kf, d.f);
-          if (dx != nullptr) {
-            GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, len, d.k, d.f, T(1), q.get() + lo * d.f, d.f,
-                         w + rel * kf, d.f, T(0), gx.get() + lo * d.k, d.k);
-          }
-        });
+        RelOuterAdd(sw, rows, blas, d.k, d.f, T(1), xd.get(), d.k, q.get(), d.f, dw, kf, d.f, stream);
+        if (dx != nullptr) {
+          RowRelGemm(sw, rows, blas, d.k, d.f, T(1), q.get(), d.f, w, kf, d.f, true, T(0), gx.get(), d.k, stream);
+        }
       }
       if (dx != nullptr) ScatterAdd(gx.get(), d.k, l.d.seg_dst, sw, rows, dx, stream);
     });
@@ -778,35 +920,27 @@ void BackwardFeatures(const KernelArgs& args, const Dims& d, const Layout& l, co
     const int64_t chunk = sw.chunk();
     Workspace<T> xt(args, chunk * d.k), z(args, chunk * d.f), b(args, chunk * d.f), ds(args, chunk * d.heads),
         gx(args, dx != nullptr ? chunk * d.k : 0);
+    const HeavyList heavy(args, l.s.num_edges, chunk);
     sw.ForEachChunk([&](int64_t rows) {
       Gather(x, d.k, l.s.pair_src, sw, rows, xt.get(), stream);
-      sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-        GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d.f, d.k, T(1), xt.get() + lo * d.k, d.k, w + rel * kf,
-                     d.f, T(0), z.get() + lo * d.f, d.f);
-      });
-      SrcGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
-          dout, d.o, d.mean, scale, l.d.seg_dst, l.s, at, cdot, z.get(), d.dh, d.reorder ? nullptr : sv.att_src,
-          sw.item_of(), sw.rel_of(), rows, b.get(), ds.get());
-      CheckLaunch("SrcGradKernel");
-      sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-        if (!d.reorder) AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), z.get(), datt_src);
-        // dW_r += X[src]^T B
-        GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, d.k, d.f, len, T(1), xt.get() + lo * d.k, d.k,
-                     b.get() + lo * d.f, d.f, T(1), dw + rel * kf, d.f);
+      const int32_t* rel_of = sw.rel_of();
+      RowRelGemm(sw, rows, blas, d.f, d.k, T(1), xt.get(), d.k, w, kf, d.f, false, T(0), z.get(), d.f, stream);
+      SrcGrad(d, l, at, dout, scale, cdot, z.get(), d.reorder ? nullptr : sv.att_src, sw, rows, heavy, b.get(),
+              ds.get(), stream);
+      if (!d.reorder) AttGradFromChunk(d, sw, rows, blas, ds.get(), z.get(), datt_src, stream);
+      // dW_r += X[src]^T B
+      RelOuterAdd(sw, rows, blas, d.k, d.f, T(1), xt.get(), d.k, b.get(), d.f, dw, kf, d.f, stream);
+      if (d.reorder) {
+        RelOuterAdd(sw, rows, blas, d.heads, d.k, T(1), ds.get(), d.heads, xt.get(), d.k, dwa_src, hk, d.k, stream);
+      }
+      if (dx != nullptr) {
+        // G = B W_r^T (+ ds wa_src[r])
+        RowRelGemm(sw, rows, blas, d.k, d.f, T(1), b.get(), d.f, w, kf, d.f, true, T(0), gx.get(), d.k, stream);
         if (d.reorder) {
-          GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, d.heads, d.k, len, T(1), ds.get() + lo * d.heads, d.heads,
-                       xt.get() + lo * d.k, d.k, T(1), dwa_src + rel * hk, d.k);
+          RowRelGemm(sw, rows, blas, d.k, d.heads, T(1), ds.get(), d.heads, wa_src, hk, d.k, false, T(1), gx.get(), d.k,
+                     stream);
         }
-        if (dx != nullptr) {
-          // G = B W_r^T (+ ds wa_src[r])
-          GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, len, d.k, d.f, T(1), b.get() + lo * d.f, d.f, w + rel * kf,
-                       d.f, T(0), gx.get() + lo * d.k, d.k);
-          if (d.reorder) {
-            GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d.k, d.heads, T(1), ds.get() + lo * d.heads, d.heads,
-                         wa_src + rel * hk, d.k, T(1), gx.get() + lo * d.k, d.k);
-          }
-        }
-      });
+      }
       if (dx != nullptr) ScatterAdd(gx.get(), d.k, l.s.pair_src, sw, rows, dx, stream);
     });
   }
@@ -834,7 +968,8 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
                    cudaStream_t stream) {
   const Attention<T> at{sv.s_src, sv.s_dst, sv.row_max, sv.row_sum, d.heads, static_cast<T>(d.slope)};
   const T scale = d.mean ? T(1) / static_cast<T>(d.heads) : T(1);
-  CublasPool::Lease blas = StateOf(args).blas.Acquire(stream);
+  CublasPool::Lease lease = StateOf(args).blas.Acquire(stream);
+  cublasHandle_t blas = lease.get();
   // B1, over the segments: ds_dst, dW[r, row_id[dst]] += ds att_dst, datt_dst += ds z(dst).
   if (l.d.num_segs > 0) {
     Sweep sw(args, DstSide(l.d), d.r, ChunkRows<T>(l.d.num_segs, d.heads + d.f), "dst", stream);
@@ -849,9 +984,7 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
       EmbedGatherKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(table, d.k, d.f, row_id, l.d.seg_dst,
                                                                         sw.item_of(), sw.rel_of(), rows, zd.get());
       CheckLaunch("EmbedGatherKernel");
-      sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-        AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), zd.get(), datt_dst);
-      });
+      AttGradFromChunk(d, sw, rows, blas, ds.get(), zd.get(), datt_dst, stream);
     });
   }
   // B2, over the pairs: B = messages + ds_src att_src into dW[r, row_id[src]], datt_src += ds z(src).
@@ -859,20 +992,16 @@ void BackwardEmbed(const KernelArgs& args, const Dims& d, const Layout& l, const
     Sweep sw(args, SrcSide(l.s), d.r, ChunkRows<T>(l.s.num_pairs, 2 * d.f + d.heads), "src", stream);
     const int64_t chunk = sw.chunk();
     Workspace<T> zs(args, chunk * d.f), b(args, chunk * d.f), ds(args, chunk * d.heads);
+    const HeavyList heavy(args, l.s.num_edges, chunk);
     sw.ForEachChunk([&](int64_t rows) {
       if (rows * d.f > 0) {
         EmbedGatherKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(table, d.k, d.f, row_id, l.s.pair_src,
                                                                           sw.item_of(), sw.rel_of(), rows, zs.get());
         CheckLaunch("EmbedGatherKernel");
       }
-      SrcGradKernel<T><<<WarpBlocks(rows * d.heads), kThreads, 0, stream>>>(
-          dout, d.o, d.mean, scale, l.d.seg_dst, l.s, at, cdot, zs.get(), d.dh, sv.att_src, sw.item_of(), sw.rel_of(),
-          rows, b.get(), ds.get());
-      CheckLaunch("SrcGradKernel");
+      SrcGrad(d, l, at, dout, scale, cdot, zs.get(), sv.att_src, sw, rows, heavy, b.get(), ds.get(), stream);
       if (rows * d.f == 0) return;
-      sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-        AttGradFromTile(blas.get(), d, rel, lo, len, ds.get(), zs.get(), datt_src);
-      });
+      AttGradFromChunk(d, sw, rows, blas, ds.get(), zs.get(), datt_src, stream);
       EmbedScatterKernel<T><<<Blocks(rows * d.f), kThreads, 0, stream>>>(b.get(), d.k, d.f, row_id, l.s.pair_src,
                                                                          sw.item_of(), sw.rel_of(), rows, dw);
       CheckLaunch("EmbedScatterKernel");

@@ -39,8 +39,8 @@ namespace tessel::kernels::rgnn {
 namespace {
 
 // The shared helpers (fused_cuda.cuh): chunks in relation order, row gathers and scatters.
-using fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Gather, fused_cuda::RunOf, fused_cuda::ScatterAdd,
-    fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::ZeroAsync;
+using fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Gather, fused_cuda::RelOuterAdd, fused_cuda::RowRelGemm,
+    fused_cuda::RunOf, fused_cuda::ScatterAdd, fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::ZeroAsync;
 
 // The scratch bound: bytes per [rows, width] tile (ChunkRows with the larger of the two widths).
 constexpr int64_t kTileBytes = int64_t{32} << 20;
@@ -135,10 +135,7 @@ void RgcnForward(const KernelArgs& args) {
   sw.ForEachChunk([&](int64_t rows) {
     SegmentSumKernel<T><<<Blocks(rows * k), kThreads, 0, stream>>>(x, k, seg_norm, l, sw.item_of(), rows, a.get());
     CheckLaunch("SegmentSumKernel");
-    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-      GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, len, d, k, T(1), a.get() + lo * k, k, w + rel * k * d, d, T(0),
-                   c.get() + lo * d, d);
-    });
+    RowRelGemm(sw, rows, blas.get(), d, k, T(1), a.get(), k, w, k * d, d, false, T(0), c.get(), d, stream);
     ScatterAdd(c.get(), d, l.seg_dst, sw, rows, h, stream);
   });
 }
@@ -173,15 +170,11 @@ void RgcnBackward(const KernelArgs& args) {
         <<<Blocks(rows * d), kThreads, 0, stream>>>(dh, d, seg_norm, seg_dst, l, sw.item_of(), rows, b.get());
     CheckLaunch("PairGradientKernel");
     Gather(x, k, l.pair_src, sw, rows, xg.get(), stream);
-    sw.ForEachSlice(rows, [&](int64_t rel, int64_t lo, int64_t len) {
-      // dW[r] += X_slice^T B_slice, then (same stream, so after that read) the slice's X rows become G.
-      GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, k, d, len, T(1), xg.get() + lo * k, k, b.get() + lo * d, d,
-                   T(1), dw + rel * k * d, d);
-      if (want_dx) {
-        GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, len, k, d, T(1), b.get() + lo * d, d, w + rel * k * d, d,
-                     T(0), xg.get() + lo * k, k);
-      }
-    });
+    // dW[r] += X^T B over each relation's rows, then (same stream, so after that read) X's rows become G.
+    RelOuterAdd(sw, rows, blas.get(), k, d, T(1), xg.get(), k, b.get(), d, dw, k * d, d, stream);
+    if (want_dx) {
+      RowRelGemm(sw, rows, blas.get(), k, d, T(1), b.get(), d, w, k * d, d, true, T(0), xg.get(), k, stream);
+    }
     if (want_dx) ScatterAdd(xg.get(), k, l.pair_src, sw, rows, dx, stream);
   });
 }

@@ -268,7 +268,10 @@ Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
 std::string KernelRegistry::LoadedList() const {
   if (plugins_.empty()) return "loaded: none";
   std::string out = "loaded:";
-  for (const auto& plugin : plugins_) out += " " + std::filesystem::path(plugin->info.path).filename().string();
+  for (const auto& plugin : plugins_) {
+    out += ' ';
+    out += std::filesystem::path(plugin->info.path).filename().string();
+  }
   return out;
 }
 

@@ -154,13 +154,15 @@ Status RgnnExecutor::Build(storage::WorkerPartition partition) {
         layers_.push_back(std::make_unique<RgatLayer>(shape, g, *kernels_, params_));
       }
       break;
-    case RgnnModel::kHgt:
+    case RgnnModel::kHgt: {
+      auto scratch = std::make_shared<HgtLayer::Scratch>();  // one set for all the layers
       for (const auto& shape : HgtShapes(settings_, input_dim)) {
-        layers_.push_back(std::make_unique<HgtLayer>(shape, g, *kernels_, params_));
+        layers_.push_back(std::make_unique<HgtLayer>(shape, g, *kernels_, params_, scratch));
       }
       classifier_ = std::make_unique<Classifier>(settings_.hidden, classes, *kernels_, params_);
       activation_ = Activation::kIdentity;
       break;
+    }
   }
   TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));

@@ -3,6 +3,8 @@
 #include <tessel/ops/nn.h>
 #include <tessel/ops/rgnn.h>
 
+#include <utility>
+
 namespace tessel::workers {
 namespace {
 
@@ -24,8 +26,9 @@ tessel_gemm_params Gemm(int ta, int tb, double beta) { return {sizeof(tessel_gem
 
 }  // namespace
 
-HgtLayer::HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params)
-    : shape_(shape), graph_(graph), k_(kernels), params_(params) {
+HgtLayer::HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+                   std::shared_ptr<Scratch> scratch)
+    : shape_(shape), graph_(graph), k_(kernels), params_(params), scratch_(std::move(scratch)) {
   const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
   const std::string prefix = StrCat("layer", shape.index, ".");
   const int64_t T = graph.num_node_types(), R = graph.num_relations(), K = shape.in_dim, D = shape.out_dim;
@@ -58,11 +61,21 @@ Status HgtLayer::EnsureBuffers() {
   if (keys_.raw() != nullptr) return Status();
   Allocator& alloc = *params_.device().allocator;
   const int64_t M = graph_.num_rows(), N = graph_.num_owned(), D = shape_.out_dim, H = shape_.heads;
-  for (Tensor* t : {&keys_, &values_, &d_keys_, &d_values_}) {
+  for (Tensor* t : {&keys_, &values_}) {
     TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {M, D}, alloc));
   }
-  for (Tensor* t : {&queries_, &agg_, &gelu_, &o_, &d_queries_, &d_gelu_, &d_agg_, &d_o_, &d_skip_x_}) {
+  for (Tensor* t : {&queries_, &agg_}) {
     TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {N, D}, alloc));
+  }
+  if (shape_.skip()) {
+    TESSEL_ASSIGN_OR_RETURN(o_, Tensor::Empty(DType::kF32, {N, D}, alloc));
+  }
+  // The shared scratch, made by the first layer that needs it (every layer has the same out width).
+  Scratch& s = *scratch_;
+  for (auto [t, rows] : {std::pair{&s.a, N}, std::pair{&s.b, N}, std::pair{&s.c, M}, std::pair{&s.e, M}}) {
+    if (t->raw() != nullptr && t->shape() == std::vector<int64_t>{rows, D}) continue;
+    if (t->raw() != nullptr) return InternalError("HGT layers of different widths cannot share their scratch");
+    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {rows, D}, alloc));
   }
   TESSEL_ASSIGN_OR_RETURN(row_max_, Tensor::Empty(DType::kF32, {N, H}, alloc));
   TESSEL_ASSIGN_OR_RETURN(row_sum_, Tensor::Empty(DType::kF32, {N, H}, alloc));
@@ -134,9 +147,10 @@ Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
   g.AppendSrc(in);
   const tessel_hgt_params p{sizeof(tessel_hgt_params), shape_.heads, shape_.reordering == Reordering::kOn ? 1 : 0};
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_hgt_fwd, in, {&agg_, &row_max_, &row_sum_}, p));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu_}));
-  if (!shape_.skip()) return TypedLinear(Source::kDense, gelu_, out_w_, N, out);
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu_, out_w_, N, o_));
+  Tensor gelu = Rows(scratch_->c, 0, N);
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));
+  if (!shape_.skip()) return TypedLinear(Source::kDense, gelu, out_w_, N, out);
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu, out_w_, N, o_));
   Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
   return k_.Call(tessel_op_rgnn_typed_gate_fwd, {&o_, &x_owned, &params_.value(skip_), &types}, {&out});
 }
@@ -144,33 +158,38 @@ Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
 Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   TESSEL_RETURN_IF_ERROR(EnsureBuffers());
   const int64_t M = graph_.num_rows(), N = graph_.num_owned();
-  Tensor* d_o = &dout;
+  // The scratch as this pass's gradients (Scratch says which is which when).
+  Scratch& s = *scratch_;
+  Tensor d_o = s.a, d_agg = s.a, d_skip_x = s.b, d_gelu = s.b, d_queries = s.b, gelu = Rows(s.c, 0, N), d_keys = s.c,
+         d_values = s.e;
+  Tensor* d_out = &dout;
   if (shape_.skip()) {
     // The skip path's share of the input gradient goes straight into dx's owned rows (or nowhere).
     Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
-    Tensor dx_owned = dx != nullptr ? Rows(*dx, 0, N) : d_skip_x_;
+    Tensor dx_owned = dx != nullptr ? Rows(*dx, 0, N) : d_skip_x;
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_gate_bwd, {&dout, &o_, &x_owned, &params_.value(skip_), &types},
-                                   {&d_o_, &dx_owned, &params_.grad(skip_)}));
-    d_o = &d_o_;
+                                   {&d_o, &dx_owned, &params_.grad(skip_)}));
+    d_out = &d_o;
   }
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu_, out_w_, N, *d_o, &d_gelu_, /*accumulated_rows=*/0));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu_, &agg_}, {&d_agg_}));
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));  // recomputed, not kept
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu, out_w_, N, *d_out, &d_gelu, /*accumulated_rows=*/0));
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu, &agg_}, {&d_agg}));
   const SegmentLayout& g = graph_.segments();
   std::vector<const Tensor*> in = {
-      &d_agg_, &keys_,    &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
-      &agg_,   &row_max_, &row_sum_};
+      &d_agg, &keys_,    &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
+      &agg_,  &row_max_, &row_sum_};
   g.AppendDst(in);
   in.push_back(&g.dedge_pair);
   g.AppendSrc(in);
   const tessel_hgt_params p{sizeof(tessel_hgt_params), shape_.heads, shape_.reordering == Reordering::kOn ? 1 : 0};
   TESSEL_RETURN_IF_ERROR(
       k_.Call(tessel_op_rgnn_hgt_bwd, in,
-              {&d_keys_, &d_queries_, &d_values_, &params_.grad(att_), &params_.grad(msg_), &params_.grad(prior_)}, p));
+              {&d_keys, &d_queries, &d_values, &params_.grad(att_), &params_.grad(msg_), &params_.grad(prior_)}, p));
   // dx = dK Wk^T + dV Wv^T (every row) + dQ Wq^T (owned rows) [+ the skip share, already in dx].
   const int64_t skip_rows = shape_.skip() && dx != nullptr ? N : 0;
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, k_w_, M, d_keys_, dx, skip_rows));
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, v_w_, M, d_values_, dx, M));
-  return TypedLinearBackward(Source::kLayerInput, x, q_w_, N, d_queries_, dx, M);
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, k_w_, M, d_keys, dx, skip_rows));
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, v_w_, M, d_values, dx, M));
+  return TypedLinearBackward(Source::kLayerInput, x, q_w_, N, d_queries, dx, M);
 }
 
 }  // namespace tessel::workers

@@ -7,6 +7,8 @@
 // one nn.gemm per range.
 #pragma once
 
+#include <memory>
+
 #include "workers/params/parameter_store.h"
 #include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
@@ -25,7 +27,16 @@ class HgtLayer final : public RgnnLayer {
     Reordering reordering = Reordering::kOn;
     bool skip() const { return in_dim == out_dim && !one_hot; }  // MODELS.md: no skip from a one-hot input
   };
-  HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params);
+  // Buffers the HGT layers of a model share: a layer uses them only within its own Forward or Backward
+  // (one layer runs at a time), so the model holds one set, not one per layer. Backward's gradient
+  // chain reuses them as each gradient dies: `a` holds dO then dAgg, `b` the skip path's spare dX, then
+  // dGELU, then dQ ([owned, out]); `c` GELU's output (recomputed in Backward), then dK; `e` dV
+  // ([rows, out]).
+  struct Scratch {
+    Tensor a, b, c, e;
+  };
+  HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+           std::shared_ptr<Scratch> scratch);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
   int64_t out_dim() const override { return shape_.out_dim; }
@@ -48,8 +59,10 @@ class HgtLayer final : public RgnnLayer {
   const KernelSet& k_;
   ParameterStore& params_;
   size_t k_w_, q_w_, v_w_, out_w_, skip_ = 0, att_, msg_, prior_;
-  Tensor keys_, queries_, values_, agg_, row_max_, row_sum_, gelu_, o_;
-  Tensor d_keys_, d_queries_, d_values_, d_gelu_, d_agg_, d_o_, d_skip_x_;
+  // What Backward reads of Forward: K, V [rows, out], Q, the aggregate, its softmax statistics and, with
+  // the skip, the output linear's result O [owned, out]. GELU's output is recomputed.
+  Tensor keys_, queries_, values_, agg_, row_max_, row_sum_, o_;
+  std::shared_ptr<Scratch> scratch_;
   Tensor one_hot_ids_;  // i64[rows]: type * nodes + global id, the rows of the per-type tables
 };
 

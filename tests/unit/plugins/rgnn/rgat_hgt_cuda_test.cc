@@ -3,7 +3,8 @@
 // (many short runs) to one block holding everything, with and without compaction; widths on either side of a
 // warp (32 lanes) and of one register pass of the RGAT aggregation (128 columns); a destination without an
 // edge in every random graph; an edgeless graph; and a graph with more items than one chunk of the CUDA
-// kernels (65536 rows), so that chunks split relations and the weight gradients accumulate over chunks. The
+// kernels (65536 rows), so that chunks split relations and the weight gradients accumulate over chunks; hubs
+// (items of more edges than one warp takes, split into atomically added units). The
 // backward kernels get the saved tensors of the CPU forward, so both devices differentiate the same point.
 // Skipped, with the reason, when Tessel was built without CUDA or no GPU is visible.
 #include <gtest/gtest.h>
@@ -87,12 +88,8 @@ tessel_rgat_params RgatParams(const RgatConfig& c) {
 }
 
 // One of each kind: 1 and several heads, concat and mean, reorder on and off, with and without a heads output.
-const RgatConfig kRgatConfigs[] = {{1, 4, false, true, false},
-                                   {3, 2, false, false, true},
-                                   {2, 3, true, true, false},
-                                   {3, 4, true, false, false},
-                                   {2, 5, false, true, true},
-                                   {1, 3, true, false, false}};
+const RgatConfig kRgatConfigs[] = {{1, 4, false, true, false}, {3, 2, false, false, true}, {2, 3, true, true, false},
+                                   {3, 4, true, false, false}, {2, 5, false, true, true},  {1, 3, true, false, false}};
 
 tessel_hgt_params HgtParams(int64_t heads, bool reorder) {
   tessel_hgt_params p{};
@@ -112,9 +109,12 @@ class RgatHgtCudaTest : public ::testing::Test {
 
   // The six forward outputs of rgnn.rgat(_embed).fwd, filled with garbage (the kernels overwrite all of it).
   static std::vector<Tensor> RgatOutputs(const SegmentGraph& g, const RgatConfig& c) {
-    return {Filled<T>({g.n, c.o()}, T(3)),          Filled<T>({c.skip_heads ? 0 : g.n, c.f()}, T(3)),
-            Filled<T>({g.num_pairs(), c.heads}, T(3)), Filled<T>({g.num_segs(), c.heads}, T(3)),
-            Filled<T>({g.n, c.heads}, T(3)),           Filled<T>({g.n, c.heads}, T(3))};
+    return {Filled<T>({g.n, c.o()}, T(3)),
+            Filled<T>({c.skip_heads ? 0 : g.n, c.f()}, T(3)),
+            Filled<T>({g.num_pairs(), c.heads}, T(3)),
+            Filled<T>({g.num_segs(), c.heads}, T(3)),
+            Filled<T>({g.n, c.heads}, T(3)),
+            Filled<T>({g.n, c.heads}, T(3))};
   }
 
   // The saved tensors of the backward from the CPU forward's outputs: heads (Out when the forward had no
@@ -165,8 +165,8 @@ class RgatHgtCudaTest : public ::testing::Test {
     std::vector<Tensor> bwd_first = {dout, table, rows, att_src, att_dst};
     for (const Tensor& t : Saved(fwd, c)) bwd_first.push_back(t);
     const Tensor datt = Filled<T>({g.r, c.heads, c.dh}, T(3));
-    CompareDevicesWith("rgnn.rgat_embed.bwd", WithLayout(bwd_first, st),
-                       {Filled<T>({g.r, v, c.f()}, T(3)), datt, datt}, Tol(), p);
+    CompareDevicesWith("rgnn.rgat_embed.bwd", WithLayout(bwd_first, st), {Filled<T>({g.r, v, c.f()}, T(3)), datt, datt},
+                       Tol(), p);
   }
 
   // rgnn.hgt.fwd and .bwd on `g` with `heads` heads of width dh.
@@ -236,8 +236,7 @@ TYPED_TEST(RgatHgtCudaTest, RgatEmbedOverLayouts) {
       this->CompareRgatEmbed(g, c, /*repeat_ids=*/false, seed += 4, Describe(options));
     }
     this->CompareRgatEmbed(g, kRgatConfigs[1], /*repeat_ids=*/true, seed += 4, Describe(options));
-    this->CompareRgatEmbed(g, RgatConfig{2, 40, true, true, false}, /*repeat_ids=*/true, seed += 4,
-                           Describe(options));
+    this->CompareRgatEmbed(g, RgatConfig{2, 40, true, true, false}, /*repeat_ids=*/true, seed += 4, Describe(options));
   }
 }
 
@@ -276,6 +275,29 @@ TYPED_TEST(RgatHgtCudaTest, MoreItemsThanOneChunk) {
   this->CompareRgatEmbed(g, RgatConfig{2, 2, true, true, false}, /*repeat_ids=*/false, 620, Describe(options));
   this->CompareHgt(g, 2, 2, /*reorder=*/true, 630, Describe(options));
   this->CompareHgt(g, 2, 2, /*reorder=*/false, 640, Describe(options));
+}
+
+TYPED_TEST(RgatHgtCudaTest, HubsSplitAcrossWarps) {
+  // A destination with 1000 incoming edges of one relation (one segment) and a source with 700 outgoing
+  // edges of one relation (one pair), both past the CUDA kernels' 256 edges per warp: their sums are split
+  // into units added atomically. Plus a light random remainder, so both paths run in one call.
+  std::vector<RawEdge> edges;
+  for (int64_t j = 0; j < 1000; ++j) edges.push_back({(j * 7) % 1200, 5, 2});
+  for (int64_t j = 0; j < 700; ++j) edges.push_back({11, (j * 3) % 900, 0});
+  for (int64_t j = 0; j < 2000; ++j) edges.push_back({(j * 13) % 1200, (j * 17) % 900, static_cast<int32_t>(j % 4)});
+  // Sums of 1000 edges' 150-wide products, and datt's sums over hundreds of rows that cancel, added in
+  // another order than the CPU's: float differs from float by up to ~6e-4 there (seen on an H100); double
+  // still agrees to 1e-9, so a wrong term would show.
+  const double tol = std::is_same_v<TypeParam, float> ? 2e-3 : 1e-9;
+  for (const SegmentOptions& options : {SegmentOptions{16, 32, true}, SegmentOptions{1000, 1000, true}}) {
+    const SegmentGraph g = BuildSegmentGraph(1200, 900, 4, edges, options);
+    this->CompareRgat(g, 3, RgatConfig{2, 2, false, true, false}, 800, "hubs, " + Describe(options), tol);
+    this->CompareRgat(g, 70, RgatConfig{1, 150, false, false, false}, 810, "hubs, " + Describe(options), tol);
+    this->CompareRgat(g, 5, RgatConfig{3, 4, true, true, false}, 820, "hubs, " + Describe(options), tol);
+  }
+  const SegmentGraph g = BuildSegmentGraph(1200, 900, 4, edges, {16, 32, true});
+  this->CompareRgatEmbed(g, RgatConfig{2, 2, true, false, false}, /*repeat_ids=*/true, 830, "hubs");
+  this->CompareHgt(g, 2, 2, /*reorder=*/true, 840, "hubs");
 }
 
 TYPED_TEST(RgatHgtCudaTest, EdgelessGraph) {
