@@ -58,21 +58,17 @@ std::vector<const tessel_op_decl*> HgtLayer::Ops(const Shape& shape) {
 }
 
 Status HgtLayer::EnsureBuffers() {
-  if (keys_.raw() != nullptr) return Status();
+  if (agg_.raw() != nullptr) return Status();
   Allocator& alloc = *params_.device().allocator;
   const int64_t M = graph_.num_rows(), N = graph_.num_owned(), D = shape_.out_dim, H = shape_.heads;
-  for (Tensor* t : {&keys_, &values_}) {
-    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {M, D}, alloc));
-  }
-  for (Tensor* t : {&queries_, &agg_}) {
-    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {N, D}, alloc));
-  }
+  TESSEL_ASSIGN_OR_RETURN(agg_, Tensor::Empty(DType::kF32, {N, D}, alloc));
   if (shape_.skip()) {
     TESSEL_ASSIGN_OR_RETURN(o_, Tensor::Empty(DType::kF32, {N, D}, alloc));
   }
   // The shared scratch, made by the first layer that needs it (every layer has the same out width).
   Scratch& s = *scratch_;
-  for (auto [t, rows] : {std::pair{&s.a, N}, std::pair{&s.b, N}, std::pair{&s.c, M}, std::pair{&s.e, M}}) {
+  for (auto [t, rows] : {std::pair{&s.a, N}, std::pair{&s.b, N}, std::pair{&s.c, M}, std::pair{&s.e, M},
+                         std::pair{&s.k, M}, std::pair{&s.q, N}, std::pair{&s.v, M}}) {
     if (t->raw() != nullptr && t->shape() == std::vector<int64_t>{rows, D}) continue;
     if (t->raw() != nullptr) return InternalError("HGT layers of different widths cannot share their scratch");
     TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {rows, D}, alloc));
@@ -133,15 +129,20 @@ Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weig
   return Status();
 }
 
+Status HgtLayer::KeysQueriesValues(const Tensor& x) {
+  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, k_w_, M, scratch_->k));
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, q_w_, N, scratch_->q));
+  return TypedLinear(Source::kLayerInput, x, v_w_, M, scratch_->v);
+}
+
 Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
   TESSEL_RETURN_IF_ERROR(EnsureBuffers());
-  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, k_w_, M, keys_));
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, q_w_, N, queries_));
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, v_w_, M, values_));
+  const int64_t N = graph_.num_owned();
+  TESSEL_RETURN_IF_ERROR(KeysQueriesValues(x));
   const SegmentLayout& g = graph_.segments();
-  std::vector<const Tensor*> in = {
-      &keys_, &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_)};
+  std::vector<const Tensor*> in = {&scratch_->k,         &scratch_->q,         &scratch_->v,
+                                   &params_.value(att_), &params_.value(msg_), &params_.value(prior_)};
   g.AppendDst(in);
   in.push_back(&g.dedge_pair);
   g.AppendSrc(in);
@@ -174,9 +175,10 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));  // recomputed, not kept
   TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu, out_w_, N, *d_out, &d_gelu, /*accumulated_rows=*/0));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu, &agg_}, {&d_agg}));
+  TESSEL_RETURN_IF_ERROR(KeysQueriesValues(x));  // recomputed, not kept
   const SegmentLayout& g = graph_.segments();
   std::vector<const Tensor*> in = {
-      &d_agg, &keys_,    &queries_, &values_, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
+      &d_agg, &s.k,      &s.q,     &s.v, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
       &agg_,  &row_max_, &row_sum_};
   g.AppendDst(in);
   in.push_back(&g.dedge_pair);
