@@ -26,19 +26,36 @@ Status ToDevice(Tensor& t, const DeviceContext& device) {
 
 }  // namespace
 
+std::vector<TypeRun> TypeRunsOf(const std::vector<int32_t>& types, int64_t owned) {
+  std::vector<TypeRun> runs;
+  for (int64_t i = 0; i < static_cast<int64_t>(types.size()); ++i) {
+    const int32_t t = types[static_cast<size_t>(i)];
+    // A new range at a type change, and at the owned rows' end (so no range straddles it).
+    if (i == 0 || i == owned || t != runs.back().type) {
+      runs.push_back({t, i, i + 1});
+    } else {
+      runs.back().end = i + 1;
+    }
+  }
+  return runs;
+}
+
 Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
-                                                                Layouts layouts, const ExecutorContext& context) {
+                                                                Layouts layouts, int32_t layers,
+                                                                const ExecutorContext& context) {
   std::unique_ptr<FullGraphSource> s(new FullGraphSource());
   const DeviceContext& device = context.device;
   s->device_ = device;
   s->part_ = part.part;
-  s->num_rows_ = part.num_rows();
-  s->num_owned_ = part.num_owned;
+  GraphView& v = s->view_;
+  v.device = device;
+  v.rows = part.num_rows();
+  v.owned = part.num_owned;
   s->feature_dim_ = part.feature_dim;
   s->total_nodes_ = part.total_nodes;
   s->num_classes_ = part.num_classes;
   s->total_train_ = part.total_train;
-  s->num_relations_ = part.num_relations();
+  v.relations = part.num_relations();
   s->has_peers_ = context.comm->size() > 1;
   if (part.num_classes < 2) {
     return BadDataError(StrCat("the graph has ", part.num_classes, " classes; node classification needs at least 2"));
@@ -59,12 +76,12 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
     const int64_t threads = context.pool != nullptr ? context.pool->num_threads() : 1;
     const int64_t edges = static_cast<int64_t>(part.dst.size());
     const int64_t block_edges = std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
-    TESSEL_ASSIGN_OR_RETURN(s->segments_, SegmentLayout::Build(part, layouts.compaction, device, block_edges));
+    TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges));
   }
   if (layouts.relation_pairs) {
-    TESSEL_ASSIGN_OR_RETURN(s->layout_, RelationLayout::Build(part, layouts.compaction));
-    for (Tensor* t : {&s->layout_.uniq_ptr, &s->layout_.uniq_src, &s->layout_.uniq_edge_ptr, &s->layout_.edge_uniq,
-                      &s->layout_.dst, &s->layout_.dst_ptr, &s->layout_.dst_edges, &s->layout_.norm}) {
+    TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction));
+    for (Tensor* t : {&v.pairs.uniq_ptr, &v.pairs.uniq_src, &v.pairs.uniq_edge_ptr, &v.pairs.edge_uniq,
+                      &v.pairs.dst, &v.pairs.dst_ptr, &v.pairs.dst_edges, &v.pairs.norm}) {
       TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
     }
   }
@@ -75,19 +92,14 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   {
     std::vector<int32_t> types(static_cast<size_t>(rows), 0);
     const std::vector<int64_t>& offsets = part.type_offsets;
-    s->num_node_types_ = offsets.size() >= 2 ? static_cast<int32_t>(offsets.size() - 1) : 1;
+    v.node_types = offsets.size() >= 2 ? static_cast<int32_t>(offsets.size() - 1) : 1;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t id = part.row_orig_id[static_cast<size_t>(i)];
       const auto it = std::upper_bound(offsets.begin(), offsets.end(), id);
       types[static_cast<size_t>(i)] = offsets.size() >= 2 ? static_cast<int32_t>(it - offsets.begin()) - 1 : 0;
-      // A new range at a type change, and at the owned rows' end (so no range straddles it).
-      if (i == 0 || i == owned || types[static_cast<size_t>(i)] != types[static_cast<size_t>(i - 1)]) {
-        s->type_runs_.push_back({types[static_cast<size_t>(i)], i, i + 1});
-      } else {
-        s->type_runs_.back().end = i + 1;
-      }
     }
-    TESSEL_ASSIGN_OR_RETURN(s->row_type_, OnDevice(types, {rows}, device));
+    v.type_runs = TypeRunsOf(types, owned);
+    TESSEL_ASSIGN_OR_RETURN(v.row_type, OnDevice(types, {rows}, device));
   }
 
   if (input == Input::kFeatures) {
@@ -97,7 +109,7 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
     TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
     std::vector<float>().swap(part.features);
   }
-  TESSEL_ASSIGN_OR_RETURN(s->row_id_, OnDevice(part.row_orig_id, {rows}, device));
+  TESSEL_ASSIGN_OR_RETURN(v.row_id, OnDevice(part.row_orig_id, {rows}, device));
   TESSEL_ASSIGN_OR_RETURN(s->labels_, OnDevice(part.labels, {owned}, device));
   TESSEL_ASSIGN_OR_RETURN(s->train_mask_, OnDevice(part.train_mask, {owned}, device));
   TESSEL_ASSIGN_OR_RETURN(s->test_mask_, OnDevice(part.test_mask, {owned}, device));
@@ -106,7 +118,35 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
     s->labelled_train_ += labelled && part.train_mask[static_cast<size_t>(i)] != 0 ? 1 : 0;
     s->labelled_test_ += labelled && part.test_mask[static_cast<size_t>(i)] != 0 ? 1 : 0;
   }
+  Batch& b = s->batch_;
+  b.views.assign(static_cast<size_t>(std::max<int32_t>(1, layers)), &s->view_);
+  b.features = input == Input::kFeatures ? &s->features_ : nullptr;
+  b.labels = &s->labels_;
+  b.train_mask = &s->train_mask_;
+  b.test_mask = &s->test_mask_;
+  b.labelled_train = s->labelled_train_;
+  b.labelled_test = s->labelled_test_;
+  b.step_train_rows = s->total_train_;
+  b.seeds = owned;
   return s;
+}
+
+Status FullGraphSource::Begin(Pass, int64_t) {
+  pass_done_ = false;
+  return Status();
+}
+
+Result<const Batch*> FullGraphSource::Next() {
+  if (pass_done_) return static_cast<const Batch*>(nullptr);
+  pass_done_ = true;
+  return &batch_;
+}
+
+Record FullGraphSource::Figures() const {
+  Record r;
+  Set(r, "halo_bytes_sent", halo_.bytes_sent());
+  Set(r, "halo_bytes_received", halo_.bytes_received());
+  return r;
 }
 
 Status FullGraphSource::Exchange(Tensor& full, bool forward) {

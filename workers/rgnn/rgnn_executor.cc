@@ -33,7 +33,7 @@ RgnnExecutor::RgnnExecutor(RgnnSettings settings, const ExecutorContext& context
     : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, 0.9, 0.999, 1e-8, settings.l2}) {}
 
 std::vector<RgcnLayer::Shape> RgnnExecutor::RgcnShapes(const RgnnSettings& settings, int64_t input_dim,
-                                                       int64_t num_classes, int32_t num_workers) {
+                                                       int64_t num_classes, int32_t num_workers, bool full_graph) {
   std::vector<RgcnLayer::Shape> shapes;
   for (int l = 0; l < settings.layers; ++l) {
     RgcnLayer::Shape s;
@@ -44,8 +44,8 @@ std::vector<RgcnLayer::Shape> RgnnExecutor::RgcnShapes(const RgnnSettings& setti
     s.weights = RgcnLayer::WeightsFor(settings, s.in_dim, s.out_dim);
     s.num_bases_or_blocks = settings.num_bases > 0 ? settings.num_bases : settings.num_blocks;
     s.reordering = settings.reordering;
-    s.row_gradient =
-        s.one_hot && s.weights == RgcnLayer::Weights::kFull && s.reordering == Reordering::kOn && num_workers == 1;
+    s.row_gradient = s.one_hot && s.weights == RgcnLayer::Weights::kFull && s.reordering == Reordering::kOn &&
+                     num_workers == 1 && full_graph;
     shapes.push_back(s);
   }
   return shapes;
@@ -88,7 +88,8 @@ std::vector<HgtLayer::Shape> RgnnExecutor::HgtShapes(const RgnnSettings& setting
 }
 
 std::vector<const tessel_op_decl*> RgnnExecutor::RequiredOps(const RgnnSettings& settings, int64_t input_dim,
-                                                             int64_t num_classes, int32_t num_workers) {
+                                                             int64_t num_classes, int32_t num_workers,
+                                                             bool full_graph) {
   // The model's own ops first (what a user looking at a refused plugin cares about), each once.
   std::vector<const tessel_op_decl*> ops;
   const auto add = [&](const std::vector<const tessel_op_decl*>& more) {
@@ -98,7 +99,7 @@ std::vector<const tessel_op_decl*> RgnnExecutor::RequiredOps(const RgnnSettings&
   };
   switch (settings.model) {
     case RgnnModel::kRgcn:
-      for (const RgcnLayer::Shape& shape : RgcnShapes(settings, input_dim, num_classes, num_workers)) {
+      for (const RgcnLayer::Shape& shape : RgcnShapes(settings, input_dim, num_classes, num_workers, full_graph)) {
         add(RgcnLayer::Ops(shape));
       }
       add({&tessel_op_nn_relu_fwd, &tessel_op_nn_relu_bwd});
@@ -118,33 +119,50 @@ std::vector<const tessel_op_decl*> RgnnExecutor::RequiredOps(const RgnnSettings&
 
 Result<std::unique_ptr<RgnnExecutor>> RgnnExecutor::Create(RgnnSettings settings, storage::WorkerPartition partition,
                                                            const ExecutorContext& context) {
+  ModelShape model;
+  model.input_dim = settings.input == RgnnInput::kOneHot ? partition.total_nodes : partition.feature_dim;
+  model.classes = partition.num_classes;
+  model.workers = partition.num_parts;
+  model.full_graph = true;
+  FullGraphSource::Layouts layouts;
+  // Only RGCN without reordering reads the per-pair layout; everything else the segment layout.
+  const bool pairs = settings.model == RgnnModel::kRgcn && settings.reordering == Reordering::kOff;
+  layouts.segments = !pairs;
+  layouts.relation_pairs = pairs;
+  layouts.compaction = settings.compaction;
+  const auto input =
+      settings.input == RgnnInput::kOneHot ? FullGraphSource::Input::kOneHot : FullGraphSource::Input::kFeatures;
+  // The kernels are checked before the graph is laid out: a missing op fails in milliseconds.
+  {
+    KernelSet probe(*context.kernels, context);
+    TESSEL_RETURN_IF_ERROR(probe.Require(RequiredOps(settings, model.input_dim, model.classes, model.workers)));
+  }
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<FullGraphSource> graph,
+                          FullGraphSource::Build(std::move(partition), input, layouts, settings.layers, context));
+  const GraphView& view = graph->view();
+  return Create(settings, std::move(graph), view, model, context);
+}
+
+Result<std::unique_ptr<RgnnExecutor>> RgnnExecutor::Create(RgnnSettings settings, std::unique_ptr<BatchSource> source,
+                                                           const GraphView& shape_view, ModelShape model,
+                                                           const ExecutorContext& context) {
   std::unique_ptr<RgnnExecutor> e(new RgnnExecutor(settings, context));
-  TESSEL_RETURN_IF_ERROR(e->Build(std::move(partition)));
+  TESSEL_RETURN_IF_ERROR(e->Build(std::move(source), shape_view, model));
   return e;
 }
 
-Status RgnnExecutor::Build(storage::WorkerPartition partition) {
+Status RgnnExecutor::Build(std::unique_ptr<BatchSource> source, const GraphView& g, ModelShape model) {
+  source_ = std::move(source);
+  full_graph_ = model.full_graph;
+  classes_ = model.classes;
   kernels_ = std::make_unique<KernelSet>(*context_.kernels, context_);
-  const bool one_hot = settings_.input == RgnnInput::kOneHot;
-  const int64_t input_dim = one_hot ? partition.total_nodes : partition.feature_dim;
-  const int64_t classes = partition.num_classes;
-  const int32_t workers = partition.num_parts;
-  TESSEL_RETURN_IF_ERROR(kernels_->Require(RequiredOps(settings_, input_dim, classes, workers)));
-  FullGraphSource::Layouts layouts;
-  // Only RGCN without reordering reads the per-pair layout; everything else the segment layout.
-  const bool pairs = settings_.model == RgnnModel::kRgcn && settings_.reordering == Reordering::kOff;
-  layouts.segments = !pairs;
-  layouts.relation_pairs = pairs;
-  layouts.compaction = settings_.compaction;
-  TESSEL_ASSIGN_OR_RETURN(
-      graph_, FullGraphSource::Build(std::move(partition),
-                                     one_hot ? FullGraphSource::Input::kOneHot : FullGraphSource::Input::kFeatures,
-                                     layouts, context_));
-  const FullGraphSource& g = *graph_;
+  const int64_t input_dim = model.input_dim, classes = model.classes;
+  TESSEL_RETURN_IF_ERROR(
+      kernels_->Require(RequiredOps(settings_, input_dim, classes, model.workers, model.full_graph)));
   const int L = settings_.layers;
   switch (settings_.model) {
     case RgnnModel::kRgcn:
-      for (const auto& shape : RgcnShapes(settings_, input_dim, classes, workers)) {
+      for (const auto& shape : RgcnShapes(settings_, input_dim, classes, model.workers, model.full_graph)) {
         TESSEL_ASSIGN_OR_RETURN(auto layer, RgcnLayer::Create(shape, g, *kernels_, params_));
         layers_.push_back(std::move(layer));
       }
@@ -166,68 +184,87 @@ Status RgnnExecutor::Build(storage::WorkerPartition partition) {
   }
   TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));
-
+  out_.resize(static_cast<size_t>(L));
+  dout_.resize(static_cast<size_t>(L));
+  out_buf_.resize(static_cast<size_t>(L));
+  dout_buf_.resize(static_cast<size_t>(L));
+  hidden_.resize(static_cast<size_t>(L - 1));
+  dhidden_.resize(static_cast<size_t>(L - 1));
+  hidden_buf_.resize(static_cast<size_t>(L - 1));
+  dhidden_buf_.resize(static_cast<size_t>(L - 1));
   Allocator& alloc = *context_.device.allocator;
-  const int64_t N = g.num_owned();
-  for (int l = 0; l < L; ++l) {
-    const int64_t out = layers_[static_cast<size_t>(l)]->out_dim();
-    if (l < L - 1) {
-      TESSEL_ASSIGN_OR_RETURN(Tensor h, Tensor::Empty(DType::kF32, {g.num_rows(), out}, alloc));
-      TESSEL_ASSIGN_OR_RETURN(Tensor dh, Tensor::Empty(DType::kF32, {g.num_rows(), out}, alloc));
-      // Halo rows are written by the exchange before any kernel reads them; zero them once anyway.
-      TESSEL_RETURN_IF_ERROR(ZeroMemory(h.raw(), h.device(), h.nbytes(), context_.device.stream));
-      hidden_.push_back(h);
-      dhidden_.push_back(dh);
-    }
-    Tensor o;
-    if (l < L - 1 && activation_ == Activation::kIdentity) {
-      o = Rows(hidden_.back(), N);  // the layer writes its output straight into the next layer's input
-    } else {
-      TESSEL_ASSIGN_OR_RETURN(o, Tensor::Empty(DType::kF32, {N, out}, alloc));
-    }
-    out_.push_back(o);
-    Tensor d;
-    if (l < L - 1 && layers_[static_cast<size_t>(l)]->reads_own_output()) {
-      TESSEL_ASSIGN_OR_RETURN(d, Tensor::Empty(DType::kF32, {N, out}, alloc));
-    }
-    dout_.push_back(d);
-  }
-  if (classifier_) {
-    TESSEL_ASSIGN_OR_RETURN(logits_, Tensor::Empty(DType::kF32, {N, g.num_classes()}, alloc));
-    TESSEL_ASSIGN_OR_RETURN(dlast_, Tensor::Empty(DType::kF32, {N, layers_.back()->out_dim()}, alloc));
-  }
-  TESSEL_ASSIGN_OR_RETURN(dlogits_, Tensor::Empty(DType::kF32, {g.num_owned(), g.num_classes()}, alloc));
   TESSEL_ASSIGN_OR_RETURN(loss_, Tensor::Empty(DType::kF64, {1}, alloc));
   TESSEL_ASSIGN_OR_RETURN(correct_, Tensor::Empty(DType::kI64, {1}, alloc));
   if (context_.log != nullptr) {
-    context_.log->Debug(StrCat("partition ", g.part(), ": ", g.num_owned(), " owned, ", g.num_rows() - g.num_owned(),
+    context_.log->Debug(StrCat(full_graph_ ? "full graph: " : "sampled: ", g.owned, " owned, ", g.rows - g.owned,
                                " halo rows, ", params_.num_values(), " parameters"));
   }
   return Status();
 }
 
-const Tensor& RgnnExecutor::LayerInput(size_t l) const { return l == 0 ? graph_->features() : hidden_[l - 1]; }
+Status RgnnExecutor::Shape(const Batch& b) {
+  const size_t L = layers_.size();
+  if (b.views.size() != L) return InternalError(StrCat("a batch of ", b.views.size(), " views for ", L, " layers"));
+  for (size_t l = 0; l < L; ++l) TESSEL_RETURN_IF_ERROR(layers_[l]->Bind(*b.views[l]));
+  Allocator& alloc = *context_.device.allocator;
+  const int64_t top = b.views.back()->owned;
+  bool grew_hidden = false;
+  for (size_t l = 0; l < L; ++l) {
+    const int64_t out = layers_[l]->out_dim(), owned = b.views[l]->owned;
+    if (l + 1 < L) {
+      const int64_t rows = b.views[l + 1]->rows;
+      grew_hidden = grew_hidden || hidden_[l].numel() < rows * out;
+      TESSEL_ASSIGN_OR_RETURN(hidden_[l], hidden_buf_[l].View({rows, out}, DType::kF32, alloc));
+      TESSEL_ASSIGN_OR_RETURN(dhidden_[l], dhidden_buf_[l].View({rows, out}, DType::kF32, alloc));
+    }
+    if (l + 1 < L && activation_ == Activation::kIdentity) {
+      out_[l] = Rows(hidden_[l], owned);  // the layer writes its output straight into the next layer's input
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(out_[l], out_buf_[l].View({owned, out}, DType::kF32, alloc));
+    }
+    if (l + 1 < L && layers_[l]->reads_own_output()) {
+      TESSEL_ASSIGN_OR_RETURN(dout_[l], dout_buf_[l].View({owned, out}, DType::kF32, alloc));
+    }
+  }
+  if (grew_hidden && !halo_rows_zeroed_ && full_graph_) {
+    // Halo rows are written by the exchange before any kernel reads them; zero them once anyway.
+    for (Tensor& h : hidden_) TESSEL_RETURN_IF_ERROR(ZeroMemory(h.raw(), h.device(), h.nbytes(), context_.device.stream));
+    halo_rows_zeroed_ = true;
+  }
+  if (classifier_) {
+    TESSEL_ASSIGN_OR_RETURN(logits_, logits_buf_.View({top, classes_}, DType::kF32, alloc));
+    TESSEL_ASSIGN_OR_RETURN(dlast_, dlast_buf_.View({top, layers_.back()->out_dim()}, DType::kF32, alloc));
+  }
+  TESSEL_ASSIGN_OR_RETURN(dlogits_, dlogits_buf_.View({top, classes_}, DType::kF32, alloc));
+  return Status();
+}
 
-Status RgnnExecutor::Forward() {
+const Tensor& RgnnExecutor::LayerInput(const Batch& b, size_t l) const {
+  if (l > 0) return hidden_[l - 1];
+  static const Tensor kNone;
+  return b.features != nullptr ? *b.features : kNone;
+}
+
+Status RgnnExecutor::Forward(const Batch& b) {
   const size_t L = layers_.size();
   for (size_t l = 0; l < L; ++l) {
-    TESSEL_RETURN_IF_ERROR(layers_[l]->Forward(LayerInput(l), out_[l]));
+    TESSEL_RETURN_IF_ERROR(layers_[l]->Forward(LayerInput(b, l), out_[l]));
     if (l + 1 < L) {
       if (activation_ == Activation::kRelu) {
-        Tensor owned_rows = Rows(hidden_[l], graph_->num_owned());
+        Tensor owned_rows = Rows(hidden_[l], b.views[l]->owned);
         TESSEL_RETURN_IF_ERROR(kernels_->Call(tessel_op_nn_relu_fwd, {&out_[l]}, {&owned_rows}));
       }
-      TESSEL_RETURN_IF_ERROR(graph_->HaloForward(hidden_[l]));
+      TESSEL_RETURN_IF_ERROR(source_->HaloForward(hidden_[l]));
     }
   }
   if (classifier_) return classifier_->Forward(out_.back(), logits_);
   return Status();
 }
 
-Status RgnnExecutor::Loss(const Tensor& mask, double scale, double* loss_sum, int64_t* correct) {
+Status RgnnExecutor::Loss(const Batch& b, const Tensor& mask, double scale, double* loss_sum, int64_t* correct) {
   const tessel_softmax_xent_params params{sizeof(tessel_softmax_xent_params), scale};
   TESSEL_RETURN_IF_ERROR(kernels_->Call(tessel_op_nn_softmax_xent,
-                                        {classifier_ ? &logits_ : &out_.back(), &graph_->labels(), &mask},
+                                        {classifier_ ? &logits_ : &out_.back(), b.labels, &mask},
                                         {&loss_, &correct_, &dlogits_}, params));
   const DeviceContext& d = context_.device;
   TESSEL_RETURN_IF_ERROR(CopyMemory(loss_sum, Device::kCpu, loss_.raw(), loss_.device(), sizeof(double), d.stream));
@@ -236,88 +273,146 @@ Status RgnnExecutor::Loss(const Tensor& mask, double scale, double* loss_sum, in
 
 // Backward reuses buffers that are dead by then: the gradient of layer l-1's output overwrites that
 // output (ReLU backward reads its own output, in hidden_), unless the layer's backward reads it.
-Status RgnnExecutor::Backward() {
+Status RgnnExecutor::Backward(const Batch& b) {
   Tensor dact = dlogits_;
   if (classifier_) {
     TESSEL_RETURN_IF_ERROR(classifier_->Backward(dlogits_, out_.back(), dlast_));
     dact = dlast_;
   }
   for (size_t l = layers_.size(); l-- > 0;) {
-    if (l == 0) return layers_[0]->Backward(dact, LayerInput(0), nullptr);
+    if (l == 0) return layers_[0]->Backward(dact, LayerInput(b, 0), nullptr);
     Tensor& dx = dhidden_[l - 1];
-    TESSEL_RETURN_IF_ERROR(layers_[l]->Backward(dact, LayerInput(l), &dx));
-    TESSEL_RETURN_IF_ERROR(graph_->HaloBackward(dx));
-    Tensor dx_owned = Rows(dx, graph_->num_owned());
+    TESSEL_RETURN_IF_ERROR(layers_[l]->Backward(dact, LayerInput(b, l), &dx));
+    TESSEL_RETURN_IF_ERROR(source_->HaloBackward(dx));
+    const int64_t owned = b.views[l - 1]->owned;
+    Tensor dx_owned = Rows(dx, owned);
     if (activation_ == Activation::kIdentity) {
       dact = dx_owned;
       continue;
     }
     Tensor& da = dout_[l - 1].raw() != nullptr ? dout_[l - 1] : out_[l - 1];
-    Tensor x_owned = Rows(hidden_[l - 1], graph_->num_owned());
+    Tensor x_owned = Rows(hidden_[l - 1], owned);
     TESSEL_RETURN_IF_ERROR(kernels_->Call(tessel_op_nn_relu_bwd, {&dx_owned, &x_owned}, {&da}));
     dact = da;
   }
   return Status();
 }
 
-Result<StepResult> RgnnExecutor::Step(int64_t) {
+Status RgnnExecutor::TrainBatch(const Batch& b, double* loss_sum, int64_t* correct, double* forward_s,
+                                double* backward_s) {
   const auto start = Clock::now();
-  TESSEL_RETURN_IF_ERROR(Forward());
-  double loss_sum = 0;
-  int64_t correct = 0;
-  const double scale = 1.0 / static_cast<double>(std::max<int64_t>(1, graph_->total_train()));
-  TESSEL_RETURN_IF_ERROR(Loss(graph_->train_mask(), scale, &loss_sum, &correct));
+  const DeviceContext& d = context_.device;
+  if (b.seeds > 0) {
+    TESSEL_RETURN_IF_ERROR(Shape(b));
+    TESSEL_RETURN_IF_ERROR(Forward(b));
+    double batch_loss = 0;
+    int64_t batch_correct = 0;
+    const double scale = 1.0 / static_cast<double>(std::max<int64_t>(1, b.step_train_rows));
+    TESSEL_RETURN_IF_ERROR(Loss(b, *b.train_mask, scale, &batch_loss, &batch_correct));
+    *loss_sum += batch_loss;
+    *correct += batch_correct;
+  }
   const auto forward_done = Clock::now();
-  TESSEL_RETURN_IF_ERROR(Backward());
-
-  // One allreduce for every gradient, one for the figures.
-  TESSEL_RETURN_IF_ERROR(SyncStream(context_.device.device, context_.device.stream));
+  if (b.seeds > 0) {
+    TESSEL_RETURN_IF_ERROR(Backward(b));
+  } else {
+    // None of this worker's rows: its share of the gradient sum is zero.
+    Tensor& g = params_.flat_grad();
+    TESSEL_RETURN_IF_ERROR(ZeroMemory(g.raw(), g.device(), g.nbytes(), d.stream));
+  }
+  // One allreduce for every gradient.
+  TESSEL_RETURN_IF_ERROR(SyncStream(d.device, d.stream));
   if (params_.has_row_gradients() && context_.comm->size() > 1) {
     return InternalError("row gradients differ between workers and cannot be summed");
   }
   TESSEL_RETURN_IF_ERROR(
       context_.device_comm->AllreduceSum(params_.flat_grad().data<float>(), params_.num_grad_values()));
-  double figures[3] = {loss_sum, static_cast<double>(correct), static_cast<double>(graph_->labelled_train())};
-  TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(figures, 3));
   TESSEL_ASSIGN_OR_RETURN(const Kernel* adam, kernels_->Find(tessel_op_optim_adam_step));
   const Kernel* adam_rows = nullptr;
   if (params_.has_row_gradients()) {
     TESSEL_ASSIGN_OR_RETURN(adam_rows, kernels_->Find(tessel_op_optim_adam_step_rows));
   }
   TESSEL_RETURN_IF_ERROR(adam_.Step(params_, *adam, adam_rows, kernels_->options()));
-  TESSEL_RETURN_IF_ERROR(SyncStream(context_.device.device, context_.device.stream));
+  TESSEL_RETURN_IF_ERROR(SyncStream(d.device, d.stream));
   const auto done = Clock::now();
+  *forward_s += Seconds(forward_done - start).count();
+  *backward_s += Seconds(done - forward_done).count();
+  return Status();
+}
 
+Result<StepResult> RgnnExecutor::Step(int64_t step) {
+  const auto start = Clock::now();
+  TESSEL_RETURN_IF_ERROR(source_->Begin(BatchSource::Pass::kTrain, step));
+  double loss_sum = 0, forward_s = 0, backward_s = 0;
+  int64_t correct = 0, labelled = 0, batches = 0, seeds = 0;
+  for (;;) {
+    TESSEL_ASSIGN_OR_RETURN(const Batch* b, source_->Next());
+    if (b == nullptr) break;
+    TESSEL_RETURN_IF_ERROR(TrainBatch(*b, &loss_sum, &correct, &forward_s, &backward_s));
+    labelled += b->labelled_train;
+    seeds += b->seeds;
+    ++batches;
+  }
+  double figures[4] = {loss_sum, static_cast<double>(correct), static_cast<double>(labelled),
+                       static_cast<double>(seeds)};
+  TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(figures, 4));
+  const double seconds = Seconds(Clock::now() - start).count();
+
+  const Record source = source_->Figures();
   if (context_.metrics != nullptr) {
-    const int64_t sent = graph_->halo_bytes_sent(), received = graph_->halo_bytes_received();
+    const auto sent = static_cast<int64_t>(FindNumber(source, "halo_bytes_sent").value_or(0));
+    const auto received = static_cast<int64_t>(FindNumber(source, "halo_bytes_received").value_or(0));
     context_.metrics->AddHaloBytes(sent - halo_sent_seen_, received - halo_received_seen_);
     halo_sent_seen_ = sent;
     halo_received_seen_ = received;
   }
   StepResult r;
   r.loss = figures[0] / std::max(1.0, figures[2]);
-  Set(r.shown, "train_accuracy", figures[1] / std::max(1.0, figures[2]));
-  Set(r.timings, "forward_seconds", Seconds(forward_done - start).count());
-  Set(r.timings, "backward_seconds", Seconds(done - forward_done).count());
+  last_train_accuracy_ = figures[1] / std::max(1.0, figures[2]);
+  Set(r.shown, "train_accuracy", last_train_accuracy_);
+  Set(r.timings, "forward_seconds", forward_s);
+  Set(r.timings, "backward_seconds", backward_s);
+  if (!full_graph_) {
+    Set(r.shown, "seeds_per_second", figures[3] / std::max(1e-9, seconds));
+    Set(r.timings, "batches", static_cast<double>(batches));
+    Set(r.timings, "seeds_per_second", figures[3] / std::max(1e-9, seconds));
+    for (const RecordField& f : source) {
+      if (f.name.rfind("step_", 0) == 0) r.timings.push_back({f.name.substr(5), f.value});
+    }
+  }
   return r;
 }
 
 Result<Record> RgnnExecutor::Evaluate() {
-  TESSEL_RETURN_IF_ERROR(Forward());
-  double tr_loss = 0, te_loss = 0;
-  int64_t tr_correct = 0, te_correct = 0;
-  TESSEL_RETURN_IF_ERROR(Loss(graph_->train_mask(), 0.0, &tr_loss, &tr_correct));
-  TESSEL_RETURN_IF_ERROR(Loss(graph_->test_mask(), 0.0, &te_loss, &te_correct));
-  double figures[5] = {static_cast<double>(tr_correct), static_cast<double>(graph_->labelled_train()),
-                       static_cast<double>(te_correct), static_cast<double>(graph_->labelled_test()), te_loss};
+  TESSEL_RETURN_IF_ERROR(source_->Begin(BatchSource::Pass::kEvaluate, 0));
+  double figures[5] = {0, 0, 0, 0, 0};  // train correct, train rows, test correct, test rows, test loss
+  for (;;) {
+    TESSEL_ASSIGN_OR_RETURN(const Batch* b, source_->Next());
+    if (b == nullptr) break;
+    if (b->seeds == 0) continue;
+    TESSEL_RETURN_IF_ERROR(Shape(*b));
+    TESSEL_RETURN_IF_ERROR(Forward(*b));
+    double tr_loss = 0, te_loss = 0;
+    int64_t tr_correct = 0, te_correct = 0;
+    if (b->labelled_train > 0) TESSEL_RETURN_IF_ERROR(Loss(*b, *b->train_mask, 0.0, &tr_loss, &tr_correct));
+    if (b->labelled_test > 0) TESSEL_RETURN_IF_ERROR(Loss(*b, *b->test_mask, 0.0, &te_loss, &te_correct));
+    figures[0] += static_cast<double>(tr_correct);
+    figures[1] += static_cast<double>(b->labelled_train);
+    figures[2] += static_cast<double>(te_correct);
+    figures[3] += static_cast<double>(b->labelled_test);
+    figures[4] += te_loss;
+  }
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(figures, 5));
   Record r;
-  Set(r, "train_accuracy", figures[0] / std::max(1.0, figures[1]));
+  // Sampled training evaluates the test rows only; its training accuracy is the last epoch's.
+  Set(r, "train_accuracy", figures[1] > 0 ? figures[0] / figures[1] : last_train_accuracy_);
   Set(r, "test_accuracy", figures[2] / std::max(1.0, figures[3]));
   Set(r, "test_correct", static_cast<int64_t>(figures[2]));
   Set(r, "test_total", static_cast<int64_t>(figures[3]));
   Set(r, "test_loss", figures[4] / std::max(1.0, figures[3]));
-  Set(r, "halo_bytes_sent", graph_->halo_bytes_sent());
+  for (const RecordField& f : source_->Figures()) {
+    if (f.name.rfind("step_", 0) != 0) r.push_back(f);
+  }
   Set(r, "parameters", params_.num_values());
   return r;
 }

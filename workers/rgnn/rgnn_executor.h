@@ -1,12 +1,14 @@
-// The full-graph RGNN executor ("rgnn.full" assignments): trains RGCN, RGAT or HGT on one partition,
-// one epoch per step. Every worker runs the same model on its partition: the batch source exchanges the
-// halo rows before each layer and their gradients after it, one allreduce sums the parameter gradients,
-// and the optimizer then updates identical replicas on every worker.
+// The RGNN executor: trains RGCN, RGAT or HGT, one epoch per step, on what its batch source gives it:
+// the whole partition ("rgnn.full" assignments; the source exchanges the halo rows before each layer and
+// their gradients after it) or sampled mini-batches ("rgnn.sampled", sampled_source.h). Per batch every
+// worker runs the same model on its rows, one allreduce sums the parameter gradients, and the optimizer
+// then updates identical replicas on every worker.
 //
 //   model     workers/rgnn/layers/ (one class per layer type) + ReLU between layers (RGCN, RGAT) or
 //             a linear classifier after them (HGT), softmax cross-entropy on the training nodes
 //   params    workers/params/parameter_store.h (parameters, gradients, Adam state: what a checkpoint saves)
-//   batches   workers/rgnn/full_graph_source.h (the partition, its layout and the halo exchange)
+//   batches   workers/rgnn/batch_source.h: full_graph_source.h (the partition, its layout and the halo
+//             exchange) or sampled_source.h (mini-batches of sampled neighbourhoods)
 //
 // Ownership: borrows the ExecutorContext's pointers. Thread safety: one thread. Failure: Status.
 #pragma once
@@ -17,6 +19,7 @@
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
 #include "workers/params/parameter_store.h"
+#include "workers/rgnn/batch_source.h"
 #include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/classifier.h"
@@ -33,14 +36,29 @@ ExecutorFactory RgnnFullGraphFactory();
 
 class RgnnExecutor final : public Executor {
  public:
+  // Full-graph training on `partition`.
   static Result<std::unique_ptr<RgnnExecutor>> Create(RgnnSettings settings, storage::WorkerPartition partition,
+                                                      const ExecutorContext& context);
+  // What the model is built for, beyond the settings.
+  struct ModelShape {
+    int64_t input_dim = 0;  // features, or nodes for one-hot input
+    int64_t classes = 0;
+    int32_t workers = 1;
+    bool full_graph = true;
+  };
+  // Training on any batch source. `shape_view` gives the relation and node-type counts (and, with a row
+  // gradient, the one view every batch uses); it must outlive the executor.
+  static Result<std::unique_ptr<RgnnExecutor>> Create(RgnnSettings settings, std::unique_ptr<BatchSource> source,
+                                                      const GraphView& shape_view, ModelShape model,
                                                       const ExecutorContext& context);
   // Every op a model needs on a device (forward, backward, loss, optimizer) with this many workers.
   static std::vector<const tessel_op_decl*> RequiredOps(const RgnnSettings& settings, int64_t input_dim,
-                                                        int64_t num_classes, int32_t num_workers);
-  // The RGCN layers of `settings` for this input width, class count and worker count.
+                                                        int64_t num_classes, int32_t num_workers,
+                                                        bool full_graph = true);
+  // The RGCN layers of `settings` for this input width, class count and worker count (a one-worker
+  // full-graph job keeps a one-hot layer's weight gradient as rows: RgcnLayer::Shape::row_gradient).
   static std::vector<RgcnLayer::Shape> RgcnShapes(const RgnnSettings& settings, int64_t input_dim, int64_t num_classes,
-                                                  int32_t num_workers);
+                                                  int32_t num_workers, bool full_graph = true);
   static std::vector<RgatLayer::Shape> RgatShapes(const RgnnSettings& settings, int64_t input_dim, int64_t num_classes);
   static std::vector<HgtLayer::Shape> HgtShapes(const RgnnSettings& settings, int64_t input_dim);
 
@@ -52,35 +70,45 @@ class RgnnExecutor final : public Executor {
   Status LoadState(StateReader& in) override;
 
   ParameterStore& parameters() { return params_; }
-  const FullGraphSource& graph() const { return *graph_; }
 
  private:
   RgnnExecutor(RgnnSettings settings, const ExecutorContext& context);
-  Status Build(storage::WorkerPartition partition);
-  Status Forward();
+  Status Build(std::unique_ptr<BatchSource> source, const GraphView& shape_view, ModelShape model);
+  // Binds the layers to the batch's views and sizes the buffers for it.
+  Status Shape(const Batch& batch);
+  Status Forward(const Batch& batch);
   // Loss over the rows of `mask`: sums (not means) over this worker's rows; dlogits scaled by `scale`.
-  Status Loss(const Tensor& mask, double scale, double* loss_sum, int64_t* correct);
-  Status Backward();
-  const Tensor& LayerInput(size_t l) const;
+  Status Loss(const Batch& batch, const Tensor& mask, double scale, double* loss_sum, int64_t* correct);
+  Status Backward(const Batch& batch);
+  // One optimizer step on `batch`: forward, loss, backward, gradient sum, update.
+  Status TrainBatch(const Batch& batch, double* loss_sum, int64_t* correct, double* forward_s, double* backward_s);
+  const Tensor& LayerInput(const Batch& batch, size_t l) const;
   // The activation between layers: ReLU for RGCN and RGAT, none for HGT (its layers end in GELU).
   enum class Activation { kRelu, kIdentity };
 
   RgnnSettings settings_;
   ExecutorContext context_;
-  std::unique_ptr<FullGraphSource> graph_;
+  std::unique_ptr<BatchSource> source_;
   std::unique_ptr<KernelSet> kernels_;
   ParameterStore params_;
   AdamOptimizer adam_;
   std::vector<std::unique_ptr<RgnnLayer>> layers_;
   std::unique_ptr<Classifier> classifier_;  // HGT only
   Activation activation_ = Activation::kRelu;
+  // Views, sized by Shape() for the current batch, of the buffers after them.
   std::vector<Tensor> out_;      // per layer: its output [owned, out] (with no activation, a view of hidden_)
   std::vector<Tensor> dout_;     // per layer < L-1 whose backward reads its own output: its gradient's buffer
   Tensor logits_, dlast_;        // with a classifier: its output, and the last layer's output gradient
-  std::vector<Tensor> hidden_;   // per layer l >= 1: its input [rows, in] (the activation, halo rows filled)
+  std::vector<Tensor> hidden_;   // per layer l < L-1: layer l+1's input [rows, out] (halo rows filled)
   std::vector<Tensor> dhidden_;  // their gradients
   Tensor dlogits_;
+  std::vector<GrowBuffer> out_buf_, dout_buf_, hidden_buf_, dhidden_buf_;
+  GrowBuffer logits_buf_, dlast_buf_, dlogits_buf_;
+  bool halo_rows_zeroed_ = false;
+  bool full_graph_ = true;
+  int64_t classes_ = 0;
   Tensor loss_, correct_;  // the loss kernel's outputs, on the device
+  double last_train_accuracy_ = 0;
   int64_t halo_sent_seen_ = 0, halo_received_seen_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <tessel/ops/nn.h>
 #include <tessel/ops/rgnn.h>
 
+#include <tuple>
 #include <utility>
 
 namespace tessel::workers {
@@ -26,12 +27,12 @@ tessel_gemm_params Gemm(int ta, int tb, double beta) { return {sizeof(tessel_gem
 
 }  // namespace
 
-HgtLayer::HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+HgtLayer::HgtLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
                    std::shared_ptr<Scratch> scratch)
-    : shape_(shape), graph_(graph), k_(kernels), params_(params), scratch_(std::move(scratch)) {
+    : shape_(shape), k_(kernels), params_(params), scratch_(std::move(scratch)) {
   const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
   const std::string prefix = StrCat("layer", shape.index, ".");
-  const int64_t T = graph.num_node_types(), R = graph.num_relations(), K = shape.in_dim, D = shape.out_dim;
+  const int64_t T = graph.node_types, R = graph.relations, K = shape.in_dim, D = shape.out_dim;
   const int64_t H = shape.heads, d = D / H;
   k_w_ = params.Add({prefix + "k", {T, K, D}, ParamInit::kGlorot, decay});
   q_w_ = params.Add({prefix + "q", {T, K, D}, ParamInit::kGlorot, decay});
@@ -57,33 +58,39 @@ std::vector<const tessel_op_decl*> HgtLayer::Ops(const Shape& shape) {
   return ops;
 }
 
-Status HgtLayer::EnsureBuffers() {
-  if (agg_.raw() != nullptr) return Status();
+Status HgtLayer::Scratch::Shape(int64_t rows, int64_t owned, int64_t width, Allocator& alloc) {
+  for (auto [t, buf, n] : {std::tuple{&a, &a_buf, owned}, std::tuple{&b, &b_buf, owned}, std::tuple{&c, &c_buf, rows},
+                           std::tuple{&e, &e_buf, rows}, std::tuple{&k, &k_buf, rows}, std::tuple{&q, &q_buf, owned},
+                           std::tuple{&v, &v_buf, rows}}) {
+    TESSEL_ASSIGN_OR_RETURN(*t, buf->View({n, width}, DType::kF32, alloc));
+  }
+  return Status();
+}
+
+Status HgtLayer::ShapeScratch() {
+  return scratch_->Shape(graph_->rows, graph_->owned, shape_.out_dim, *params_.device().allocator);
+}
+
+Status HgtLayer::Bind(const GraphView& graph) {
+  graph_ = &graph;
   Allocator& alloc = *params_.device().allocator;
-  const int64_t M = graph_.num_rows(), N = graph_.num_owned(), D = shape_.out_dim, H = shape_.heads;
-  TESSEL_ASSIGN_OR_RETURN(agg_, Tensor::Empty(DType::kF32, {N, D}, alloc));
+  const int64_t M = graph.rows, N = graph.owned, D = shape_.out_dim, H = shape_.heads;
+  TESSEL_ASSIGN_OR_RETURN(agg_, agg_buf_.View({N, D}, DType::kF32, alloc));
   if (shape_.skip()) {
-    TESSEL_ASSIGN_OR_RETURN(o_, Tensor::Empty(DType::kF32, {N, D}, alloc));
+    TESSEL_ASSIGN_OR_RETURN(o_, o_buf_.View({N, D}, DType::kF32, alloc));
   }
-  // The shared scratch, made by the first layer that needs it (every layer has the same out width).
-  Scratch& s = *scratch_;
-  for (auto [t, rows] : {std::pair{&s.a, N}, std::pair{&s.b, N}, std::pair{&s.c, M}, std::pair{&s.e, M},
-                         std::pair{&s.k, M}, std::pair{&s.q, N}, std::pair{&s.v, M}}) {
-    if (t->raw() != nullptr && t->shape() == std::vector<int64_t>{rows, D}) continue;
-    if (t->raw() != nullptr) return InternalError("HGT layers of different widths cannot share their scratch");
-    TESSEL_ASSIGN_OR_RETURN(*t, Tensor::Empty(DType::kF32, {rows, D}, alloc));
-  }
-  TESSEL_ASSIGN_OR_RETURN(row_max_, Tensor::Empty(DType::kF32, {N, H}, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_sum_, Tensor::Empty(DType::kF32, {N, H}, alloc));
+  TESSEL_RETURN_IF_ERROR(ShapeScratch());  // grows the shared buffers to this layer's size
+  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, DType::kF32, alloc));
   if (shape_.one_hot) {
     // A row's entry in the per-type tables [T * nodes, D]: type * nodes + global id. Built on the host.
-    TESSEL_ASSIGN_OR_RETURN(Tensor types, ToHost(graph_.row_type(), params_.device()));
-    TESSEL_ASSIGN_OR_RETURN(Tensor ids, ToHost(graph_.row_id(), params_.device()));
+    TESSEL_ASSIGN_OR_RETURN(Tensor types, ToHost(graph.row_type, params_.device()));
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids, ToHost(graph.row_id, params_.device()));
     TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kI64, {M}));
     for (int64_t i = 0; i < M; ++i) {
       host.data<int64_t>()[i] = static_cast<int64_t>(types.data<int32_t>()[i]) * shape_.in_dim + ids.data<int64_t>()[i];
     }
-    TESSEL_ASSIGN_OR_RETURN(one_hot_ids_, Tensor::Empty(DType::kI64, {M}, alloc));
+    TESSEL_ASSIGN_OR_RETURN(one_hot_ids_, one_hot_ids_buf_.View({M}, DType::kI64, alloc));
     TESSEL_RETURN_IF_ERROR(CopyMemory(one_hot_ids_.raw(), one_hot_ids_.device(), host.raw(), Device::kCpu,
                                       host.nbytes(), params_.device().stream));
   }
@@ -97,7 +104,7 @@ Status HgtLayer::TypedLinear(Source source, const Tensor& x, size_t weight, int6
     Tensor table = Flat(w);
     return k_.Call(tessel_op_nn_embedding_fwd, {&table, &ids}, {&y});
   }
-  for (const FullGraphSource::TypeRun& run : graph_.type_runs()) {
+  for (const TypeRun& run : graph_->type_runs) {
     if (run.begin >= rows) break;
     Tensor xs = Rows(x, run.begin, run.end), ys = Rows(y, run.begin, run.end), ws = Slice(w, run.type);
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&xs, &ws}, {&ys}, Gemm(0, 0, 0.0)));
@@ -115,7 +122,7 @@ Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weig
   }
   const Tensor& w = params_.value(weight);
   TESSEL_RETURN_IF_ERROR(ZeroMemory(dw.raw(), dw.device(), dw.nbytes(), params_.device().stream));
-  for (const FullGraphSource::TypeRun& run : graph_.type_runs()) {
+  for (const TypeRun& run : graph_->type_runs) {
     if (run.begin >= rows) break;
     Tensor xs = Rows(x, run.begin, run.end), dys = Rows(dy, run.begin, run.end);
     Tensor dws = Slice(dw, run.type), ws = Slice(w, run.type);
@@ -130,17 +137,17 @@ Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weig
 }
 
 Status HgtLayer::KeysQueriesValues(const Tensor& x) {
-  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
+  const int64_t M = graph_->rows, N = graph_->owned;
   TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, k_w_, M, scratch_->k));
   TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, q_w_, N, scratch_->q));
   return TypedLinear(Source::kLayerInput, x, v_w_, M, scratch_->v);
 }
 
 Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
-  const int64_t N = graph_.num_owned();
+  TESSEL_RETURN_IF_ERROR(ShapeScratch());
+  const int64_t N = graph_->owned;
   TESSEL_RETURN_IF_ERROR(KeysQueriesValues(x));
-  const SegmentLayout& g = graph_.segments();
+  const SegmentLayout& g = graph_->segments;
   std::vector<const Tensor*> in = {&scratch_->k,         &scratch_->q,         &scratch_->v,
                                    &params_.value(att_), &params_.value(msg_), &params_.value(prior_)};
   g.AppendDst(in);
@@ -152,13 +159,13 @@ Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));
   if (!shape_.skip()) return TypedLinear(Source::kDense, gelu, out_w_, N, out);
   TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu, out_w_, N, o_));
-  Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
+  Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_->row_type.raw(), DType::kI32, {N}, x.device());
   return k_.Call(tessel_op_rgnn_typed_gate_fwd, {&o_, &x_owned, &params_.value(skip_), &types}, {&out});
 }
 
 Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
-  const int64_t M = graph_.num_rows(), N = graph_.num_owned();
+  TESSEL_RETURN_IF_ERROR(ShapeScratch());
+  const int64_t M = graph_->rows, N = graph_->owned;
   // The scratch as this pass's gradients (Scratch says which is which when).
   Scratch& s = *scratch_;
   Tensor d_o = s.a, d_agg = s.a, d_skip_x = s.b, d_gelu = s.b, d_queries = s.b, gelu = Rows(s.c, 0, N), d_keys = s.c,
@@ -166,7 +173,7 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   Tensor* d_out = &dout;
   if (shape_.skip()) {
     // The skip path's share of the input gradient goes straight into dx's owned rows (or nowhere).
-    Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_.row_type().raw(), DType::kI32, {N}, x.device());
+    Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_->row_type.raw(), DType::kI32, {N}, x.device());
     Tensor dx_owned = dx != nullptr ? Rows(*dx, 0, N) : d_skip_x;
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_gate_bwd, {&dout, &o_, &x_owned, &params_.value(skip_), &types},
                                    {&d_o, &dx_owned, &params_.grad(skip_)}));
@@ -176,7 +183,7 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu, out_w_, N, *d_out, &d_gelu, /*accumulated_rows=*/0));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu, &agg_}, {&d_agg}));
   TESSEL_RETURN_IF_ERROR(KeysQueriesValues(x));  // recomputed, not kept
-  const SegmentLayout& g = graph_.segments();
+  const SegmentLayout& g = graph_->segments;
   std::vector<const Tensor*> in = {
       &d_agg, &s.k,      &s.q,     &s.v, &params_.value(att_), &params_.value(msg_), &params_.value(prior_),
       &agg_,  &row_max_, &row_sum_};

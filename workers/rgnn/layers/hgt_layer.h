@@ -3,14 +3,13 @@
 // to q once per segment, W_msg after the aggregation); GELU; a per-node-type output linear; and, when the
 // input and output widths match, the gated skip connection (rgnn.typed_gate.*). With a one-hot input, the
 // K, Q, V linears are per-type tables read with nn.embedding.
-// Rows of a node type form a few contiguous ranges (FullGraphSource::type_runs), so each typed linear is
+// Rows of a node type form a few contiguous ranges (GraphView::type_runs), so each typed linear is
 // one nn.gemm per range.
 #pragma once
 
 #include <memory>
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/rgnn_settings.h"
@@ -34,14 +33,19 @@ class HgtLayer final : public RgnnLayer {
   // the epoch and saves 3 x rows x out floats per layer). Backward's gradient chain reuses the rest as
   // each gradient dies: `a` holds dO then dAgg, `b` the skip path's spare dX, then dGELU, then dQ
   // ([owned, out]); `c` GELU's output (recomputed in Backward), then dK; `e` dV ([rows, out]).
+  // The buffers grow to the largest layer and mini-batch; each layer takes views of its own size.
   struct Scratch {
     Tensor a, b, c, e, k, q, v;
+    GrowBuffer a_buf, b_buf, c_buf, e_buf, k_buf, q_buf, v_buf;
+    // Views for a layer of `rows` input rows, `owned` output rows and width `width`.
+    Status Shape(int64_t rows, int64_t owned, int64_t width, Allocator& alloc);
   };
-  HgtLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+  HgtLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
            std::shared_ptr<Scratch> scratch);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
   int64_t out_dim() const override { return shape_.out_dim; }
+  Status Bind(const GraphView& graph) override;
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
 
@@ -54,20 +58,22 @@ class HgtLayer final : public RgnnLayer {
   // its rows, added to what rows [0, accumulated_rows) already hold.
   Status TypedLinearBackward(Source source, const Tensor& x, size_t weight, int64_t rows, const Tensor& dy, Tensor* dx,
                              int64_t accumulated_rows);
-  Status EnsureBuffers();
+  // The shared scratch's views for this layer.
+  Status ShapeScratch();
   // K, Q, V of the layer input into the scratch.
   Status KeysQueriesValues(const Tensor& x);
 
   Shape shape_;
-  const FullGraphSource& graph_;
   const KernelSet& k_;
   ParameterStore& params_;
   size_t k_w_, q_w_, v_w_, out_w_, skip_ = 0, att_, msg_, prior_;
   // What Backward reads of Forward: the aggregate, its softmax statistics and, with the skip, the output
   // linear's result O [owned, out]. K, Q, V and GELU's output are recomputed.
   Tensor agg_, row_max_, row_sum_, o_;
+  GrowBuffer agg_buf_, row_max_buf_, row_sum_buf_, o_buf_;
   std::shared_ptr<Scratch> scratch_;
   Tensor one_hot_ids_;  // i64[rows]: type * nodes + global id, the rows of the per-type tables
+  GrowBuffer one_hot_ids_buf_;
 };
 
 }  // namespace tessel::workers

@@ -4,11 +4,11 @@
 
 namespace tessel::workers {
 
-RgatLayer::RgatLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params)
-    : shape_(shape), graph_(graph), k_(kernels), params_(params) {
+RgatLayer::RgatLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params)
+    : shape_(shape), k_(kernels), params_(params) {
   const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
   const std::string prefix = StrCat("layer", shape.index, ".");
-  const int64_t R = graph.num_relations(), F = shape.heads * shape.head_dim;
+  const int64_t R = graph.relations, F = shape.heads * shape.head_dim;
   weight_ = params.Add({prefix + "weight", {R, shape.in_dim, F}, ParamInit::kGlorot, decay});
   att_src_ = params.Add({prefix + "att_src", {R, shape.heads, shape.head_dim}, ParamInit::kGlorot, decay});
   att_dst_ = params.Add({prefix + "att_dst", {R, shape.heads, shape.head_dim}, ParamInit::kGlorot, decay});
@@ -19,17 +19,17 @@ std::vector<const tessel_op_decl*> RgatLayer::Ops(const Shape& shape) {
   return {&tessel_op_rgnn_rgat_fwd, &tessel_op_rgnn_rgat_bwd};
 }
 
-Status RgatLayer::EnsureBuffers() {
-  if (s_src_.raw() != nullptr) return Status();
+Status RgatLayer::Bind(const GraphView& graph) {
+  graph_ = &graph;
   Allocator& alloc = *params_.device().allocator;
-  const SegmentLayout& g = graph_.segments();
-  const int64_t H = shape_.heads, F = H * shape_.head_dim, N = graph_.num_owned();
+  const SegmentLayout& g = graph.segments;
+  const int64_t H = shape_.heads, F = H * shape_.head_dim, N = graph.owned;
   const int64_t head_rows = shape_.merge == RgnnHeadMerge::kMean ? N : 0;
-  TESSEL_ASSIGN_OR_RETURN(heads_, Tensor::Empty(DType::kF32, {head_rows, F}, alloc));
-  TESSEL_ASSIGN_OR_RETURN(s_src_, Tensor::Empty(DType::kF32, {g.num_pairs, H}, alloc));
-  TESSEL_ASSIGN_OR_RETURN(s_dst_, Tensor::Empty(DType::kF32, {g.num_segs, H}, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_max_, Tensor::Empty(DType::kF32, {N, H}, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_sum_, Tensor::Empty(DType::kF32, {N, H}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(heads_, heads_buf_.View({head_rows, F}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s_src_, s_src_buf_.View({g.num_pairs, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s_dst_, s_dst_buf_.View({g.num_segs, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, DType::kF32, alloc));
   return Status();
 }
 
@@ -43,10 +43,9 @@ tessel_rgat_params Params(const RgatLayer::Shape& s) {
 }  // namespace
 
 Status RgatLayer::Forward(const Tensor& x, Tensor& out) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
-  const SegmentLayout& g = graph_.segments();
+  const SegmentLayout& g = graph_->segments;
   const Tensor &w = params_.value(weight_), &as = params_.value(att_src_), &ad = params_.value(att_dst_);
-  std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{&w, &graph_.row_id(), &as, &ad}
+  std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{&w, &graph_->row_id, &as, &ad}
                                                  : std::vector<const Tensor*>{&x, &w, &as, &ad};
   g.AppendDst(in);
   in.push_back(&g.dedge_pair);
@@ -57,13 +56,12 @@ Status RgatLayer::Forward(const Tensor& x, Tensor& out) {
 }
 
 Status RgatLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
-  TESSEL_RETURN_IF_ERROR(EnsureBuffers());
-  const SegmentLayout& g = graph_.segments();
+  const SegmentLayout& g = graph_->segments;
   const Tensor &w = params_.value(weight_), &as = params_.value(att_src_), &ad = params_.value(att_dst_);
   // The per-head outputs: their own buffer with mean merge, the layer's output (still intact: the
   // executor keeps each layer's output until its backward) with concat.
   const Tensor& heads = shape_.merge == RgnnHeadMerge::kMean ? heads_ : out_copy_;
-  std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{&dout, &w, &graph_.row_id(), &as, &ad}
+  std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{&dout, &w, &graph_->row_id, &as, &ad}
                                                  : std::vector<const Tensor*>{&dout, &x, &w, &as, &ad};
   for (const Tensor* t : std::initializer_list<const Tensor*>{&heads, &s_src_, &s_dst_, &row_max_, &row_sum_}) {
     in.push_back(t);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/rgnn_settings.h"
@@ -25,24 +24,24 @@ class RgatLayer final : public RgnnLayer {
     Reordering reordering = Reordering::kOn;
     int64_t out_dim() const { return merge == RgnnHeadMerge::kConcat ? heads * head_dim : head_dim; }
   };
-  RgatLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params);
+  RgatLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
   int64_t out_dim() const override { return shape_.out_dim(); }
   bool reads_own_output() const override { return shape_.merge == RgnnHeadMerge::kConcat; }
+  Status Bind(const GraphView& graph) override;
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
 
  private:
-  Status EnsureBuffers();
-
   Shape shape_;
-  const FullGraphSource& graph_;
   const KernelSet& k_;
   ParameterStore& params_;
   size_t weight_, att_src_, att_dst_;
   // Kept from forward for backward: per-head outputs (mean merge only), logits, softmax statistics.
+  // Views of the bound graph's size into the buffers after them.
   Tensor heads_, s_src_, s_dst_, row_max_, row_sum_;
+  GrowBuffer heads_buf_, s_src_buf_, s_dst_buf_, row_max_buf_, row_sum_buf_;
   Tensor out_copy_;  // concat merge: the output is the heads; backward reads them through this view
 };
 

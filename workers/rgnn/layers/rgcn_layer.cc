@@ -18,21 +18,21 @@ namespace {
 
 // For a row gradient: row (r, row_id[j]) of the one-hot weight [R, V, out] takes the gradient of pair
 // (r, j), the pair's index in the source-major layout; rows of no pair take none (-1).
-Result<std::vector<int32_t>> PairRowMap(const FullGraphSource& graph, int64_t v) {
-  const SegmentLayout& g = graph.segments();
-  const DeviceContext& device = graph.device();
+Result<std::vector<int32_t>> PairRowMap(const GraphView& graph, int64_t v) {
+  const SegmentLayout& g = graph.segments;
+  const DeviceContext& device = graph.device;
   TESSEL_ASSIGN_OR_RETURN(Tensor run_rel, ToHost(g.srun_rel, device));
   TESSEL_ASSIGN_OR_RETURN(Tensor run_pair, ToHost(g.srun_pair, device));
   TESSEL_ASSIGN_OR_RETURN(Tensor pair_src, ToHost(g.pair_src, device));
-  TESSEL_ASSIGN_OR_RETURN(Tensor row_id, ToHost(graph.row_id(), device));
-  std::vector<int32_t> row_of(static_cast<size_t>(graph.num_relations() * v), -1);
+  TESSEL_ASSIGN_OR_RETURN(Tensor row_id, ToHost(graph.row_id, device));
+  std::vector<int32_t> row_of(static_cast<size_t>(graph.relations * v), -1);
   for (int64_t q = 0; q < run_rel.numel(); ++q) {
     const int64_t rel = run_rel.data<int32_t>()[q];
     for (int64_t u = run_pair.data<int64_t>()[q]; u < run_pair.data<int64_t>()[q + 1]; ++u) {
       const int64_t id = row_id.data<int64_t>()[pair_src.data<int32_t>()[u]];
-      if (rel < 0 || rel >= graph.num_relations() || id < 0 || id >= v) {
+      if (rel < 0 || rel >= graph.relations || id < 0 || id >= v) {
         return BadDataError(StrCat("pair ", u, " has relation ", rel, " and node ", id, " outside [",
-                                   graph.num_relations(), ", ", v, ")"));
+                                   graph.relations, ", ", v, ")"));
       }
       row_of[static_cast<size_t>(rel * v + id)] = static_cast<int32_t>(u);
     }
@@ -42,7 +42,7 @@ Result<std::vector<int32_t>> PairRowMap(const FullGraphSource& graph, int64_t v)
 
 }  // namespace
 
-Result<std::unique_ptr<RgcnLayer>> RgcnLayer::Create(const Shape& shape, const FullGraphSource& graph,
+Result<std::unique_ptr<RgcnLayer>> RgcnLayer::Create(const Shape& shape, const GraphView& graph,
                                                      const KernelSet& kernels, ParameterStore& params) {
   std::vector<int32_t> row_of;
   if (shape.row_gradient) {
@@ -54,16 +54,16 @@ Result<std::unique_ptr<RgcnLayer>> RgcnLayer::Create(const Shape& shape, const F
   return std::unique_ptr<RgcnLayer>(new RgcnLayer(shape, graph, kernels, params, std::move(row_of)));
 }
 
-RgcnLayer::RgcnLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+RgcnLayer::RgcnLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
                      std::vector<int32_t> row_of)
-    : shape_(shape), graph_(graph), k_(kernels), params_(params) {
+    : shape_(shape), relations_(graph.relations), k_(kernels), params_(params) {
   const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
   const std::string prefix = StrCat("layer", shape.index, ".");
-  const int64_t R = graph.num_relations(), K = shape.in_dim, D = shape.out_dim, B = shape.num_bases_or_blocks;
+  const int64_t R = graph.relations, K = shape.in_dim, D = shape.out_dim, B = shape.num_bases_or_blocks;
   switch (shape.weights) {
     case Weights::kFull: {
       ParameterSpec spec{prefix + "weight", {R, K, D}, ParamInit::kGlorot, decay};
-      spec.grad_rows = shape.row_gradient ? graph.segments().num_pairs : 0;
+      spec.grad_rows = shape.row_gradient ? graph.segments.num_pairs : 0;
       spec.row_of = std::move(row_of);
       weight_ = params.Add(std::move(spec));
       break;
@@ -118,7 +118,7 @@ Tensor As2D(const Tensor& t, int64_t rows, int64_t cols) {
 }  // namespace
 
 Result<const Tensor*> RgcnLayer::DenseWeight() {
-  const int64_t R = graph_.num_relations(), K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
+  const int64_t R = relations_, K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
   switch (shape_.weights) {
     case Weights::kFull:
       return &params_.value(weight_);
@@ -141,7 +141,7 @@ Result<const Tensor*> RgcnLayer::DenseWeight() {
 Tensor& RgcnLayer::DenseGradient() { return shape_.weights == Weights::kFull ? params_.grad(weight_) : dw_dense_; }
 
 Status RgcnLayer::ProjectGradient() {
-  const int64_t R = graph_.num_relations(), K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
+  const int64_t R = relations_, K = shape_.in_dim, D = shape_.out_dim, B = shape_.num_bases_or_blocks;
   switch (shape_.weights) {
     case Weights::kFull:
       return Status();
@@ -164,17 +164,17 @@ Status RgcnLayer::ProjectGradient() {
 Status RgcnLayer::Forward(const Tensor& x, Tensor& out) {
   TESSEL_ASSIGN_OR_RETURN(const Tensor* w, DenseWeight());
   if (shape_.reordering == Reordering::kOn) {
-    const SegmentLayout& g = graph_.segments();
-    std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{w, &graph_.row_id(), &g.seg_norm}
+    const SegmentLayout& g = graph_->segments;
+    std::vector<const Tensor*> in = shape_.one_hot ? std::vector<const Tensor*>{w, &graph_->row_id, &g.seg_norm}
                                                    : std::vector<const Tensor*>{&x, w, &g.seg_norm};
     g.AppendDst(in);
     return k_.Call(shape_.one_hot ? tessel_op_rgnn_rgcn_embed_fwd : tessel_op_rgnn_rgcn_fwd, in, {&out});
   }
-  const RelationLayout& g = graph_.layout();
-  TESSEL_RETURN_IF_ERROR(EnsureBuffer(y_, {g.num_uniq, shape_.out_dim}));
+  const RelationLayout& g = graph_->pairs;
+  TESSEL_ASSIGN_OR_RETURN(y_, y_buf_.View({g.num_uniq, shape_.out_dim}, DType::kF32, *params_.device().allocator));
   if (shape_.one_hot) {
     TESSEL_RETURN_IF_ERROR(
-        k_.Call(tessel_op_rgnn_typed_embed_fwd, {w, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&y_}));
+        k_.Call(tessel_op_rgnn_typed_embed_fwd, {w, &g.uniq_ptr, &g.uniq_src, &graph_->row_id}, {&y_}));
   } else {
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_typed_linear_fwd, {&x, w, &g.uniq_ptr, &g.uniq_src}, {&y_}));
   }
@@ -182,7 +182,7 @@ Status RgcnLayer::Forward(const Tensor& x, Tensor& out) {
 }
 
 Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
-  const int64_t R = graph_.num_relations();
+  const int64_t R = relations_;
   if (shape_.weights != Weights::kFull)
     TESSEL_RETURN_IF_ERROR(EnsureBuffer(dw_dense_, {R, shape_.in_dim, shape_.out_dim}));
   Tensor& dw = DenseGradient();
@@ -191,14 +191,14 @@ Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   Tensor no_dx = Tensor::Borrow(nullptr, DType::kF32, {0, shape_.in_dim}, params_.device().device);
   Tensor* dx_out = dx != nullptr ? dx : &no_dx;
   if (shape_.reordering == Reordering::kOn) {
-    const SegmentLayout& g = graph_.segments();
+    const SegmentLayout& g = graph_->segments;
     if (shape_.row_gradient) {
       std::vector<const Tensor*> in = {&dout, &g.seg_norm, &g.seg_dst};
       g.AppendSrc(in);
       return k_.Call(tessel_op_rgnn_rgcn_embed_bwd_rows, in, {&dw});
     }
     if (shape_.one_hot) {
-      std::vector<const Tensor*> in = {&dout, &graph_.row_id(), &g.seg_norm, &g.seg_dst};
+      std::vector<const Tensor*> in = {&dout, &graph_->row_id, &g.seg_norm, &g.seg_dst};
       g.AppendSrc(in);
       TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_rgcn_embed_bwd, in, {&dw}));
     } else {
@@ -209,12 +209,12 @@ Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
     return ProjectGradient();
   }
   // Reordering off: dY overwrites Y (no backward kernel reads Y).
-  const RelationLayout& g = graph_.layout();
+  const RelationLayout& g = graph_->pairs;
   Tensor& dy = y_;
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_aggregate_bwd, {&dout, &g.dst, &g.norm, &g.uniq_edge_ptr}, {&dy}));
   if (shape_.one_hot) {
     TESSEL_RETURN_IF_ERROR(
-        k_.Call(tessel_op_rgnn_typed_embed_bwd, {&dy, &g.uniq_ptr, &g.uniq_src, &graph_.row_id()}, {&dw}));
+        k_.Call(tessel_op_rgnn_typed_embed_bwd, {&dy, &g.uniq_ptr, &g.uniq_src, &graph_->row_id}, {&dw}));
   } else {
     TESSEL_RETURN_IF_ERROR(
         k_.Call(tessel_op_rgnn_typed_linear_bwd, {&dy, &x, &w, &g.uniq_ptr, &g.uniq_src}, {dx_out, &dw}));

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/full_graph_source.h"
 #include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/rgnn_settings.h"
@@ -37,7 +36,8 @@ class RgcnLayer final : public RgnnLayer {
   static Weights WeightsFor(const RgnnSettings& settings, int64_t in_dim, int64_t out_dim);
 
   // Declares the layer's parameters in `params` (before it is allocated).
-  static Result<std::unique_ptr<RgcnLayer>> Create(const Shape& shape, const FullGraphSource& graph,
+  // A row gradient reads `graph`'s pairs, so the layer must then always be bound to that view.
+  static Result<std::unique_ptr<RgcnLayer>> Create(const Shape& shape, const GraphView& graph,
                                                    const KernelSet& kernels, ParameterStore& params);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
@@ -46,7 +46,7 @@ class RgcnLayer final : public RgnnLayer {
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
 
  private:
-  RgcnLayer(const Shape& shape, const FullGraphSource& graph, const KernelSet& kernels, ParameterStore& params,
+  RgcnLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
             std::vector<int32_t> row_of);
   // The dense W [R, in, out] for this step (the parameter itself, or made from the bases or blocks).
   Result<const Tensor*> DenseWeight();
@@ -56,12 +56,13 @@ class RgcnLayer final : public RgnnLayer {
   Status EnsureBuffer(Tensor& t, std::vector<int64_t> shape);
 
   Shape shape_;
-  const FullGraphSource& graph_;
+  int64_t relations_ = 0;
   const KernelSet& k_;
   ParameterStore& params_;
   size_t weight_ = 0, coef_ = 0;  // "weight" | "bases" (+ "coef") | "blocks"
   Tensor w_dense_, dw_dense_;     // for decomposed weights
   Tensor y_;                      // reordering off: the [pairs, out] products, reused for their gradient
+  GrowBuffer y_buf_;
 };
 
 }  // namespace tessel::workers

@@ -1,0 +1,57 @@
+// BatchSource: what an RGNN executor trains on (DESIGN.md "Executors": "adding a mode means a batch
+// source"). A pass (a training epoch, or the final evaluation) is a sequence of batches; a batch is the
+// graph each layer reads, the first layer's input and what the loss reads. The full-graph source
+// (full_graph_source.h) gives one batch per pass, the whole partition, and exchanges halo rows between
+// layers; the sampled source (sampled_source.h) gives mini-batches of sampled neighbourhoods.
+//
+// Every worker of a job gets the same number of batches in a pass (a batch may hold none of a worker's
+// rows), so the executor's per-batch collectives match up.
+// Ownership: a batch is owned by its source and valid until the next Next() or Begin().
+// Thread safety: the training thread. Failure: kRankFailed from the exchanges; kBadData from the data.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/record.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "workers/rgnn/graph_view.h"
+
+namespace tessel::workers {
+
+struct Batch {
+  // One view per layer. views[l + 1]->rows >= views[l]->owned; the executor's buffer between layers l
+  // and l + 1 has views[l + 1]->rows rows, layer l writes the first views[l]->owned of them and
+  // HaloForward fills the rest.
+  std::vector<const GraphView*> views;
+  const Tensor* features = nullptr;  // [views[0]->rows, F] with feature input; null with one-hot input
+  // Over the last layer's output rows (views.back()->owned):
+  const Tensor* labels = nullptr;      // i64, -1 = unlabelled
+  const Tensor* train_mask = nullptr;  // u8: the rows the training loss reads
+  const Tensor* test_mask = nullptr;   // u8: the rows evaluation scores as test rows
+  int64_t labelled_train = 0, labelled_test = 0;  // this worker's labelled rows under each mask
+  // Labelled training rows of this step across all workers: the training loss is their mean.
+  int64_t step_train_rows = 0;
+  int64_t seeds = 0;  // output rows (0: the worker sits this batch out but joins its collectives)
+};
+
+class BatchSource {
+ public:
+  enum class Pass { kTrain, kEvaluate };
+  virtual ~BatchSource() = default;
+
+  // Starts a pass: training epoch `epoch` (1-based), or the evaluation of the test (and, where cheap,
+  // the training) rows.
+  virtual Status Begin(Pass pass, int64_t epoch) = 0;
+  // The pass's next batch, or null at its end.
+  virtual Result<const Batch*> Next() = 0;
+  // full: the buffer between two layers, [views[l + 1]->rows, dim]; fills rows past views[l]->owned.
+  virtual Status HaloForward(Tensor& full) = 0;
+  // grad_full: its gradient; adds the gradients of rows past views[l]->owned into their owners' rows.
+  virtual Status HaloBackward(Tensor& grad_full) = 0;
+  // Figures for summary.json and the metrics, cumulative (halo_bytes_sent, feature_seconds, ...).
+  virtual Record Figures() const = 0;
+};
+
+}  // namespace tessel::workers
