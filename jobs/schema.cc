@@ -26,6 +26,8 @@ constexpr std::array<std::string_view, 3> kModelNames = {"rgcn", "rgat", "hgt"};
 constexpr std::array<std::string_view, 3> kModelInputNames = {"auto", "features", "onehot"};
 constexpr std::array<std::string_view, 2> kHeadMergeNames = {"concat", "mean"};
 constexpr std::array<std::string_view, 2> kTrainModeNames = {"full", "sampled"};
+constexpr std::array<std::string_view, 2> kFanoutPerNames = {"total", "relation"};
+constexpr std::array<std::string_view, 3> kFeatureStoreNames = {"auto", "mapped", "pinned"};
 constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
 constexpr std::array<std::string_view, 4> kSpillPolicyNames = {"auto", "keep", "offload", "recompute"};
 
@@ -38,6 +40,8 @@ std::span<const std::string_view> NamesOf(ModelName) { return kModelNames; }
 std::span<const std::string_view> NamesOf(ModelInput) { return kModelInputNames; }
 std::span<const std::string_view> NamesOf(HeadMerge) { return kHeadMergeNames; }
 std::span<const std::string_view> NamesOf(TrainMode) { return kTrainModeNames; }
+std::span<const std::string_view> NamesOf(FanoutPer) { return kFanoutPerNames; }
+std::span<const std::string_view> NamesOf(FeatureStoreChoice) { return kFeatureStoreNames; }
 std::span<const std::string_view> NamesOf(OptimizerName) { return kOptimizerNames; }
 std::span<const std::string_view> NamesOf(SpillPolicy) { return kSpillPolicyNames; }
 
@@ -57,6 +61,8 @@ std::string_view ModelNameText(ModelName model) { return NameOf(model); }
 std::string_view ModelInputName(ModelInput input) { return NameOf(input); }
 std::string_view HeadMergeName(HeadMerge merge) { return NameOf(merge); }
 std::string_view TrainModeName(TrainMode mode) { return NameOf(mode); }
+std::string_view FanoutPerName(FanoutPer per) { return NameOf(per); }
+std::string_view FeatureStoreName(FeatureStoreChoice store) { return NameOf(store); }
 std::string_view OptimizerNameText(OptimizerName optimizer) { return NameOf(optimizer); }
 std::string_view SpillPolicyName(SpillPolicy policy) { return NameOf(policy); }
 
@@ -100,6 +106,15 @@ struct Binder<std::vector<std::string>> {
   static constexpr ValueType kType = ValueType::kStringArray;
   static Value ToValue(const std::vector<std::string>& v) { return v; }
   static void FromValue(std::vector<std::string>& dst, const Value& v) { dst = std::get<std::vector<std::string>>(v); }
+};
+template <>
+struct Binder<std::vector<int32_t>> {
+  static constexpr ValueType kType = ValueType::kIntegerArray;
+  static Value ToValue(const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
+  static void FromValue(std::vector<int32_t>& dst, const Value& v) {
+    const auto& values = std::get<std::vector<int64_t>>(v);
+    dst.assign(values.begin(), values.end());
+  }
 };
 // Enums travel as their TOML name; Convert() has already checked it is one of NamesOf(E{}).
 template <typename E>
@@ -173,6 +188,9 @@ std::vector<Field> BuildFields() {
                        "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
       TESSEL_JOB_FIELD(data.add_inverse, Any(),
                        "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
+      TESSEL_JOB_FIELD(data.feature_store, Any(),
+                       "Sampled: where a worker reads its feature rows: \"mapped\" from the graph file in place, "
+                       "\"pinned\" into (page-locked) memory, \"auto\" = mapped on CPU, pinned on GPU."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
                        "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
       // [data.synthetic]
@@ -202,12 +220,23 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(model.reorder, Any(),
                        "Linear-operator reordering (weights after aggregation, W_r a_r precomputed); false = off."),
       // [train]
-      TESSEL_JOB_FIELD(train.mode, Any(), "\"full\": full-graph training; \"sampled\" is reserved."),
+      TESSEL_JOB_FIELD(train.mode, Any(),
+                       "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),
       TESSEL_JOB_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
       TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
       TESSEL_JOB_FIELD(train.l2, AtLeast(0), "L2 penalty on the first layer's parameters (as in the R-GCN paper)."),
       TESSEL_JOB_FIELD(train.optimizer, Any(), "Optimizer."),
       TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs between progress lines."),
+      TESSEL_JOB_FIELD(train.fanouts, Any(),
+                       "Sampled: neighbours drawn per node, one entry per layer from the input layer up (DGL's "
+                       "order; PyG's num_neighbors lists them the other way round); -1 = all."),
+      TESSEL_JOB_FIELD(train.fanout_per, Any(),
+                       "Sampled: a fanout counts the neighbours of a node in all (\"total\") or per relation."),
+      TESSEL_JOB_FIELD(train.batch_size, AtLeast(1), "Sampled: training nodes per mini-batch, over all workers."),
+      TESSEL_JOB_FIELD(train.eval_fanouts, Any(),
+                       "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
+      TESSEL_JOB_FIELD(train.prefetch, Any(),
+                       "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
@@ -253,6 +282,8 @@ std::string_view ExpectedText(ValueType type) {
       return "a string";
     case ValueType::kStringArray:
       return "an array of strings";
+    case ValueType::kIntegerArray:
+      return "an array of integers";
     case ValueType::kBytes:
       return "a byte count (an integer, or a string such as \"64GiB\")";
   }
@@ -436,6 +467,22 @@ Result<Value> Convert(const Field& field, const toml::node& node) {
       }
       return Value(std::move(out));
     }
+    case ValueType::kIntegerArray: {
+      const auto* arr = node.as_array();
+      if (!arr) return TypeMismatch(field.type, node);
+      std::vector<int64_t> out;
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const auto* v = (*arr)[i].as_integer();
+        if (!v) {
+          return UsageError(StrCat("expected an array of integers, but element ", i, " is ", NodeTypeName((*arr)[i])));
+        }
+        if (v->get() < std::numeric_limits<int32_t>::min() || v->get() > std::numeric_limits<int32_t>::max()) {
+          return UsageError(StrCat("element ", i, " = ", v->get(), " is out of range"));
+        }
+        out.push_back(v->get());
+      }
+      return Value(std::move(out));
+    }
   }
   return InternalError("unknown value type");
 }
@@ -503,6 +550,8 @@ std::string_view TypeName(ValueType type) {
       return "string";
     case ValueType::kStringArray:
       return "array of strings";
+    case ValueType::kIntegerArray:
+      return "array of integers";
     case ValueType::kBytes:
       return "bytes";
   }
@@ -584,6 +633,11 @@ std::string FormatValue(const Value& value) {
     std::string operator()(const std::vector<std::string>& v) const {
       std::string out = "[";
       for (size_t i = 0; i < v.size(); ++i) out += StrCat(i ? ", " : "", QuoteToml(v[i]));
+      return out + "]";
+    }
+    std::string operator()(const std::vector<int64_t>& v) const {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += StrCat(i ? ", " : "", v[i]);
       return out + "]";
     }
   };

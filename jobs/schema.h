@@ -25,11 +25,12 @@ enum class ValueType {
   kBoolean,
   kString,
   kStringArray,
+  kIntegerArray,
   kBytes,  // a TOML integer, or a string with a unit: "512MiB", "64GiB", "1.5TB"
 };
 
 // A field's value, independent of the C++ member it lands in (enums travel as their name).
-using Value = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
+using Value = std::variant<int64_t, double, bool, std::string, std::vector<std::string>, std::vector<int64_t>>;
 
 // What a value must satisfy beyond its type. Bounds apply to numbers; choices and non_empty to strings.
 struct Constraint {

@@ -42,6 +42,8 @@ enum class ModelName { kRgcn, kRgat, kHgt };
 enum class ModelInput { kAuto, kFeatures, kOneHot };
 enum class HeadMerge { kConcat, kMean };
 enum class TrainMode { kFull, kSampled };
+enum class FanoutPer { kTotal, kRelation };
+enum class FeatureStoreChoice { kAuto, kMapped, kPinned };
 enum class OptimizerName { kAdam, kSgd };
 enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute };
 
@@ -56,6 +58,8 @@ std::string_view ModelNameText(ModelName model);
 std::string_view ModelInputName(ModelInput input);
 std::string_view HeadMergeName(HeadMerge merge);
 std::string_view TrainModeName(TrainMode mode);
+std::string_view FanoutPerName(FanoutPer per);
+std::string_view FeatureStoreName(FeatureStoreChoice store);
 std::string_view OptimizerNameText(OptimizerName optimizer);
 std::string_view SpillPolicyName(SpillPolicy policy);
 
@@ -100,6 +104,7 @@ struct DataSection {
   std::vector<std::string> edges;                  // kEdges
   bool add_inverse = true;                         // importers add an inverse relation per relation
   bool add_self_loop = true;                       // importers add a self-loop relation per node type
+  FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows
   SyntheticSection synthetic;
   bool operator==(const DataSection&) const = default;
 };
@@ -125,6 +130,12 @@ struct TrainSection {
   double l2 = 5e-4;  // L2 on the first layer's parameters, as in the R-GCN paper
   OptimizerName optimizer = OptimizerName::kAdam;
   int32_t log_every = 1;           // epochs between progress lines
+  // Sampled training (mode = kSampled):
+  std::vector<int32_t> fanouts = {10, 10};  // per layer, input layer first; -1 = every neighbour
+  FanoutPer fanout_per = FanoutPer::kTotal;
+  int32_t batch_size = 1024;                // training nodes per mini-batch, over all workers
+  std::vector<int32_t> eval_fanouts;        // empty = every neighbour
+  bool prefetch = true;
   bool operator==(const TrainSection&) const = default;
 };
 

@@ -136,8 +136,27 @@ Status ValidateJob(const JobSpec& spec) {
   const auto not_yet = [&](std::string_view key, const std::string& value, std::string_view instead) {
     errors.Add(at(key), StrCat(key, " = ", value, " is not supported by this build yet; ", instead));
   };
-  if (spec.train.mode == TrainMode::kSampled) {
-    not_yet("train.mode", "\"sampled\"", "use \"full\" (full-graph training)");
+  const TrainSection& train = spec.train;
+  for (const auto& [key, fanouts] : {std::pair<std::string_view, const std::vector<int32_t>*>{"train.fanouts", &train.fanouts},
+                                     {"train.eval_fanouts", &train.eval_fanouts}}) {
+    for (size_t i = 0; i < fanouts->size(); ++i) {
+      const int32_t f = (*fanouts)[i];
+      if (f == 0 || f < -1) {
+        errors.Add(at(key), StrCat(key, "[", i, "] = ", f, ": a fanout is >= 1, or -1 for every neighbour"));
+      }
+    }
+  }
+  if (train.mode == TrainMode::kSampled) {
+    if (static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
+      errors.Add(at_either("train.fanouts", "model.layers"),
+                 StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
+                        ": give one fanout per layer (input layer first)"));
+    }
+    if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
+      errors.Add(at_either("train.eval_fanouts", "model.layers"),
+                 StrCat("train.eval_fanouts has ", train.eval_fanouts.size(), " entries but model.layers = ",
+                        spec.model.layers, ": give one per layer, or [] for every neighbour"));
+    }
   }
   if (spec.train.optimizer != OptimizerName::kAdam) {
     not_yet("train.optimizer", schema::QuoteToml(OptimizerNameText(spec.train.optimizer)), "use \"adam\"");

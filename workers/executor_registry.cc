@@ -7,6 +7,7 @@ namespace tessel::workers {
 const std::vector<ExecutorFactory>& Executors() {
   static const std::vector<ExecutorFactory> factories = {
       RgnnFullGraphFactory(),
+      RgnnSampledFactory(),
   };
   return factories;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <ostream>
 
 #include "orchestrator/graph_partitioner.h"
@@ -101,6 +102,72 @@ const Record* Sub(const Record& r, std::string_view name) {
   return v != nullptr ? std::get_if<Record>(&v->data) : nullptr;
 }
 
+// The uniform feature width of the graph's nodes, or 0 when a type has none or the widths differ (the
+// model then takes one-hot input), as BuildWorkerPartitions decides it.
+int64_t UniformFeatureDim(const storage::HeteroGraph& graph) {
+  int64_t dim = -1;
+  for (const storage::NodeType& t : graph.node_types) {
+    if (t.count == 0) continue;
+    if (dim < 0) dim = t.feature_dim;
+    if (t.feature_dim != dim) return 0;
+  }
+  return std::max<int64_t>(dim, 0);
+}
+
+// The replicated structure of sampled training (workers/rgnn/sampler.h): in-edges by destination,
+// sorted by (relation, source) within a node, in the graph file's id space.
+workers::SampledGraph BuildSampledGraph(const storage::HeteroGraph& graph, const std::vector<int32_t>& part_of) {
+  workers::SampledGraph g;
+  g.num_nodes = graph.num_nodes();
+  g.num_relations = static_cast<int32_t>(graph.relations.size());
+  g.num_classes = graph.num_classes;
+  g.type_offsets.push_back(0);
+  for (size_t t = 0; t < graph.node_types.size(); ++t) g.type_offsets.push_back(g.type_offsets.back() + graph.node_types[t].count);
+  const auto n = static_cast<size_t>(g.num_nodes);
+  g.in_ptr.assign(n + 1, 0);
+  for (const storage::Relation& r : graph.relations) {
+    const int64_t dst_base = g.type_offsets[static_cast<size_t>(r.dst_type)];
+    for (const int64_t d : r.dst) ++g.in_ptr[static_cast<size_t>(dst_base + d) + 1];
+  }
+  for (size_t v = 0; v < n; ++v) g.in_ptr[v + 1] += g.in_ptr[v];
+  g.in_src.resize(static_cast<size_t>(g.in_ptr[n]));
+  g.in_rel.resize(g.in_src.size());
+  std::vector<int64_t> cursor(g.in_ptr.begin(), g.in_ptr.end() - 1);
+  for (size_t ri = 0; ri < graph.relations.size(); ++ri) {
+    const storage::Relation& r = graph.relations[ri];
+    const int64_t src_base = g.type_offsets[static_cast<size_t>(r.src_type)];
+    const int64_t dst_base = g.type_offsets[static_cast<size_t>(r.dst_type)];
+    for (size_t e = 0; e < r.src.size(); ++e) {
+      const auto at = static_cast<size_t>(cursor[static_cast<size_t>(dst_base + r.dst[e])]++);
+      g.in_src[at] = static_cast<int32_t>(src_base + r.src[e]);
+      g.in_rel[at] = static_cast<int32_t>(ri);
+    }
+  }
+  // Relations arrive in order, so each node's edges are grouped by relation; sort the sources within.
+  for (size_t v = 0; v < n; ++v) {
+    for (int64_t b = g.in_ptr[v]; b < g.in_ptr[v + 1];) {
+      int64_t e = b;
+      while (e < g.in_ptr[v + 1] && g.in_rel[static_cast<size_t>(e)] == g.in_rel[static_cast<size_t>(b)]) ++e;
+      std::sort(g.in_src.begin() + b, g.in_src.begin() + e);
+      b = e;
+    }
+  }
+  g.part_of = part_of;
+  g.labels.assign(n, -1);
+  g.train_mask.assign(n, 0);
+  g.test_mask.assign(n, 0);
+  for (size_t t = 0; t < graph.node_types.size(); ++t) {
+    const storage::NodeType& nt = graph.node_types[t];
+    const auto base = static_cast<size_t>(g.type_offsets[t]);
+    for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
+      if (!nt.labels.empty()) g.labels[base + i] = nt.labels[i];
+      if (!nt.train_mask.empty()) g.train_mask[base + i] = nt.train_mask[i];
+      if (!nt.test_mask.empty()) g.test_mask[base + i] = nt.test_mask[i];
+    }
+  }
+  return g;
+}
+
 }  // namespace
 
 Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim) {
@@ -146,6 +213,81 @@ Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_
   return s;
 }
 
+Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
+                                       const std::vector<int32_t>& part_of, int32_t num_workers, Plan* plan) {
+  const int64_t feature_dim = UniformFeatureDim(graph);
+  TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
+  workers::SamplingSettings sampling;
+  sampling.fanouts = spec.train.fanouts;
+  sampling.eval_fanouts = spec.train.eval_fanouts;
+  sampling.per_relation = spec.train.fanout_per == jobs::FanoutPer::kRelation;
+  sampling.batch_size = spec.train.batch_size;
+  sampling.prefetch = spec.train.prefetch;
+  const bool features = settings.input == RgnnInput::kFeatures;
+  const bool has_file = !spec.data.graph.empty() && std::filesystem::exists(spec.data.graph);
+  switch (spec.data.feature_store) {
+    case jobs::FeatureStoreChoice::kAuto: {
+      const bool gpu = spec.job.device == jobs::DeviceChoice::kCuda || spec.resources.gpus_per_worker > 0;
+      sampling.store = !has_file ? workers::FeatureStoreMode::kMemory
+                                 : (gpu ? workers::FeatureStoreMode::kPinned : workers::FeatureStoreMode::kMapped);
+      break;
+    }
+    case jobs::FeatureStoreChoice::kMapped:
+    case jobs::FeatureStoreChoice::kPinned:
+      if (features && !has_file) {
+        return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_store"), ": data.feature_store = \"",
+                                 jobs::FeatureStoreName(spec.data.feature_store),
+                                 "\" reads the graph file, but data.graph names none; set data.graph (the import "
+                                 "or generator then writes it there) or use \"auto\""));
+      }
+      sampling.store = spec.data.feature_store == jobs::FeatureStoreChoice::kMapped ? workers::FeatureStoreMode::kMapped
+                                                                                   : workers::FeatureStoreMode::kPinned;
+      break;
+  }
+  if (has_file) sampling.graph_path = std::filesystem::absolute(spec.data.graph).string();
+  const workers::SampledGraph sampled = BuildSampledGraph(graph, part_of);
+  const int64_t structure_bytes = static_cast<int64_t>(sampled.in_ptr.size()) * 8 + sampled.num_edges() * 8 +
+                                  sampled.num_nodes * (4 + 8 + 2);
+  for (int32_t w = 0; w < num_workers; ++w) {
+    auto a = std::make_unique<workers::RgnnSampledAssignment>();
+    a->settings = settings;
+    a->sampling = sampling;
+    a->worker = w;
+    a->num_workers = num_workers;
+    a->feature_dim = features ? feature_dim : 0;
+    a->graph = sampled;
+    int64_t owned = 0;
+    for (size_t t = 0, base = 0; t < graph.node_types.size(); base += static_cast<size_t>(graph.node_types[t].count), ++t) {
+      const storage::NodeType& nt = graph.node_types[t];
+      for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
+        if (part_of[base + i] != w) continue;
+        ++owned;
+        if (features && sampling.store == workers::FeatureStoreMode::kMemory) {
+          const float* row = nt.features.data() + i * static_cast<size_t>(feature_dim);
+          a->owned_features.insert(a->owned_features.end(), row, row + feature_dim);
+        }
+      }
+    }
+    WorkerPlan wp;
+    wp.predicted_memory_bytes = structure_bytes + (features ? owned * feature_dim * 4 : 0);
+    Set(wp.details, "owned", owned);
+    Set(wp.details, "edges", sampled.num_edges());
+    wp.payload = std::move(a);
+    plan->workers.push_back(std::move(wp));
+  }
+  Set(plan->summary, "train_mode", std::string("sampled"));
+  Set(plan->summary, "feature_store", std::string(sampling.store == workers::FeatureStoreMode::kMemory   ? "memory"
+                                                  : sampling.store == workers::FeatureStoreMode::kMapped ? "mapped"
+                                                                                                         : "pinned"));
+  std::string fanouts;
+  for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
+  plan->notes.push_back(StrCat("sampled training: fanouts [", fanouts, "] ",
+                               sampling.per_relation ? "per relation" : "in total", ", batches of ",
+                               sampling.batch_size, " seeds, structure replicated (", Bytes(structure_bytes),
+                               " a worker), prefetch ", sampling.prefetch ? "on" : "off"));
+  return Status();
+}
+
 Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
   if (num_workers < 1) return UsageError("the job needs at least one worker");
   Plan plan;
@@ -157,7 +299,11 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec, log));
     TESSEL_ASSIGN_OR_RETURN(PartitionResult partition,
                             PartitionGraph(graph, num_workers, ToMethod(spec.partition.method), spec.partition.seed));
-    TESSEL_ASSIGN_OR_RETURN(parts, storage::BuildWorkerPartitions(graph, partition.part_of, num_workers));
+    if (spec.train.mode == jobs::TrainMode::kSampled) {
+      TESSEL_RETURN_IF_ERROR(AddSampledWorkers(spec, graph, partition.part_of, num_workers, &plan));
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(parts, storage::BuildWorkerPartitions(graph, partition.part_of, num_workers));
+    }
     Record g;
     Set(g, "name", graph.name);
     Set(g, "nodes", graph.num_nodes());
@@ -189,6 +335,7 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                                   partition.edge_cut, ", imbalance", imb));
     }
   }
+  if (spec.train.mode == jobs::TrainMode::kSampled) return plan;
   const int64_t feature_dim = parts.front().feature_dim;
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
   if (settings.model == RgnnModel::kRgcn && settings.num_blocks > 0) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "orchestrator/planners/planner.h"
+#include "storage/graph.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::orchestrator {
@@ -15,6 +16,12 @@ class GraphPlanner final : public Planner {
   Result<Plan> MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) override;
   void Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const override;
   void Publish(const Plan& plan, monitoring::Metrics& metrics) const override;
+
+ private:
+  // train.mode = "sampled": one rgnn.sampled assignment per worker (the replicated structure, and the
+  // worker's feature rows when the graph has no file to read them from).
+  static Status AddSampledWorkers(const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
+                                  const std::vector<int32_t>& part_of, int32_t num_workers, Plan* plan);
 };
 
 // The workers' settings for `spec` on a graph with `feature_dim` uniform features (0 = none), resolving

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +33,12 @@ class WorkerComm {
                            const std::vector<int64_t>& send_offsets, float* recv_buf,
                            const std::vector<int64_t>& recv_counts,
                            const std::vector<int64_t>& recv_offsets) = 0;
+  // A communicator over the same workers that a second thread may use while this one is in use (its
+  // collectives never match this one's). Collective: every worker calls it. kUnavailable-style
+  // kInternal when the implementation cannot (MPI without MPI_THREAD_MULTIPLE).
+  virtual Result<std::unique_ptr<WorkerComm>> Duplicate() {
+    return InternalError("this communicator cannot be duplicated for a second thread");
+  }
 };
 
 // Sums buffers that live on an executor's device across the workers: MPI (through the WorkerComm) for
@@ -63,6 +70,7 @@ class LocalComm final : public WorkerComm {
     for (int64_t i = 0; i < send_counts[0]; ++i) recv_buf[recv_offsets[0] + i] = send_buf[send_offsets[0] + i];
     return Status();
   }
+  Result<std::unique_ptr<WorkerComm>> Duplicate() override { return std::unique_ptr<WorkerComm>(new LocalComm()); }
 };
 
 }  // namespace tessel::workers

@@ -64,6 +64,22 @@ Result<std::unique_ptr<MpiWorkerComm>> MpiWorkerComm::Split(bool is_worker) {
   return c;
 }
 
+Result<std::unique_ptr<WorkerComm>> MpiWorkerComm::Duplicate() {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_MULTIPLE) {
+    return InternalError("MPI runs without MPI_THREAD_MULTIPLE: a second thread cannot communicate");
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Comm_dup(comm_.get(), &comm), "MPI_Comm_dup"));
+  auto c = std::unique_ptr<MpiWorkerComm>(new MpiWorkerComm());
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  c->comm_ = UniqueComm(comm);
+  c->rank_ = rank_;
+  c->size_ = size_;
+  return std::unique_ptr<WorkerComm>(std::move(c));
+}
+
 namespace {
 
 template <typename T>

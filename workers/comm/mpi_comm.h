@@ -69,6 +69,8 @@ class MpiWorkerComm final : public WorkerComm {
                    const std::vector<int64_t>& send_offsets, float* recv_buf,
                    const std::vector<int64_t>& recv_counts,
                    const std::vector<int64_t>& recv_offsets) override;
+  // MPI_Comm_dup; refused unless MPI runs with MPI_THREAD_MULTIPLE.
+  Result<std::unique_ptr<WorkerComm>> Duplicate() override;
 
  private:
   UniqueComm comm_;

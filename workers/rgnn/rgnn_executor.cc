@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "workers/rgnn/sampled_source.h"
+
 namespace tessel::workers {
 namespace {
 
@@ -17,6 +19,28 @@ Tensor Rows(const Tensor& t, int64_t rows) { return Tensor::Borrow(t.raw(), t.dt
 
 std::unique_ptr<AssignmentPayload> Decode(ByteReader& in) { return DecodeRgnnAssignment(in); }
 
+// The feature rows a sampled worker owns: from the assignment, or from the graph file.
+Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const ExecutorContext&) {
+  std::vector<int64_t> owned;
+  for (int64_t v = 0; v < a.graph.num_nodes; ++v) {
+    if (a.graph.part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
+  }
+  switch (a.sampling.store) {
+    case FeatureStoreMode::kMemory: {
+      if (static_cast<int64_t>(a.owned_features.size()) != static_cast<int64_t>(owned.size()) * a.feature_dim) {
+        return BadDataError(StrCat("worker ", a.worker, ": ", a.owned_features.size(), " feature values for ",
+                                   owned.size(), " owned nodes of width ", a.feature_dim));
+      }
+      return std::unique_ptr<RowStore>(std::make_unique<MemoryRowStore>(std::move(owned), std::move(a.owned_features),
+                                                                        a.feature_dim, a.graph.num_nodes));
+    }
+    case FeatureStoreMode::kMapped:
+    case FeatureStoreMode::kPinned:
+      break;
+  }
+  return InternalError("the mapped and pinned feature stores are not wired in yet");
+}
+
 Result<std::unique_ptr<Executor>> Build(std::unique_ptr<AssignmentPayload> payload, const ExecutorContext& context) {
   auto* assignment = dynamic_cast<RgnnAssignment*>(payload.get());
   if (assignment == nullptr) return InternalError("an rgnn.full executor got a payload of another kind");
@@ -25,9 +49,40 @@ Result<std::unique_ptr<Executor>> Build(std::unique_ptr<AssignmentPayload> paylo
   return std::unique_ptr<Executor>(std::move(executor));
 }
 
+std::unique_ptr<AssignmentPayload> DecodeSampled(ByteReader& in) { return DecodeRgnnSampledAssignment(in); }
+
+Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload> payload,
+                                               const ExecutorContext& context) {
+  auto* a = dynamic_cast<RgnnSampledAssignment*>(payload.get());
+  if (a == nullptr) return InternalError("an rgnn.sampled executor got a payload of another kind");
+  RgnnExecutor::ModelShape model;
+  model.classes = a->graph.num_classes;
+  model.workers = a->num_workers;
+  model.full_graph = false;
+  model.input_dim = a->settings.input == RgnnInput::kOneHot ? a->graph.num_nodes : a->feature_dim;
+  {
+    KernelSet probe(*context.kernels, context);
+    TESSEL_RETURN_IF_ERROR(probe.Require(
+        RgnnExecutor::RequiredOps(a->settings, model.input_dim, model.classes, model.workers, false)));
+  }
+  std::unique_ptr<RowStore> store;
+  if (a->settings.input == RgnnInput::kFeatures) {
+    TESSEL_ASSIGN_OR_RETURN(store, OpenRowStore(*a, context));
+  }
+  const RgnnSettings settings = a->settings;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<SampledSource> source,
+                          SampledSource::Build(std::move(*a), std::move(store), context));
+  const GraphView& view = source->shape_view();
+  TESSEL_ASSIGN_OR_RETURN(auto executor, RgnnExecutor::Create(settings, std::move(source), view, model, context));
+  return std::unique_ptr<Executor>(std::move(executor));
+}
+
 }  // namespace
 
 ExecutorFactory RgnnFullGraphFactory() { return ExecutorFactory{RgnnAssignment::kKind, &Decode, &Build}; }
+ExecutorFactory RgnnSampledFactory() {
+  return ExecutorFactory{RgnnSampledAssignment::kKind, &DecodeSampled, &BuildSampled};
+}
 
 RgnnExecutor::RgnnExecutor(RgnnSettings settings, const ExecutorContext& context)
     : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, 0.9, 0.999, 1e-8, settings.l2}) {}

@@ -33,6 +33,8 @@ namespace tessel::workers {
 
 // The registry entry for "rgnn.full" (executor_registry.cc lists it).
 ExecutorFactory RgnnFullGraphFactory();
+// The registry entry for "rgnn.sampled".
+ExecutorFactory RgnnSampledFactory();
 
 class RgnnExecutor final : public Executor {
  public:

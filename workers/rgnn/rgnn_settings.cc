@@ -86,4 +86,59 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   return std::make_unique<RgnnAssignment>(settings, std::move(part).value());
 }
 
+void RgnnSampledAssignment::Encode(ByteWriter& out) const {
+  EncodeRgnnSettings(settings, out);
+  out.PutVector(sampling.fanouts);
+  out.PutVector(sampling.eval_fanouts);
+  out.Put<int32_t>(sampling.per_relation ? 1 : 0);
+  out.Put(sampling.batch_size);
+  out.Put<int32_t>(sampling.prefetch ? 1 : 0);
+  out.Put(static_cast<int32_t>(sampling.store));
+  out.PutString(sampling.graph_path);
+  out.Put(worker);
+  out.Put(num_workers);
+  out.Put(feature_dim);
+  graph.Encode(out);
+  out.PutVector(owned_features);
+}
+
+std::string RgnnSampledAssignment::Describe() const {
+  int64_t owned = 0;
+  for (const int32_t p : graph.part_of) owned += p == worker ? 1 : 0;
+  return StrCat(RgnnModelName(settings.model), " sampled, worker ", worker, " of ", num_workers, ": ", owned,
+                " owned nodes of ", graph.num_nodes, ", ", graph.num_edges(), " edges replicated");
+}
+
+std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {
+  auto a = std::make_unique<RgnnSampledAssignment>();
+  a->settings = DecodeRgnnSettings(in);
+  a->sampling.fanouts = in.GetVector<int32_t>("fanouts");
+  a->sampling.eval_fanouts = in.GetVector<int32_t>("eval fanouts");
+  a->sampling.per_relation = in.Get<int32_t>("per relation") != 0;
+  a->sampling.batch_size = in.Get<int32_t>("batch size");
+  a->sampling.prefetch = in.Get<int32_t>("prefetch") != 0;
+  a->sampling.store = GetEnum<FeatureStoreMode>(in, "feature store", 3);
+  a->sampling.graph_path = in.GetString("graph path");
+  a->worker = in.Get<int32_t>("worker");
+  a->num_workers = in.Get<int32_t>("workers");
+  a->feature_dim = in.Get<int64_t>("feature dim");
+  if (!in.ok()) return nullptr;
+  Result<SampledGraph> graph = SampledGraph::Decode(in);
+  if (!graph.ok()) {
+    in.Fail(graph.status().message());
+    return nullptr;
+  }
+  a->graph = std::move(graph).value();
+  a->owned_features = in.GetVector<float>("owned features");
+  if (!in.ok()) return nullptr;
+  const auto layers = static_cast<size_t>(a->settings.layers);
+  if (a->sampling.fanouts.size() != layers || (!a->sampling.eval_fanouts.empty() && a->sampling.eval_fanouts.size() != layers) ||
+      a->sampling.batch_size < 1 || a->num_workers < 1 || a->worker < 0 || a->worker >= a->num_workers ||
+      a->feature_dim < 0) {
+    in.Fail("rgnn.sampled settings out of range");
+    return nullptr;
+  }
+  return a;
+}
+
 }  // namespace tessel::workers

@@ -12,6 +12,7 @@
 #include "core/byte_io.h"
 #include "storage/partition.h"
 #include "workers/assignment.h"
+#include "workers/rgnn/sampler.h"
 
 namespace tessel::workers {
 
@@ -61,5 +62,42 @@ class RgnnAssignment final : public AssignmentPayload {
 };
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in);
+
+// Where a sampled-training worker reads the feature rows it owns (storage/feature_store.h).
+enum class FeatureStoreMode : int32_t {
+  kMemory = 0,  // sent in the assignment (the graph has no file: imported or generated in memory)
+  kMapped = 1,  // mapped from the graph file in place
+  kPinned = 2,  // read from the graph file into page-locked memory
+};
+
+struct SamplingSettings {
+  std::vector<int32_t> fanouts;       // per layer, input layer first; -1 = every neighbour
+  std::vector<int32_t> eval_fanouts;  // the final evaluation's; empty = every neighbour
+  bool per_relation = false;
+  int32_t batch_size = 1024;  // training nodes per global mini-batch
+  bool prefetch = true;
+  FeatureStoreMode store = FeatureStoreMode::kMemory;
+  std::string graph_path;  // the graph file (kMapped, kPinned)
+  bool operator==(const SamplingSettings&) const = default;
+};
+
+// The payload of kind "rgnn.sampled": settings, the replicated structure (sampler.h), and, with the
+// memory store, the feature rows of the worker's nodes in id order.
+class RgnnSampledAssignment final : public AssignmentPayload {
+ public:
+  static constexpr std::string_view kKind = "rgnn.sampled";
+  std::string_view kind() const override { return kKind; }
+  void Encode(ByteWriter& out) const override;
+  std::string Describe() const override;
+
+  RgnnSettings settings;
+  SamplingSettings sampling;
+  int32_t worker = 0, num_workers = 1;
+  int64_t feature_dim = 0;  // 0 = one-hot input
+  SampledGraph graph;
+  std::vector<float> owned_features;  // kMemory: [owned nodes, feature_dim]
+};
+
+std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in);
 
 }  // namespace tessel::workers

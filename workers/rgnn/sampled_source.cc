@@ -1,0 +1,380 @@
+#include "workers/rgnn/sampled_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "storage/partition.h"
+
+namespace tessel::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+template <typename T>
+Result<Tensor> HostTensor(const std::vector<T>& v, std::vector<int64_t> shape) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(DTypeOf<T>(), std::move(shape)));
+  if (!v.empty()) std::memcpy(t.raw(), v.data(), v.size() * sizeof(T));
+  return t;
+}
+
+Status ToDevice(Tensor& t, const DeviceContext& device) {
+  if (device.device == Device::kCpu || t.raw() == nullptr) return Status();
+  TESSEL_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(t.dtype(), t.shape(), *device.allocator));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(d.raw(), device.device, t.raw(), Device::kCpu, t.nbytes(), device.stream));
+  t = d;
+  return Status();
+}
+
+}  // namespace
+
+struct SampledSource::Prepared {
+  std::vector<GraphView> views;
+  Tensor features, labels, train_mask, test_mask;
+  Batch batch;
+  double sample_s = 0, layout_s = 0, feature_s = 0;
+  int64_t rows_local = 0, rows_remote = 0;
+  Status status;
+};
+
+MemoryRowStore::MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim, int64_t num_nodes)
+    : index_of_(static_cast<size_t>(num_nodes), -1), rows_(std::move(rows)), dim_(dim) {
+  for (size_t i = 0; i < ids.size(); ++i) index_of_[static_cast<size_t>(ids[i])] = static_cast<int32_t>(i);
+}
+
+Status MemoryRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t rank) const {
+  const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t id = ids[i];
+    const int32_t at = id >= 0 && id < static_cast<int64_t>(index_of_.size()) ? index_of_[static_cast<size_t>(id)] : -1;
+    if (at < 0) {
+      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", id,
+                                 ", which it does not own (", index_of_.size(), " nodes)"));
+    }
+    std::memcpy(out + static_cast<int64_t>(i) * dim_, rows_.data() + static_cast<int64_t>(at) * dim_, row_bytes);
+  }
+  return Status();
+}
+
+SampledSource::SampledSource(RgnnSampledAssignment a, std::unique_ptr<RowStore> store, const ExecutorContext& context)
+    : settings_(a.settings),
+      sampling_(std::move(a.sampling)),
+      rank_(a.worker),
+      workers_(a.num_workers),
+      feature_dim_(a.feature_dim),
+      graph_(std::move(a.graph)),
+      store_(std::move(store)),
+      context_(context) {}
+
+SampledSource::~SampledSource() {
+  if (prefetch_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    prefetch_thread_.join();
+  }
+}
+
+int64_t SampledSource::input_dim() const {
+  return settings_.input == RgnnInput::kOneHot ? graph_.num_nodes : feature_dim_;
+}
+
+Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignment assignment,
+                                                            std::unique_ptr<RowStore> store,
+                                                            const ExecutorContext& context) {
+  TESSEL_RETURN_IF_ERROR(assignment.graph.Validate(assignment.num_workers));
+  if (context.comm->size() != assignment.num_workers || context.comm->rank() != assignment.worker) {
+    return InternalError(StrCat("worker ", context.comm->rank(), " of ", context.comm->size(),
+                                " got the sampled assignment of worker ", assignment.worker, " of ",
+                                assignment.num_workers));
+  }
+  if (assignment.graph.num_classes < 2) {
+    return BadDataError(StrCat("the graph has ", assignment.graph.num_classes,
+                               " classes; node classification needs at least 2"));
+  }
+  const bool features = assignment.settings.input == RgnnInput::kFeatures;
+  if (features && (store == nullptr || store->dim() != assignment.feature_dim)) {
+    return InternalError("sampled training with feature input needs a feature store of the input width");
+  }
+  std::unique_ptr<SampledSource> s(new SampledSource(std::move(assignment), std::move(store), context));
+  const SampledGraph& g = s->graph_;
+  s->host_ = DeviceContext{};  // batches are prepared in host memory
+  s->shape_view_.device = context.device;
+  s->shape_view_.relations = g.num_relations;
+  s->shape_view_.node_types = static_cast<int32_t>(g.type_offsets.size()) - 1;
+  s->relation_names_.assign(static_cast<size_t>(g.num_relations), std::string());
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    if (g.labels[static_cast<size_t>(v)] < 0) continue;
+    if (g.train_mask[static_cast<size_t>(v)] != 0) s->train_nodes_.push_back(v);
+    if (g.test_mask[static_cast<size_t>(v)] != 0) s->test_nodes_.push_back(v);
+  }
+  if (s->train_nodes_.empty()) return BadDataError("the graph has no labelled training nodes to sample from");
+  s->train_sampler_ = std::make_unique<Sampler>(g, s->sampling_.fanouts, s->sampling_.per_relation);
+  std::vector<int32_t> eval = s->sampling_.eval_fanouts;
+  if (eval.empty()) eval.assign(s->sampling_.fanouts.size(), -1);
+  s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.per_relation);
+  if (s->sampling_.prefetch) {
+    // Collective: every worker asks, and every worker gets the same answer from the same MPI library.
+    Result<std::unique_ptr<WorkerComm>> dup = context.comm->Duplicate();
+    if (dup.ok()) {
+      s->prefetch_comm_ = std::move(dup).value();
+      s->prefetch_thread_ = std::thread([p = s.get()] { p->PrefetchLoop(); });
+    } else if (context.log != nullptr) {
+      context.log->Warn(StrCat("prefetch is off: ", dup.status().message()));
+    }
+  }
+  return s;
+}
+
+Status SampledSource::Begin(Pass pass, int64_t epoch) {
+  if (in_flight_) {
+    // A pass left unfinished (an error upstream) may still have a batch in flight: collect it.
+    TESSEL_RETURN_IF_ERROR(Take().status());
+  }
+  training_ = pass == Pass::kTrain;
+  order_ = training_ ? train_nodes_ : test_nodes_;
+  pass_key_ = MixKey(MixKey(context_.seed, training_ ? 1 : 2), static_cast<uint64_t>(epoch));
+  if (training_) Shuffle(order_, pass_key_);
+  batch_nodes_ = sampling_.batch_size;
+  num_batches_ = (static_cast<int64_t>(order_.size()) + batch_nodes_ - 1) / batch_nodes_;
+  next_index_ = 0;
+  current_.reset();
+  epoch_sample_s_ = epoch_layout_s_ = epoch_feature_s_ = epoch_wait_s_ = 0;
+  if (prefetching() && num_batches_ > 0) Request(0);
+  return Status();
+}
+
+Result<const Batch*> SampledSource::Next() {
+  current_.reset();
+  if (next_index_ >= num_batches_) return static_cast<const Batch*>(nullptr);
+  const auto start = Clock::now();
+  std::unique_ptr<Prepared> p;
+  if (prefetching()) {
+    TESSEL_ASSIGN_OR_RETURN(p, Take());
+    if (next_index_ + 1 < num_batches_) Request(next_index_ + 1);
+    epoch_wait_s_ += Seconds(Clock::now() - start).count();
+  } else {
+    p = std::make_unique<Prepared>();
+    TESSEL_RETURN_IF_ERROR(Prepare(next_index_, *context_.comm, p.get()));
+    epoch_wait_s_ += p->feature_s;  // in line, the training thread waits for every row
+  }
+  ++next_index_;
+  epoch_sample_s_ += p->sample_s;
+  epoch_layout_s_ += p->layout_s;
+  epoch_feature_s_ += p->feature_s;
+  rows_local_ += p->rows_local;
+  rows_remote_ += p->rows_remote;
+  TESSEL_RETURN_IF_ERROR(Upload(p.get()));
+  current_ = std::move(p);
+  return &current_->batch;
+}
+
+Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
+  const auto t0 = Clock::now();
+  const int64_t begin = index * batch_nodes_;
+  const int64_t end = std::min<int64_t>(begin + batch_nodes_, static_cast<int64_t>(order_.size()));
+  std::vector<int64_t> seeds;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t v = order_[static_cast<size_t>(i)];
+    if (graph_.part_of[static_cast<size_t>(v)] == rank_) seeds.push_back(v);
+  }
+  std::sort(seeds.begin(), seeds.end());
+  Batch& b = p->batch;
+  b.seeds = static_cast<int64_t>(seeds.size());
+  b.step_train_rows = training_ ? end - begin : 0;
+  const uint64_t key = MixKey(pass_key_, static_cast<uint64_t>(index));
+  std::vector<SampledBlock> blocks;
+  if (!seeds.empty()) blocks = (training_ ? train_sampler_ : eval_sampler_)->Sample(seeds, key);
+  const auto t1 = Clock::now();
+  p->sample_s = Seconds(t1 - t0).count();
+
+  // Feature rows of the first layer's inputs: every worker joins the exchange, seeds or not.
+  if (settings_.input == RgnnInput::kFeatures) {
+    const std::vector<int64_t> no_rows;
+    const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
+    TESSEL_ASSIGN_OR_RETURN(p->features,
+                            Tensor::Empty(DType::kF32, {static_cast<int64_t>(ids.size()), feature_dim_}));
+    TESSEL_RETURN_IF_ERROR(FetchRows(ids, p->features.data<float>(), comm, p));
+  }
+  const auto t2 = Clock::now();
+  p->feature_s = Seconds(t2 - t1).count();
+  if (seeds.empty()) return Status();
+
+  const bool pairs = settings_.model == RgnnModel::kRgcn && settings_.reordering == Reordering::kOff;
+  const int64_t threads = context_.pool != nullptr ? context_.pool->num_threads() : 1;
+  p->views.resize(blocks.size());
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    SampledBlock& block = blocks[l];
+    GraphView& v = p->views[l];
+    v.device = host_;
+    v.rows = static_cast<int64_t>(block.src_ids.size());
+    v.owned = block.num_dst;
+    v.relations = graph_.num_relations;
+    v.node_types = shape_view_.node_types;
+    std::vector<int32_t> types(block.src_ids.size());
+    for (size_t i = 0; i < types.size(); ++i) types[i] = graph_.TypeOf(block.src_ids[i]);
+    v.type_runs = TypeRunsOf(types, v.owned);
+    TESSEL_ASSIGN_OR_RETURN(v.row_type, HostTensor(types, {v.rows}));
+    TESSEL_ASSIGN_OR_RETURN(v.row_id, HostTensor(block.src_ids, {v.rows}));
+    storage::WorkerPartition part;
+    part.part = rank_;
+    part.num_parts = workers_;
+    part.num_owned = block.num_dst;
+    part.row_new_id = std::move(block.src_ids);
+    part.relation_names = relation_names_;
+    part.rel_ptr = std::move(block.rel_ptr);
+    part.src = std::move(block.src);
+    part.dst = std::move(block.dst);
+    if (pairs) {
+      TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, settings_.compaction));
+    } else {
+      const auto edges = static_cast<int64_t>(part.dst.size());
+      const int64_t block_edges = std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
+      TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, settings_.compaction, host_, block_edges));
+    }
+    b.views.push_back(&v);
+  }
+  // The seeds are the last layer's output rows, in id order.
+  std::vector<int64_t> labels(seeds.size());
+  std::vector<uint8_t> train(seeds.size(), training_ ? 1 : 0), test(seeds.size(), training_ ? 0 : 1);
+  for (size_t i = 0; i < seeds.size(); ++i) labels[i] = graph_.labels[static_cast<size_t>(seeds[i])];
+  const auto n = static_cast<int64_t>(seeds.size());
+  TESSEL_ASSIGN_OR_RETURN(p->labels, HostTensor(labels, {n}));
+  TESSEL_ASSIGN_OR_RETURN(p->train_mask, HostTensor(train, {n}));
+  TESSEL_ASSIGN_OR_RETURN(p->test_mask, HostTensor(test, {n}));
+  b.labels = &p->labels;
+  b.train_mask = &p->train_mask;
+  b.test_mask = &p->test_mask;
+  b.labelled_train = training_ ? n : 0;
+  b.labelled_test = training_ ? 0 : n;
+  b.features = settings_.input == RgnnInput::kFeatures ? &p->features : nullptr;
+  p->layout_s = Seconds(Clock::now() - t2).count();
+  return Status();
+}
+
+Status SampledSource::FetchRows(const std::vector<int64_t>& ids, float* out, WorkerComm& comm, Prepared* p) {
+  const int64_t F = feature_dim_;
+  const auto W = static_cast<size_t>(workers_);
+  // Rows by owner: requests to the others, positions in `out` of what comes back.
+  std::vector<std::vector<int64_t>> want(W), where(W);
+  std::vector<int64_t> local_ids, local_at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t owner = graph_.part_of[static_cast<size_t>(ids[i])];
+    if (owner == rank_) {
+      local_ids.push_back(ids[i]);
+      local_at.push_back(static_cast<int64_t>(i));
+    } else {
+      want[static_cast<size_t>(owner)].push_back(ids[i]);
+      where[static_cast<size_t>(owner)].push_back(static_cast<int64_t>(i));
+    }
+  }
+  // Local rows: gathered in id order (ids are sorted per type run) straight into place when contiguous.
+  std::vector<float> local(local_ids.size() * static_cast<size_t>(F));
+  TESSEL_RETURN_IF_ERROR(store_->Gather(local_ids, local.data(), rank_));
+  for (size_t k = 0; k < local_ids.size(); ++k) {
+    std::memcpy(out + local_at[k] * F, local.data() + static_cast<int64_t>(k) * F, static_cast<size_t>(F) * sizeof(float));
+  }
+  p->rows_local = static_cast<int64_t>(local_ids.size());
+  if (workers_ == 1) return Status();
+
+  std::vector<std::vector<int64_t>> asked;
+  TESSEL_RETURN_IF_ERROR(comm.AllToAll(want, &asked));
+  std::vector<int64_t> send_counts(W), send_offsets(W), recv_counts(W), recv_offsets(W);
+  int64_t send_rows = 0, recv_rows = 0;
+  for (size_t q = 0; q < W; ++q) {
+    send_offsets[q] = send_rows * F;
+    send_counts[q] = static_cast<int64_t>(asked[q].size()) * F;
+    send_rows += static_cast<int64_t>(asked[q].size());
+    recv_offsets[q] = recv_rows * F;
+    recv_counts[q] = static_cast<int64_t>(want[q].size()) * F;
+    recv_rows += static_cast<int64_t>(want[q].size());
+  }
+  std::vector<float> send(static_cast<size_t>(send_rows * F)), recv(static_cast<size_t>(recv_rows * F));
+  for (size_t q = 0; q < W; ++q) {
+    if (asked[q].empty()) continue;
+    TESSEL_RETURN_IF_ERROR(store_->Gather(asked[q], send.data() + send_offsets[q], rank_));
+  }
+  TESSEL_RETURN_IF_ERROR(comm.AllToAllV(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets));
+  for (size_t q = 0; q < W; ++q) {
+    for (size_t k = 0; k < where[q].size(); ++k) {
+      std::memcpy(out + where[q][k] * F, recv.data() + recv_offsets[q] + static_cast<int64_t>(k) * F,
+                  static_cast<size_t>(F) * sizeof(float));
+    }
+  }
+  p->rows_remote = recv_rows;
+  return Status();
+}
+
+Status SampledSource::Upload(Prepared* p) {
+  const DeviceContext& d = context_.device;
+  if (d.device == Device::kCpu) return Status();
+  for (GraphView& v : p->views) {
+    v.device = d;
+    SegmentLayout& s = v.segments;
+    RelationLayout& r = v.pairs;
+    for (Tensor* t : {&s.dblk_row, &s.dblk_run, &s.drun_rel, &s.drun_seg, &s.seg_dst, &s.seg_edge, &s.dedge_src,
+                      &s.dedge_pair, &s.sblk_row, &s.sblk_run, &s.srun_rel, &s.srun_pair, &s.pair_src, &s.pair_edge,
+                      &s.sedge_seg, &s.seg_norm, &r.uniq_ptr, &r.uniq_src, &r.uniq_edge_ptr, &r.edge_uniq, &r.dst,
+                      &r.dst_ptr, &r.dst_edges, &r.norm, &v.row_type, &v.row_id}) {
+      TESSEL_RETURN_IF_ERROR(ToDevice(*t, d));
+    }
+  }
+  for (Tensor* t : {&p->features, &p->labels, &p->train_mask, &p->test_mask}) TESSEL_RETURN_IF_ERROR(ToDevice(*t, d));
+  return Status();
+}
+
+void SampledSource::PrefetchLoop() {
+  for (;;) {
+    int64_t index = -1;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || requested_ >= 0; });
+      if (stop_) return;
+      index = requested_;
+    }
+    auto p = std::make_unique<Prepared>();
+    p->status = Prepare(index, *prefetch_comm_, p.get());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requested_ = -1;
+      ready_ = std::move(p);
+    }
+    cv_.notify_all();
+  }
+}
+
+void SampledSource::Request(int64_t index) {
+  in_flight_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requested_ = index;
+  }
+  cv_.notify_all();
+}
+
+Result<std::unique_ptr<SampledSource::Prepared>> SampledSource::Take() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return ready_ != nullptr; });
+  in_flight_ = false;
+  std::unique_ptr<Prepared> p = std::move(ready_);
+  if (!p->status.ok()) return p->status;
+  return p;
+}
+
+Record SampledSource::Figures() const {
+  Record r;
+  Set(r, "feature_rows_local", rows_local_);
+  Set(r, "feature_rows_remote", rows_remote_);
+  Set(r, "feature_bytes_remote", rows_remote_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
+  Set(r, "prefetch", prefetching());
+  Set(r, "step_sample_seconds", epoch_sample_s_);
+  Set(r, "step_layout_seconds", epoch_layout_s_);
+  Set(r, "step_feature_seconds", epoch_feature_s_);
+  Set(r, "step_feature_wait_seconds", epoch_wait_s_);
+  return r;
+}
+
+}  // namespace tessel::workers

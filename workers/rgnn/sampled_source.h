@@ -1,0 +1,130 @@
+// SampledSource: the batch source of sampled mini-batch training ("rgnn.sampled" assignments).
+//
+// A training epoch shuffles the labelled training nodes of the whole graph with a key made from the job
+// seed and the epoch, and cuts them into global batches of `batch_size`; each worker trains on the seeds
+// of a global batch that it owns (so every worker runs the same number of batches, and a batch's loss is
+// a mean over the whole global batch). Its seeds' neighbourhoods are sampled from the replicated
+// structure (sampler.h), one block per layer, and each block becomes a GraphView in the kernels'
+// layouts. The first layer's input rows are read from the worker's feature store when it owns them and
+// fetched from their owners in one batched exchange per batch otherwise (AllToAll of ids, AllToAllV of
+// rows); one-hot input needs no rows at all. Evaluation runs the labelled test nodes the same way, with
+// the job's evaluation fanouts (every neighbour by default).
+//
+// Prefetch: a second thread prepares batch k+1 (sampling, layouts, feature rows and their exchange, over
+// a duplicated communicator) while batch k trains; `feature_wait_seconds` is the time the training
+// thread then spends blocked on it. Without MPI_THREAD_MULTIPLE the source prepares batches in line.
+//
+// Ownership: owns the replicated graph, the feature store and the prepared batches; borrows the
+// ExecutorContext's communicator. Thread safety: the training thread calls every method; the prefetch
+// thread touches only what Prepare() reads (immutable during a pass) and its own communicator.
+// Failure: kBadData for a feature row a worker does not own (naming the rank), kRankFailed from the
+// exchange.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "workers/executor.h"
+#include "workers/rgnn/batch_source.h"
+#include "workers/rgnn/rgnn_settings.h"
+#include "workers/rgnn/sampler.h"
+
+namespace tessel::workers {
+
+// The feature rows a worker owns, by global node id.
+class RowStore {
+ public:
+  virtual ~RowStore() = default;
+  virtual int64_t dim() const = 0;
+  // out[i] = row ids[i] ([ids.size(), dim]); kBadData naming the id (and `rank`) when it is not owned.
+  virtual Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const = 0;
+};
+
+// Rows held in memory, in the order of the sorted ids they belong to.
+class MemoryRowStore final : public RowStore {
+ public:
+  MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim, int64_t num_nodes);
+  int64_t dim() const override { return dim_; }
+  Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
+
+ private:
+  std::vector<int32_t> index_of_;  // [nodes]: the row of a node, or -1
+  std::vector<float> rows_;
+  int64_t dim_;
+};
+
+class SampledSource final : public BatchSource {
+ public:
+  static Result<std::unique_ptr<SampledSource>> Build(RgnnSampledAssignment assignment,
+                                                      std::unique_ptr<RowStore> store,
+                                                      const ExecutorContext& context);
+  ~SampledSource() override;
+
+  // The relation and node-type counts the layers are made for (no rows, no edges).
+  const GraphView& shape_view() const { return shape_view_; }
+  int64_t input_dim() const;
+  int64_t num_classes() const { return graph_.num_classes; }
+  bool prefetching() const { return prefetch_thread_.joinable(); }
+
+  Status Begin(Pass pass, int64_t epoch) override;
+  Result<const Batch*> Next() override;
+  Status HaloForward(Tensor&) override { return Status(); }  // a block's input rows are all there
+  Status HaloBackward(Tensor&) override { return Status(); }
+  // Cumulative: feature_rows_local, feature_rows_remote, feature_bytes_remote; and for the epoch just
+  // trained (per-step arrays in summary.json): step_sample_seconds, step_layout_seconds,
+  // step_feature_seconds (gather + exchange, wherever it ran), step_feature_wait_seconds.
+  Record Figures() const override;
+
+ private:
+  struct Prepared;
+  SampledSource(RgnnSampledAssignment assignment, std::unique_ptr<RowStore> store, const ExecutorContext& context);
+  // Everything batch `index` of the current pass needs, on the host.
+  Status Prepare(int64_t index, WorkerComm& comm, Prepared* out);
+  Status FetchRows(const std::vector<int64_t>& ids, float* out, WorkerComm& comm, Prepared* p);
+  Status Upload(Prepared* p);  // to the executor's device (a no-op on CPU)
+  void PrefetchLoop();
+  void Request(int64_t index);
+  Result<std::unique_ptr<Prepared>> Take();
+
+  RgnnSettings settings_;
+  SamplingSettings sampling_;
+  int32_t rank_ = 0, workers_ = 1;
+  int64_t feature_dim_ = 0;
+  SampledGraph graph_;
+  std::unique_ptr<RowStore> store_;
+  ExecutorContext context_;
+  DeviceContext host_;
+  GraphView shape_view_;
+  std::vector<std::string> relation_names_;  // R empty names, for the layouts' partition form
+  std::vector<int64_t> train_nodes_, test_nodes_;  // labelled, sorted, whole graph
+
+  // The current pass (fixed while batches of it are being prepared).
+  std::vector<int64_t> order_;
+  int64_t batch_nodes_ = 0, num_batches_ = 0, next_index_ = 0;
+  uint64_t pass_key_ = 0;
+  bool training_ = true;
+  // Used by one thread at a time: the prefetch thread when there is one, else the training thread.
+  std::unique_ptr<Sampler> train_sampler_, eval_sampler_;
+  std::unique_ptr<Prepared> current_;
+
+  // Figures.
+  int64_t rows_local_ = 0, rows_remote_ = 0;
+  double epoch_sample_s_ = 0, epoch_layout_s_ = 0, epoch_feature_s_ = 0, epoch_wait_s_ = 0;
+
+  // Prefetch.
+  std::unique_ptr<WorkerComm> prefetch_comm_;
+  std::thread prefetch_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t requested_ = -1;  // the index the thread is to prepare, or -1
+  bool in_flight_ = false;  // (training thread only) a batch was requested and not yet taken
+  std::unique_ptr<Prepared> ready_;
+  bool stop_ = false;
+};
+
+}  // namespace tessel::workers
