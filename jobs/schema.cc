@@ -229,7 +229,7 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs between progress lines."),
       TESSEL_JOB_FIELD(train.fanouts, Any(),
                        "Sampled: neighbours drawn per node, one entry per layer from the input layer up (DGL's "
-                       "order; PyG's num_neighbors lists them the other way round); -1 = all."),
+                       "order; PyG's num_neighbors lists them the other way round); -1 = all; [] = 10 per layer."),
       TESSEL_JOB_FIELD(train.fanout_per, Any(),
                        "Sampled: a fanout counts the neighbours of a node in all (\"total\") or per relation."),
       TESSEL_JOB_FIELD(train.batch_size, AtLeast(1), "Sampled: training nodes per mini-batch, over all workers."),

@@ -131,7 +131,7 @@ struct TrainSection {
   OptimizerName optimizer = OptimizerName::kAdam;
   int32_t log_every = 1;           // epochs between progress lines
   // Sampled training (mode = kSampled):
-  std::vector<int32_t> fanouts = {10, 10};  // per layer, input layer first; -1 = every neighbour
+  std::vector<int32_t> fanouts;             // per layer, input layer first; -1 = all; empty = 10 per layer
   FanoutPer fanout_per = FanoutPer::kTotal;
   int32_t batch_size = 1024;                // training nodes per mini-batch, over all workers
   std::vector<int32_t> eval_fanouts;        // empty = every neighbour

@@ -147,10 +147,10 @@ Status ValidateJob(const JobSpec& spec) {
     }
   }
   if (train.mode == TrainMode::kSampled) {
-    if (static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
+    if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
       errors.Add(at_either("train.fanouts", "model.layers"),
                  StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
-                        ": give one fanout per layer (input layer first)"));
+                        ": give one fanout per layer (input layer first), or [] for 10 per layer"));
     }
     if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
       errors.Add(at_either("train.eval_fanouts", "model.layers"),

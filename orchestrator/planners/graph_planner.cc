@@ -219,6 +219,7 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
   workers::SamplingSettings sampling;
   sampling.fanouts = spec.train.fanouts;
+  if (sampling.fanouts.empty()) sampling.fanouts.assign(static_cast<size_t>(spec.model.layers), 10);
   sampling.eval_fanouts = spec.train.eval_fanouts;
   sampling.per_relation = spec.train.fanout_per == jobs::FanoutPer::kRelation;
   sampling.batch_size = spec.train.batch_size;

@@ -57,6 +57,65 @@ Status MemoryRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t 
   return Status();
 }
 
+Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* rows_local,
+                        int64_t* rows_remote) {
+  const int64_t F = store.dim();
+  const auto W = static_cast<size_t>(comm.size());
+  // Rows by owner: requests to the others, positions in `out` of what comes back.
+  std::vector<std::vector<int64_t>> want(W), where(W);
+  std::vector<int64_t> local_ids, local_at;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= static_cast<int64_t>(part_of.size())) {
+      return BadDataError(StrCat("worker ", rank, ": feature row ", i, " of the batch is node ", ids[i],
+                                 ", outside the graph's ", part_of.size(), " nodes"));
+    }
+    const int32_t owner = part_of[static_cast<size_t>(ids[i])];
+    if (owner == rank) {
+      local_ids.push_back(ids[i]);
+      local_at.push_back(static_cast<int64_t>(i));
+    } else {
+      want[static_cast<size_t>(owner)].push_back(ids[i]);
+      where[static_cast<size_t>(owner)].push_back(static_cast<int64_t>(i));
+    }
+  }
+  // Local rows: gathered in id order (ids are sorted per type run) straight into place when contiguous.
+  std::vector<float> local(local_ids.size() * static_cast<size_t>(F));
+  TESSEL_RETURN_IF_ERROR(store.Gather(local_ids, local.data(), rank));
+  for (size_t k = 0; k < local_ids.size(); ++k) {
+    std::memcpy(out + local_at[k] * F, local.data() + static_cast<int64_t>(k) * F, static_cast<size_t>(F) * sizeof(float));
+  }
+  *rows_local += static_cast<int64_t>(local_ids.size());
+  if (W == 1) return Status();
+
+  std::vector<std::vector<int64_t>> asked;
+  TESSEL_RETURN_IF_ERROR(comm.AllToAll(want, &asked));
+  std::vector<int64_t> send_counts(W), send_offsets(W), recv_counts(W), recv_offsets(W);
+  int64_t send_rows = 0, recv_rows = 0;
+  for (size_t q = 0; q < W; ++q) {
+    send_offsets[q] = send_rows * F;
+    send_counts[q] = static_cast<int64_t>(asked[q].size()) * F;
+    send_rows += static_cast<int64_t>(asked[q].size());
+    recv_offsets[q] = recv_rows * F;
+    recv_counts[q] = static_cast<int64_t>(want[q].size()) * F;
+    recv_rows += static_cast<int64_t>(want[q].size());
+  }
+  std::vector<float> send(static_cast<size_t>(send_rows * F)), recv(static_cast<size_t>(recv_rows * F));
+  for (size_t q = 0; q < W; ++q) {
+    if (asked[q].empty()) continue;
+    TESSEL_RETURN_IF_ERROR(store.Gather(asked[q], send.data() + send_offsets[q], rank));
+  }
+  TESSEL_RETURN_IF_ERROR(comm.AllToAllV(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets));
+  for (size_t q = 0; q < W; ++q) {
+    for (size_t k = 0; k < where[q].size(); ++k) {
+      std::memcpy(out + where[q][k] * F, recv.data() + recv_offsets[q] + static_cast<int64_t>(k) * F,
+                  static_cast<size_t>(F) * sizeof(float));
+    }
+  }
+  *rows_remote += recv_rows;
+  return Status();
+}
+
 SampledSource::SampledSource(RgnnSampledAssignment a, std::unique_ptr<RowStore> store, const ExecutorContext& context)
     : settings_(a.settings),
       sampling_(std::move(a.sampling)),
@@ -197,7 +256,8 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
     const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
     TESSEL_ASSIGN_OR_RETURN(p->features,
                             Tensor::Empty(DType::kF32, {static_cast<int64_t>(ids.size()), feature_dim_}));
-    TESSEL_RETURN_IF_ERROR(FetchRows(ids, p->features.data<float>(), comm, p));
+    TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_.part_of, rank_, ids, p->features.data<float>(), comm,
+                                            &p->rows_local, &p->rows_remote));
   }
   const auto t2 = Clock::now();
   p->feature_s = Seconds(t2 - t1).count();
@@ -252,59 +312,6 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   b.labelled_test = training_ ? 0 : n;
   b.features = settings_.input == RgnnInput::kFeatures ? &p->features : nullptr;
   p->layout_s = Seconds(Clock::now() - t2).count();
-  return Status();
-}
-
-Status SampledSource::FetchRows(const std::vector<int64_t>& ids, float* out, WorkerComm& comm, Prepared* p) {
-  const int64_t F = feature_dim_;
-  const auto W = static_cast<size_t>(workers_);
-  // Rows by owner: requests to the others, positions in `out` of what comes back.
-  std::vector<std::vector<int64_t>> want(W), where(W);
-  std::vector<int64_t> local_ids, local_at;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t owner = graph_.part_of[static_cast<size_t>(ids[i])];
-    if (owner == rank_) {
-      local_ids.push_back(ids[i]);
-      local_at.push_back(static_cast<int64_t>(i));
-    } else {
-      want[static_cast<size_t>(owner)].push_back(ids[i]);
-      where[static_cast<size_t>(owner)].push_back(static_cast<int64_t>(i));
-    }
-  }
-  // Local rows: gathered in id order (ids are sorted per type run) straight into place when contiguous.
-  std::vector<float> local(local_ids.size() * static_cast<size_t>(F));
-  TESSEL_RETURN_IF_ERROR(store_->Gather(local_ids, local.data(), rank_));
-  for (size_t k = 0; k < local_ids.size(); ++k) {
-    std::memcpy(out + local_at[k] * F, local.data() + static_cast<int64_t>(k) * F, static_cast<size_t>(F) * sizeof(float));
-  }
-  p->rows_local = static_cast<int64_t>(local_ids.size());
-  if (workers_ == 1) return Status();
-
-  std::vector<std::vector<int64_t>> asked;
-  TESSEL_RETURN_IF_ERROR(comm.AllToAll(want, &asked));
-  std::vector<int64_t> send_counts(W), send_offsets(W), recv_counts(W), recv_offsets(W);
-  int64_t send_rows = 0, recv_rows = 0;
-  for (size_t q = 0; q < W; ++q) {
-    send_offsets[q] = send_rows * F;
-    send_counts[q] = static_cast<int64_t>(asked[q].size()) * F;
-    send_rows += static_cast<int64_t>(asked[q].size());
-    recv_offsets[q] = recv_rows * F;
-    recv_counts[q] = static_cast<int64_t>(want[q].size()) * F;
-    recv_rows += static_cast<int64_t>(want[q].size());
-  }
-  std::vector<float> send(static_cast<size_t>(send_rows * F)), recv(static_cast<size_t>(recv_rows * F));
-  for (size_t q = 0; q < W; ++q) {
-    if (asked[q].empty()) continue;
-    TESSEL_RETURN_IF_ERROR(store_->Gather(asked[q], send.data() + send_offsets[q], rank_));
-  }
-  TESSEL_RETURN_IF_ERROR(comm.AllToAllV(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets));
-  for (size_t q = 0; q < W; ++q) {
-    for (size_t k = 0; k < where[q].size(); ++k) {
-      std::memcpy(out + where[q][k] * F, recv.data() + recv_offsets[q] + static_cast<int64_t>(k) * F,
-                  static_cast<size_t>(F) * sizeof(float));
-    }
-  }
-  p->rows_remote = recv_rows;
   return Status();
 }
 

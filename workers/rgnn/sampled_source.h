@@ -58,6 +58,14 @@ class MemoryRowStore final : public RowStore {
   int64_t dim_;
 };
 
+// out[i] = the feature row of global node ids[i] ([ids.size(), store.dim()]): rows `rank` owns (part_of)
+// from `store`, the others from their owners in one exchange (AllToAll of ids, AllToAllV of rows).
+// Collective over `comm`: every worker calls it, with its own ids (possibly none). Counts the rows read
+// locally and received into *local and *remote.
+Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local,
+                        int64_t* remote);
+
 class SampledSource final : public BatchSource {
  public:
   static Result<std::unique_ptr<SampledSource>> Build(RgnnSampledAssignment assignment,
@@ -85,7 +93,6 @@ class SampledSource final : public BatchSource {
   SampledSource(RgnnSampledAssignment assignment, std::unique_ptr<RowStore> store, const ExecutorContext& context);
   // Everything batch `index` of the current pass needs, on the host.
   Status Prepare(int64_t index, WorkerComm& comm, Prepared* out);
-  Status FetchRows(const std::vector<int64_t>& ids, float* out, WorkerComm& comm, Prepared* p);
   Status Upload(Prepared* p);  // to the executor's device (a no-op on CPU)
   void PrefetchLoop();
   void Request(int64_t index);

@@ -1,0 +1,201 @@
+#include "workers/rgnn/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+namespace tessel::workers {
+namespace {
+
+// A random graph of `n` nodes (two node types), 3 relations, about `degree` in-edges a node.
+SampledGraph RandomGraph(int64_t n, int degree, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  SampledGraph g;
+  g.num_nodes = n;
+  g.num_relations = 3;
+  g.num_classes = 2;
+  g.type_offsets = {0, n / 3, n};
+  g.in_ptr.push_back(0);
+  for (int64_t v = 0; v < n; ++v) {
+    std::vector<std::pair<int32_t, int32_t>> in;
+    const int d = static_cast<int>(rng() % static_cast<uint64_t>(2 * degree + 1));
+    for (int k = 0; k < d; ++k) in.emplace_back(static_cast<int32_t>(rng() % 3), static_cast<int32_t>(rng() % n));
+    std::sort(in.begin(), in.end());
+    for (const auto& [r, s] : in) {
+      g.in_rel.push_back(r);
+      g.in_src.push_back(s);
+    }
+    g.in_ptr.push_back(static_cast<int64_t>(g.in_src.size()));
+  }
+  g.part_of.assign(static_cast<size_t>(n), 0);
+  g.labels.assign(static_cast<size_t>(n), 0);
+  g.train_mask.assign(static_cast<size_t>(n), 1);
+  g.test_mask.assign(static_cast<size_t>(n), 0);
+  return g;
+}
+
+// The drawn in-edges (relation, source node) of every destination of every layer, by global ids.
+using Draws = std::map<std::pair<int, int64_t>, std::multiset<std::pair<int32_t, int64_t>>>;
+Draws DrawsOf(const std::vector<SampledBlock>& blocks) {
+  Draws d;
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const SampledBlock& b = blocks[l];
+    for (size_t r = 0; r + 1 < b.rel_ptr.size(); ++r) {
+      for (int64_t e = b.rel_ptr[r]; e < b.rel_ptr[r + 1]; ++e) {
+        const int64_t dst = b.src_ids[static_cast<size_t>(b.dst[static_cast<size_t>(e)])];
+        d[{static_cast<int>(l), dst}].insert({static_cast<int32_t>(r), b.src_ids[static_cast<size_t>(b.src[static_cast<size_t>(e)])]});
+      }
+    }
+  }
+  return d;
+}
+
+TEST(Sampler, BlocksChainAndEdgesAreSortedAndInRange) {
+  const SampledGraph g = RandomGraph(500, 8, 1);
+  ASSERT_TRUE(g.Validate(1).ok());
+  Sampler sampler(g, {4, 3}, /*per_relation=*/false);
+  const std::vector<int64_t> seeds = {3, 17, 40, 41, 200, 499};
+  const auto blocks = sampler.Sample(seeds, 11);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[1].num_dst, 6);
+  EXPECT_EQ(std::vector<int64_t>(blocks[1].src_ids.begin(), blocks[1].src_ids.begin() + 6), seeds);
+  // Layer 0's destinations are layer 1's input rows.
+  ASSERT_EQ(blocks[0].num_dst, static_cast<int64_t>(blocks[1].src_ids.size()));
+  EXPECT_TRUE(std::equal(blocks[1].src_ids.begin(), blocks[1].src_ids.end(), blocks[0].src_ids.begin()));
+  for (const SampledBlock& b : blocks) {
+    // Input rows are distinct; the new ones follow the destinations in id order.
+    EXPECT_EQ(std::set<int64_t>(b.src_ids.begin(), b.src_ids.end()).size(), b.src_ids.size());
+    EXPECT_TRUE(std::is_sorted(b.src_ids.begin() + b.num_dst, b.src_ids.end()));
+    ASSERT_EQ(b.rel_ptr.size(), 4u);
+    EXPECT_EQ(b.rel_ptr.back(), static_cast<int64_t>(b.src.size()));
+    for (size_t r = 0; r < 3; ++r) {
+      for (int64_t e = b.rel_ptr[r]; e < b.rel_ptr[r + 1]; ++e) {
+        const auto i = static_cast<size_t>(e);
+        EXPECT_GE(b.src[i], 0);
+        EXPECT_LT(b.src[i], static_cast<int64_t>(b.src_ids.size()));
+        EXPECT_GE(b.dst[i], 0);
+        EXPECT_LT(b.dst[i], b.num_dst);
+        if (e > b.rel_ptr[r]) {
+          EXPECT_LE(std::tie(b.src[i - 1], b.dst[i - 1]), std::tie(b.src[i], b.dst[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST(Sampler, FanoutBoundsEachNodesDrawAndEveryEdgeExists) {
+  const SampledGraph g = RandomGraph(400, 10, 2);
+  for (const bool per_relation : {false, true}) {
+    Sampler sampler(g, {3, 2}, per_relation);
+    std::vector<int64_t> seeds;
+    for (int64_t v = 0; v < 400; v += 7) seeds.push_back(v);
+    const Draws draws = DrawsOf(sampler.Sample(seeds, 5));
+    for (const auto& [where, edges] : draws) {
+      const auto [layer, node] = where;
+      const int32_t fanout = layer == 0 ? 3 : 2;
+      std::multiset<std::pair<int32_t, int64_t>> all;
+      for (int64_t e = g.in_ptr[static_cast<size_t>(node)]; e < g.in_ptr[static_cast<size_t>(node) + 1]; ++e) {
+        all.insert({g.in_rel[static_cast<size_t>(e)], g.in_src[static_cast<size_t>(e)]});
+      }
+      for (const auto& edge : edges) EXPECT_GT(all.count(edge), 0u) << "layer " << layer << " node " << node;
+      if (per_relation) {
+        for (int32_t r = 0; r < 3; ++r) {
+          int64_t drawn = 0, have = 0;
+          for (const auto& [rel, src] : edges) drawn += rel == r ? 1 : 0;
+          for (const auto& [rel, src] : all) have += rel == r ? 1 : 0;
+          EXPECT_EQ(drawn, std::min<int64_t>(have, fanout)) << "node " << node << " relation " << r;
+        }
+      } else {
+        EXPECT_EQ(static_cast<int64_t>(edges.size()), std::min<int64_t>(static_cast<int64_t>(all.size()), fanout));
+      }
+    }
+  }
+}
+
+TEST(Sampler, AllNeighboursWithFanoutMinusOne) {
+  const SampledGraph g = RandomGraph(100, 6, 3);
+  Sampler sampler(g, {-1}, false);
+  const auto blocks = sampler.Sample(std::vector<int64_t>{5, 6, 7}, 1);
+  EXPECT_EQ(static_cast<int64_t>(blocks[0].src.size()),
+            (g.in_ptr[6] - g.in_ptr[5]) + (g.in_ptr[7] - g.in_ptr[6]) + (g.in_ptr[8] - g.in_ptr[7]));
+}
+
+// A node's draw depends on the key, the layer and the node only: splitting the seeds across workers
+// (each sampling its own share) draws the same edges as one worker sampling them all.
+TEST(Sampler, DrawsDoNotDependOnTheOtherSeedsOfTheBatch) {
+  const SampledGraph g = RandomGraph(600, 9, 4);
+  std::vector<int64_t> seeds;
+  for (int64_t v = 1; v < 600; v += 5) seeds.push_back(v);
+  Sampler one(g, {4, 4}, false);
+  const Draws whole = DrawsOf(one.Sample(seeds, 77));
+  for (const int workers : {2, 3}) {
+    Draws merged;
+    for (int w = 0; w < workers; ++w) {
+      std::vector<int64_t> share;
+      for (size_t i = 0; i < seeds.size(); ++i) {
+        if (static_cast<int>(i) % workers == w) share.push_back(seeds[i]);
+      }
+      Sampler s(g, {4, 4}, false);
+      for (const auto& [where, edges] : DrawsOf(s.Sample(share, 77))) {
+        auto [it, fresh] = merged.emplace(where, edges);
+        if (!fresh) {
+          EXPECT_EQ(it->second, edges) << "node " << where.second << " drawn twice, differently";
+        }
+      }
+    }
+    // Every draw of the split run is the whole run's draw of that node (the whole run covers them all).
+    for (const auto& [where, edges] : merged) {
+      ASSERT_TRUE(whole.count(where)) << workers << " workers: layer " << where.first << " node " << where.second;
+      EXPECT_EQ(whole.at(where), edges);
+    }
+  }
+  // Another key draws differently somewhere.
+  Sampler again(g, {4, 4}, false);
+  EXPECT_NE(DrawsOf(again.Sample(seeds, 78)), whole);
+  Sampler same(g, {4, 4}, false);
+  EXPECT_EQ(DrawsOf(same.Sample(seeds, 77)), whole);
+}
+
+TEST(Sampler, ShuffleIsADeterministicPermutation) {
+  std::vector<int64_t> a(1000);
+  for (int64_t i = 0; i < 1000; ++i) a[static_cast<size_t>(i)] = i;
+  std::vector<int64_t> b = a, c = a;
+  Shuffle(b, 9);
+  Shuffle(c, 9);
+  EXPECT_EQ(b, c);
+  EXPECT_NE(b, a);
+  std::sort(c.begin(), c.end());
+  EXPECT_EQ(c, a);
+  std::vector<int64_t> d = a;
+  Shuffle(d, 10);
+  EXPECT_NE(d, b);
+}
+
+TEST(SampledGraph, EncodeDecodeAndValidate) {
+  SampledGraph g = RandomGraph(50, 3, 5);
+  ByteWriter out;
+  g.Encode(out);
+  const std::vector<uint8_t> bytes = out.Take();
+  ByteReader in(bytes.data(), bytes.size());
+  auto back = SampledGraph::Decode(in);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->in_src, g.in_src);
+  EXPECT_EQ(back->in_ptr, g.in_ptr);
+  EXPECT_TRUE(back->Validate(1).ok());
+  ByteReader truncated(bytes.data(), bytes.size() / 2);
+  EXPECT_EQ(SampledGraph::Decode(truncated).status().code(), Code::kBadData);
+  g.part_of[3] = 2;
+  EXPECT_EQ(g.Validate(2).code(), Code::kBadData);
+  g.part_of[3] = 0;
+  g.in_src[0] = 50;
+  const Status bad = g.Validate(1);
+  EXPECT_EQ(bad.code(), Code::kBadData);
+  EXPECT_NE(bad.message().find("edge 0"), std::string::npos) << bad.message();
+}
+
+}  // namespace
+}  // namespace tessel::workers
