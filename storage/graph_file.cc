@@ -1,7 +1,7 @@
 // HeteroGraph invariants, and the HDF5 graph file (DESIGN.md "Graph file"):
 //   /meta                attrs name, format_version, node_types[], relation_names[], num_classes,
 //                        source_fingerprint, optional class_names[]
-//   /nodes/<type>/       count (scalar int64), optional features f32 [n,d] (contiguous), labels i64 [n],
+//   /nodes/<type>/       count (scalar int64), optional features f32 [n,d] (contiguous, finite), labels i64 [n],
 //                        train/val/test u8 [n]
 //   /relations/<i>/      attrs name, src_type, dst_type (type names), kind; datasets src, dst (int64)
 #include <sys/stat.h>
@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "core/logging.h"
+#include "storage/feature_check.h"
 #include "storage/graph.h"
 #include "storage/hdf5_util.h"
 
@@ -347,6 +348,7 @@ Status HeteroGraph::Validate() const {
     return BadDataError(StrCat(class_names.size(), " class names for ", num_classes, " classes"));
   }
   std::set<std::string> names;
+  int64_t first_global_id = 0;  // of the current type
   for (const auto& t : node_types) {
     TESSEL_RETURN_IF_ERROR(CheckName(t.name, "node type"));
     if (!names.insert(t.name).second) return BadDataError(StrCat("duplicate node type '", t.name, "'"));
@@ -356,6 +358,15 @@ Status HeteroGraph::Validate() const {
     if (t.feature_dim < 0 || t.features.size() != n * static_cast<size_t>(t.feature_dim)) {
       return BadDataError(
           StrCat(where, " features: ", t.features.size(), " values for ", n, " nodes x dim ", t.feature_dim));
+    }
+    if (t.feature_dim > 0) {
+      // Named by the dataset, so that ReadGraph's "file: " prefix gives "g.h5: /nodes/paper/features: ...".
+      const int64_t bad = FirstNonFinite(t.features.data(), static_cast<int64_t>(t.features.size()));
+      if (bad >= 0) {
+        const int64_t local = bad / t.feature_dim;
+        return NonFiniteFeatureError(StrCat("/nodes/", t.name, "/features"), t.name, local, first_global_id + local,
+                                     bad % t.feature_dim, t.features[static_cast<size_t>(bad)]);
+      }
     }
     if (!t.labels.empty() && t.labels.size() != n) {
       return BadDataError(StrCat(where, " labels: size ", t.labels.size(), " does not match count ", n));
@@ -368,6 +379,7 @@ Status HeteroGraph::Validate() const {
       }
       TESSEL_RETURN_IF_ERROR(CheckMask(mask, t.labels, StrCat(where, " ", kMaskNames[m])));
     }
+    first_global_id += t.count;
   }
   const auto num_types = static_cast<int32_t>(node_types.size());
   for (size_t i = 0; i < relations.size(); ++i) {
