@@ -59,11 +59,12 @@ struct HeteroGraph {
 };
 
 // Reads and validates a graph file. A missing, truncated or corrupt file, a missing dataset, an
-// out-of-range id or a NaN/Inf feature is kBadData naming the file and the dataset.
+// out-of-range id or a NaN/Inf feature is kBadData naming the file and the dataset. Features may be any
+// float32 layout here; the feature store (feature_store.h) needs them contiguous and little-endian.
 Result<HeteroGraph> ReadGraph(const std::string& path);
 // Writes to "<path>.tmp-<pid>" and renames it into place, so a failure leaves no partial file.
 // An invalid graph is refused with Validate()'s kBadData; I/O errors are kStorage.
-// Layout: features are contiguous (mappable in place); edge arrays of more than 64 Ki entries are
+// Layout: features are contiguous and 64-byte aligned (mappable in place); edge arrays of more than 64 Ki entries are
 // chunked with shuffle + deflate.
 Status WriteGraph(const HeteroGraph& graph, const std::string& path);
 
