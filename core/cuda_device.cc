@@ -1,5 +1,6 @@
 #include "core/cuda_device.h"
 
+#include "core/allocator.h"
 #include "core/logging.h"
 
 #ifdef TESSEL_HAVE_CUDA
@@ -39,6 +40,20 @@ Result<CudaStream> CudaStream::Create() {
 CudaStream::~CudaStream() {
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
+
+Status RegisterHostMemory(const void* ptr, size_t bytes) {
+  if (!CudaAvailable() || ptr == nullptr || bytes == 0) return Status();
+  const cudaError_t err =
+      cudaHostRegister(const_cast<void*>(ptr), bytes, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+  if (err != cudaSuccess) {
+    return InternalError(StrCat("cudaHostRegister of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
+  }
+  return Status();
+}
+
+void UnregisterHostMemory(const void* ptr) {
+  if (CudaAvailable() && ptr != nullptr) cudaHostUnregister(const_cast<void*>(ptr));
+}
 #else
 CudaProbe ProbeCuda() {
   CudaProbe probe;
@@ -51,6 +66,9 @@ Status SelectCudaDevice(int) { return InternalError("this Tessel was built witho
 Result<CudaStream> CudaStream::Create() { return InternalError("this Tessel was built without CUDA"); }
 
 CudaStream::~CudaStream() = default;
+
+Status RegisterHostMemory(const void*, size_t) { return Status(); }
+void UnregisterHostMemory(const void*) {}
 #endif
 
 CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {

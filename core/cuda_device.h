@@ -5,6 +5,7 @@
 // CudaStream: one owner.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "core/status.h"
@@ -20,6 +21,17 @@ CudaProbe ProbeCuda();
 
 // Makes `ordinal` the current device of the calling thread (cudaSetDevice).
 Status SelectCudaDevice(int ordinal);
+
+// Page-locks host memory that the caller already owns, e.g. a read-only file mapping, and maps it for
+// the GPU, so that a kernel reads it in place through the same address (unified addressing; the
+// registration is read-only: kernels must not write through it). Locking faults in and pins every page
+// of [ptr, ptr + bytes), so register only what the GPU will read. Undo it with UnregisterHostMemory(ptr)
+// before the memory is freed or unmapped.
+// Without CUDA, or when no GPU is usable, both do nothing and Register succeeds. Failure: kInternal with
+// CUDA's reason (for instance, beyond the locked-memory limit or a device that cannot register read-only
+// memory). Thread safety: any thread.
+Status RegisterHostMemory(const void* ptr, size_t bytes);
+void UnregisterHostMemory(const void* ptr);
 
 // An owned, non-blocking CUDA stream on the current device; destroyed with the object.
 class CudaStream {

@@ -116,12 +116,16 @@ void RegisterGenerateGraph(CLI::App& generate, Status* result) {
 void RegisterInspect(CLI::App& app, Status* result) {
   auto path = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);
+  auto tree = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("inspect", "Summarise a graph file, or dump the tree of any HDF5 file");
   cmd->add_option("FILE", *path, "HDF5 file")->required();
   cmd->add_flag("--all", *all, "List every relation");
-  cmd->callback([path, all, result] {
+  cmd->add_flag("--tree", *tree,
+                "Dump the object tree (datasets with type, shape, layout and byte offset) of a graph file too");
+  cmd->callback([path, all, tree, result] {
     storage::InspectOptions options;
     if (*all) options.max_relations = -1;
+    if (*tree) options.view = storage::InspectView::kTree;
     *result = storage::InspectFile(*path, options, std::cout);
   });
 }

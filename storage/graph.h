@@ -52,17 +52,19 @@ struct HeteroGraph {
   int64_t num_nodes() const;
   int64_t num_edges() const;
   int64_t NodeOffset(int32_t type) const;
-  // Checks every invariant (ids in range, sizes consistent, labels < num_classes). kBadData on failure,
-  // naming the node type or relation and the offending index.
+  // Checks every invariant (ids in range, sizes consistent, labels < num_classes, features finite).
+  // kBadData on failure, naming the node type or relation and the offending index; a non-finite feature
+  // is named by its dataset, node (type-local and global id) and column, in one pass over the features.
   Status Validate() const;
 };
 
-// Reads and validates a graph file. A missing, truncated or corrupt file, a missing dataset or an
-// out-of-range id is kBadData naming the file and the dataset.
+// Reads and validates a graph file. A missing, truncated or corrupt file, a missing dataset, an
+// out-of-range id or a NaN/Inf feature is kBadData naming the file and the dataset. Features may be any
+// float32 layout here; the feature store (feature_store.h) needs them contiguous and little-endian.
 Result<HeteroGraph> ReadGraph(const std::string& path);
 // Writes to "<path>.tmp-<pid>" and renames it into place, so a failure leaves no partial file.
 // An invalid graph is refused with Validate()'s kBadData; I/O errors are kStorage.
-// Layout: features are contiguous (mappable in place); edge arrays of more than 64 Ki entries are
+// Layout: features are contiguous and 64-byte aligned (mappable in place); edge arrays of more than 64 Ki entries are
 // chunked with shuffle + deflate.
 Status WriteGraph(const HeteroGraph& graph, const std::string& path);
 

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <string_view>
@@ -175,6 +178,19 @@ bool TypeMatches(hid_t type) {
 }
 
 // ---- existence and opening --------------------------------------------------------------------
+
+// Opens an existing file read-only. A missing path, something that is not a regular file, a file that
+// is not HDF5 and one that HDF5 cannot open (truncated, corrupt) are kBadData naming `path`.
+// Call it inside a ScopedErrorSilencer.
+inline Result<File> OpenFileReadOnly(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return BadDataError(StrCat(path, ": cannot open: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return BadDataError(StrCat(path, ": not a regular file"));
+  if (H5Fis_hdf5(path.c_str()) <= 0) return BadDataError(StrCat(path, ": not an HDF5 file"));
+  File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) return ReadError(path, "cannot open (truncated or corrupt HDF5 file?)");
+  return file;
+}
 
 // True if `path` (absolute, e.g. "/nodes/entity") names a link that resolves, checking each prefix.
 inline bool Exists(hid_t loc, const std::string& path) {

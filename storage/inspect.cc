@@ -107,6 +107,11 @@ struct TreeDumper {
     if (dcpl.valid()) {
       const H5D_layout_t layout = H5Pget_layout(dcpl.get());
       s += layout == H5D_CHUNKED ? ", chunked" : (layout == H5D_COMPACT ? ", compact" : ", contiguous");
+      H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+      if (layout == H5D_CONTIGUOUS && H5Dget_space_status(d, &status) >= 0 &&
+          status != H5D_SPACE_STATUS_NOT_ALLOCATED && H5Dget_offset(d) != HADDR_UNDEF) {
+        s += StrCat(" at byte ", H5Dget_offset(d));  // where a mapping of it starts
+      }
       const int filters = H5Pget_nfilters(dcpl.get());
       for (int f = 0; f < filters; ++f) {
         unsigned flags = 0;
@@ -267,8 +272,8 @@ Status InspectFile(const std::string& path, const InspectOptions& options, std::
     h5::File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!file.valid()) return h5::ReadError(path, "cannot open (truncated or corrupt HDF5 file?)");
     graph = IsGraphFile(file.get());
-    if (!graph) {
-      out << path << ": HDF5 file (not a Tessel graph file)\n/\n";
+    if (!graph || options.view == InspectView::kTree) {
+      out << path << (graph ? ": Tessel graph file\n/\n" : ": HDF5 file (not a Tessel graph file)\n/\n");
       TreeDumper dumper{out, {}, 0};
       dumper.Attributes(file.get(), 1);
       dumper.Visit(file.get(), 1);

@@ -49,6 +49,18 @@ expect_stderr "noise.h5"
 [ ! -e "$w/run-noise" ] || fail "a failed run left $w/run-noise behind"
 pass "graph-file errors"
 
+# --- a NaN node feature: exit 3 naming the file, the dataset, the node and the column (it never trains)
+"$TESSEL" generate graph --nodes 300 --out "$w/nan.h5" >/dev/null
+offset=$("$TESSEL" inspect --tree "$w/nan.h5" | sed -n 's/^ *features: float32 .*, contiguous at byte \([0-9]*\)$/\1/p' | head -1)
+[ -n "$offset" ] || fail "tessel inspect --tree shows no byte offset for the features"
+# The first features dataset is type0's; a little-endian float32 NaN (0x7fc00000) over its row 0, column 1.
+printf '\x00\x00\xc0\x7f' | dd of="$w/nan.h5" bs=1 seek=$((offset + 4)) conv=notrunc status=none
+printf '%s\ngraph = "%s"\n' "${base/synthetic/graph}" "$w/nan.h5" > "$w/nan.toml"
+expect_exit 3 "$TESSEL" run "$w/nan.toml" --set job.output_dir="$w/run-nan"
+expect_stderr "nan.h5: /nodes/type0/features: node type0:0 \(global id 0\) column 1 is NaN"
+[ ! -e "$w/run-nan" ] || fail "a refused run left $w/run-nan behind"
+pass "NaN feature refused"
+
 # --- device: job.device = "cuda" without a usable GPU is refused before training, exit 2, with the reason
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "note: a GPU is visible here; the refusal of job.device = \"cuda\" without one is not exercised"

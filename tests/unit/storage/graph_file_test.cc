@@ -4,8 +4,10 @@
 #include <hdf5.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
+#include "core/logging.h"
 #include "storage/graph.h"
 #include "tests/unit/storage/test_util.h"
 
@@ -61,6 +63,19 @@ class RawEdit {
     H5Awrite(a, H5T_NATIVE_INT64, &value);
     H5Aclose(a);
     H5Oclose(obj);
+  }
+  // Overwrites element (row, col) of a rank-2 float dataset in place.
+  void SetFloat(const std::string& path, hsize_t row, hsize_t col, float value) {
+    hid_t d = H5Dopen2(file_, path.c_str(), H5P_DEFAULT);
+    hid_t space = H5Dget_space(d);
+    const hsize_t start[2] = {row, col}, count[2] = {1, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const hsize_t one = 1;
+    hid_t mem = H5Screate_simple(1, &one, nullptr);
+    EXPECT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &value), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
   }
   hid_t file() const { return file_; }
 
@@ -245,6 +260,29 @@ TEST_F(GraphFileTest, WrongRankIsBadData) {
     H5Sclose(space);
   }
   ExpectBadData("/nodes/paper/features: expected rank 2, found rank 1");
+}
+
+TEST_F(GraphFileTest, NonFiniteFeatureIsBadDataNamingNodeAndColumn) {
+  const std::string clean = testing::ReadBytes(path_);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto [value, name] :
+       {std::pair{std::numeric_limits<float>::quiet_NaN(), "NaN"}, {inf, "+Inf"}, {-inf, "-Inf"}}) {
+    testing::WriteText(path_, clean);
+    { RawEdit(path_).SetFloat("/nodes/paper/features", 3, 1, value); }
+    ExpectBadData(StrCat("g.h5: /nodes/paper/features: node paper:3 (global id 3) column 1 is ", name,
+                         "; node features must be finite"));
+  }
+}
+
+TEST(GraphFile, NonFiniteFeaturesAreNotWritten) {
+  ScratchDir dir;
+  HeteroGraph g = SmallGraph();
+  g.node_types[1].feature_dim = 2;
+  g.node_types[1].features = {0, 1, -std::numeric_limits<float>::infinity(), 3, 4, 5};
+  Status st = WriteGraph(g, dir.File("bad.h5"));
+  EXPECT_EQ(st.code(), Code::kBadData);
+  EXPECT_THAT(st.message(), HasSubstr("/nodes/author/features: node author:1 (global id 6) column 0 is -Inf"));
+  EXPECT_TRUE(dir.List().empty());
 }
 
 TEST_F(GraphFileTest, LabelAtOrAboveNumClassesIsBadData) {

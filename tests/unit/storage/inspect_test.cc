@@ -98,6 +98,25 @@ TEST(Inspect, OtherHdf5FilesGetATreeDump) {
   EXPECT_THAT(s, HasSubstr("@step: int64 scalar = 17"));
 }
 
+TEST(Inspect, TreeViewShowsWhereAGraphFilesFeaturesLie) {
+  ScratchDir dir;
+  const std::string path = dir.File("g.h5");
+  ASSERT_TRUE(WriteGraph(testing::SmallGraph(), path).ok());
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "/nodes/paper/features", H5P_DEFAULT);
+  const haddr_t offset = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  InspectOptions options;
+  options.view = InspectView::kTree;
+  std::ostringstream out;
+  Status st = InspectFile(path, options, out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_THAT(out.str(), HasSubstr(path + ": Tessel graph file\n/\n"));
+  EXPECT_THAT(out.str(), HasSubstr("features: float32 [5, 2], contiguous at byte " + std::to_string(offset) + "\n"));
+  EXPECT_THAT(out.str(), Not(HasSubstr("distinct triple")));
+}
+
 TEST(Inspect, NonHdf5FileIsBadData) {
   ScratchDir dir;
   testing::WriteText(dir.File("x.h5"), "hello, not hdf5");
