@@ -20,7 +20,7 @@ Tensor Rows(const Tensor& t, int64_t rows) { return Tensor::Borrow(t.raw(), t.dt
 std::unique_ptr<AssignmentPayload> Decode(ByteReader& in) { return DecodeRgnnAssignment(in); }
 
 // The feature rows a sampled worker owns: from the assignment, or from the graph file.
-Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const ExecutorContext&) {
+Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const ExecutorContext& context) {
   std::vector<int64_t> owned;
   for (int64_t v = 0; v < a.graph.num_nodes; ++v) {
     if (a.graph.part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
@@ -38,7 +38,18 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
     case FeatureStoreMode::kPinned:
       break;
   }
-  return InternalError("the mapped and pinned feature stores are not wired in yet");
+  storage::FeatureStore::Options options;
+  options.mode = a.sampling.store == FeatureStoreMode::kMapped ? storage::FeatureStore::Mode::kMapped
+                                                               : storage::FeatureStore::Mode::kPinned;
+  // Pinned rows are page-locked where a GPU reads them in place; plain memory on CPU workers.
+  options.allocator = context.device.device == Device::kCpu ? &HostAllocator() : &PinnedAllocator();
+  TESSEL_ASSIGN_OR_RETURN(storage::FeatureStore store,
+                          storage::FeatureStore::Open(a.sampling.graph_path, std::move(owned), options));
+  if (store.feature_dim() != a.feature_dim) {
+    return BadDataError(StrCat(a.sampling.graph_path, ": features of width ", store.feature_dim(),
+                               ", but the plan was made for ", a.feature_dim, " (was the file replaced?)"));
+  }
+  return std::unique_ptr<RowStore>(std::make_unique<FileRowStore>(std::move(store)));
 }
 
 Result<std::unique_ptr<Executor>> Build(std::unique_ptr<AssignmentPayload> payload, const ExecutorContext& context) {

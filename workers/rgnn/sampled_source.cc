@@ -116,6 +116,19 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
   return Status();
 }
 
+Status FileRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t rank) const {
+  const auto row_bytes = static_cast<size_t>(store_.feature_dim()) * sizeof(float);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = store_.Row(ids[i]);
+    if (row == nullptr) {
+      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", ids[i],
+                                 ", which it does not serve (", store_.num_rows(), " rows)"));
+    }
+    std::memcpy(out + static_cast<int64_t>(i) * store_.feature_dim(), row, row_bytes);
+  }
+  return Status();
+}
+
 SampledSource::SampledSource(RgnnSampledAssignment a, std::unique_ptr<RowStore> store, const ExecutorContext& context)
     : settings_(a.settings),
       sampling_(std::move(a.sampling)),

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "storage/feature_store.h"
 #include "workers/executor.h"
 #include "workers/rgnn/batch_source.h"
 #include "workers/rgnn/rgnn_settings.h"
@@ -65,6 +66,19 @@ class MemoryRowStore final : public RowStore {
 Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
                         const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local,
                         int64_t* remote);
+
+// Rows read from the graph file (storage/feature_store.h): mapped in place, or loaded into (pinned)
+// memory.
+class FileRowStore final : public RowStore {
+ public:
+  explicit FileRowStore(storage::FeatureStore store) : store_(std::move(store)) {}
+  int64_t dim() const override { return store_.feature_dim(); }
+  Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
+  const storage::FeatureStore& store() const { return store_; }
+
+ private:
+  storage::FeatureStore store_;
+};
 
 class SampledSource final : public BatchSource {
  public:

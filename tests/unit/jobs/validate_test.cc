@@ -98,11 +98,26 @@ TEST(ValidateJob, GpusNeedADeviceOtherThanCpu) {
 TEST(ValidateJob, SettingsThisBuildCannotHonourAreRefusedNotIgnored) {
   const std::string base = "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\n[data]\nformat = \"synthetic\"\n";
   EXPECT_THAT(Problem(base, {"train.optimizer=sgd"}), HasSubstr("train.optimizer = \"sgd\" is not supported by this build yet"));
-  EXPECT_THAT(Problem(base, {"train.mode=sampled"}), HasSubstr("train.mode = \"sampled\" is not supported"));
   EXPECT_THAT(Problem(base, {"checkpoint.every_steps=5"}), HasSubstr("checkpoint.every_steps = 5 is not supported"));
   EXPECT_THAT(Problem(base, {"metrics.pushgateway=http://pg:9091"}), HasSubstr("metrics.pushgateway"));
   // A GPU is the worker's to check (it refuses the job before training when it has none).
   EXPECT_TRUE(Valid(base, {"train.optimizer=adam", "model.num_bases=4", "job.device=cuda"}));
+}
+
+TEST(ValidateJob, SampledFanoutsHaveOneEntryPerLayerAndArePositiveOrMinusOne) {
+  const std::string base = "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\n[data]\nformat = \"synthetic\"\n";
+  EXPECT_TRUE(Valid(base, {"train.mode=sampled"}));  // [] = 10 per layer
+  EXPECT_TRUE(Valid(base, {"train.mode=sampled", "train.fanouts=[5, -1]", "train.eval_fanouts=[-1, 20]"}));
+  EXPECT_THAT(Problem(base, {"train.mode=sampled", "train.fanouts=[5]"}),
+              HasSubstr("train.fanouts has 1 entries but model.layers = 2"));
+  EXPECT_THAT(Problem(base, {"train.mode=sampled", "train.eval_fanouts=[5, 5, 5]"}),
+              HasSubstr("train.eval_fanouts has 3 entries but model.layers = 2"));
+  EXPECT_THAT(Problem(base, {"train.fanouts=[5, 0]"}), HasSubstr("train.fanouts[1] = 0: a fanout is >= 1, or -1"));
+  EXPECT_THAT(Problem(base, {"train.fanouts=[-2, 3]"}), HasSubstr("train.fanouts[0] = -2"));
+  EXPECT_THAT(Problem(base, {"train.fanouts=[\"a\"]"}), HasSubstr("expected an array of integers"));
+  EXPECT_THAT(Problem(base, {"train.fanouts=5"}), HasSubstr("expected an array of integers"));
+  EXPECT_THAT(Problem(base, {"train.batch_size=0"}), HasSubstr("train.batch_size"));
+  EXPECT_THAT(Problem(base, {"data.feature_store=disk"}), HasSubstr("\"auto\", \"mapped\", \"pinned\""));
 }
 
 TEST(ValidateJob, HeartbeatTimeoutExceedsTwiceTheInterval) {
