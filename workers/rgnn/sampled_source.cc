@@ -62,13 +62,19 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
                         int64_t* rows_remote) {
   const int64_t F = store.dim();
   const auto W = static_cast<size_t>(comm.size());
+  // A problem on this side is reported only after the exchange: a worker that left it early would leave
+  // the others waiting in it.
+  Status problem;
   // Rows by owner: requests to the others, positions in `out` of what comes back.
   std::vector<std::vector<int64_t>> want(W), where(W);
   std::vector<int64_t> local_ids, local_at;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= static_cast<int64_t>(part_of.size())) {
-      return BadDataError(StrCat("worker ", rank, ": feature row ", i, " of the batch is node ", ids[i],
-                                 ", outside the graph's ", part_of.size(), " nodes"));
+      if (problem.ok()) {
+        problem = BadDataError(StrCat("worker ", rank, ": feature row ", i, " of the batch is node ", ids[i],
+                                      ", outside the graph's ", part_of.size(), " nodes"));
+      }
+      continue;
     }
     const int32_t owner = part_of[static_cast<size_t>(ids[i])];
     if (owner == rank) {
@@ -79,14 +85,9 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
       where[static_cast<size_t>(owner)].push_back(static_cast<int64_t>(i));
     }
   }
-  // Local rows: gathered in id order (ids are sorted per type run) straight into place when contiguous.
-  std::vector<float> local(local_ids.size() * static_cast<size_t>(F));
-  TESSEL_RETURN_IF_ERROR(store.Gather(local_ids, local.data(), rank));
-  for (size_t k = 0; k < local_ids.size(); ++k) {
-    std::memcpy(out + local_at[k] * F, local.data() + static_cast<int64_t>(k) * F, static_cast<size_t>(F) * sizeof(float));
-  }
+  if (problem.ok()) problem = store.GatherAt(local_ids, local_at, out, rank);
   *rows_local += static_cast<int64_t>(local_ids.size());
-  if (W == 1) return Status();
+  if (W == 1) return problem;
 
   std::vector<std::vector<int64_t>> asked;
   TESSEL_RETURN_IF_ERROR(comm.AllToAll(want, &asked));
@@ -101,9 +102,8 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
     recv_rows += static_cast<int64_t>(want[q].size());
   }
   std::vector<float> send(static_cast<size_t>(send_rows * F)), recv(static_cast<size_t>(recv_rows * F));
-  for (size_t q = 0; q < W; ++q) {
-    if (asked[q].empty()) continue;
-    TESSEL_RETURN_IF_ERROR(store.Gather(asked[q], send.data() + send_offsets[q], rank));
+  for (size_t q = 0; q < W && problem.ok(); ++q) {
+    if (!asked[q].empty()) problem = store.Gather(asked[q], send.data() + send_offsets[q], rank);
   }
   TESSEL_RETURN_IF_ERROR(comm.AllToAllV(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets));
   for (size_t q = 0; q < W; ++q) {
@@ -113,6 +113,45 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
     }
   }
   *rows_remote += recv_rows;
+  return problem;
+}
+
+Status RowStore::GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const {
+  const int64_t F = dim();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    TESSEL_RETURN_IF_ERROR(Gather(ids.subspan(k, 1), out + at[k] * F, rank));
+  }
+  return Status();
+}
+
+Status MemoryRowStore::GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out,
+                                int32_t rank) const {
+  const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int64_t id = ids[k];
+    const int32_t i = id >= 0 && id < static_cast<int64_t>(index_of_.size()) ? index_of_[static_cast<size_t>(id)] : -1;
+    if (i < 0) return BadDataError(StrCat("worker ", rank, " holds no feature row for node ", id));
+    std::memcpy(out + at[k] * dim_, rows_.data() + static_cast<int64_t>(i) * dim_, row_bytes);
+  }
+  return Status();
+}
+
+Status FileRowStore::GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out,
+                              int32_t rank) const {
+  const int64_t F = store_.feature_dim();
+  const auto row_bytes = static_cast<size_t>(F) * sizeof(float);
+  constexpr size_t kAhead = 8;  // rows in flight: the mapped rows are cold and scattered
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (k + kAhead < ids.size()) {
+      if (const float* next = store_.Row(ids[k + kAhead])) __builtin_prefetch(next);
+    }
+    const float* row = store_.Row(ids[k]);
+    if (row == nullptr) {
+      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", ids[k],
+                                 ", which it does not serve (", store_.num_rows(), " rows)"));
+    }
+    std::memcpy(out + at[k] * F, row, row_bytes);
+  }
   return Status();
 }
 

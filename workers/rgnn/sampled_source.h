@@ -44,6 +44,8 @@ class RowStore {
   virtual int64_t dim() const = 0;
   // out[i] = row ids[i] ([ids.size(), dim]); kBadData naming the id (and `rank`) when it is not owned.
   virtual Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const = 0;
+  // Row ids[k] straight into out + at[k] * dim(): into its place in the batch, with no staging copy.
+  virtual Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const;
 };
 
 // Rows held in memory, in the order of the sorted ids they belong to.
@@ -52,6 +54,7 @@ class MemoryRowStore final : public RowStore {
   MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim, int64_t num_nodes);
   int64_t dim() const override { return dim_; }
   Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
+  Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const override;
 
  private:
   std::vector<int32_t> index_of_;  // [nodes]: the row of a node, or -1
@@ -61,8 +64,10 @@ class MemoryRowStore final : public RowStore {
 
 // out[i] = the feature row of global node ids[i] ([ids.size(), store.dim()]): rows `rank` owns (part_of)
 // from `store`, the others from their owners in one exchange (AllToAll of ids, AllToAllV of rows).
-// Collective over `comm`: every worker calls it, with its own ids (possibly none). Counts the rows read
-// locally and received into *local and *remote.
+// Collective over `comm`: every worker calls it, with its own ids (possibly none), and every worker
+// completes the exchange even when its own ids or a peer's request are bad (kBadData naming the rank,
+// returned afterwards), so a bad id never leaves the others waiting. Adds the rows read locally and
+// received to *local and *remote.
 Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
                         const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local,
                         int64_t* remote);
@@ -74,6 +79,7 @@ class FileRowStore final : public RowStore {
   explicit FileRowStore(storage::FeatureStore store) : store_(std::move(store)) {}
   int64_t dim() const override { return store_.feature_dim(); }
   Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
+  Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const override;
   const storage::FeatureStore& store() const { return store_; }
 
  private:
