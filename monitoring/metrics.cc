@@ -43,6 +43,13 @@ constexpr MetricSpec kHaloBytes{.name = "tessel_halo_exchange_bytes_total",
                                 .variable_labels = "direction",
                                 .exported_by = ExportedBy::kWorkers,
                                 .help = "Bytes of halo node features and gradients this rank sent or received."};
+constexpr MetricSpec kGatherBytes{.name = "tessel_gather_bytes_total",
+                                  .kind = MetricKind::kCounter,
+                                  .unit = "bytes",
+                                  .variable_labels = "source",
+                                  .exported_by = ExportedBy::kWorkers,
+                                  .help = "Bytes of input feature rows this rank's sampled batches gathered from its own "
+                                          "feature store (local) or received from other ranks (remote)."};
 constexpr MetricSpec kEdgeCut{
     .name = "tessel_partition_edge_cut",
     .kind = MetricKind::kGauge,
@@ -58,7 +65,7 @@ constexpr MetricSpec kWorkersAlive{
     .exported_by = ExportedBy::kCoordinator,
     .help = "Workers whose heartbeat the coordinator has seen within the heartbeat timeout."};
 
-constexpr std::array kCatalog{kBuildInfo, kStepDuration, kLoss, kEpoch, kHaloBytes, kEdgeCut, kWorkersAlive};
+constexpr std::array kCatalog{kBuildInfo, kStepDuration, kLoss, kEpoch, kHaloBytes, kGatherBytes, kEdgeCut, kWorkersAlive};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -149,6 +156,12 @@ struct Metrics::Families {
       return AddCounter(kHaloBytes, {{"direction", "received"}});
     });
   }
+  prometheus::Counter& GatherLocal() {
+    return gather_local.Get([this]() -> prometheus::Counter& { return AddCounter(kGatherBytes, {{"source", "local"}}); });
+  }
+  prometheus::Counter& GatherRemote() {
+    return gather_remote.Get([this]() -> prometheus::Counter& { return AddCounter(kGatherBytes, {{"source", "remote"}}); });
+  }
   prometheus::Gauge& EdgeCut() {
     return edge_cut.Get([this]() -> prometheus::Gauge& { return AddGauge(kEdgeCut); });
   }
@@ -163,6 +176,8 @@ struct Metrics::Families {
   LazyMetric<prometheus::Gauge> epoch;
   LazyMetric<prometheus::Counter> halo_sent;
   LazyMetric<prometheus::Counter> halo_received;
+  LazyMetric<prometheus::Counter> gather_local;
+  LazyMetric<prometheus::Counter> gather_remote;
   LazyMetric<prometheus::Gauge> edge_cut;
   LazyMetric<prometheus::Gauge> workers_alive;
 };
@@ -179,6 +194,8 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
     families_->Epoch();
     families_->HaloSent();
     families_->HaloReceived();
+    families_->GatherLocal();
+    families_->GatherRemote();
   }
   if (RoleExports(labels_.role, ExportedBy::kCoordinator)) {
     families_->EdgeCut();
@@ -202,6 +219,13 @@ void Metrics::AddHaloBytes(int64_t sent, int64_t received) {
   prometheus::Counter& received_total = families_->HaloReceived();
   if (sent > 0) sent_total.Increment(static_cast<double>(sent));
   if (received > 0) received_total.Increment(static_cast<double>(received));
+}
+
+void Metrics::AddGatherBytes(int64_t local, int64_t remote) {
+  prometheus::Counter& local_total = families_->GatherLocal();
+  prometheus::Counter& remote_total = families_->GatherRemote();
+  if (local > 0) local_total.Increment(static_cast<double>(local));
+  if (remote > 0) remote_total.Increment(static_cast<double>(remote));
 }
 
 void Metrics::SetPartitionEdgeCut(int64_t cut) { families_->EdgeCut().Set(static_cast<double>(cut)); }

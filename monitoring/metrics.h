@@ -88,6 +88,9 @@ class Metrics {
   void SetEpoch(int64_t epoch);
   // tessel_halo_exchange_bytes_total{direction="sent"|"received"}. Negative amounts are dropped.
   void AddHaloBytes(int64_t sent, int64_t received);
+  // tessel_gather_bytes_total{source="local"|"remote"}: sampled batches' feature rows. Negative amounts
+  // are dropped.
+  void AddGatherBytes(int64_t local, int64_t remote);
   // tessel_partition_edge_cut (coordinator).
   void SetPartitionEdgeCut(int64_t cut);
   // tessel_workers_alive (coordinator).

@@ -431,6 +431,11 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
     context_.metrics->AddHaloBytes(sent - halo_sent_seen_, received - halo_received_seen_);
     halo_sent_seen_ = sent;
     halo_received_seen_ = received;
+    const auto local = static_cast<int64_t>(FindNumber(source, "feature_bytes_local").value_or(0));
+    const auto remote = static_cast<int64_t>(FindNumber(source, "feature_bytes_remote").value_or(0));
+    context_.metrics->AddGatherBytes(local - gather_local_seen_, remote - gather_remote_seen_);
+    gather_local_seen_ = local;
+    gather_remote_seen_ = remote;
   }
   StepResult r;
   r.loss = figures[0] / std::max(1.0, figures[2]);

@@ -427,6 +427,7 @@ Record SampledSource::Figures() const {
   Record r;
   Set(r, "feature_rows_local", rows_local_);
   Set(r, "feature_rows_remote", rows_remote_);
+  Set(r, "feature_bytes_local", rows_local_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
   Set(r, "feature_bytes_remote", rows_remote_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
   Set(r, "prefetch", prefetching());
   Set(r, "step_sample_seconds", epoch_sample_s_);

@@ -103,7 +103,7 @@ class SampledSource final : public BatchSource {
   Result<const Batch*> Next() override;
   Status HaloForward(Tensor&) override { return Status(); }  // a block's input rows are all there
   Status HaloBackward(Tensor&) override { return Status(); }
-  // Cumulative: feature_rows_local, feature_rows_remote, feature_bytes_remote; and for the epoch just
+  // Cumulative: feature_rows_local, feature_rows_remote, feature_bytes_local, feature_bytes_remote; for the epoch just
   // trained (per-step arrays in summary.json): step_sample_seconds, step_layout_seconds,
   // step_feature_seconds (gather + exchange, wherever it ran), step_feature_wait_seconds.
   Record Figures() const override;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 
 namespace tessel::workers {
 
@@ -98,8 +97,7 @@ Sampler::Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, bool p
     : graph_(graph), fanouts_(std::move(fanouts)), per_relation_(per_relation),
       slot_(static_cast<size_t>(graph.num_nodes), -1) {}
 
-void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key,
-                   std::vector<std::pair<int32_t, int32_t>>* out) const {
+void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out) {
   const int64_t begin = graph_.in_ptr[static_cast<size_t>(node)], end = graph_.in_ptr[static_cast<size_t>(node) + 1];
   // Floyd's algorithm: `fanout` distinct positions of [b, e), in increasing order.
   const auto draw = [&](int64_t b, int64_t e, uint64_t stream) {
@@ -111,8 +109,8 @@ void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key,
       return;
     }
     uint64_t state = stream;
-    std::vector<int64_t> picked;
-    picked.reserve(static_cast<size_t>(fanout));
+    std::vector<int64_t>& picked = picked_;
+    picked.clear();
     for (int64_t j = degree - fanout; j < degree; ++j) {
       const auto t = static_cast<int64_t>(Below(&state, static_cast<uint64_t>(j + 1)));
       picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : j);
@@ -170,27 +168,29 @@ std::vector<SampledBlock> Sampler::Sample(std::span<const int64_t> seeds, uint64
     for (size_t k = 0; k < fresh.size(); ++k) {
       slot_[static_cast<size_t>(fresh[k])] = static_cast<int32_t>(dst.size() + k);
     }
-    // Edges sorted by (relation, source row, destination row), as the layouts take them.
+    // Edges sorted by (relation, source row, destination row), as the layouts take them: they arrive in
+    // destination order, so a stable counting sort by source row and then one by relation does it.
     const size_t E = edges.size();
-    std::vector<size_t> order(E);
-    std::iota(order.begin(), order.end(), size_t{0});
+    const size_t rows = b.src_ids.size();
+    const auto R = static_cast<size_t>(graph_.num_relations);
     std::vector<int64_t> src_row(E);
     for (size_t e = 0; e < E; ++e) src_row[e] = slot_[static_cast<size_t>(edges[e].second)];
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      if (edges[x].first != edges[y].first) return edges[x].first < edges[y].first;
-      if (src_row[x] != src_row[y]) return src_row[x] < src_row[y];
-      return edge_dst[x] < edge_dst[y];
-    });
-    b.rel_ptr.assign(static_cast<size_t>(graph_.num_relations) + 1, 0);
+    std::vector<int64_t> start(rows + 1, 0);
+    for (size_t e = 0; e < E; ++e) ++start[static_cast<size_t>(src_row[e]) + 1];
+    for (size_t r = 0; r < rows; ++r) start[r + 1] += start[r];
+    std::vector<size_t> by_src(E);
+    for (size_t e = 0; e < E; ++e) by_src[static_cast<size_t>(start[static_cast<size_t>(src_row[e])]++)] = e;
+    b.rel_ptr.assign(R + 1, 0);
+    for (size_t e = 0; e < E; ++e) ++b.rel_ptr[static_cast<size_t>(edges[e].first) + 1];
+    for (size_t r = 0; r < R; ++r) b.rel_ptr[r + 1] += b.rel_ptr[r];
+    std::vector<int64_t> cursor(b.rel_ptr.begin(), b.rel_ptr.end() - 1);
     b.src.resize(E);
     b.dst.resize(E);
-    for (size_t k = 0; k < E; ++k) {
-      const size_t e = order[k];
-      ++b.rel_ptr[static_cast<size_t>(edges[e].first) + 1];
+    for (const size_t e : by_src) {
+      const auto k = static_cast<size_t>(cursor[static_cast<size_t>(edges[e].first)]++);
       b.src[k] = src_row[e];
       b.dst[k] = edge_dst[e];
     }
-    for (size_t r = 0; r < static_cast<size_t>(graph_.num_relations); ++r) b.rel_ptr[r + 1] += b.rel_ptr[r];
     for (const int64_t id : b.src_ids) slot_[static_cast<size_t>(id)] = -1;
     dst = b.src_ids;
   }

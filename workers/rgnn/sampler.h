@@ -72,12 +72,13 @@ class Sampler {
 
  private:
   // Appends the drawn in-edges of `node` for layer `layer` as (relation, source) pairs.
-  void Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out) const;
+  void Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out);
 
   const SampledGraph& graph_;
   std::vector<int32_t> fanouts_;
   bool per_relation_;
   std::vector<int32_t> slot_;  // [nodes]: a node's input row in the block being built, or -1
+  std::vector<int64_t> picked_;  // Draw's scratch
 };
 
 // The permutation of `items` for epoch `key` (Fisher-Yates over splitmix64; the same on every worker).

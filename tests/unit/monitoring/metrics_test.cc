@@ -140,6 +140,7 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.SetLoss(1.5);
   metrics.SetEpoch(3);
   metrics.AddHaloBytes(100, 200);
+  metrics.AddGatherBytes(300, 400);
   metrics.SetPartitionEdgeCut(42);
   metrics.SetWorkersAlive(4);
 }
@@ -255,6 +256,19 @@ TEST(Metrics, SettersUpdateValues) {
     halo[Label(metric, "direction")] = metric.counter.value;
   }
   EXPECT_EQ(halo, (std::map<std::string, double>{{"received", 3000.0}, {"sent", 1024.0}}));
+}
+
+TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {
+  Metrics metrics({"gather", 1, std::string(kRoleWorker)}, "0.1.0");
+  metrics.AddGatherBytes(512, 0);
+  metrics.AddGatherBytes(1024, 2048);
+  metrics.AddGatherBytes(-5, -7);  // dropped
+  const auto families = Collect(metrics);
+  std::map<std::string, double> gather;
+  for (const auto& metric : families.at("tessel_gather_bytes_total").metric) {
+    gather[Label(metric, "source")] = metric.counter.value;
+  }
+  EXPECT_EQ(gather, (std::map<std::string, double>{{"local", 1536.0}, {"remote", 2048.0}}));
 }
 
 TEST(Metrics, OtherRolesRegisterOnFirstUse) {
