@@ -14,7 +14,7 @@
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
 #                      table, 64 MiB batches, 5 repetitions)
 #   --json FILE        where to write the rows (default build/bench/results/FAMILY.json)
-#   --wait-idle S      before each measurement (gather: before the run), wait up to S seconds for the cores
+#   --wait-idle S      before each measurement (gather: each row size), wait up to S seconds for the cores
 #                      to be idle (< 10% busy)
 #   --models LIST      subset of rgcn,rgat,hgt (default all)
 #   --cases LIST       subset of aifb,fb15k,synthetic,scale (default all; scale: Tessel alone on 1M nodes)
@@ -108,20 +108,6 @@ if [[ "$family" == gather && -n "$rgnn_only" ]]; then
   exit 2
 fi
 
-# The busy fraction of all cores over the next S seconds, from /proc/stat (total and idle + iowait jiffies).
-cpu_busy() {
-  local a b
-  read -r -a a < <(head -n 1 /proc/stat)
-  sleep "$1"
-  read -r -a b < <(head -n 1 /proc/stat)
-  local total=0 i
-  for i in "${!a[@]}"; do
-    [[ $i -gt 0 ]] && total=$(( total + b[i] - a[i] ))
-  done
-  local idle=$(( b[4] + b[5] - a[4] - a[5] ))
-  awk -v t="$total" -v i="$idle" 'BEGIN { printf "%.3f", (t > 0 ? 1 - i / t : 0) }'
-}
-
 if [[ "$family" == gather ]]; then
   echo "[bench] cmake --build build --target tessel-bench-gather tessel_gather" >&2
   if ! cmake --build "$BUILD" --target tessel-bench-gather tessel_gather --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
@@ -129,18 +115,10 @@ if [[ "$family" == gather ]]; then
     echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
     exit 2
   fi
-  busy=$(cpu_busy 0.5)
-  deadline=$(( SECONDS + ${wait_idle%.*} ))
-  while awk -v b="$busy" 'BEGIN { exit !(b > 0.10) }' && (( SECONDS < deadline )); do
-    busy=$(cpu_busy 2)
-  done
-  if awk -v b="$busy" 'BEGIN { exit !(b > 0.10) }'; then
-    echo "[bench] warning: the cores are $(awk -v b="$busy" 'BEGIN { printf "%.0f", 100 * b }')% busy: other work shares them, the figures may be low (--wait-idle S waits)" >&2
-  fi
   commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
   [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit="$commit+dirty"
   gather_cmd=("$BUILD/bin/tessel-bench-gather" --threads "$(nproc)" --json "${json:-$BUILD/bench/results/gather.json}"
-              --commit "$commit" --busy-before "$busy")
+              --commit "$commit" --wait-idle "${wait_idle%.*}")
   for a in "${args[@]}"; do
     [[ "$a" == --quick ]] && gather_cmd+=(--quick)
   done

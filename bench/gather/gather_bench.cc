@@ -14,13 +14,14 @@
 //
 // Usage: tessel-bench-gather [--threads N] [--quick] [--table-mib N] [--out-mib N] [--reps N]
 //                            [--rows 128,256,...] [--pages huge|4k|both] [--seed S] [--json FILE]
-//                            [--plugin FILE] [--commit ID] [--busy-before FRACTION]
+//                            [--plugin FILE] [--commit ID] [--wait-idle S]
 // Prints a table; writes JSON rows (default build/bench/results/gather.json). Exit 0 when every
 // measurement ran, 1 when one failed (validation or a plugin error), 2 on a usage or setup error.
 #include <tessel/ops/gather.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,7 @@
 #include "core/logging.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "cpu_activity.h"
 #include "gather_inputs.h"
 #include "gpu_gather.h"
 #include "workers/plugin_host/kernel_registry.h"
@@ -67,15 +69,8 @@ struct Options {
   std::string json = std::string(TESSEL_BINARY_DIR) + "/bench/results/gather.json";
   std::string plugin = std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_gather.so";
   std::string commit;
-  double busy_before = -1;  // the cores' busy fraction just before the run (run.sh measures it), -1: unknown
-  double load_avg = -1;     // the 1-minute load average at the start
+  double wait_idle = 0;  // before each row size, wait up to this many seconds for idle cores
 };
-
-double LoadAverage() {
-  std::ifstream f("/proc/loadavg");
-  double load = -1;
-  return f >> load ? load : -1;
-}
 
 double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -131,6 +126,9 @@ struct PagesResult {
 
 struct CaseResult {
   int64_t row_bytes = 0, rows = 0, table_rows = 0;
+  double busy_before = -1;  // the cores' busy fraction just before the case
+  double others_busy = -1;  // the share of the cores other processes used while it ran
+  double load_avg = -1;
   std::vector<double> stream, stream_nt;
   std::vector<PagesResult> by_pages;
 };
@@ -270,16 +268,15 @@ class Bench {
 
 // ---- output ---------------------------------------------------------------------------------------------
 
-double Round(double v, double scale = 1000) {
-  return static_cast<double>(static_cast<int64_t>(v * scale + 0.5)) / scale;
-}
+double Round(double v, double scale = 1000) { return std::round(v * scale) / scale; }
 
 void CommonKeys(JsonWriter& w, const Options& o, const CaseResult& c) {
   w.Field("bench", "gather").Field("case", "rows_" + std::to_string(c.row_bytes) + "B");
   w.Field("row_bytes", c.row_bytes).Field("rows", c.rows).Field("table_rows", c.table_rows);
   w.Field("table_bytes", o.table_bytes).Field("threads", static_cast<int64_t>(o.threads));
   w.Field("repetitions", static_cast<int64_t>(o.repetitions)).Field("seed", static_cast<int64_t>(o.seed));
-  w.Field("counts", "read + write").Field("load_avg", o.load_avg).Field("busy_before", o.busy_before);
+  w.Field("counts", "read + write").Field("load_avg", c.load_avg).Field("busy_before", Round(c.busy_before));
+  w.Field("others_busy", Round(c.others_busy));
   if (!o.commit.empty()) w.Field("commit", o.commit);
 }
 
@@ -383,8 +380,8 @@ void PrintTable(const Options& o, const std::vector<CaseResult>& results) {
       "at this size), stream_nt = non-temporal stores\n\n",
       o.threads, static_cast<long long>(o.table_bytes / kMiB), static_cast<long long>(o.out_bytes / kMiB),
       static_cast<unsigned long long>(o.seed), o.repetitions);
-  std::printf("%9s %-5s %7s %9s %7s %7s %13s %12s %16s\n", "row_bytes", "pages", "stream", "stream_nt", "naive",
-              "gather", "gather/stream", "gather/naive", "gather/stream_nt");
+  std::printf("%9s %-5s %7s %9s %7s %7s %13s %12s %16s %7s\n", "row_bytes", "pages", "stream", "stream_nt", "naive",
+              "gather", "gather/stream", "gather/naive", "gather/stream_nt", "others");
   for (const CaseResult& c : results) {
     const double stream = Median(c.stream), stream_nt = Median(c.stream_nt);
     for (const PagesResult& p : c.by_pages) {
@@ -394,11 +391,14 @@ void PrintTable(const Options& o, const std::vector<CaseResult>& results) {
                     stream, stream_nt, p.error.c_str());
         continue;
       }
-      std::printf("%9lld %-5s %7.1f %9.1f %7.1f %7.1f %13.2f %12.2f %16.2f\n", static_cast<long long>(c.row_bytes),
-                  PagesName(p.pages), stream, stream_nt, naive, gather, gather / stream, gather / naive,
-                  gather / stream_nt);
+      std::printf("%9lld %-5s %7.1f %9.1f %7.1f %7.1f %13.2f %12.2f %16.2f %6.0f%%\n",
+                  static_cast<long long>(c.row_bytes), PagesName(p.pages), stream, stream_nt, naive, gather,
+                  gather / stream, gather / naive, gather / stream_nt, 100 * c.others_busy);
     }
   }
+  std::printf(
+      "others: the share of the cores that other processes used during that row size (its figures are "
+      "only comparable with those of the same row)\n");
   std::printf("\nhuge pages actually backing each table:");
   if (!results.empty()) {
     for (const PagesResult& p : results.back().by_pages) {
@@ -448,7 +448,7 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "tessel-bench-gather: %s\nusage: tessel-bench-gather [--threads N] [--quick] [--table-mib N] "
                "[--out-mib N] [--reps N] [--rows 128,256,...] [--pages huge|4k|both] [--seed S] [--json FILE] "
-               "[--plugin FILE] [--commit ID] [--busy-before FRACTION]\n",
+               "[--plugin FILE] [--commit ID] [--wait-idle S]\n",
                why);
   return 2;
 }
@@ -516,8 +516,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
       o->plugin = argv[++i];
     } else if (arg == "--commit" && has_value) {
       o->commit = argv[++i];
-    } else if (arg == "--busy-before" && has_value) {
-      o->busy_before = std::atof(argv[++i]);
+    } else if (arg == "--wait-idle" && has_value) {
+      if (!ParseInt(argv[++i], 0, 86400, &v)) return Usage("--wait-idle takes seconds");
+      o->wait_idle = static_cast<double>(v);
     } else if (arg == "--help" || arg == "-h") {
       Usage("measures gather.rows against a stream copy and a naive memcpy loop; prints a table, writes JSON");
       return 0;
@@ -539,7 +540,6 @@ int ParseOptions(int argc, char** argv, Options* o) {
 int Main(int argc, char** argv) {
   Options options;
   if (const int code = ParseOptions(argc, argv, &options); code >= 0) return code;
-  options.load_avg = LoadAverage();
   workers::KernelRegistry registry(Logger("bench", LogLevel::kWarn));
   if (Status st = registry.LoadPlugin(options.plugin); !st.ok()) {
     std::fprintf(stderr, "tessel-bench-gather: %s\n", st.ToString().c_str());
@@ -559,8 +559,16 @@ int Main(int argc, char** argv) {
   std::vector<CaseResult> results;
   int failures = 0;
   for (int64_t row_bytes : options.row_sizes) {
-    std::fprintf(stderr, "[gather] %lld-byte rows...\n", static_cast<long long>(row_bytes));
+    const double busy = WaitIdle(options.wait_idle);
+    const double load = LoadAverage();
+    std::fprintf(stderr, "[gather] %lld-byte rows (cores %.0f%% busy before)...\n", static_cast<long long>(row_bytes),
+                 100 * busy);
+    const CpuSample before = SampleCpu();
     results.push_back(bench.Measure(row_bytes));
+    CaseResult& c = results.back();
+    c.busy_before = busy;
+    c.others_busy = OthersBusyFraction(before, SampleCpu());
+    c.load_avg = load;
     for (const PagesResult& p : results.back().by_pages) failures += p.error.empty() ? 0 : 1;
   }
   PrintTable(options, results);
