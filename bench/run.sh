@@ -6,11 +6,16 @@
 #                  time, peak memory, fraction_of_limit (Hector's method: 1 and 2 layers, sizes 32/64/128,
 #                  AIFB, FB15k-237 and a synthetic graph of 5.2 M edges; plus compact / reorder ablations)
 #   peers-rgnn     the same against PyG, DGL and a compact PyTorch reference (ratio = Tessel / best peer)
-#   gather, spill, llm, partition, peers-llm: not implemented yet (exit 2)
+#   gather         gather.rows (libtessel_gather.so) on random rows of a 2 GiB table, 128 B to 2 KiB rows,
+#                  against a stream copy and a naive memcpy loop measured in the same run; on a GPU also
+#                  pinned host-to-device bandwidth and the zero-copy and staged gathers
+#   spill, llm, partition, peers-llm: not implemented yet (exit 2)
 #
-#   --quick            5 timed epochs instead of 20, shorter caps and limit measurements
+#   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
+#                      table, 64 MiB batches, 5 repetitions)
 #   --json FILE        where to write the rows (default build/bench/results/FAMILY.json)
-#   --wait-idle S      before each measurement, wait up to S seconds for the cores to be idle (< 10% busy)
+#   --wait-idle S      before each measurement (gather: each row size), wait up to S seconds for the cores
+#                      to be idle (< 10% busy)
 #   --models LIST      subset of rgcn,rgat,hgt (default all)
 #   --cases LIST       subset of aifb,fb15k,synthetic,scale (default all; scale: Tessel alone on 1M nodes)
 #   --sizes LIST       subset of 32,64,128: input features = hidden width (default all)
@@ -18,10 +23,18 @@
 #   --peers LIST       subset of pyg,dgl,torch (peers-rgnn; torch = the compact RGCN reference; default all)
 #   --peer-deadline S  wall-clock cap of one peer run in the matrix (default 60, 40 with --quick)
 #   --budget-minutes M no peer run starts once the family has run M minutes (default 70, 30 with --quick)
+#   gather only:
+#   --threads N        threads of the pool (default: the machine's cores, nproc)
+#   --table-mib N      table size (default 2048; 512 with --quick)
+#   --out-mib N        bytes of rows per gather call (default 256; 64 with --quick)
+#   --rows LIST        row sizes in bytes (default 128,256,512,1024,2048)
+#   --pages P          huge, 4k or both (default both: the table with and without transparent huge pages)
+#   --reps N           repetitions, medians reported (default 7; 5 with --quick)
 #
-# It builds only the two binaries it runs (cmake --build build --target tessel tessel-bench-limits) in an
-# existing build directory, and sets up build/bench-venv (and build/bench-venv-dgl when DGL is a selected
-# peer) from PyPI (bench/peers/setup.sh).
+# It builds only the binaries it runs (cmake --build build --target tessel tessel-bench-limits; for gather
+# tessel-bench-gather and libtessel_gather.so) in an existing build directory, and for the rgnn families
+# sets up build/bench-venv (and build/bench-venv-dgl when DGL is a selected peer) from PyPI
+# (bench/peers/setup.sh).
 # Exit: 0 every measurement ran, 1 one failed (the table and JSON say which), 2 usage or setup error.
 set -euo pipefail
 
@@ -29,23 +42,32 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
 args=()
+gather_args=()
+rgnn_only=""
+wait_idle=0
 peers="pyg,dgl,torch"
 while (( $# )); do
   case "$1" in
     --quick) args+=(--quick) ;;
     --models|--cases|--sizes|--layers|--peers|--peer-deadline|--budget-minutes)
       [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      rgnn_only=$1
       [[ "$1" == --peers ]] && peers=$2
       args+=("$1" "$2")
       shift ;;
     --wait-idle)
       [[ $# -ge 2 ]] || { echo "run.sh: --wait-idle needs SECONDS" >&2; exit 2; }
       args+=(--wait-idle "$2")
+      wait_idle=$2
+      shift ;;
+    --threads|--table-mib|--out-mib|--rows|--pages|--reps)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      gather_args+=("$1" "$2")
       shift ;;
     --json)
       [[ $# -ge 2 ]] || { echo "run.sh: --json needs a FILE" >&2; exit 2; }
@@ -65,7 +87,8 @@ done
 
 case "$family" in
   rgnn|peers-rgnn) ;;
-  gather|spill|llm|partition|peers-llm)
+  gather) ;;
+  spill|llm|partition|peers-llm)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
   "") usage >&2; exit 2 ;;
@@ -75,6 +98,32 @@ esac
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   echo "run.sh: no build directory at $BUILD: run scripts/test.sh or scripts/demo.sh first" >&2
   exit 2
+fi
+if [[ "$family" != gather && ${#gather_args[@]} -gt 0 ]]; then
+  echo "run.sh: ${gather_args[0]} is an option of the gather family" >&2
+  exit 2
+fi
+if [[ "$family" == gather && -n "$rgnn_only" ]]; then
+  echo "run.sh: $rgnn_only is an option of the rgnn families" >&2
+  exit 2
+fi
+
+if [[ "$family" == gather ]]; then
+  echo "[bench] cmake --build build --target tessel-bench-gather tessel_gather" >&2
+  if ! cmake --build "$BUILD" --target tessel-bench-gather tessel_gather --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit="$commit+dirty"
+  gather_cmd=("$BUILD/bin/tessel-bench-gather" --threads "$(nproc)" --json "${json:-$BUILD/bench/results/gather.json}"
+              --commit "$commit" --wait-idle "${wait_idle%.*}")
+  for a in "${args[@]}"; do
+    [[ "$a" == --quick ]] && gather_cmd+=(--quick)
+  done
+  echo "[bench] ${gather_cmd[*]} ${gather_args[*]}" >&2
+  exec "${gather_cmd[@]}" "${gather_args[@]}"
 fi
 echo "[bench] cmake --build build --target tessel tessel-bench-limits" >&2
 if ! cmake --build "$BUILD" --target tessel tessel-bench-limits --parallel 2 >"$BUILD/bench-build.log" 2>&1; then

@@ -1,5 +1,6 @@
 #include "workers/plugin_host/op_table.h"
 
+#include <tessel/ops/gather.h>
 #include <tessel/ops/nn.h>
 #include <tessel/ops/optim.h>
 #include <tessel/ops/rgnn.h>
@@ -13,7 +14,8 @@ namespace {
 #define TESSEL_OP_ADDRESS(ident, name, schema, params_size, optional) &tessel_op_##ident,
 
 const tessel_op_decl* const kOps[] = {
-    TESSEL_NN_OPS(TESSEL_OP_ADDRESS) TESSEL_OPTIM_OPS(TESSEL_OP_ADDRESS) TESSEL_RGNN_OPS(TESSEL_OP_ADDRESS)};
+    TESSEL_NN_OPS(TESSEL_OP_ADDRESS) TESSEL_OPTIM_OPS(TESSEL_OP_ADDRESS) TESSEL_RGNN_OPS(TESSEL_OP_ADDRESS)
+        TESSEL_GATHER_OPS(TESSEL_OP_ADDRESS)};
 
 #undef TESSEL_OP_ADDRESS
 

@@ -19,7 +19,7 @@ namespace tessel::workers {
 // The declaration of `op`, or null when the host does not know the op.
 const tessel_op_decl* FindOp(std::string_view op);
 
-// Every declared op, in header order (nn, optim, rgnn).
+// Every declared op, in header order (nn, optim, rgnn, gather).
 const std::vector<const tessel_op_decl*>& HostOps();
 
 // The expected schema of `op`, or an empty view when the host does not know the op.
@@ -28,7 +28,7 @@ std::string_view ExpectedSchema(std::string_view op);
 // Per output of `op`: whether the caller may pass it with 0 rows to skip it. Empty for unknown ops.
 std::vector<OutputRows> OutputRowsFor(std::string_view op);
 
-// The ops of a family ("nn", "optim", "rgnn": every op whose name starts with "family."). Empty when
+// The ops of a family ("nn", "optim", "rgnn", "gather": every op whose name starts with "family."). Empty when
 // no op has that prefix.
 std::vector<std::string> OpsOfFamily(std::string_view family);
 

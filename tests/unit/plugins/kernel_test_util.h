@@ -1,5 +1,5 @@
-// Helpers for the kernel tests of the built-in plugins: load libtessel_nn.so and libtessel_rgnn.so
-// through the registry (as a worker does), tensors, tolerances, finite differences, and the CUDA-versus-
+// Helpers for the kernel tests of the built-in plugins: load libtessel_nn.so, libtessel_rgnn.so and
+// libtessel_gather.so through the registry (as a worker does), tensors, tolerances, finite differences, and the CUDA-versus-
 // CPU comparison. The expectations in the tests are computed by naive loops, never by the kernels.
 #pragma once
 

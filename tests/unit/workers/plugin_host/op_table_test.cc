@@ -34,6 +34,7 @@ TEST(OpTable, LooksUpByNameAndFamily) {
   const std::vector<std::string> nn = OpsOfFamily("nn");
   EXPECT_NE(std::find(nn.begin(), nn.end(), "nn.gemm"), nn.end());
   for (const std::string& op : nn) EXPECT_EQ(op.rfind("nn.", 0), 0u) << op;
+  EXPECT_EQ(OpsOfFamily("gather"), std::vector<std::string>{"gather.rows"});
   EXPECT_TRUE(OpsOfFamily("n").empty());
   EXPECT_TRUE(OpsOfFamily("nosuch").empty());
 }
