@@ -49,7 +49,13 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
     return BadDataError(StrCat(a.sampling.graph_path, ": features of width ", store.feature_dim(),
                                ", but the plan was made for ", a.feature_dim, " (was the file replaced?)"));
   }
-  return std::unique_ptr<RowStore>(std::make_unique<FileRowStore>(std::move(store)));
+  // The gather plugin when it is loaded (a plain copy otherwise: the plugin is an accelerator, not a need).
+  Result<const Kernel*> gather = context.kernels->Find("gather.rows", Device::kCpu);
+  if (!gather.ok() && context.log != nullptr) {
+    context.log->Warn(StrCat("feature rows are copied without the gather plugin: ", gather.status().message()));
+  }
+  return std::unique_ptr<RowStore>(
+      std::make_unique<FileRowStore>(std::move(store), gather.ok() ? gather.value() : nullptr));
 }
 
 Result<std::unique_ptr<Executor>> Build(std::unique_ptr<AssignmentPayload> payload, const ExecutorContext& context) {

@@ -156,14 +156,41 @@ Status FileRowStore::GatherAt(std::span<const int64_t> ids, std::span<const int6
 }
 
 Status FileRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t rank) const {
-  const auto row_bytes = static_cast<size_t>(store_.feature_dim()) * sizeof(float);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const float* row = store_.Row(ids[i]);
-    if (row == nullptr) {
-      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", ids[i],
-                                 ", which it does not serve (", store_.num_rows(), " rows)"));
+  const int64_t F = store_.feature_dim();
+  const auto not_served = [&](int64_t id) {
+    return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", id,
+                               ", which it does not serve (", store_.num_rows(), " rows)"));
+  };
+  if (gather_ == nullptr) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const float* row = store_.Row(ids[i]);
+      if (row == nullptr) return not_served(ids[i]);
+      std::memcpy(out + static_cast<int64_t>(i) * F, row, static_cast<size_t>(F) * sizeof(float));
     }
-    std::memcpy(out + static_cast<int64_t>(i) * store_.feature_dim(), row, row_bytes);
+    return Status();
+  }
+  // Runs of ids in one table, each one gather.rows call on this thread (no pool: the prefetch thread
+  // must not share the training thread's).
+  std::vector<int64_t> rows;
+  CallOptions inline_call;
+  for (size_t begin = 0; begin < ids.size();) {
+    const storage::FeatureStore::RowRef first = store_.Locate(ids[begin]);
+    if (!first.found()) return not_served(ids[begin]);
+    rows.clear();
+    size_t end = begin;
+    for (; end < ids.size(); ++end) {
+      const storage::FeatureStore::RowRef ref = store_.Locate(ids[end]);
+      if (!ref.found()) return not_served(ids[end]);
+      if (ref.table != first.table) break;
+      rows.push_back(ref.row);
+    }
+    const storage::FeatureStore::Table t = store_.table(first.table);
+    Tensor table = Tensor::Borrow(const_cast<float*>(t.data), DType::kF32, {t.rows, F}, Device::kCpu);
+    Tensor index = Tensor::Borrow(rows.data(), DType::kI64, {static_cast<int64_t>(rows.size())}, Device::kCpu);
+    Tensor y = Tensor::Borrow(out + static_cast<int64_t>(begin) * F, DType::kF32,
+                              {static_cast<int64_t>(rows.size()), F}, Device::kCpu);
+    TESSEL_RETURN_IF_ERROR(gather_->Call({&table, &index}, {&y}, inline_call));
+    begin = end;
   }
   return Status();
 }

@@ -73,10 +73,13 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
                         int64_t* remote);
 
 // Rows read from the graph file (storage/feature_store.h): mapped in place, or loaded into (pinned)
-// memory.
+// memory. Contiguous gathers (the rows a peer asked for) go through the gather plugin's gather.rows
+// (libtessel_gather.so: prefetched, streaming stores) when `gather` is given, one call per feature
+// table, run on the calling thread; rows gathered into their batch positions are copied with prefetch.
 class FileRowStore final : public RowStore {
  public:
-  explicit FileRowStore(storage::FeatureStore store) : store_(std::move(store)) {}
+  explicit FileRowStore(storage::FeatureStore store, const Kernel* gather = nullptr)
+      : store_(std::move(store)), gather_(gather) {}
   int64_t dim() const override { return store_.feature_dim(); }
   Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
   Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const override;
@@ -84,6 +87,7 @@ class FileRowStore final : public RowStore {
 
  private:
   storage::FeatureStore store_;
+  const Kernel* gather_;  // gather.rows on CPU, or null
 };
 
 class SampledSource final : public BatchSource {
