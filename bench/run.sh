@@ -9,6 +9,11 @@
 #   gather         gather.rows (libtessel_gather.so) on random rows of a 2 GiB table, 128 B to 2 KiB rows,
 #                  against a stream copy and a naive memcpy loop measured in the same run; on a GPU also
 #                  pinned host-to-device bandwidth and the zero-copy and staged gathers
+#   sampled        sampled mini-batch RGCN on jobs/examples/rgcn-sampled-synthetic.toml (2.4M nodes, 26.4M
+#                  edges, 128 features mapped from the graph file): seeds per second and the share of the
+#                  epoch spent waiting on feature rows, 1 and 2 workers, prefetch on and off
+#   peers-sampled  the same model, fanouts, batch size and threads with DGL's NeighborSampler +
+#                  RelGraphConv and PyG's NeighborLoader + RGCNConv (where it runs), ratio to the best
 #   spill, llm, partition, peers-llm: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
@@ -42,7 +47,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
@@ -88,6 +93,7 @@ done
 case "$family" in
   rgnn|peers-rgnn) ;;
   gather) ;;
+  sampled|peers-sampled) ;;
   spill|llm|partition|peers-llm)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
@@ -124,6 +130,21 @@ if [[ "$family" == gather ]]; then
   done
   echo "[bench] ${gather_cmd[*]} ${gather_args[*]}" >&2
   exec "${gather_cmd[@]}" "${gather_args[@]}"
+fi
+if [[ "$family" == sampled || "$family" == peers-sampled ]]; then
+  echo "[bench] cmake --build build --target tessel tessel_gather" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel_gather tessel_nn tessel_rgnn --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  setup=()
+  [[ "$family" == peers-sampled ]] && setup=(--peers --dgl)
+  "$ROOT/bench/peers/setup.sh" "${setup[@]}" || { echo "run.sh: bench/peers/setup.sh failed" >&2; exit 2; }
+  sampled_args=("$family")
+  for a in "${args[@]}"; do [[ "$a" == --quick ]] && sampled_args+=(--quick); done
+  [[ -n "${json:-}" ]] && sampled_args+=(--json "$json")
+  exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/sampled/sampled_bench.py" "${sampled_args[@]}"
 fi
 echo "[bench] cmake --build build --target tessel tessel-bench-limits" >&2
 if ! cmake --build "$BUILD" --target tessel tessel-bench-limits --parallel 2 >"$BUILD/bench-build.log" 2>&1; then

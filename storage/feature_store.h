@@ -131,6 +131,7 @@ class FeatureStore {
   int64_t feature_dim_ = 0;
   int64_t bytes_ = 0;
   std::vector<int64_t> owned_ids_;
+  std::vector<int32_t> slot_of_;       // [nodes]: a node's index in owned_ids_, or -1
   std::vector<int64_t> type_offsets_;  // [types + 1]: type t's global ids are [off[t], off[t + 1])
   std::vector<int32_t> type_table_;    // kMapped: the table of each node type, -1 if none
   std::vector<Table> tables_;
