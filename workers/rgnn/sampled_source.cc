@@ -31,6 +31,7 @@ Status ToDevice(Tensor& t, const DeviceContext& device) {
 
 struct SampledSource::Prepared {
   std::vector<GraphView> views;
+  Tensor feature_storage;  // host memory behind `features` (reused from batch to batch)
   Tensor features, labels, train_mask, test_mask;
   Batch batch;
   double sample_s = 0, layout_s = 0, feature_s = 0;
@@ -101,7 +102,10 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
     recv_counts[q] = static_cast<int64_t>(want[q].size()) * F;
     recv_rows += static_cast<int64_t>(want[q].size());
   }
-  std::vector<float> send(static_cast<size_t>(send_rows * F)), recv(static_cast<size_t>(recv_rows * F));
+  // Grow-only per thread: a fresh buffer per batch would cost the kernel's page zeroing on every batch.
+  thread_local std::vector<float> send, recv;
+  if (send.size() < static_cast<size_t>(send_rows * F)) send.resize(static_cast<size_t>(send_rows * F));
+  if (recv.size() < static_cast<size_t>(recv_rows * F)) recv.resize(static_cast<size_t>(recv_rows * F));
   for (size_t q = 0; q < W && problem.ok(); ++q) {
     if (!asked[q].empty()) problem = store.Gather(asked[q], send.data() + send_offsets[q], rank);
   }
@@ -279,14 +283,35 @@ Status SampledSource::Begin(Pass pass, int64_t epoch) {
   batch_nodes_ = sampling_.batch_size;
   num_batches_ = (static_cast<int64_t>(order_.size()) + batch_nodes_ - 1) / batch_nodes_;
   next_index_ = 0;
-  current_.reset();
+  Release(std::move(current_));
   epoch_sample_s_ = epoch_layout_s_ = epoch_feature_s_ = epoch_wait_s_ = 0;
   if (prefetching() && num_batches_ > 0) Request(0);
   return Status();
 }
 
+Result<Tensor> SampledSource::TakeFeatureStorage(int64_t floats) {
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    for (size_t i = 0; i < spare_.size(); ++i) {
+      if (spare_[i].numel() >= floats) {
+        Tensor t = std::move(spare_[i]);
+        spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+        return t;
+      }
+    }
+  }
+  // A little headroom, so that the next, slightly bigger batch fits too.
+  return Tensor::Empty(DType::kF32, {std::max<int64_t>(1, floats + floats / 4)});
+}
+
+void SampledSource::Release(std::unique_ptr<Prepared> p) {
+  if (p == nullptr || p->feature_storage.raw() == nullptr) return;
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  if (spare_.size() < 3) spare_.push_back(std::move(p->feature_storage));
+}
+
 Result<const Batch*> SampledSource::Next() {
-  current_.reset();
+  Release(std::move(current_));
   if (next_index_ >= num_batches_) return static_cast<const Batch*>(nullptr);
   const auto start = Clock::now();
   std::unique_ptr<Prepared> p;
@@ -333,8 +358,9 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   if (settings_.input == RgnnInput::kFeatures) {
     const std::vector<int64_t> no_rows;
     const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
-    TESSEL_ASSIGN_OR_RETURN(p->features,
-                            Tensor::Empty(DType::kF32, {static_cast<int64_t>(ids.size()), feature_dim_}));
+    const int64_t rows = static_cast<int64_t>(ids.size());
+    TESSEL_ASSIGN_OR_RETURN(p->feature_storage, TakeFeatureStorage(rows * feature_dim_));
+    p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCpu);
     TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_.part_of, rank_, ids, p->features.data<float>(), comm,
                                             &p->rows_local, &p->rows_remote));
   }

@@ -119,6 +119,10 @@ class SampledSource final : public BatchSource {
   Status Prepare(int64_t index, WorkerComm& comm, Prepared* out);
   Status Upload(Prepared* p);  // to the executor's device (a no-op on CPU)
   void PrefetchLoop();
+  // Host memory for a batch's feature rows: a spare one when big enough (the training thread gives a
+  // batch's back once it is done with it), else new.
+  Result<Tensor> TakeFeatureStorage(int64_t floats);
+  void Release(std::unique_ptr<Prepared> p);
   void Request(int64_t index);
   Result<std::unique_ptr<Prepared>> Take();
 
@@ -142,6 +146,8 @@ class SampledSource final : public BatchSource {
   // Used by one thread at a time: the prefetch thread when there is one, else the training thread.
   std::unique_ptr<Sampler> train_sampler_, eval_sampler_;
   std::unique_ptr<Prepared> current_;
+  std::mutex spare_mu_;
+  std::vector<Tensor> spare_;  // feature storage of finished batches
 
   // Figures.
   int64_t rows_local_ = 0, rows_remote_ = 0;
