@@ -138,7 +138,6 @@ std::vector<SampledBlock> Sampler::Sample(std::span<const int64_t> seeds, uint64
   const int L = static_cast<int>(fanouts_.size());
   std::vector<SampledBlock> blocks(static_cast<size_t>(L));
   std::vector<int64_t> dst(seeds.begin(), seeds.end());
-  std::vector<std::pair<int32_t, int32_t>> drawn;
   std::vector<std::pair<int32_t, int32_t>> edges;  // (relation, source node) per destination, flattened
   std::vector<int64_t> edge_dst;
   for (int l = L - 1; l >= 0; --l) {
@@ -150,21 +149,38 @@ std::vector<SampledBlock> Sampler::Sample(std::span<const int64_t> seeds, uint64
     const uint64_t layer_key = MixKey(key, static_cast<uint64_t>(l));
     std::vector<int64_t> fresh;
     for (size_t i = 0; i < dst.size(); ++i) {
-      drawn.clear();
-      Draw(dst[i], fanouts_[static_cast<size_t>(l)], layer_key, &drawn);
-      for (const auto& [rel, src] : drawn) {
+      const size_t first = edges.size();
+      Draw(dst[i], fanouts_[static_cast<size_t>(l)], layer_key, &edges);
+      for (size_t e = first; e < edges.size(); ++e) {
+        const int32_t src = edges[e].second;
         if (slot_[static_cast<size_t>(src)] < 0) {
           slot_[static_cast<size_t>(src)] = std::numeric_limits<int32_t>::max();  // seen; row assigned below
           fresh.push_back(src);
         }
-        edges.emplace_back(rel, src);
-        edge_dst.push_back(static_cast<int64_t>(i));
+      }
+      edge_dst.resize(edges.size(), static_cast<int64_t>(i));
+    }
+    // The new input rows follow the destinations grouped by node type (so types stay in few runs, one
+    // typed GEMM each), in the order they were first drawn within a type: a stable counting sort by type.
+    b.src_ids = dst;
+    b.src_ids.reserve(dst.size() + fresh.size());
+    const size_t types = graph_.type_offsets.size() > 1 ? graph_.type_offsets.size() - 1 : 1;
+    if (types == 1) {
+      b.src_ids.insert(b.src_ids.end(), fresh.begin(), fresh.end());
+    } else {
+      std::vector<size_t> start(types + 1, 0);
+      std::vector<int32_t> type_of(fresh.size());
+      for (size_t k = 0; k < fresh.size(); ++k) {
+        type_of[k] = graph_.TypeOf(fresh[k]);
+        ++start[static_cast<size_t>(type_of[k]) + 1];
+      }
+      for (size_t t = 0; t < types; ++t) start[t + 1] += start[t];
+      b.src_ids.resize(dst.size() + fresh.size());
+      for (size_t k = 0; k < fresh.size(); ++k) {
+        b.src_ids[dst.size() + start[static_cast<size_t>(type_of[k])]++] = fresh[k];
       }
     }
-    // The new input rows follow the destinations in id order (so node types stay in few runs).
-    std::sort(fresh.begin(), fresh.end());
-    b.src_ids = dst;
-    b.src_ids.insert(b.src_ids.end(), fresh.begin(), fresh.end());
+    fresh.assign(b.src_ids.begin() + static_cast<std::ptrdiff_t>(dst.size()), b.src_ids.end());
     for (size_t k = 0; k < fresh.size(); ++k) {
       slot_[static_cast<size_t>(fresh[k])] = static_cast<int32_t>(dst.size() + k);
     }

@@ -67,9 +67,11 @@ TEST(Sampler, BlocksChainAndEdgesAreSortedAndInRange) {
   ASSERT_EQ(blocks[0].num_dst, static_cast<int64_t>(blocks[1].src_ids.size()));
   EXPECT_TRUE(std::equal(blocks[1].src_ids.begin(), blocks[1].src_ids.end(), blocks[0].src_ids.begin()));
   for (const SampledBlock& b : blocks) {
-    // Input rows are distinct; the new ones follow the destinations in id order.
+    // Input rows are distinct; the new ones follow the destinations grouped by node type.
     EXPECT_EQ(std::set<int64_t>(b.src_ids.begin(), b.src_ids.end()).size(), b.src_ids.size());
-    EXPECT_TRUE(std::is_sorted(b.src_ids.begin() + b.num_dst, b.src_ids.end()));
+    std::vector<int32_t> types;
+    for (auto it = b.src_ids.begin() + b.num_dst; it != b.src_ids.end(); ++it) types.push_back(g.TypeOf(*it));
+    EXPECT_TRUE(std::is_sorted(types.begin(), types.end()));
     ASSERT_EQ(b.rel_ptr.size(), 4u);
     EXPECT_EQ(b.rel_ptr.back(), static_cast<int64_t>(b.src.size()));
     for (size_t r = 0; r < 3; ++r) {
