@@ -411,16 +411,29 @@ void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     out << buf;
   }
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-7s %10s %10s %12s %12s %12s %14s\n", "worker", "owned", "halo", "edges", "pairs",
-                "memory", "epoch (pred.)");
-  out << buf;
-  for (size_t w = 0; w < plan.workers.size(); ++w) {
-    const WorkerPlan& p = plan.workers[w];
-    std::snprintf(buf, sizeof buf, "%-7zu %10lld %10lld %12lld %12lld %12s %12.1f ms\n", w,
-                  static_cast<long long>(Int(p.details, "owned")), static_cast<long long>(Int(p.details, "halo")),
-                  static_cast<long long>(Int(p.details, "edges")), static_cast<long long>(Int(p.details, "pairs")),
-                  Bytes(p.predicted_memory_bytes).c_str(), p.predicted_step_seconds * 1e3);
+  if (spec.train.mode == jobs::TrainMode::kSampled) {
+    // Every worker holds the whole structure and serves its own nodes' feature rows; the time of a
+    // sampled epoch is not predicted.
+    std::snprintf(buf, sizeof buf, "%-7s %10s %12s %12s\n", "worker", "owned", "edges", "memory");
     out << buf;
+    for (size_t w = 0; w < plan.workers.size(); ++w) {
+      const WorkerPlan& p = plan.workers[w];
+      std::snprintf(buf, sizeof buf, "%-7zu %10lld %12lld %12s\n", w, static_cast<long long>(Int(p.details, "owned")),
+                    static_cast<long long>(Int(p.details, "edges")), Bytes(p.predicted_memory_bytes).c_str());
+      out << buf;
+    }
+  } else {
+    std::snprintf(buf, sizeof buf, "%-7s %10s %10s %12s %12s %12s %14s\n", "worker", "owned", "halo", "edges", "pairs",
+                  "memory", "epoch (pred.)");
+    out << buf;
+    for (size_t w = 0; w < plan.workers.size(); ++w) {
+      const WorkerPlan& p = plan.workers[w];
+      std::snprintf(buf, sizeof buf, "%-7zu %10lld %10lld %12lld %12lld %12s %12.1f ms\n", w,
+                    static_cast<long long>(Int(p.details, "owned")), static_cast<long long>(Int(p.details, "halo")),
+                    static_cast<long long>(Int(p.details, "edges")), static_cast<long long>(Int(p.details, "pairs")),
+                    Bytes(p.predicted_memory_bytes).c_str(), p.predicted_step_seconds * 1e3);
+      out << buf;
+    }
   }
   if (spec.resources.memory_budget_bytes > 0) {
     out << "memory budget per worker: " << Bytes(spec.resources.memory_budget_bytes) << "\n";
