@@ -29,6 +29,58 @@ int32_t SampledGraph::TypeOf(int64_t node) const {
   return static_cast<int32_t>(it - type_offsets.begin()) - 1;
 }
 
+SampledGraph SampledGraph::FromGraph(const storage::HeteroGraph& graph, const std::vector<int32_t>& part_of) {
+  SampledGraph g;
+  g.num_nodes = graph.num_nodes();
+  g.num_relations = static_cast<int32_t>(graph.relations.size());
+  g.num_classes = graph.num_classes;
+  g.type_offsets.push_back(0);
+  for (size_t t = 0; t < graph.node_types.size(); ++t) g.type_offsets.push_back(g.type_offsets.back() + graph.node_types[t].count);
+  const auto n = static_cast<size_t>(g.num_nodes);
+  g.in_ptr.assign(n + 1, 0);
+  for (const storage::Relation& r : graph.relations) {
+    const int64_t dst_base = g.type_offsets[static_cast<size_t>(r.dst_type)];
+    for (const int64_t d : r.dst) ++g.in_ptr[static_cast<size_t>(dst_base + d) + 1];
+  }
+  for (size_t v = 0; v < n; ++v) g.in_ptr[v + 1] += g.in_ptr[v];
+  g.in_src.resize(static_cast<size_t>(g.in_ptr[n]));
+  g.in_rel.resize(g.in_src.size());
+  std::vector<int64_t> cursor(g.in_ptr.begin(), g.in_ptr.end() - 1);
+  for (size_t ri = 0; ri < graph.relations.size(); ++ri) {
+    const storage::Relation& r = graph.relations[ri];
+    const int64_t src_base = g.type_offsets[static_cast<size_t>(r.src_type)];
+    const int64_t dst_base = g.type_offsets[static_cast<size_t>(r.dst_type)];
+    for (size_t e = 0; e < r.src.size(); ++e) {
+      const auto at = static_cast<size_t>(cursor[static_cast<size_t>(dst_base + r.dst[e])]++);
+      g.in_src[at] = static_cast<int32_t>(src_base + r.src[e]);
+      g.in_rel[at] = static_cast<int32_t>(ri);
+    }
+  }
+  // Relations arrive in order, so each node's edges are grouped by relation; sort the sources within.
+  for (size_t v = 0; v < n; ++v) {
+    for (int64_t b = g.in_ptr[v]; b < g.in_ptr[v + 1];) {
+      int64_t e = b;
+      while (e < g.in_ptr[v + 1] && g.in_rel[static_cast<size_t>(e)] == g.in_rel[static_cast<size_t>(b)]) ++e;
+      std::sort(g.in_src.begin() + b, g.in_src.begin() + e);
+      b = e;
+    }
+  }
+  g.part_of = part_of;
+  g.labels.assign(n, -1);
+  g.train_mask.assign(n, 0);
+  g.test_mask.assign(n, 0);
+  for (size_t t = 0; t < graph.node_types.size(); ++t) {
+    const storage::NodeType& nt = graph.node_types[t];
+    const auto base = static_cast<size_t>(g.type_offsets[t]);
+    for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
+      if (!nt.labels.empty()) g.labels[base + i] = nt.labels[i];
+      if (!nt.train_mask.empty()) g.train_mask[base + i] = nt.train_mask[i];
+      if (!nt.test_mask.empty()) g.test_mask[base + i] = nt.test_mask[i];
+    }
+  }
+  return g;
+}
+
 Status SampledGraph::Validate(int32_t num_workers) const {
   const auto n = static_cast<size_t>(num_nodes);
   if (num_nodes < 0 || num_nodes > std::numeric_limits<int32_t>::max()) {

@@ -22,6 +22,7 @@
 
 #include "core/byte_io.h"
 #include "core/status.h"
+#include "storage/graph.h"
 
 namespace tessel::workers {
 
@@ -38,6 +39,9 @@ struct SampledGraph {
   std::vector<int32_t> part_of;       // [nodes] owning worker
   std::vector<int64_t> labels;        // [nodes] -1 = unlabelled
   std::vector<uint8_t> train_mask, test_mask;  // [nodes] 0/1
+
+  // From a whole graph and each node's worker: in-edges sorted by (relation, source) within a node.
+  static SampledGraph FromGraph(const storage::HeteroGraph& graph, const std::vector<int32_t>& part_of);
 
   int64_t num_edges() const { return static_cast<int64_t>(in_src.size()); }
   int32_t TypeOf(int64_t node) const;

@@ -63,13 +63,15 @@ class ThreadComm final : public WorkerComm {
     // Copy our outgoing data first: send and receive buffers may overlap (the halo backward pass).
     int64_t extent = 0;
     for (size_t p = 0; p < send_counts.size(); ++p) extent = std::max(extent, send_offsets[p] + send_counts[p]);
-    std::vector<float> copy(send_buf, send_buf + extent);
+    std::vector<float> copy(static_cast<size_t>(extent));
+    if (extent > 0) std::memcpy(copy.data(), send_buf, static_cast<size_t>(extent) * sizeof(float));
     mine.buf = copy.data();
     Publish(&mine);
     for (int p = 0; p < size(); ++p) {
       const auto* v = static_cast<const View*>(g_->slots()[static_cast<size_t>(p)]);
       const size_t me = static_cast<size_t>(rank_);
       if ((*v->counts)[me] != recv_counts[static_cast<size_t>(p)]) return InternalError("AllToAllV count mismatch");
+      if (recv_counts[static_cast<size_t>(p)] == 0) continue;  // the buffers may be null then
       std::memcpy(recv_buf + recv_offsets[static_cast<size_t>(p)], v->buf + (*v->offsets)[me],
                   static_cast<size_t>(recv_counts[static_cast<size_t>(p)]) * sizeof(float));
     }
