@@ -192,9 +192,10 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
       break;
   }
   if (has_file) sampling.graph_path = std::filesystem::absolute(spec.data.graph).string();
-  const workers::SampledGraph sampled = workers::SampledGraph::FromGraph(graph, part_of);
-  const int64_t structure_bytes = static_cast<int64_t>(sampled.in_ptr.size()) * 8 + sampled.num_edges() * 8 +
-                                  sampled.num_nodes * (4 + 8 + 2);
+  const auto sampled =
+      std::make_shared<const workers::SampledGraph>(workers::SampledGraph::FromGraph(graph, part_of));
+  const int64_t structure_bytes = static_cast<int64_t>(sampled->in_ptr.size()) * 8 + sampled->num_edges() * 8 +
+                                  sampled->num_nodes * (4 + 8 + 2);
   for (int32_t w = 0; w < num_workers; ++w) {
     auto a = std::make_unique<workers::RgnnSampledAssignment>();
     a->settings = settings;
@@ -218,7 +219,7 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
     WorkerPlan wp;
     wp.predicted_memory_bytes = structure_bytes + (features ? owned * feature_dim * 4 : 0);
     Set(wp.details, "owned", owned);
-    Set(wp.details, "edges", sampled.num_edges());
+    Set(wp.details, "edges", sampled->num_edges());
     wp.payload = std::move(a);
     plan->workers.push_back(std::move(wp));
   }

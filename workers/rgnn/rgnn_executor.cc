@@ -22,8 +22,8 @@ std::unique_ptr<AssignmentPayload> Decode(ByteReader& in) { return DecodeRgnnAss
 // The feature rows a sampled worker owns: from the assignment, or from the graph file.
 Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const ExecutorContext& context) {
   std::vector<int64_t> owned;
-  for (int64_t v = 0; v < a.graph.num_nodes; ++v) {
-    if (a.graph.part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
+  for (int64_t v = 0; v < a.graph->num_nodes; ++v) {
+    if (a.graph->part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
   }
   switch (a.sampling.store) {
     case FeatureStoreMode::kMemory: {
@@ -32,7 +32,7 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
                                    owned.size(), " owned nodes of width ", a.feature_dim));
       }
       return std::unique_ptr<RowStore>(std::make_unique<MemoryRowStore>(std::move(owned), std::move(a.owned_features),
-                                                                        a.feature_dim, a.graph.num_nodes));
+                                                                        a.feature_dim, a.graph->num_nodes));
     }
     case FeatureStoreMode::kMapped:
     case FeatureStoreMode::kPinned:
@@ -73,10 +73,10 @@ Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload
   auto* a = dynamic_cast<RgnnSampledAssignment*>(payload.get());
   if (a == nullptr) return InternalError("an rgnn.sampled executor got a payload of another kind");
   RgnnExecutor::ModelShape model;
-  model.classes = a->graph.num_classes;
+  model.classes = a->graph->num_classes;
   model.workers = a->num_workers;
   model.full_graph = false;
-  model.input_dim = a->settings.input == RgnnInput::kOneHot ? a->graph.num_nodes : a->feature_dim;
+  model.input_dim = a->settings.input == RgnnInput::kOneHot ? a->graph->num_nodes : a->feature_dim;
   {
     KernelSet probe(*context.kernels, context);
     TESSEL_RETURN_IF_ERROR(probe.Require(

@@ -98,15 +98,15 @@ void RgnnSampledAssignment::Encode(ByteWriter& out) const {
   out.Put(worker);
   out.Put(num_workers);
   out.Put(feature_dim);
-  graph.Encode(out);
+  graph->Encode(out);
   out.PutVector(owned_features);
 }
 
 std::string RgnnSampledAssignment::Describe() const {
   int64_t owned = 0;
-  for (const int32_t p : graph.part_of) owned += p == worker ? 1 : 0;
+  for (const int32_t p : graph->part_of) owned += p == worker ? 1 : 0;
   return StrCat(RgnnModelName(settings.model), " sampled, worker ", worker, " of ", num_workers, ": ", owned,
-                " owned nodes of ", graph.num_nodes, ", ", graph.num_edges(), " edges replicated");
+                " owned nodes of ", graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
 }
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {
@@ -128,7 +128,7 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {
     in.Fail(graph.status().message());
     return nullptr;
   }
-  a->graph = std::move(graph).value();
+  a->graph = std::make_shared<const SampledGraph>(std::move(graph).value());
   a->owned_features = in.GetVector<float>("owned features");
   if (!in.ok()) return nullptr;
   const auto layers = static_cast<size_t>(a->settings.layers);

@@ -94,7 +94,8 @@ class RgnnSampledAssignment final : public AssignmentPayload {
   SamplingSettings sampling;
   int32_t worker = 0, num_workers = 1;
   int64_t feature_dim = 0;  // 0 = one-hot input
-  SampledGraph graph;
+  // Shared: the coordinator gives every worker's assignment the same structure, encoded per worker.
+  std::shared_ptr<const SampledGraph> graph;
   std::vector<float> owned_features;  // kMemory: [owned nodes, feature_dim]
 };
 

@@ -221,20 +221,21 @@ SampledSource::~SampledSource() {
 }
 
 int64_t SampledSource::input_dim() const {
-  return settings_.input == RgnnInput::kOneHot ? graph_.num_nodes : feature_dim_;
+  return settings_.input == RgnnInput::kOneHot ? graph_->num_nodes : feature_dim_;
 }
 
 Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignment assignment,
                                                             std::unique_ptr<RowStore> store,
                                                             const ExecutorContext& context) {
-  TESSEL_RETURN_IF_ERROR(assignment.graph.Validate(assignment.num_workers));
+  if (assignment.graph == nullptr) return InternalError("a sampled assignment without its graph");
+  TESSEL_RETURN_IF_ERROR(assignment.graph->Validate(assignment.num_workers));
   if (context.comm->size() != assignment.num_workers || context.comm->rank() != assignment.worker) {
     return InternalError(StrCat("worker ", context.comm->rank(), " of ", context.comm->size(),
                                 " got the sampled assignment of worker ", assignment.worker, " of ",
                                 assignment.num_workers));
   }
-  if (assignment.graph.num_classes < 2) {
-    return BadDataError(StrCat("the graph has ", assignment.graph.num_classes,
+  if (assignment.graph->num_classes < 2) {
+    return BadDataError(StrCat("the graph has ", assignment.graph->num_classes,
                                " classes; node classification needs at least 2"));
   }
   const bool features = assignment.settings.input == RgnnInput::kFeatures;
@@ -242,7 +243,7 @@ Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignmen
     return InternalError("sampled training with feature input needs a feature store of the input width");
   }
   std::unique_ptr<SampledSource> s(new SampledSource(std::move(assignment), std::move(store), context));
-  const SampledGraph& g = s->graph_;
+  const SampledGraph& g = *s->graph_;
   s->host_ = DeviceContext{};  // batches are prepared in host memory
   s->shape_view_.device = context.device;
   s->shape_view_.relations = g.num_relations;
@@ -342,7 +343,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   std::vector<int64_t> seeds;
   for (int64_t i = begin; i < end; ++i) {
     const int64_t v = order_[static_cast<size_t>(i)];
-    if (graph_.part_of[static_cast<size_t>(v)] == rank_) seeds.push_back(v);
+    if (graph_->part_of[static_cast<size_t>(v)] == rank_) seeds.push_back(v);
   }
   std::sort(seeds.begin(), seeds.end());
   Batch& b = p->batch;
@@ -361,7 +362,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
     const int64_t rows = static_cast<int64_t>(ids.size());
     TESSEL_ASSIGN_OR_RETURN(p->feature_storage, TakeFeatureStorage(rows * feature_dim_));
     p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCpu);
-    TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_.part_of, rank_, ids, p->features.data<float>(), comm,
+    TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_->part_of, rank_, ids, p->features.data<float>(), comm,
                                             &p->rows_local, &p->rows_remote));
   }
   const auto t2 = Clock::now();
@@ -377,10 +378,10 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
     v.device = host_;
     v.rows = static_cast<int64_t>(block.src_ids.size());
     v.owned = block.num_dst;
-    v.relations = graph_.num_relations;
+    v.relations = graph_->num_relations;
     v.node_types = shape_view_.node_types;
     std::vector<int32_t> types(block.src_ids.size());
-    for (size_t i = 0; i < types.size(); ++i) types[i] = graph_.TypeOf(block.src_ids[i]);
+    for (size_t i = 0; i < types.size(); ++i) types[i] = graph_->TypeOf(block.src_ids[i]);
     v.type_runs = TypeRunsOf(types, v.owned);
     TESSEL_ASSIGN_OR_RETURN(v.row_type, HostTensor(types, {v.rows}));
     TESSEL_ASSIGN_OR_RETURN(v.row_id, HostTensor(block.src_ids, {v.rows}));
@@ -405,7 +406,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   // The seeds are the last layer's output rows, in id order.
   std::vector<int64_t> labels(seeds.size());
   std::vector<uint8_t> train(seeds.size(), training_ ? 1 : 0), test(seeds.size(), training_ ? 0 : 1);
-  for (size_t i = 0; i < seeds.size(); ++i) labels[i] = graph_.labels[static_cast<size_t>(seeds[i])];
+  for (size_t i = 0; i < seeds.size(); ++i) labels[i] = graph_->labels[static_cast<size_t>(seeds[i])];
   const auto n = static_cast<int64_t>(seeds.size());
   TESSEL_ASSIGN_OR_RETURN(p->labels, HostTensor(labels, {n}));
   TESSEL_ASSIGN_OR_RETURN(p->train_mask, HostTensor(train, {n}));

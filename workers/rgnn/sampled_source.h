@@ -100,7 +100,7 @@ class SampledSource final : public BatchSource {
   // The relation and node-type counts the layers are made for (no rows, no edges).
   const GraphView& shape_view() const { return shape_view_; }
   int64_t input_dim() const;
-  int64_t num_classes() const { return graph_.num_classes; }
+  int64_t num_classes() const { return graph_->num_classes; }
   bool prefetching() const { return prefetch_thread_.joinable(); }
 
   Status Begin(Pass pass, int64_t epoch) override;
@@ -130,7 +130,7 @@ class SampledSource final : public BatchSource {
   SamplingSettings sampling_;
   int32_t rank_ = 0, workers_ = 1;
   int64_t feature_dim_ = 0;
-  SampledGraph graph_;
+  std::shared_ptr<const SampledGraph> graph_;  // never null
   std::unique_ptr<RowStore> store_;
   ExecutorContext context_;
   DeviceContext host_;

@@ -66,7 +66,7 @@ std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g,
   a->worker = w;
   a->num_workers = workers;
   a->feature_dim = 8;
-  a->graph = SampledGraph::FromGraph(g, part_of);
+  a->graph = std::make_shared<const SampledGraph>(SampledGraph::FromGraph(g, part_of));
   for (int64_t t = 0, base = 0; t < static_cast<int64_t>(g.node_types.size()); ++t) {
     const storage::NodeType& nt = g.node_types[static_cast<size_t>(t)];
     for (int64_t i = 0; i < nt.count; ++i) {
