@@ -1,7 +1,7 @@
 // Neighbour sampling for mini-batch RGNN training (DGL's NeighborSampler, PyG's NeighborLoader).
 //
 // Structure is replicated: every worker holds the whole graph's in-edges (SampledGraph: 8 bytes an edge
-// plus 17 bytes a node), so a neighbour owned by another rank is sampled locally, with no round trip per
+// plus 22 bytes a node), so a neighbour owned by another rank is sampled locally, with no round trip per
 // hop. The features are what does not fit: 128 floats are 512 bytes a node against ~100 bytes of
 // structure at degree 10, and they stay partitioned (the feature store and the batched fetch of
 // sampled_source.h). DistDGL samples remotely because its structure outgrows one machine as well.
