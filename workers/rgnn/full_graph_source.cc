@@ -15,30 +15,7 @@ Result<Tensor> OnDevice(const std::vector<T>& v, std::vector<int64_t> shape, con
   return t;
 }
 
-// Moves a host tensor of the layout to the device (a no-op on CPU).
-Status ToDevice(Tensor& t, const DeviceContext& device) {
-  if (device.device == Device::kCpu) return Status();
-  TESSEL_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(t.dtype(), t.shape(), *device.allocator));
-  TESSEL_RETURN_IF_ERROR(CopyMemory(d.raw(), device.device, t.raw(), Device::kCpu, t.nbytes(), device.stream));
-  t = d;
-  return Status();
-}
-
 }  // namespace
-
-std::vector<TypeRun> TypeRunsOf(const std::vector<int32_t>& types, int64_t owned) {
-  std::vector<TypeRun> runs;
-  for (int64_t i = 0; i < static_cast<int64_t>(types.size()); ++i) {
-    const int32_t t = types[static_cast<size_t>(i)];
-    // A new range at a type change, and at the owned rows' end (so no range straddles it).
-    if (i == 0 || i == owned || t != runs.back().type) {
-      runs.push_back({t, i, i + 1});
-    } else {
-      runs.back().end = i + 1;
-    }
-  }
-  return runs;
-}
 
 Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
                                                                 Layouts layouts, int32_t layers,
@@ -70,20 +47,13 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   }
   TESSEL_ASSIGN_OR_RETURN(s->halo_, HaloExchange::Build(part, *context.comm));
   if (layouts.segments) {
-    // Blocks are the CPU kernels' unit of parallel work: four per thread for balance, and no fewer than 8,
-    // so that each block's per-relation GEMMs stay wide (FB15k-237 RGCN, 2 threads: a median 64 ms per
-    // epoch at E / 8 against 72 ms at E / 16, four runs each).
     const int64_t threads = context.pool != nullptr ? context.pool->num_threads() : 1;
-    const int64_t edges = static_cast<int64_t>(part.dst.size());
-    const int64_t block_edges = std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
+    const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
     TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges));
   }
   if (layouts.relation_pairs) {
     TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction));
-    for (Tensor* t : {&v.pairs.uniq_ptr, &v.pairs.uniq_src, &v.pairs.uniq_edge_ptr, &v.pairs.edge_uniq,
-                      &v.pairs.dst, &v.pairs.dst_ptr, &v.pairs.dst_edges, &v.pairs.norm}) {
-      TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
-    }
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.pairs, device));
   }
   // The layouts hold the edges now; the partition's copies go before anything else is allocated.
   std::vector<int64_t>().swap(part.src);

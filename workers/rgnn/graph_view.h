@@ -39,4 +39,10 @@ struct GraphView {
 // The runs of `types` (one per row), split at `owned`.
 std::vector<TypeRun> TypeRunsOf(const std::vector<int32_t>& types, int64_t owned);
 
+// Replaces a host tensor (or every tensor of a layout) by a copy on `device`; a no-op on CPU and for
+// empty tensors. The copies are queued on the device's stream.
+Status MoveToDevice(Tensor& t, const DeviceContext& device);
+Status MoveToDevice(SegmentLayout& layout, const DeviceContext& device);
+Status MoveToDevice(RelationLayout& layout, const DeviceContext& device);
+
 }  // namespace tessel::workers

@@ -19,14 +19,6 @@ Result<Tensor> HostTensor(const std::vector<T>& v, std::vector<int64_t> shape) {
   return t;
 }
 
-Status ToDevice(Tensor& t, const DeviceContext& device) {
-  if (device.device == Device::kCpu || t.raw() == nullptr) return Status();
-  TESSEL_ASSIGN_OR_RETURN(Tensor d, Tensor::Empty(t.dtype(), t.shape(), *device.allocator));
-  TESSEL_RETURN_IF_ERROR(CopyMemory(d.raw(), device.device, t.raw(), Device::kCpu, t.nbytes(), device.stream));
-  t = d;
-  return Status();
-}
-
 }  // namespace
 
 struct SampledSource::Prepared {
@@ -397,8 +389,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
     if (pairs) {
       TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, settings_.compaction));
     } else {
-      const auto edges = static_cast<int64_t>(part.dst.size());
-      const int64_t block_edges = std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
+      const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
       TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, settings_.compaction, host_, block_edges));
     }
     b.views.push_back(&v);
@@ -426,16 +417,14 @@ Status SampledSource::Upload(Prepared* p) {
   if (d.device == Device::kCpu) return Status();
   for (GraphView& v : p->views) {
     v.device = d;
-    SegmentLayout& s = v.segments;
-    RelationLayout& r = v.pairs;
-    for (Tensor* t : {&s.dblk_row, &s.dblk_run, &s.drun_rel, &s.drun_seg, &s.seg_dst, &s.seg_edge, &s.dedge_src,
-                      &s.dedge_pair, &s.sblk_row, &s.sblk_run, &s.srun_rel, &s.srun_pair, &s.pair_src, &s.pair_edge,
-                      &s.sedge_seg, &s.seg_norm, &r.uniq_ptr, &r.uniq_src, &r.uniq_edge_ptr, &r.edge_uniq, &r.dst,
-                      &r.dst_ptr, &r.dst_edges, &r.norm, &v.row_type, &v.row_id}) {
-      TESSEL_RETURN_IF_ERROR(ToDevice(*t, d));
-    }
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.segments, d));
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.pairs, d));
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.row_type, d));
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.row_id, d));
   }
-  for (Tensor* t : {&p->features, &p->labels, &p->train_mask, &p->test_mask}) TESSEL_RETURN_IF_ERROR(ToDevice(*t, d));
+  for (Tensor* t : {&p->features, &p->labels, &p->train_mask, &p->test_mask}) {
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(*t, d));
+  }
   return Status();
 }
 

@@ -129,6 +129,10 @@ int64_t SegmentLayout::bytes() const {
   return total;
 }
 
+int64_t SegmentLayout::BlockEdgesFor(int64_t edges, int64_t threads) {
+  return std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
+}
+
 Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Compaction compaction,
                                            const DeviceContext& device, int64_t target_block_edges) {
   SegmentLayout l;

@@ -44,6 +44,10 @@ struct SegmentLayout {
   // more past 4.2M), big enough that a block holds more than a few segments of each relation for its
   // GEMM tiles (FB15k-237, one thread: 5 rows a tile and 128 ms an epoch at E / 64; 114 ms at E / 16).
   // `device` receives the tensors.
+  // The block size for `edges` edges and `threads` CPU threads: four blocks per thread for balance, and
+  // no fewer than 8, so that each block's per-relation GEMMs stay wide (FB15k-237 RGCN, 2 threads: a
+  // median 64 ms per epoch at E / 8 against 72 ms at E / 16, four runs each); clamped to [8192, 262144].
+  static int64_t BlockEdgesFor(int64_t edges, int64_t threads);
   static Result<SegmentLayout> Build(const storage::WorkerPartition& p, Compaction compaction,
                                      const DeviceContext& device, int64_t target_block_edges = 0);
 };
