@@ -1,6 +1,7 @@
 #include "workers/plugin_host/op_table.h"
 
 #include <tessel/ops/gather.h>
+#include <tessel/ops/llm.h>
 #include <tessel/ops/nn.h>
 #include <tessel/ops/optim.h>
 #include <tessel/ops/rgnn.h>
@@ -15,7 +16,7 @@ namespace {
 
 const tessel_op_decl* const kOps[] = {
     TESSEL_NN_OPS(TESSEL_OP_ADDRESS) TESSEL_OPTIM_OPS(TESSEL_OP_ADDRESS) TESSEL_RGNN_OPS(TESSEL_OP_ADDRESS)
-        TESSEL_GATHER_OPS(TESSEL_OP_ADDRESS)};
+        TESSEL_GATHER_OPS(TESSEL_OP_ADDRESS) TESSEL_LLM_OPS(TESSEL_OP_ADDRESS)};
 
 #undef TESSEL_OP_ADDRESS
 

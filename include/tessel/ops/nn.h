@@ -15,6 +15,14 @@
  * nn.gemm              C = alpha * op(A) @ op(B) + beta * C, op = transpose when trans_a / trans_b is set.
  *                      C is an output that is also read when beta != 0. Shapes: op(A) is [M, K], op(B)
  *                      [K, N], C [M, N]; the schema names the stored shapes.
+ * nn.linear.fwd        Y = X W^T + b (W is [O, K], out-major, as torch.nn.Linear and llm.c store it).
+ * nn.linear.bwd        dX = dY W (WRITTEN), dW += dY^T X, db += the column sums of dY (ADDED: parameter
+ *                      gradients accumulate over micro-batches). dX is optional (0 rows: not computed).
+ *                      Sums over rows are in a fixed order: the same result whatever the threads.
+ * nn.gelu_tanh.fwd     Y = 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3))), GPT-2's GELU
+ * nn.gelu_tanh.bwd     dX = dY * d/dX of the above (WRITTEN)
+ * nn.add               C = A + B, elementwise (C may be the same buffer as A or B)
+ * nn.sum_squares       S[0] = sum of X[i]^2, accumulated in double in a fixed order (a gradient norm)
  */
 #ifndef TESSEL_OPS_NN_H_
 #define TESSEL_OPS_NN_H_
@@ -49,7 +57,14 @@ typedef struct tessel_gemm_params {
     sizeof(tessel_softmax_xent_params), "")                                                                \
   X(nn_embedding_fwd, "nn.embedding.fwd", "nn.embedding.fwd(W:T[V,D], ids:i64[M]) -> (Y:T[M,D])", 0, "")   \
   X(nn_embedding_bwd, "nn.embedding.bwd", "nn.embedding.bwd(dY:T[M,D], ids:i64[M]) -> (dW:T[V,D])", 0, "") \
-  X(nn_gemm, "nn.gemm", "nn.gemm(A:T[P,Q], B:T[S,U]) -> (C:T[M,N])", sizeof(tessel_gemm_params), "")
+  X(nn_gemm, "nn.gemm", "nn.gemm(A:T[P,Q], B:T[S,U]) -> (C:T[M,N])", sizeof(tessel_gemm_params), "")      \
+  X(nn_linear_fwd, "nn.linear.fwd", "nn.linear.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O])", 0, "")      \
+  X(nn_linear_bwd, "nn.linear.bwd",                                                                        \
+    "nn.linear.bwd(dY:T[N,O], X:T[N,K], W:T[O,K]) -> (dX:T[N,K], dW:T[O,K], db:T[O])", 0, "dX")            \
+  X(nn_gelu_tanh_fwd, "nn.gelu_tanh.fwd", "nn.gelu_tanh.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")               \
+  X(nn_gelu_tanh_bwd, "nn.gelu_tanh.bwd", "nn.gelu_tanh.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")   \
+  X(nn_add, "nn.add", "nn.add(A:T[N], B:T[N]) -> (C:T[N])", 0, "")                                         \
+  X(nn_sum_squares, "nn.sum_squares", "nn.sum_squares(X:T[N]) -> (S:f64[1])", 0, "")
 
 TESSEL_NN_OPS(TESSEL_DECLARE_OP)
 

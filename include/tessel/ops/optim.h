@@ -10,6 +10,11 @@
  *                      and the moments still move every row, as a dense zero gradient would). Reads and
  *                      writes param, m and v once and only the given gradient rows: for embedding tables,
  *                      whose dense gradient would be mostly zeros.
+ * optim.adamw.step     IN PLACE on param, m and v, as torch.optim.AdamW (decoupled weight decay), with the
+ *                      gradient first multiplied by grad_scale (gradient clipping; 1 = none):
+ *                      g = grad_scale * grad; param *= 1 - lr * weight_decay;
+ *                      m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+ *                      param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps).
  */
 #ifndef TESSEL_OPS_OPTIM_H_
 #define TESSEL_OPS_OPTIM_H_
@@ -30,12 +35,25 @@ typedef struct tessel_adam_params {
   int64_t step; /* 1-based */
 } tessel_adam_params;
 
+typedef struct tessel_adamw_params {
+  size_t struct_size;
+  double lr;
+  double beta1;
+  double beta2;
+  double eps;
+  double weight_decay; /* decoupled: param *= 1 - lr * weight_decay */
+  double grad_scale;   /* multiplies the gradient (clipping); 1 = none */
+  int64_t step;        /* 1-based */
+} tessel_adamw_params;
+
 #define TESSEL_OPTIM_OPS(X)                                                                             \
   X(optim_adam_step, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", \
     sizeof(tessel_adam_params), "")                                                                     \
   X(optim_adam_step_rows, "optim.adam.step_rows",                                                       \
     "optim.adam.step_rows(param:T[P,D], grad_rows:T[Z,D], row_of:i32[P], m:T[P,D], v:T[P,D]) -> ()",    \
-    sizeof(tessel_adam_params), "")
+    sizeof(tessel_adam_params), "")                                                                     \
+  X(optim_adamw_step, "optim.adamw.step", "optim.adamw.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", \
+    sizeof(tessel_adamw_params), "")
 
 TESSEL_OPTIM_OPS(TESSEL_DECLARE_OP)
 
