@@ -5,7 +5,7 @@
 namespace tessel {
 namespace {
 
-enum class Kind : uint8_t { kInt = 1, kDouble = 2, kBool = 3, kString = 4, kDoubles = 5, kRecord = 6 };
+enum class Kind : uint8_t { kInt = 1, kDouble = 2, kBool = 3, kString = 4, kDoubles = 5, kRecord = 6, kRows = 7 };
 
 constexpr int kMaxDepth = 16;  // nested records a decoder accepts (the encoder never nests deeply)
 
@@ -25,6 +25,13 @@ RecordValue DecodeValue(ByteReader& in, int depth) {
       return RecordValue{in.GetVector<double>("record array")};
     case Kind::kRecord:
       return RecordValue{DecodeRecordAt(in, depth + 1)};
+    case Kind::kRows: {
+      NumberRows rows;
+      const uint64_t n = in.Get<uint64_t>("record rows");
+      if (n > in.remaining() / 8) in.Fail("record row count exceeds the message");
+      for (uint64_t i = 0; in.ok() && i < n; ++i) rows.rows.push_back(in.GetVector<double>("record row"));
+      return RecordValue{std::move(rows)};
+    }
   }
   in.Fail("record value of an unknown kind");
   return RecordValue{int64_t{0}};
@@ -63,6 +70,14 @@ void WriteValue(const RecordValue& v, JsonWriter& out) {
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
           out.BeginArray();
           for (double d : x) out.Number(d);
+          out.EndArray();
+        } else if constexpr (std::is_same_v<T, NumberRows>) {
+          out.BeginArray();
+          for (const std::vector<double>& row : x.rows) {
+            out.BeginArray();
+            for (double d : row) out.Number(d);
+            out.EndArray();
+          }
           out.EndArray();
         } else {
           out.BeginObject();
@@ -126,6 +141,10 @@ void EncodeRecord(const Record& record, ByteWriter& out) {
           } else if constexpr (std::is_same_v<T, std::vector<double>>) {
             out.Put(Kind::kDoubles);
             out.PutVector(x);
+          } else if constexpr (std::is_same_v<T, NumberRows>) {
+            out.Put(Kind::kRows);
+            out.Put<uint64_t>(x.rows.size());
+            for (const std::vector<double>& row : x.rows) out.PutVector(row);
           } else {
             out.Put(Kind::kRecord);
             EncodeRecord(x, out);

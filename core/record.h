@@ -19,9 +19,13 @@ namespace tessel {
 
 struct RecordField;
 using Record = std::vector<RecordField>;
+// Rows of numbers, written to JSON as an array of arrays ([[step, loss], ...]).
+struct NumberRows {
+  std::vector<std::vector<double>> rows;
+};
 
 struct RecordValue {
-  std::variant<int64_t, double, bool, std::string, std::vector<double>, Record> data;
+  std::variant<int64_t, double, bool, std::string, std::vector<double>, Record, NumberRows> data;
 };
 
 struct RecordField {
@@ -41,6 +45,7 @@ inline void Set(Record& record, std::string_view name, std::vector<double> v) {
   Set(record, name, RecordValue{std::move(v)});
 }
 inline void Set(Record& record, std::string_view name, Record v) { Set(record, name, RecordValue{std::move(v)}); }
+inline void Set(Record& record, std::string_view name, NumberRows v) { Set(record, name, RecordValue{std::move(v)}); }
 
 // Appends every field of `from` (replacing fields of the same name).
 void Merge(Record& into, const Record& from);

@@ -19,16 +19,18 @@ namespace {
 
 constexpr std::array<std::string_view, 2> kKindNames = {"rgnn", "llm"};
 constexpr std::array<std::string_view, 3> kDeviceNames = {"auto", "cpu", "cuda"};
-constexpr std::array<std::string_view, 4> kFormatNames = {"graph", "rdf", "edges", "synthetic"};
+constexpr std::array<std::string_view, 7> kFormatNames = {"graph", "rdf", "edges", "synthetic", "text", "llmc",
+                                                           "generated_text"};
 constexpr std::array<std::string_view, 3> kPartitionNames = {"metis", "random", "range"};
 constexpr std::array<std::string_view, 4> kLogLevelNames = {"debug", "info", "warn", "error"};
-constexpr std::array<std::string_view, 3> kModelNames = {"rgcn", "rgat", "hgt"};
+constexpr std::array<std::string_view, 4> kModelNames = {"rgcn", "rgat", "hgt", "gpt2"};
 constexpr std::array<std::string_view, 3> kModelInputNames = {"auto", "features", "onehot"};
 constexpr std::array<std::string_view, 2> kHeadMergeNames = {"concat", "mean"};
 constexpr std::array<std::string_view, 2> kTrainModeNames = {"full", "sampled"};
 constexpr std::array<std::string_view, 2> kFanoutPerNames = {"total", "relation"};
 constexpr std::array<std::string_view, 3> kFeatureStoreNames = {"auto", "mapped", "pinned"};
-constexpr std::array<std::string_view, 2> kOptimizerNames = {"adam", "sgd"};
+constexpr std::array<std::string_view, 3> kOptimizerNames = {"adam", "sgd", "adamw"};
+constexpr std::array<std::string_view, 2> kBatchOrderNames = {"sequential", "shuffled"};
 constexpr std::array<std::string_view, 4> kSpillPolicyNames = {"auto", "keep", "offload", "recompute"};
 
 std::span<const std::string_view> NamesOf(JobKind) { return kKindNames; }
@@ -44,6 +46,7 @@ std::span<const std::string_view> NamesOf(FanoutPer) { return kFanoutPerNames; }
 std::span<const std::string_view> NamesOf(FeatureStoreChoice) { return kFeatureStoreNames; }
 std::span<const std::string_view> NamesOf(OptimizerName) { return kOptimizerNames; }
 std::span<const std::string_view> NamesOf(SpillPolicy) { return kSpillPolicyNames; }
+std::span<const std::string_view> NamesOf(BatchOrder) { return kBatchOrderNames; }
 
 template <typename E>
 std::string_view NameOf(E value) {
@@ -65,6 +68,7 @@ std::string_view FanoutPerName(FanoutPer per) { return NameOf(per); }
 std::string_view FeatureStoreName(FeatureStoreChoice store) { return NameOf(store); }
 std::string_view OptimizerNameText(OptimizerName optimizer) { return NameOf(optimizer); }
 std::string_view SpillPolicyName(SpillPolicy policy) { return NameOf(policy); }
+std::string_view BatchOrderName(BatchOrder order) { return NameOf(order); }
 
 namespace schema {
 namespace {
@@ -163,7 +167,7 @@ std::vector<Field> BuildFields() {
       // [job]
       TESSEL_JOB_FIELD(job.name, Required(),
                        "Names the run: run directory, metric label, summary.json. Letters, digits, '.', '_', '-'."),
-      TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN); \"llm\" is reserved."),
+      TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN) or \"llm\" (a GPT-2 decoder in pipeline stages)."),
       TESSEL_JOB_FIELD(job.seed, AtLeast(0), "Seed of weight initialisation and sampling."),
       TESSEL_JOB_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
       TESSEL_JOB_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
@@ -177,7 +181,7 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(resources.memory_budget_bytes, Bytes(),
                        "Memory one worker may use; the plan must fit it. 0 = unlimited."),
       // [data]
-      TESSEL_JOB_FIELD(data.format, Required(), "Where the graph comes from."),
+      TESSEL_JOB_FIELD(data.format, Required(), "Where the graph (rgnn) or the tokens (llm: text, llmc, generated_text) come from."),
       TESSEL_JOB_FIELD(data.graph, Any(),
                        "Graph file (.h5): the input for \"graph\", else the import cache (\"\" = no cache)."),
       TESSEL_JOB_FIELD(data.triples, Any(), "RDF N-Triples file, plain or .gz (format \"rdf\")."),
@@ -193,6 +197,15 @@ std::vector<Field> BuildFields() {
                        "\"pinned\" into (page-locked) memory, \"auto\" = mapped on CPU, pinned on GPU."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
                        "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
+      TESSEL_JOB_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),
+      TESSEL_JOB_FIELD(data.train_tokens, Any(), "llm: an llm.c token file to train on (format \"llmc\")."),
+      TESSEL_JOB_FIELD(data.val_tokens, Any(),
+                       "llm: an llm.c token file to validate on (format \"llmc\"); \"\" = the tail of train_tokens."),
+      TESSEL_JOB_FIELD(data.val_fraction, AtLeast(0).Below(1),
+                       "llm: the share of the tokens, at the end, held out for validation (unless val_tokens is set)."),
+      TESSEL_JOB_FIELD(data.generated_bytes, Bytes(), "llm: bytes of text to generate (format \"generated_text\")."),
+      TESSEL_JOB_FIELD(data.order, Any(),
+                       "llm: \"sequential\" (batch k starts at token k x B x T, as llm.c) or \"shuffled\" (seeded)."),
       // [data.synthetic]
       TESSEL_JOB_FIELD(data.synthetic.nodes, AtLeast(1), "Nodes in all, split across the node types."),
       TESSEL_JOB_FIELD(data.synthetic.node_types, AtLeast(1), "Node types."),
@@ -204,10 +217,11 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),
       TESSEL_JOB_FIELD(data.synthetic.seed, AtLeast(0), "Seed of the generator, independent of job.seed."),
       // [model]
-      TESSEL_JOB_FIELD(model.name, Any(), "Architecture: relational GCN, relational GAT or heterogeneous graph transformer."),
+      TESSEL_JOB_FIELD(model.name, Any(),
+                       "Architecture: relational GCN, relational GAT, heterogeneous graph transformer (rgnn); gpt2 (llm)."),
       TESSEL_JOB_FIELD(model.layers, AtLeast(1),
                        "Message-passing layers (RGCN/RGAT: the last outputs class scores; HGT: a classifier follows)."),
-      TESSEL_JOB_FIELD(model.hidden, AtLeast(1), "Width of the hidden layers."),
+      TESSEL_JOB_FIELD(model.hidden, AtLeast(1), "Width of the hidden layers (gpt2: the residual width C)."),
       TESSEL_JOB_FIELD(model.input, Any(),
                        "First-layer input; \"auto\" = features where the graph has them, else one-hot."),
       TESSEL_JOB_FIELD(model.num_bases, AtLeast(0), "RGCN basis decomposition: W_r = sum_b a_rb V_b; 0 = none."),
@@ -219,6 +233,10 @@ std::vector<Field> BuildFields() {
                        "Compact materialisation (once per unique relation-node pair); false = once per edge."),
       TESSEL_JOB_FIELD(model.reorder, Any(),
                        "Linear-operator reordering (weights after aggregation, W_r a_r precomputed); false = off."),
+      TESSEL_JOB_FIELD(model.context, AtLeast(1), "gpt2: positions the model has (wpe rows); train.seq_len <= it."),
+      TESSEL_JOB_FIELD(model.vocab_size, AtLeast(2).AtMost(65536), "gpt2: vocabulary size; 256 = bytes."),
+      TESSEL_JOB_FIELD(model.init_from, Any(),
+                       "gpt2: an llm.c GPT-2 checkpoint (version 3) to start from; \"\" = initialised from job.seed."),
       // [train]
       TESSEL_JOB_FIELD(train.mode, Any(),
                        "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),
@@ -237,9 +255,32 @@ std::vector<Field> BuildFields() {
                        "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
       TESSEL_JOB_FIELD(train.prefetch, Any(),
                        "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
+      TESSEL_JOB_FIELD(train.steps, AtLeast(1), "llm: optimizer steps."),
+      TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
+      TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),
+                       "llm: sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)."),
+      TESSEL_JOB_FIELD(train.beta1, AtLeast(0).Below(1), "llm: AdamW beta1."),
+      TESSEL_JOB_FIELD(train.beta2, AtLeast(0).Below(1), "llm: AdamW beta2."),
+      TESSEL_JOB_FIELD(train.eps, AtLeast(0), "llm: AdamW epsilon."),
+      TESSEL_JOB_FIELD(train.weight_decay, AtLeast(0), "llm: AdamW decoupled weight decay, on the 2-D parameters."),
+      TESSEL_JOB_FIELD(train.grad_clip, AtLeast(0), "llm: clip the global gradient norm to this; 0 = no clipping."),
+      TESSEL_JOB_FIELD(train.warmup_steps, AtLeast(0), "llm: steps of linear learning-rate warm-up."),
+      TESSEL_JOB_FIELD(train.final_lr_fraction, AtLeast(0).AtMost(1),
+                       "llm: cosine decay after warm-up to lr x this at the last step; 1 = constant."),
+      TESSEL_JOB_FIELD(train.val_every, AtLeast(0), "llm: steps between validation losses; 0 = at the end only."),
+      TESSEL_JOB_FIELD(train.val_batches, AtLeast(0),
+                       "llm: batches of batch_size sequences per validation; 0 = the whole validation split."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
+      // [pipeline]
+      TESSEL_JOB_FIELD(pipeline.stages, AtLeast(1), "llm: pipeline stages the layers are split into."),
+      TESSEL_JOB_FIELD(pipeline.microbatches, AtLeast(1),
+                       "llm: micro-batches per step and pipeline, scheduled 1F1B (gradient accumulation)."),
+      TESSEL_JOB_FIELD(pipeline.data_parallel, AtLeast(1),
+                       "llm: replicas of the pipeline; stages x data_parallel = resources.workers."),
+      TESSEL_JOB_FIELD(pipeline.layers, Any(),
+                       "llm: transformer blocks per stage, first stage first; [] = the stage planner splits them."),
       // [spill]
       TESSEL_JOB_FIELD(spill.dir, NonEmpty(), "Directory of the per-worker HDF5 spill files (local NVMe is best)."),
       TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),

@@ -96,11 +96,6 @@ class Parser {
       const std::string key = prefix.empty() ? std::string(k.str()) : StrCat(prefix, ".", k.str());
       const std::string where = Location(spec_->source_path, k.source());
       if (key == "version") continue;  // read before the walk
-      if (key == "pipeline") {
-        // Reserved for kind = "llm" (its schema arrives with the llm executor); ValidateJob() decides.
-        spec_->origins[key] = where;
-        continue;
-      }
       if (const Field* field = schema::FindField(key)) {
         Set(*field, node, where, /*from_file=*/true);
       } else if (schema::IsSection(key)) {
@@ -130,10 +125,6 @@ class Parser {
     const std::string value_text = Trim(text.substr(eq + 1));
     if (key == "version") {
       errors_->Add(origin, "version is the schema version of the file and cannot be overridden");
-      return;
-    }
-    if (key == "pipeline" || key.starts_with("pipeline.")) {
-      spec_->origins["pipeline"] = origin;
       return;
     }
     const Field* field = schema::FindField(key);

@@ -35,16 +35,21 @@ enum class DataFormat {
   kRdf,        // RDF N-Triples plus train/test label TSVs (e.g. AIFB), imported on first use
   kEdges,      // TSV edge lists, imported on first use
   kSynthetic,  // generated from [data.synthetic]
+  // llm jobs:
+  kText,           // a raw text file, each byte one token ([data] text)
+  kLlmc,           // llm.c token files ([data] train_tokens, val_tokens)
+  kGeneratedText,  // text generated in memory ([data] generated_bytes, data.synthetic.seed)
 };
 enum class PartitionMethod { kMetis, kRandom, kRange };
 enum class LogLevelChoice { kDebug, kInfo, kWarn, kError };
-enum class ModelName { kRgcn, kRgat, kHgt };
+enum class ModelName { kRgcn, kRgat, kHgt, kGpt2 };
 enum class ModelInput { kAuto, kFeatures, kOneHot };
 enum class HeadMerge { kConcat, kMean };
 enum class TrainMode { kFull, kSampled };
 enum class FanoutPer { kTotal, kRelation };
 enum class FeatureStoreChoice { kAuto, kMapped, kPinned };
-enum class OptimizerName { kAdam, kSgd };
+enum class OptimizerName { kAdam, kSgd, kAdamw };
+enum class BatchOrder { kSequential, kShuffled };
 enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute };
 
 // The TOML spelling of each enum value ("rgnn", "cuda", ...). Strings from a job file become these enums
@@ -62,6 +67,7 @@ std::string_view FanoutPerName(FanoutPer per);
 std::string_view FeatureStoreName(FeatureStoreChoice store);
 std::string_view OptimizerNameText(OptimizerName optimizer);
 std::string_view SpillPolicyName(SpillPolicy policy);
+std::string_view BatchOrderName(BatchOrder order);
 
 struct JobSection {
   std::string name;               // required; letters, digits, '.', '_' and '-' only (it names the run directory)
@@ -105,6 +111,12 @@ struct DataSection {
   bool add_inverse = true;                         // importers add an inverse relation per relation
   bool add_self_loop = true;                       // importers add a self-loop relation per node type
   FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows
+  // llm jobs:
+  std::string text;                  // kText
+  std::string train_tokens, val_tokens;  // kLlmc (val_tokens "" = the tail of train_tokens)
+  double val_fraction = 0.1;         // the tail of the tokens held out for validation (kText, kGeneratedText, kLlmc without val_tokens)
+  int64_t generated_bytes = 1 << 20;  // kGeneratedText
+  BatchOrder order = BatchOrder::kSequential;
   SyntheticSection synthetic;
   bool operator==(const DataSection&) const = default;
 };
@@ -120,6 +132,10 @@ struct ModelSection {
   HeadMerge head_merge = HeadMerge::kConcat;  // RGAT hidden layers
   bool compact = true;     // compact materialisation: once per unique (relation, node) pair, not per edge
   bool reorder = true;     // linear-operator reordering: weights after aggregation, W_r a_r precomputed
+  // gpt2 (hidden is the residual width C, heads the attention heads):
+  int32_t context = 256;      // positions (wpe rows); sequences are train.seq_len <= context long
+  int32_t vocab_size = 256;   // 256 = bytes
+  std::string init_from;      // an llm.c GPT-2 checkpoint; "" = initialised from job.seed
   bool operator==(const ModelSection&) const = default;
 };
 
@@ -136,6 +152,17 @@ struct TrainSection {
   int32_t batch_size = 1024;                // training nodes per mini-batch, over all workers
   std::vector<int32_t> eval_fanouts;        // empty = every neighbour
   bool prefetch = true;
+  // llm jobs (batch_size is then the global batch in sequences):
+  int32_t steps = 100;
+  int32_t seq_len = 0;            // 0 = model.context
+  int32_t microbatch_size = 0;    // sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0;        // decoupled (AdamW), on the 2-D parameters
+  double grad_clip = 0;           // max global gradient norm; 0 = no clipping
+  int32_t warmup_steps = 0;
+  double final_lr_fraction = 1;   // cosine decay from lr to lr x this after warm-up; 1 = constant
+  int32_t val_every = 0;          // steps between validations; 0 = at the end only
+  int32_t val_batches = 20;       // batches of batch_size sequences per validation; 0 = the whole split
   bool operator==(const TrainSection&) const = default;
 };
 
@@ -143,6 +170,14 @@ struct PartitionSection {
   PartitionMethod method = PartitionMethod::kMetis;
   uint64_t seed = 0;
   bool operator==(const PartitionSection&) const = default;
+};
+
+struct PipelineSection {
+  int32_t stages = 1;
+  int32_t microbatches = 1;   // per step and pipeline (gradient accumulation)
+  int32_t data_parallel = 1;  // replicas of the pipeline; stages x data_parallel = resources.workers
+  std::vector<int32_t> layers;  // blocks per stage, first stage first; [] = the stage planner decides
+  bool operator==(const PipelineSection&) const = default;
 };
 
 struct SpillSection {
@@ -192,6 +227,7 @@ struct JobSpec {
   ModelSection model;
   TrainSection train;
   PartitionSection partition;
+  PipelineSection pipeline;
   SpillSection spill;
   CheckpointSection checkpoint;
   PluginsSection plugins;

@@ -50,6 +50,14 @@ void CheckDataSection(const JobSpec& spec, ErrorList* errors) {
     case DataFormat::kEdges:
       Require(spec, !d.edges.empty(), "data.edges", "at least one edge-list file", errors);
       break;
+    case DataFormat::kText:
+      Require(spec, !d.text.empty(), "data.text", "the text file", errors);
+      break;
+    case DataFormat::kLlmc:
+      Require(spec, !d.train_tokens.empty(), "data.train_tokens", "the llm.c token file", errors);
+      break;
+    case DataFormat::kGeneratedText:
+      break;
     case DataFormat::kSynthetic: {
       const SyntheticSection& s = d.synthetic;
       if (s.nodes < s.node_types) {
@@ -97,6 +105,175 @@ void CheckReadableFile(const JobSpec& spec, const std::string& key, const std::s
               StrCat(key, ": cannot read ", schema::QuoteToml(path), ": ", problem, hint));
 }
 
+// The rules of an rgnn job (jobs/README.md rules 2, 3, 9 and 10).
+void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
+  const auto at = [&spec](std::string_view key) { return KeyOrigin(spec, key); };
+  const auto at_either = [&spec](std::string_view first, std::string_view second) {
+    return KeyOrigin(spec, spec.origins.contains(first) ? first : second);
+  };
+  for (const auto& [key, origin] : spec.origins) {
+    if (key == "pipeline" || key.starts_with("pipeline.")) {
+      errors->Add(origin, "[pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]");
+      break;
+    }
+  }
+  if (spec.model.name == ModelName::kGpt2) {
+    errors->Add(at("model.name"), "model.name = \"gpt2\" is an llm model; an rgnn job trains \"rgcn\", \"rgat\" or \"hgt\"");
+  }
+  switch (spec.data.format) {
+    case DataFormat::kText:
+    case DataFormat::kLlmc:
+    case DataFormat::kGeneratedText:
+      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+                                            " holds tokens for an llm job; an rgnn job reads a graph"));
+      break;
+    default:
+      break;
+  }
+  // Settings the schema knows but this build cannot honour yet: refused, never silently ignored.
+  const auto not_yet = [&](std::string_view key, const std::string& value, std::string_view instead) {
+    errors->Add(at(key), StrCat(key, " = ", value, " is not supported by this build yet; ", instead));
+  };
+  const TrainSection& train = spec.train;
+  for (const auto& [key, fanouts] : {std::pair<std::string_view, const std::vector<int32_t>*>{"train.fanouts", &train.fanouts},
+                                     {"train.eval_fanouts", &train.eval_fanouts}}) {
+    for (size_t i = 0; i < fanouts->size(); ++i) {
+      const int32_t f = (*fanouts)[i];
+      if (f == 0 || f < -1) {
+        errors->Add(at(key), StrCat(key, "[", i, "] = ", f, ": a fanout is >= 1, or -1 for every neighbour"));
+      }
+    }
+  }
+  if (train.mode == TrainMode::kSampled) {
+    if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
+      errors->Add(at_either("train.fanouts", "model.layers"),
+                 StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
+                        ": give one fanout per layer (input layer first), or [] for 10 per layer"));
+    }
+    if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
+      errors->Add(at_either("train.eval_fanouts", "model.layers"),
+                 StrCat("train.eval_fanouts has ", train.eval_fanouts.size(), " entries but model.layers = ",
+                        spec.model.layers, ": give one per layer, or [] for every neighbour"));
+    }
+  }
+  if (spec.train.optimizer != OptimizerName::kAdam) {
+    not_yet("train.optimizer", schema::QuoteToml(OptimizerNameText(spec.train.optimizer)), "use \"adam\"");
+  }
+  const ModelSection& m = spec.model;
+  const std::string model = schema::QuoteToml(ModelNameText(m.name));
+  if (m.num_bases > 0 && m.num_blocks > 0) {
+    errors->Add(at_either("model.num_blocks", "model.num_bases"),
+               StrCat("model.num_bases = ", m.num_bases, " and model.num_blocks = ", m.num_blocks,
+                      ": choose one decomposition of the relation weights"));
+  }
+  if (m.name != ModelName::kRgcn) {
+    const std::pair<std::string_view, int32_t> decompositions[] = {{"model.num_bases", m.num_bases},
+                                                                   {"model.num_blocks", m.num_blocks}};
+    for (const auto& [key, value] : decompositions) {
+      if (value > 0) {
+        errors->Add(at(key), StrCat(key, " decomposes RGCN's relation weights; model.name = ", model, " has none"));
+      }
+    }
+  }
+  if (m.name == ModelName::kRgcn && m.heads != 1) {
+    errors->Add(at("model.heads"), StrCat("model.heads = ", m.heads, ": RGCN has no attention heads; use 1"));
+  }
+  const bool heads_split_hidden =
+      m.name == ModelName::kHgt || (m.name == ModelName::kRgat && m.head_merge == HeadMerge::kConcat && m.layers > 1);
+  if (heads_split_hidden && m.hidden % m.heads != 0) {
+    errors->Add(at_either("model.heads", "model.hidden"),
+               StrCat("model.hidden = ", m.hidden, " is not divisible by model.heads = ", m.heads, ": ", model,
+                      m.name == ModelName::kHgt ? "" : " with head_merge = \"concat\"",
+                      " splits the hidden width across the heads"));
+  }
+}
+
+// The rules of an llm job (jobs/README.md rule 11).
+void CheckLlm(const JobSpec& spec, ErrorList* errors) {
+  const auto at = [&spec](std::string_view key) { return KeyOrigin(spec, key); };
+  const auto at_either = [&spec](std::string_view first, std::string_view second) {
+    return KeyOrigin(spec, spec.origins.contains(first) ? first : second);
+  };
+  const ModelSection& m = spec.model;
+  const TrainSection& t = spec.train;
+  const PipelineSection& p = spec.pipeline;
+  if (m.name != ModelName::kGpt2) {
+    errors->Add(at("model.name"), StrCat("model.name = ", schema::QuoteToml(ModelNameText(m.name)),
+                                         " is an rgnn model; an llm job trains model.name = \"gpt2\""));
+  }
+  switch (spec.data.format) {
+    case DataFormat::kText:
+    case DataFormat::kLlmc:
+    case DataFormat::kGeneratedText:
+      break;
+    default:
+      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+                                            " is a graph; an llm job reads \"text\", \"llmc\" or \"generated_text\""));
+  }
+  if (spec.data.format == DataFormat::kText && m.vocab_size < 256) {
+    errors->Add(at_either("model.vocab_size", "data.format"),
+                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = \"text\" has byte tokens 0..255; use >= 256"));
+  }
+  if (m.hidden % m.heads != 0) {
+    errors->Add(at_either("model.heads", "model.hidden"),
+                StrCat("model.hidden = ", m.hidden, " is not divisible by model.heads = ", m.heads,
+                       ": gpt2 splits the width across the heads"));
+  }
+  if (t.seq_len > m.context) {
+    errors->Add(at_either("train.seq_len", "model.context"),
+                StrCat("train.seq_len = ", t.seq_len, " is longer than model.context = ", m.context, " positions"));
+  }
+  if (t.optimizer != OptimizerName::kAdamw) {
+    errors->Add(at("train.optimizer"), StrCat("train.optimizer = ", schema::QuoteToml(OptimizerNameText(t.optimizer)),
+                                              ": an llm job trains with \"adamw\""));
+  }
+  if (t.warmup_steps > t.steps) {
+    errors->Add(at_either("train.warmup_steps", "train.steps"),
+                StrCat("train.warmup_steps = ", t.warmup_steps, " is more than train.steps = ", t.steps));
+  }
+  const int64_t workers = spec.resources.workers;
+  const int64_t replicas = int64_t{p.stages} * p.data_parallel;
+  if (replicas != workers) {
+    errors->Add(at_either("pipeline.stages", "resources.workers"),
+                StrCat("pipeline.stages x pipeline.data_parallel = ", p.stages, " x ", p.data_parallel, " = ", replicas,
+                       " but resources.workers = ", workers, ": each worker runs one stage of one replica",
+                       replicas > workers ? " (more stages than workers)" : ""));
+  }
+  if (p.stages > m.layers) {
+    errors->Add(at_either("pipeline.stages", "model.layers"),
+                StrCat("pipeline.stages = ", p.stages, " is more than model.layers = ", m.layers,
+                       ": every stage holds at least one block"));
+  }
+  if (!p.layers.empty()) {
+    int64_t sum = 0;
+    bool positive = true;
+    for (int32_t n : p.layers) {
+      sum += n;
+      positive = positive && n >= 1;
+    }
+    if (static_cast<int64_t>(p.layers.size()) != p.stages || sum != m.layers || !positive) {
+      errors->Add(at("pipeline.layers"),
+                  StrCat("pipeline.layers has ", p.layers.size(), " entries summing to ", sum,
+                         ": give pipeline.stages = ", p.stages, " entries, each >= 1, summing to model.layers = ",
+                         m.layers, " (or [] to let the planner split)"));
+    }
+  }
+  // microbatch x accumulation (micro-batches) x data-parallel = global batch.
+  const int64_t per_step = int64_t{p.microbatches} * p.data_parallel;
+  if (t.microbatch_size > 0) {
+    if (int64_t{t.microbatch_size} * per_step != t.batch_size) {
+      errors->Add(at_either("train.microbatch_size", "train.batch_size"),
+                  StrCat("train.microbatch_size x pipeline.microbatches x pipeline.data_parallel = ", t.microbatch_size,
+                         " x ", p.microbatches, " x ", p.data_parallel, " = ", t.microbatch_size * per_step,
+                         " but train.batch_size = ", t.batch_size, " (the global batch, in sequences)"));
+    }
+  } else if (t.batch_size % per_step != 0) {
+    errors->Add(at_either("train.batch_size", "pipeline.microbatches"),
+                StrCat("train.batch_size = ", t.batch_size, " is not divisible by pipeline.microbatches x "
+                       "pipeline.data_parallel = ", per_step, ": every micro-batch has the same number of sequences"));
+  }
+}
+
 }  // namespace
 
 Status ValidateJob(const JobSpec& spec) {
@@ -109,12 +286,6 @@ Status ValidateJob(const JobSpec& spec) {
     return UsageError(StrCat(spec.source_path, ": version = ", spec.version,
                              " is not supported; this build reads job files of version ", kJobFileVersion));
   }
-  // The llm schema ([pipeline], microbatches, ...) arrives with the llm executor; until then the rest of
-  // an llm file would only produce confusing follow-on errors.
-  if (spec.job.kind == JobKind::kLlm) {
-    return UsageError(StrCat(at("job.kind"), ": job.kind = \"llm\" is not supported by this build yet"));
-  }
-
   ErrorList errors;
   for (const schema::Field& f : schema::Fields()) {
     if (std::string problem = schema::CheckConstraint(f, f.get(spec)); !problem.empty()) {
@@ -128,71 +299,18 @@ Status ValidateJob(const JobSpec& spec) {
                                       ": use letters, digits, '.', '_' and '-', starting with a letter or digit "
                                       "(it names the run directory)"));
   }
-  if (spec.origins.contains("pipeline")) {
-    errors.Add(at("pipeline"),
-               "[pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]");
-  }
-  // Settings the schema knows but this build cannot honour yet: refused, never silently ignored.
-  const auto not_yet = [&](std::string_view key, const std::string& value, std::string_view instead) {
-    errors.Add(at(key), StrCat(key, " = ", value, " is not supported by this build yet; ", instead));
-  };
-  const TrainSection& train = spec.train;
-  for (const auto& [key, fanouts] : {std::pair<std::string_view, const std::vector<int32_t>*>{"train.fanouts", &train.fanouts},
-                                     {"train.eval_fanouts", &train.eval_fanouts}}) {
-    for (size_t i = 0; i < fanouts->size(); ++i) {
-      const int32_t f = (*fanouts)[i];
-      if (f == 0 || f < -1) {
-        errors.Add(at(key), StrCat(key, "[", i, "] = ", f, ": a fanout is >= 1, or -1 for every neighbour"));
-      }
-    }
-  }
-  if (train.mode == TrainMode::kSampled) {
-    if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
-      errors.Add(at_either("train.fanouts", "model.layers"),
-                 StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
-                        ": give one fanout per layer (input layer first), or [] for 10 per layer"));
-    }
-    if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
-      errors.Add(at_either("train.eval_fanouts", "model.layers"),
-                 StrCat("train.eval_fanouts has ", train.eval_fanouts.size(), " entries but model.layers = ",
-                        spec.model.layers, ": give one per layer, or [] for every neighbour"));
-    }
-  }
-  if (spec.train.optimizer != OptimizerName::kAdam) {
-    not_yet("train.optimizer", schema::QuoteToml(OptimizerNameText(spec.train.optimizer)), "use \"adam\"");
+  if (spec.job.kind == JobKind::kLlm) {
+    CheckLlm(spec, &errors);
+  } else {
+    CheckRgnn(spec, &errors);
   }
   if (spec.checkpoint.every_steps > 0) {
-    not_yet("checkpoint.every_steps", std::to_string(spec.checkpoint.every_steps), "use 0 (no checkpoints)");
+    errors.Add(at("checkpoint.every_steps"), StrCat("checkpoint.every_steps = ", spec.checkpoint.every_steps,
+                                                    " is not supported by this build yet; use 0 (no checkpoints)"));
   }
   if (!spec.metrics.pushgateway.empty()) {
-    not_yet("metrics.pushgateway", schema::QuoteToml(spec.metrics.pushgateway), "let Prometheus scrape the ranks");
-  }
-  const ModelSection& m = spec.model;
-  const std::string model = schema::QuoteToml(ModelNameText(m.name));
-  if (m.num_bases > 0 && m.num_blocks > 0) {
-    errors.Add(at_either("model.num_blocks", "model.num_bases"),
-               StrCat("model.num_bases = ", m.num_bases, " and model.num_blocks = ", m.num_blocks,
-                      ": choose one decomposition of the relation weights"));
-  }
-  if (m.name != ModelName::kRgcn) {
-    const std::pair<std::string_view, int32_t> decompositions[] = {{"model.num_bases", m.num_bases},
-                                                                   {"model.num_blocks", m.num_blocks}};
-    for (const auto& [key, value] : decompositions) {
-      if (value > 0) {
-        errors.Add(at(key), StrCat(key, " decomposes RGCN's relation weights; model.name = ", model, " has none"));
-      }
-    }
-  }
-  if (m.name == ModelName::kRgcn && m.heads != 1) {
-    errors.Add(at("model.heads"), StrCat("model.heads = ", m.heads, ": RGCN has no attention heads; use 1"));
-  }
-  const bool heads_split_hidden =
-      m.name == ModelName::kHgt || (m.name == ModelName::kRgat && m.head_merge == HeadMerge::kConcat && m.layers > 1);
-  if (heads_split_hidden && m.hidden % m.heads != 0) {
-    errors.Add(at_either("model.heads", "model.hidden"),
-               StrCat("model.hidden = ", m.hidden, " is not divisible by model.heads = ", m.heads, ": ", model,
-                      m.name == ModelName::kHgt ? "" : " with head_merge = \"concat\"",
-                      " splits the hidden width across the heads"));
+    errors.Add(at("metrics.pushgateway"), StrCat("metrics.pushgateway = ", schema::QuoteToml(spec.metrics.pushgateway),
+                                                 " is not supported by this build yet; let Prometheus scrape the ranks"));
   }
   if (spec.resources.gpus_per_worker > 0 && spec.job.device == DeviceChoice::kCpu) {
     errors.Add(at_either("resources.gpus_per_worker", "job.device"),
@@ -233,9 +351,18 @@ Status ValidateDataPaths(const JobSpec& spec) {
         CheckReadableFile(spec, StrCat("data.edges[", i, "]"), d.edges[i], &errors, "data.edges");
       }
       break;
+    case DataFormat::kText:
+      CheckReadableFile(spec, "data.text", d.text, &errors);
+      break;
+    case DataFormat::kLlmc:
+      CheckReadableFile(spec, "data.train_tokens", d.train_tokens, &errors);
+      if (!d.val_tokens.empty()) CheckReadableFile(spec, "data.val_tokens", d.val_tokens, &errors);
+      break;
     case DataFormat::kSynthetic:
+    case DataFormat::kGeneratedText:
       break;
   }
+  if (!spec.model.init_from.empty()) CheckReadableFile(spec, "model.init_from", spec.model.init_from, &errors);
   return errors.ToStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "workers/executor_registry.h"
 
+#include "workers/llm/gpt_stage.h"
 #include "workers/rgnn/rgnn_executor.h"
 
 namespace tessel::workers {
@@ -8,6 +9,7 @@ const std::vector<ExecutorFactory>& Executors() {
   static const std::vector<ExecutorFactory> factories = {
       RgnnFullGraphFactory(),
       RgnnSampledFactory(),
+      LlmStageFactory(),
   };
   return factories;
 }

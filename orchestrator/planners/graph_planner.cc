@@ -128,6 +128,8 @@ Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_
     case jobs::ModelName::kHgt:
       s.model = RgnnModel::kHgt;
       break;
+    case jobs::ModelName::kGpt2:
+      return UsageError("model.name = \"gpt2\" is not a graph model");
   }
   s.layers = spec.model.layers;
   s.hidden = spec.model.hidden;

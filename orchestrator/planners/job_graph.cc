@@ -51,6 +51,10 @@ Result<storage::HeteroGraph> BuildGraph(const jobs::JobSpec& spec) {
       o.add_self_loop = d.add_self_loop;
       return storage::GenerateGraph(o);
     }
+    case jobs::DataFormat::kText:
+    case jobs::DataFormat::kLlmc:
+    case jobs::DataFormat::kGeneratedText:
+      return UsageError(StrCat("data.format = \"", jobs::FormatName(d.format), "\" holds tokens, not a graph"));
     case jobs::DataFormat::kGraph:
       break;
   }
@@ -79,6 +83,10 @@ std::string DataFingerprint(const jobs::JobSpec& spec) {
     }
     case jobs::DataFormat::kGraph:
       f += " graph=" + FileFacts(d.graph);
+      break;
+    case jobs::DataFormat::kText:
+    case jobs::DataFormat::kLlmc:
+    case jobs::DataFormat::kGeneratedText:
       break;
   }
   return f;

@@ -39,6 +39,36 @@ class WorkerComm {
   virtual Result<std::unique_ptr<WorkerComm>> Duplicate() {
     return InternalError("this communicator cannot be duplicated for a second thread");
   }
+  // The workers that pass the same `color`, ranked by their rank here (MPI_Comm_split): a pipeline stage's
+  // data-parallel group. Collective: every worker calls it.
+  virtual Result<std::unique_ptr<WorkerComm>> Split(int color) {
+    (void)color;
+    return InternalError("this communicator cannot be split");
+  }
+
+  // Point-to-point, for pipeline stages. Isend starts sending `count` floats to worker `peer` and returns
+  // a handle; the buffer must stay unchanged until WaitSend(handle) (or WaitSends()) returns. Messages
+  // with the same (peer, tag) arrive in the order they were sent. Recv waits, polling with a backoff sleep
+  // (never spinning, so a waiting stage leaves the cores to the others), at most `timeout_seconds`; then
+  // kRankFailed naming the peer.
+  virtual Result<int64_t> Isend(int peer, const float* data, int64_t count, int tag) {
+    (void)peer, (void)data, (void)count, (void)tag;
+    return InternalError("this communicator has no point-to-point messages");
+  }
+  // Waits for one Isend (a handle already waited for, or -1, returns at once).
+  virtual Status WaitSend(int64_t handle, double timeout_seconds) {
+    (void)handle, (void)timeout_seconds;
+    return Status();
+  }
+  virtual Status Recv(int peer, float* data, int64_t count, int tag, double timeout_seconds) {
+    (void)peer, (void)data, (void)count, (void)tag, (void)timeout_seconds;
+    return InternalError("this communicator has no point-to-point messages");
+  }
+  // Waits until every Isend has completed (at most `timeout_seconds`).
+  virtual Status WaitSends(double timeout_seconds) {
+    (void)timeout_seconds;
+    return Status();
+  }
 };
 
 // Sums buffers that live on an executor's device across the workers: MPI (through the WorkerComm) for
@@ -71,6 +101,7 @@ class LocalComm final : public WorkerComm {
     return Status();
   }
   Result<std::unique_ptr<WorkerComm>> Duplicate() override { return std::unique_ptr<WorkerComm>(new LocalComm()); }
+  Result<std::unique_ptr<WorkerComm>> Split(int) override { return std::unique_ptr<WorkerComm>(new LocalComm()); }
 };
 
 }  // namespace tessel::workers

@@ -1,8 +1,11 @@
 #include "workers/comm/mpi_comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <thread>
+
+#include "core/logging.h"
 
 namespace tessel::workers {
 
@@ -78,6 +81,82 @@ Result<std::unique_ptr<WorkerComm>> MpiWorkerComm::Duplicate() {
   c->rank_ = rank_;
   c->size_ = size_;
   return std::unique_ptr<WorkerComm>(std::move(c));
+}
+
+Result<std::unique_ptr<WorkerComm>> MpiWorkerComm::Split(int color) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Comm_split(comm_.get(), color, rank_, &comm), "MPI_Comm_split"));
+  auto c = std::unique_ptr<MpiWorkerComm>(new MpiWorkerComm());
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  c->comm_ = UniqueComm(comm);
+  MPI_Comm_rank(comm, &c->rank_);
+  MPI_Comm_size(comm, &c->size_);
+  return std::unique_ptr<WorkerComm>(std::move(c));
+}
+
+MpiWorkerComm::~MpiWorkerComm() {
+  // Sends still in flight when an executor gives up: cancel them rather than leak the requests.
+  for (auto& [handle, r] : sends_) {
+    MPI_Cancel(&r);
+    MPI_Request_free(&r);
+  }
+}
+
+namespace {
+
+// Polls `request` with MPI_Test and a backoff sleep (20 us doubling to 1 ms) until it completes.
+Status PollRequest(MPI_Request* request, double timeout_seconds, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  int64_t sleep_us = 20;
+  while (true) {
+    int done = 0;
+    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test"));
+    if (done) return Status();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_seconds) {
+      return RankFailedError(StrCat(what, ": nothing after ", static_cast<int64_t>(waited), " s (timeouts.step_seconds)"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min<int64_t>(sleep_us * 2, 1000);
+  }
+}
+
+}  // namespace
+
+Result<int64_t> MpiWorkerComm::Isend(int peer, const float* data, int64_t count, int tag) {
+  if (count > std::numeric_limits<int>::max()) return InternalError("a pipeline message exceeds MPI's count limit");
+  MPI_Request r = MPI_REQUEST_NULL;
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_.get(), &r), "MPI_Isend"));
+  const int64_t handle = next_send_++;
+  sends_[handle] = r;
+  return handle;
+}
+
+Status MpiWorkerComm::WaitSend(int64_t handle, double timeout_seconds) {
+  auto it = sends_.find(handle);
+  if (it == sends_.end()) return Status();
+  TESSEL_RETURN_IF_ERROR(PollRequest(&it->second, timeout_seconds, "waiting for a pipeline send to complete"));
+  sends_.erase(it);
+  return Status();
+}
+
+Status MpiWorkerComm::Recv(int peer, float* data, int64_t count, int tag, double timeout_seconds) {
+  if (count > std::numeric_limits<int>::max()) return InternalError("a pipeline message exceeds MPI's count limit");
+  MPI_Request r = MPI_REQUEST_NULL;
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_.get(), &r), "MPI_Irecv"));
+  Status st = PollRequest(&r, timeout_seconds, StrCat("waiting for worker ", peer, " (message tag ", tag, ")"));
+  if (!st.ok()) {
+    MPI_Cancel(&r);
+    MPI_Request_free(&r);
+  }
+  return st;
+}
+
+Status MpiWorkerComm::WaitSends(double timeout_seconds) {
+  while (!sends_.empty()) TESSEL_RETURN_IF_ERROR(WaitSend(sends_.begin()->first, timeout_seconds));
+  return Status();
 }
 
 namespace {

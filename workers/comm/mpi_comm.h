@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,19 @@ class MpiWorkerComm final : public WorkerComm {
                    const std::vector<int64_t>& recv_offsets) override;
   // MPI_Comm_dup; refused unless MPI runs with MPI_THREAD_MULTIPLE.
   Result<std::unique_ptr<WorkerComm>> Duplicate() override;
+  Result<std::unique_ptr<WorkerComm>> Split(int color) override;
+  Result<int64_t> Isend(int peer, const float* data, int64_t count, int tag) override;
+  Status WaitSend(int64_t handle, double timeout_seconds) override;
+  Status Recv(int peer, float* data, int64_t count, int tag, double timeout_seconds) override;
+  Status WaitSends(double timeout_seconds) override;
+  ~MpiWorkerComm() override;
 
  private:
   UniqueComm comm_;
   int rank_ = 0;
   int size_ = 1;
+  std::map<int64_t, MPI_Request> sends_;  // Isend's in flight, by handle
+  int64_t next_send_ = 0;
 };
 
 // Returns "MPI_Xxx failed: <error string>" as kRankFailed when rc != MPI_SUCCESS.

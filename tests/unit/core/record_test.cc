@@ -16,6 +16,7 @@ Record Sample() {
   Set(r, "name", "aifb");
   Set(r, "ok", true);
   Set(r, "partition", inner);
+  Set(r, "val_loss", NumberRows{{{10, 2.5}, {20, 2.25}}});
   return r;
 }
 
@@ -28,7 +29,7 @@ TEST(Record, SetReplacesInPlaceAndMergeAppends) {
   Set(more, "extra", int64_t{1});
   Set(more, "correct", int64_t{4});
   Merge(r, more);
-  EXPECT_EQ(r.size(), 7u);
+  EXPECT_EQ(r.size(), 8u);
   EXPECT_EQ(FindNumber(r, "correct"), 4);
   EXPECT_EQ(FindNumber(r, "name"), std::nullopt) << "not a number";
   EXPECT_EQ(Find(r, "missing"), nullptr);
@@ -64,7 +65,7 @@ TEST(Record, WritesJsonInOrder) {
   w.EndObject();
   EXPECT_EQ(w.str(),
             "{\"loss\":[1,0.5],\"accuracy\":0.75,\"correct\":3,\"name\":\"aifb\",\"ok\":true,"
-            "\"partition\":{\"edge_cut\":12}}");
+            "\"partition\":{\"edge_cut\":12},\"val_loss\":[[10,2.5],[20,2.25]]}");
   EXPECT_EQ(FormatScalars(Sample()), "accuracy 0.7500, correct 3, name aifb");
 }
 

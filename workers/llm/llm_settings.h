@@ -1,0 +1,91 @@
+// What a GPT pipeline-stage worker receives: the model's shape, the training and data settings, and
+// where its stage sits (which blocks, which replica), together the "llm.stage" assignment payload made by
+// the stage planner (orchestrator/planners/stage_planner.h). Values resolved by the coordinator.
+//
+// Worker w runs stage w % stages of replica w / stages: a replica's stages are consecutive workers, so
+// stage s sends activations to worker w + 1 and gradients to worker w - 1.
+// Thread safety: values. Failure: DecodeLlmAssignment fails the reader on malformed bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/byte_io.h"
+#include "workers/assignment.h"
+
+namespace tessel::workers {
+
+// GPT-2's shape (llm.c's GPT2Config): blocks, residual width C, heads, positions, vocabulary, and the
+// vocabulary padded for the embedding table (wte has padded_vocab rows; only the first vocab are scored).
+struct GptConfig {
+  int32_t layers = 4;
+  int32_t width = 256;
+  int32_t heads = 4;
+  int32_t context = 256;
+  int32_t vocab = 256;
+  int32_t padded_vocab = 256;
+  bool operator==(const GptConfig&) const = default;
+};
+
+struct LlmTrainSettings {
+  int32_t steps = 1;
+  int32_t microbatch = 1;     // B: sequences per micro-batch
+  int32_t seq_len = 256;      // T
+  int32_t microbatches = 1;   // M per step and replica
+  int32_t data_parallel = 1;  // D
+  double lr = 3e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0, grad_clip = 0;
+  int32_t warmup_steps = 0;
+  double final_lr_fraction = 1;
+  int32_t val_every = 0;
+  int32_t val_batches = 20;
+  // Sequences in a global batch: B x M x D.
+  int64_t global_batch() const { return int64_t{microbatch} * microbatches * data_parallel; }
+  bool operator==(const LlmTrainSettings&) const = default;
+};
+
+// The learning rate of 0-based step `s` (llm.c's schedule): linear warm-up over warmup_steps, then a
+// cosine from lr down to lr x final_lr_fraction at the last step.
+double LearningRate(const LlmTrainSettings& t, int64_t s);
+
+enum class TokenSource : int32_t { kText = 0, kLlmc = 1, kGenerated = 2 };
+
+struct LlmDataSettings {
+  TokenSource source = TokenSource::kText;
+  std::string text;                      // kText
+  std::string train_tokens, val_tokens;  // kLlmc (val_tokens "" = the tail of train_tokens)
+  double val_fraction = 0.1;
+  int64_t generated_bytes = 1 << 20;  // kGenerated
+  uint64_t generated_seed = 1;
+  bool shuffled = false;
+  uint64_t shuffle_seed = 0;
+  bool operator==(const LlmDataSettings&) const = default;
+};
+
+struct StagePlacement {
+  int32_t stage = 0, stages = 1;
+  int32_t first_block = 0, end_block = 0;  // blocks [first_block, end_block)
+  int32_t replica = 0;
+  bool first() const { return stage == 0; }
+  bool last() const { return stage == stages - 1; }
+  bool operator==(const StagePlacement&) const = default;
+};
+
+class LlmStageAssignment final : public AssignmentPayload {
+ public:
+  static constexpr std::string_view kKind = "llm.stage";
+  std::string_view kind() const override { return kKind; }
+  void Encode(ByteWriter& out) const override;
+  std::string Describe() const override;
+
+  GptConfig model;
+  LlmTrainSettings train;
+  LlmDataSettings data;
+  StagePlacement place;
+  std::string init_from;    // an llm.c checkpoint, or "" to initialise from the seed
+  std::string weights_dir;  // where replica 0's stages write their trained weights ("" = nowhere)
+};
+
+std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in);
+
+}  // namespace tessel::workers
