@@ -1,5 +1,5 @@
-// optim.adam.step on CUDA: elementwise and in place. The hyperparameters come from the host's
-// parameter struct; the bias corrections are computed once on the host, in double, as on the CPU.
+// optim.adam.step and optim.adamw.step on CUDA: elementwise and in place. The hyperparameters come from
+// the host's parameter struct; the bias corrections are computed once on the host, in double, as on the CPU.
 #include <cmath>
 
 #include "cuda_support.h"
@@ -35,6 +35,35 @@ __global__ void AdamRowsKernel(T* param, const T* grad_rows, const int32_t* row_
     param[i] -= step_size * mi / (sqrt(vi) / bias2_sqrt + eps);
   }
 }
+
+// The same expression as adam_cpu.cc's AdamwSpan.
+template <typename T>
+__global__ void AdamwKernel(T* param, const T* grad, T* m, T* v, int64_t p, AdamwConstants<T> c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p; i += int64_t(gridDim.x) * blockDim.x) {
+    const T g = c.grad_scale * grad[i];
+    const T mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
+    const T vi = c.beta2 * v[i] + c.one_minus_beta2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * c.decay - c.step_size * mi / (sqrt(vi) / c.bias2_sqrt + c.eps);
+  }
+}
+
+struct AdamwStepCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_optim_adamw_step; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t p = kUnbound;
+    T* param = args.InMutable<T>(0, "param", {&p});
+    const T* grad = args.In<T>(1, "grad", {&p});
+    T* m = args.InMutable<T>(2, "m", {&p});
+    T* v = args.InMutable<T>(3, "v", {&p});
+    const AdamwConstants<T> c = CheckedAdamwConstants<T>(args);
+    if (p == 0) return;
+    AdamwKernel<T><<<Blocks(p), kThreads, 0, StreamOf(args)>>>(param, grad, m, v, p, c);
+    CheckLaunch("AdamwKernel");
+  }
+};
 
 struct AdamStepRowsCuda {
   static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step_rows; }
@@ -81,5 +110,6 @@ struct AdamStepCuda {
 
 TESSEL_DEFINE_KERNEL(AdamStepCuda, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(AdamStepRowsCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AdamwStepCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

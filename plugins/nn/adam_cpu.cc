@@ -1,5 +1,6 @@
 // optim.adam.step on CPU: torch.optim.Adam's update (coupled L2 weight decay, bias correction),
-// elementwise and in place on param, m and v.
+// elementwise and in place on param, m and v; optim.adamw.step: torch.optim.AdamW's (decoupled weight
+// decay), with the gradient scaled first.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -76,6 +77,40 @@ struct AdamStepRowsCpu {
   }
 };
 
+// AdamW over n elements (kernels.h, AdamwConstants). Built with -fno-math-errno (CMakeLists.txt), so
+// that the sqrt, and with it the loop, vectorises.
+template <typename T>
+void AdamwSpan(int64_t n, T* __restrict p, const T* __restrict grad, T* __restrict m, T* __restrict v,
+               const AdamwConstants<T>& c) {
+  // The constants in registers (through `c` the compiler would reload them: T* may alias them).
+  const T grad_scale = c.grad_scale, decay = c.decay, beta1 = c.beta1, b1c = c.one_minus_beta1;
+  const T beta2 = c.beta2, b2c = c.one_minus_beta2, step_size = c.step_size, bias2_sqrt = c.bias2_sqrt;
+  const T eps = c.eps;
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = grad_scale * grad[i];
+    const T mi = beta1 * m[i] + b1c * g;
+    const T vi = beta2 * v[i] + b2c * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) / bias2_sqrt + eps);
+  }
+}
+
+struct AdamwStepCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_optim_adamw_step; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t p = kUnbound;
+    T* param = args.InMutable<T>(0, "param", {&p});
+    const T* grad = args.In<T>(1, "grad", {&p});
+    T* m = args.InMutable<T>(2, "m", {&p});
+    T* v = args.InMutable<T>(3, "v", {&p});
+    const AdamwConstants<T> c = CheckedAdamwConstants<T>(args);
+    args.ParallelFor(p, 1 << 14,
+                     [&](int64_t i0, int64_t i1) { AdamwSpan(i1 - i0, param + i0, grad + i0, m + i0, v + i0, c); });
+  }
+};
+
 }  // namespace
 
 const tessel_adam_params& CheckedAdamParams(const KernelArgs& args) {
@@ -87,7 +122,22 @@ const tessel_adam_params& CheckedAdamParams(const KernelArgs& args) {
   return h;
 }
 
+const tessel_adamw_params& CheckedAdamwParams(const KernelArgs& args) {
+  const tessel_adamw_params& h = args.Params<tessel_adamw_params>();
+  if (h.step < 1) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "adamw step must be >= 1, is " + std::to_string(h.step));
+  if (!(h.beta1 >= 0 && h.beta1 < 1) || !(h.beta2 >= 0 && h.beta2 < 1) || !(h.eps >= 0) || !(h.lr >= 0) ||
+      !(h.weight_decay >= 0)) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "adamw needs 0 <= beta1, beta2 < 1, eps >= 0, lr >= 0 and weight_decay >= 0");
+  }
+  if (!(h.grad_scale >= 0) || !std::isfinite(h.grad_scale)) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         "adamw grad_scale must be finite and >= 0, is " + std::to_string(h.grad_scale));
+  }
+  return h;
+}
+
 TESSEL_DEFINE_KERNEL(AdamStepCpu, TESSEL_DEVICE_CPU)
 TESSEL_DEFINE_KERNEL(AdamStepRowsCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(AdamwStepCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

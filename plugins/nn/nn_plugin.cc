@@ -19,21 +19,26 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
   info->name = "nn";
   info->version = TESSEL_NN_VERSION;
   info->description =
-      "Shared ops: ReLU, GELU, softmax cross-entropy, GEMM, embedding, Adam (CPU"
+      "Shared ops: ReLU, GELU, softmax cross-entropy, GEMM, linear, add, sum of squares, embedding, Adam, "
+      "AdamW (CPU"
 #if TESSEL_NN_WITH_CUDA
       " and CUDA"
 #endif
       ")";
-  const KernelRegistration cpu[] = {ReluFwdCpuKernel(),     ReluBwdCpuKernel(),      GeluFwdCpuKernel(),
-                                    GeluBwdCpuKernel(),     SoftmaxXentCpuKernel(),  GemmCpuKernel(),
-                                    AdamStepCpuKernel(),    EmbeddingFwdCpuKernel(), EmbeddingBwdCpuKernel(),
-                                    AdamStepRowsCpuKernel()};
+  const KernelRegistration cpu[] = {ReluFwdCpuKernel(),      ReluBwdCpuKernel(),      GeluFwdCpuKernel(),
+                                    GeluBwdCpuKernel(),      SoftmaxXentCpuKernel(),  GemmCpuKernel(),
+                                    AdamStepCpuKernel(),     EmbeddingFwdCpuKernel(), EmbeddingBwdCpuKernel(),
+                                    AdamStepRowsCpuKernel(), LinearFwdCpuKernel(),    LinearBwdCpuKernel(),
+                                    GeluTanhFwdCpuKernel(),  GeluTanhBwdCpuKernel(),  AddCpuKernel(),
+                                    SumSquaresCpuKernel(),   AdamwStepCpuKernel()};
   if (tessel_status* status = RegisterKernels(host, cpu, TESSEL_DEVICE_CPU, nullptr)) return status;
 #if TESSEL_NN_WITH_CUDA
-  const KernelRegistration cuda[] = {ReluFwdCudaKernel(),     ReluBwdCudaKernel(),      GeluFwdCudaKernel(),
-                                     GeluBwdCudaKernel(),     SoftmaxXentCudaKernel(),  GemmCudaKernel(),
-                                     AdamStepCudaKernel(),    EmbeddingFwdCudaKernel(), EmbeddingBwdCudaKernel(),
-                                     AdamStepRowsCudaKernel()};
+  const KernelRegistration cuda[] = {ReluFwdCudaKernel(),      ReluBwdCudaKernel(),      GeluFwdCudaKernel(),
+                                     GeluBwdCudaKernel(),      SoftmaxXentCudaKernel(),  GemmCudaKernel(),
+                                     AdamStepCudaKernel(),     EmbeddingFwdCudaKernel(), EmbeddingBwdCudaKernel(),
+                                     AdamStepRowsCudaKernel(), LinearFwdCudaKernel(),    LinearBwdCudaKernel(),
+                                     GeluTanhFwdCudaKernel(),  GeluTanhBwdCudaKernel(),  AddCudaKernel(),
+                                     SumSquaresCudaKernel(),   AdamwStepCudaKernel()};
   if (tessel_status* status = RegisterKernels(host, cuda, TESSEL_DEVICE_CUDA, CudaState())) return status;
 #endif
   return nullptr;

@@ -85,5 +85,51 @@ TYPED_TEST(NnCrossDeviceTest, GemmEveryTranspose) {
   }
 }
 
+TYPED_TEST(NnCrossDeviceTest, Linear) {
+  using T = TypeParam;
+  const int64_t n = 300, k = 70, o = 90;
+  Tensor x = MakeTensor<T>({n, k}, RandomValues<T>(n * k, 1)), w = MakeTensor<T>({o, k}, RandomValues<T>(o * k, 2));
+  Tensor dy = MakeTensor<T>({n, o}, RandomValues<T>(n * o, 3));
+  CompareDevices("nn.linear.fwd", {x, w, MakeTensor<T>({o}, RandomValues<T>(o, 4))}, {Filled<T>({n, o}, T(3))},
+                 this->Tol() * 10);
+  // dW and db start from values (the kernel adds to them); dX once computed, once skipped.
+  for (const int64_t dx_rows : {n, int64_t{0}}) {
+    SCOPED_TRACE("dX rows " + std::to_string(dx_rows));
+    CompareDevices("nn.linear.bwd", {dy, x, w},
+                   {Filled<T>({dx_rows, k}, T(3)), MakeTensor<T>({o, k}, RandomValues<T>(o * k, 5)),
+                    MakeTensor<T>({o}, RandomValues<T>(o, 6))},
+                   this->Tol() * 10);
+  }
+}
+
+TYPED_TEST(NnCrossDeviceTest, GeluTanh) {
+  using T = TypeParam;
+  const int64_t n = 500, d = 33;
+  Tensor x = MakeTensor<T>({n, d}, RandomValues<T>(n * d, 1, -8, 8));
+  CompareDevices("nn.gelu_tanh.fwd", {x}, {Filled<T>({n, d}, T(3))}, this->Tol());
+  CompareDevices("nn.gelu_tanh.bwd", {MakeTensor<T>({n, d}, RandomValues<T>(n * d, 2)), x}, {Filled<T>({n, d}, T(3))},
+                 this->Tol());
+}
+
+TYPED_TEST(NnCrossDeviceTest, AddAndSumSquares) {
+  using T = TypeParam;
+  const int64_t n = 200003;
+  Tensor a = MakeTensor<T>({n}, RandomValues<T>(n, 1));
+  CompareDevices("nn.add", {a, MakeTensor<T>({n}, RandomValues<T>(n, 2))}, {Filled<T>({n}, T(3))}, this->Tol());
+  // Both accumulate in double, in different orders.
+  CompareDevices("nn.sum_squares", {a}, {Filled<double>({1}, -1.0)}, 1e-12);
+}
+
+TYPED_TEST(NnCrossDeviceTest, Adamw) {
+  using T = TypeParam;
+  const int64_t p = 10000;
+  const tessel_adamw_params adamw{sizeof(tessel_adamw_params), 0.01, 0.9, 0.95, 1e-8, 0.1, 0.5, 3};
+  CompareDevicesWith(
+      "optim.adamw.step",
+      {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
+       MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1))},
+      {}, this->Tol(), adamw);
+}
+
 }  // namespace
 }  // namespace tessel::kernel_test

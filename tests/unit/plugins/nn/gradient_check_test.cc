@@ -58,6 +58,39 @@ TEST(NnGradientCheck, Gelu) {
   ExpectNear(ToVector<double>(tdx), NumericGrad(x, objective), kGradTol, "dX");
 }
 
+TEST(NnGradientCheck, GeluTanh) {
+  const int64_t n = 5, d = 4;
+  auto x = RandomValues<double>(n * d, 1, -3, 3);
+  const auto gy = RandomValues<double>(n * d, 2);
+  auto objective = [&] {
+    Tensor tx = MakeTensor<double>({n, d}, x), ty = Filled<double>({n, d}, 0.0);
+    CallCpu("nn.gelu_tanh.fwd", {&tx}, {&ty}, nullptr);
+    return Dot(ty, gy);
+  };
+  Tensor tx = MakeTensor<double>({n, d}, x), tdy = MakeTensor<double>({n, d}, gy), tdx = Filled<double>({n, d}, 0.0);
+  CallCpu("nn.gelu_tanh.bwd", {&tdy, &tx}, {&tdx}, nullptr);
+  ExpectNear(ToVector<double>(tdx), NumericGrad(x, objective), kGradTol, "dX");
+}
+
+// Y = X W^T + b: dX, dW and db of L = sum(G * Y) from one backward call into zeroed dW and db.
+TEST(NnGradientCheck, Linear) {
+  const int64_t n = 6, k = 4, o = 3;
+  auto x = RandomValues<double>(n * k, 1), w = RandomValues<double>(o * k, 2), b = RandomValues<double>(o, 3);
+  const auto gy = RandomValues<double>(n * o, 4);
+  auto objective = [&] {
+    Tensor tx = MakeTensor<double>({n, k}, x), tw = MakeTensor<double>({o, k}, w), tb = MakeTensor<double>({o}, b);
+    Tensor ty = Filled<double>({n, o}, 0.0);
+    CallCpu("nn.linear.fwd", {&tx, &tw, &tb}, {&ty}, nullptr);
+    return Dot(ty, gy);
+  };
+  Tensor tdy = MakeTensor<double>({n, o}, gy), tx = MakeTensor<double>({n, k}, x), tw = MakeTensor<double>({o, k}, w);
+  Tensor tdx = Filled<double>({n, k}, 9.0), tdw = Filled<double>({o, k}, 0.0), tdb = Filled<double>({o}, 0.0);
+  CallCpu("nn.linear.bwd", {&tdy, &tx, &tw}, {&tdx, &tdw, &tdb}, nullptr);
+  ExpectNear(ToVector<double>(tdx), NumericGrad(x, objective), kGradTol, "dX");
+  ExpectNear(ToVector<double>(tdw), NumericGrad(w, objective), kGradTol, "dW");
+  ExpectNear(ToVector<double>(tdb), NumericGrad(b, objective), kGradTol, "db");
+}
+
 // C = alpha op(A) op(B) + beta C0 for every transpose combination: dA and dB are themselves GEMMs, so the
 // check differentiates the forward numerically and compares with the closed forms computed by loops.
 TEST(NnGradientCheck, GemmAllTransposes) {

@@ -1,0 +1,137 @@
+// llm.layernorm.fwd/.bwd on CUDA: one block per row (block reductions in a fixed order). The backward's
+// dw and db are summed like the CPU kernel's: partial sums over fixed blocks of rows, then the blocks in
+// order, so they are deterministic.
+#include "cuda_rows.cuh"
+#include "kernels.h"
+
+namespace tessel::kernels::llm {
+namespace {
+
+// Rows per partial sum of dw and db.
+constexpr int64_t kBlockRows = 32;
+
+template <typename T>
+__global__ void LayernormFwdKernel(const T* x, const T* w, const T* b, T eps, int64_t n, int64_t c, T* y, T* mean,
+                                   T* rstd) {
+  __shared__ T scratch[32];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * c;
+    T sum = T(0);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += xr[j];
+    const T m = BlockReduce(sum, SumOp(), scratch) / T(c);
+    T sq = T(0);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sq += (xr[j] - m) * (xr[j] - m);
+    const T s = T(1) / sqrt(BlockReduce(sq, SumOp(), scratch) / T(c) + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) y[r * c + j] = (xr[j] - m) * s * w[j] + b[j];
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+}
+
+template <typename T>
+__global__ void LayernormBwdRowsKernel(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int64_t n,
+                                       int64_t c, T* dx) {
+  __shared__ T scratch[32];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T m = mean[r], s = rstd[r];
+    const T* dyr = dy + r * c;
+    const T* xr = x + r * c;
+    T dnorm = T(0), dnorm_xhat = T(0);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      dnorm += w[j] * dyr[j];
+      dnorm_xhat += w[j] * dyr[j] * ((xr[j] - m) * s);
+    }
+    const T dnorm_mean = BlockReduce(dnorm, SumOp(), scratch) / T(c);
+    const T dnorm_norm_mean = BlockReduce(dnorm_xhat, SumOp(), scratch) / T(c);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const T xhat = (xr[j] - m) * s;
+      dx[r * c + j] += (w[j] * dyr[j] - dnorm_mean - xhat * dnorm_norm_mean) * s;
+    }
+  }
+}
+
+// partial[k] = (dw, db) over rows [k kBlockRows, (k + 1) kBlockRows): one thread per (block, column).
+template <typename T>
+__global__ void LayernormBwdPartialKernel(const T* dy, const T* x, const T* mean, const T* rstd, int64_t n, int64_t c,
+                                          T* partial) {
+  const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < blocks * c;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = i / c, j = i % c;
+    T dw = T(0), db = T(0);
+    for (int64_t r = k * kBlockRows; r < n && r < (k + 1) * kBlockRows; ++r) {
+      const T g = dy[r * c + j];
+      dw += (x[r * c + j] - mean[r]) * rstd[r] * g;
+      db += g;
+    }
+    partial[k * 2 * c + j] = dw;
+    partial[k * 2 * c + c + j] = db;
+  }
+}
+
+template <typename T>
+__global__ void LayernormBwdReduceKernel(const T* partial, int64_t blocks, int64_t c, T* dw, T* db) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < 2 * c; j += int64_t(gridDim.x) * blockDim.x) {
+    T sum = T(0);
+    for (int64_t k = 0; k < blocks; ++k) sum += partial[k * 2 * c + j];
+    if (j < c) {
+      dw[j] += sum;
+    } else {
+      db[j - c] += sum;
+    }
+  }
+}
+
+struct LayernormFwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_fwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, c = kUnbound;
+    const T eps = static_cast<T>(CheckedLayernormEps(args));
+    const T* x = args.In<T>(0, "X", {&n, &c});
+    const T* w = args.In<T>(1, "w", {&c});
+    const T* b = args.In<T>(2, "b", {&c});
+    T* y = args.Out<T>(0, "Y", {&n, &c});
+    T* mean = args.Out<T>(1, "mean", {&n});
+    T* rstd = args.Out<T>(2, "rstd", {&n});
+    if (c == 0) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "llm.layernorm.fwd: C must be >= 1");
+    if (n == 0) return;
+    LayernormFwdKernel<T><<<RowBlocks(n), kRowThreads, 0, StreamOf(args)>>>(x, w, b, eps, n, c, y, mean, rstd);
+    CheckLaunch("LayernormFwdKernel");
+  }
+};
+
+struct LayernormBwdCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, c = kUnbound;
+    const T* dy = args.In<T>(0, "dY", {&n, &c});
+    const T* x = args.In<T>(1, "X", {&n, &c});
+    const T* w = args.In<T>(2, "w", {&c});
+    const T* mean = args.In<T>(3, "mean", {&n});
+    const T* rstd = args.In<T>(4, "rstd", {&n});
+    T* dx = args.Out<T>(0, "dX", {&n, &c});
+    T* dw = args.Out<T>(1, "dw", {&c});
+    T* db = args.Out<T>(2, "db", {&c});
+    if (n == 0 || c == 0) return;
+    cudaStream_t stream = StreamOf(args);
+    LayernormBwdRowsKernel<T><<<RowBlocks(n), kRowThreads, 0, stream>>>(dy, x, w, mean, rstd, n, c, dx);
+    CheckLaunch("LayernormBwdRowsKernel");
+    const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+    Workspace<T> partial(args, blocks * 2 * c);
+    LayernormBwdPartialKernel<T><<<Blocks(blocks * c), kThreads, 0, stream>>>(dy, x, mean, rstd, n, c, partial.get());
+    CheckLaunch("LayernormBwdPartialKernel");
+    LayernormBwdReduceKernel<T><<<Blocks(2 * c), kThreads, 0, stream>>>(partial.get(), blocks, c, dw, db);
+    CheckLaunch("LayernormBwdReduceKernel");
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(LayernormFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(LayernormBwdCuda, TESSEL_DEVICE_CUDA)
+
+}  // namespace tessel::kernels::llm

@@ -1,0 +1,161 @@
+// Built with -ffp-contract=off (CMakeLists.txt): no clone fuses a multiply and an add that another does not;
+// and with -fno-math-errno, so that std::sqrt and std::exp need no errno path.
+#include "row_math.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace tessel::kernels::llm {
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TESSEL_NO_MULTIVERSION)
+#define TESSEL_LLM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TESSEL_LLM_CLONES
+#endif
+// The bodies below are templates inlined into each clone, so each is compiled for the clone's target.
+#define TESSEL_LLM_INLINE inline __attribute__((always_inline))
+
+// Partial sums per reduction: two AVX-512 registers' worth, enough to hide the adds' latency.
+template <typename T>
+inline constexpr int64_t kLanes = 128 / sizeof(T);
+
+// sum over j < n of term(j), in kLanes partial sums added in order at the end.
+template <typename T, typename Term>
+TESSEL_LLM_INLINE T LaneSum(int64_t n, Term term) {
+  constexpr int64_t L = kLanes<T>;
+  T acc[L] = {};
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    for (int64_t l = 0; l < L; ++l) acc[l] += term(j + l);
+  }
+  for (int64_t l = 0; j + l < n; ++l) acc[l] += term(j + l);
+  T sum = T(0);
+  for (int64_t l = 0; l < L; ++l) sum += acc[l];
+  return sum;
+}
+
+// e^x in float, Cephes expf: x = k ln2 + r with |r| <= ln2 / 2, e^r by a polynomial, 2^k put into the
+// exponent bits. Branch-free, so loops of it vectorise. Clamped to the normal range.
+TESSEL_LLM_INLINE float Exp(float x) {
+  x = std::min(std::max(x, -87.33654f), 88.37626f);
+  const float k = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(x / ln2)
+  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * (r * r) + r + 1.0f;
+  return std::bit_cast<float>(std::bit_cast<int32_t>(er) + static_cast<int32_t>(k) * (1 << 23));
+}
+TESSEL_LLM_INLINE double Exp(double x) { return std::exp(x); }
+
+template <typename T>
+TESSEL_LLM_INLINE void LayernormRowT(int64_t c, const T* x, const T* w, const T* b, T eps, T* y, T* mean_out,
+                                     T* rstd_out) {
+  const T mean = LaneSum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
+  const T var = LaneSum<T>(c, [&](int64_t j) {
+                  const T d = x[j] - mean;
+                  return d * d;
+                }) /
+                T(c);
+  const T rstd = T(1) / std::sqrt(var + eps);
+  for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - mean) * rstd * w[j] + b[j];
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+template <typename T>
+TESSEL_LLM_INLINE void LayernormRowBackwardT(int64_t c, const T* dy, const T* x, const T* w, T mean, T rstd, T* dx,
+                                             T* dw_acc, T* db_acc) {
+  const T dnorm_mean = LaneSum<T>(c, [&](int64_t j) { return w[j] * dy[j]; }) / T(c);
+  const T dnorm_norm_mean = LaneSum<T>(c, [&](int64_t j) { return w[j] * dy[j] * ((x[j] - mean) * rstd); }) / T(c);
+  for (int64_t j = 0; j < c; ++j) {
+    const T xhat = (x[j] - mean) * rstd;
+    const T dnorm = w[j] * dy[j];
+    db_acc[j] += dy[j];
+    dw_acc[j] += xhat * dy[j];
+    dx[j] += (dnorm - dnorm_mean - xhat * dnorm_norm_mean) * rstd;
+  }
+}
+
+template <typename T>
+TESSEL_LLM_INLINE T RowMaxT(int64_t n, const T* x) {
+  constexpr int64_t L = kLanes<T>;
+  T acc[L];
+  for (int64_t l = 0; l < L; ++l) acc[l] = x[0];
+  int64_t j = 0;
+  for (; j + L <= n; j += L) {
+    for (int64_t l = 0; l < L; ++l) acc[l] = std::max(acc[l], x[j + l]);
+  }
+  for (int64_t l = 0; j + l < n; ++l) acc[l] = std::max(acc[l], x[j + l]);
+  T m = acc[0];
+  for (int64_t l = 1; l < L; ++l) m = std::max(m, acc[l]);
+  return m;
+}
+
+template <typename T>
+TESSEL_LLM_INLINE void ExpShiftedT(int64_t n, T shift, T* x) {
+  for (int64_t j = 0; j < n; ++j) x[j] = Exp(x[j] - shift);
+}
+
+}  // namespace
+
+TESSEL_LLM_CLONES void LayernormRow(int64_t c, const float* x, const float* w, const float* b, float eps, float* y,
+                                    float* mean, float* rstd) {
+  LayernormRowT(c, x, w, b, eps, y, mean, rstd);
+}
+TESSEL_LLM_CLONES void LayernormRow(int64_t c, const double* x, const double* w, const double* b, double eps,
+                                    double* y, double* mean, double* rstd) {
+  LayernormRowT(c, x, w, b, eps, y, mean, rstd);
+}
+
+TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const float* dy, const float* x, const float* w, float mean,
+                                            float rstd, float* dx, float* dw_acc, float* db_acc) {
+  LayernormRowBackwardT(c, dy, x, w, mean, rstd, dx, dw_acc, db_acc);
+}
+TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const double* dy, const double* x, const double* w,
+                                            double mean, double rstd, double* dx, double* dw_acc, double* db_acc) {
+  LayernormRowBackwardT(c, dy, x, w, mean, rstd, dx, dw_acc, db_acc);
+}
+
+TESSEL_LLM_CLONES float RowMax(int64_t n, const float* x) { return RowMaxT(n, x); }
+TESSEL_LLM_CLONES double RowMax(int64_t n, const double* x) { return RowMaxT(n, x); }
+
+TESSEL_LLM_CLONES float ExpShiftedSum(int64_t n, float shift, float* x) {
+  ExpShiftedT(n, shift, x);
+  return LaneSum<float>(n, [&](int64_t j) { return x[j]; });
+}
+TESSEL_LLM_CLONES double ExpShiftedSum(int64_t n, double shift, double* x) {
+  ExpShiftedT(n, shift, x);
+  return LaneSum<double>(n, [&](int64_t j) { return x[j]; });
+}
+
+TESSEL_LLM_CLONES void ExpShifted(int64_t n, float shift, float* x) { ExpShiftedT(n, shift, x); }
+TESSEL_LLM_CLONES void ExpShifted(int64_t n, double shift, double* x) { ExpShiftedT(n, shift, x); }
+
+TESSEL_LLM_CLONES void SoftmaxGradRow(int64_t n, const float* p, float d, float* dp) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);
+}
+TESSEL_LLM_CLONES void SoftmaxGradRow(int64_t n, const double* p, double d, double* dp) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d);
+}
+
+TESSEL_LLM_CLONES float RowDot(int64_t n, const float* x, const float* y) {
+  return LaneSum<float>(n, [&](int64_t j) { return x[j] * y[j]; });
+}
+TESSEL_LLM_CLONES double RowDot(int64_t n, const double* x, const double* y) {
+  return LaneSum<double>(n, [&](int64_t j) { return x[j] * y[j]; });
+}
+
+TESSEL_LLM_CLONES void ScaleRow(int64_t n, float a, float* x) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+TESSEL_LLM_CLONES void ScaleRow(int64_t n, double a, double* x) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+}  // namespace tessel::kernels::llm

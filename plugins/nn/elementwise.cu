@@ -1,0 +1,85 @@
+// nn.add and nn.sum_squares on CUDA. sum_squares runs a fixed grid (the same partition of the elements
+// for every call of a size): each block sums its grid-stride slice in double and reduces it in shared
+// memory to one partial, then one block reduces the partials, so the result is deterministic.
+#include "cuda_support.h"
+#include "kernels.h"
+
+namespace tessel::kernels::nn {
+namespace {
+
+constexpr int kSumBlocks = 256;
+constexpr int kSumThreads = 256;
+
+template <typename T>
+__global__ void AddKernel(const T* a, const T* b, int64_t n, T* c) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    c[i] = a[i] + b[i];
+  }
+}
+
+// Tree reduction of one value per thread (blockDim.x == kSumThreads); the sum lands in part[0].
+__device__ void ReduceBlock(double* part, double value) {
+  part[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kSumThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void SumSquaresPartialKernel(const T* x, int64_t n, double* partial) {
+  __shared__ double part[kSumThreads];
+  double acc = 0;
+  for (int64_t i = blockIdx.x * int64_t(kSumThreads) + threadIdx.x; i < n; i += int64_t(kSumBlocks) * kSumThreads) {
+    const double v = static_cast<double>(x[i]);
+    acc += v * v;
+  }
+  ReduceBlock(part, acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
+__global__ void SumPartialsKernel(const double* partial, double* s) {
+  __shared__ double part[kSumThreads];
+  double acc = 0;
+  for (int i = threadIdx.x; i < kSumBlocks; i += kSumThreads) acc += partial[i];
+  ReduceBlock(part, acc);
+  if (threadIdx.x == 0) *s = part[0];
+}
+
+struct AddCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_add; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound;
+    const T* a = args.In<T>(0, "A", {&n});
+    const T* b = args.In<T>(1, "B", {&n});
+    T* c = args.Out<T>(0, "C", {&n});
+    if (n == 0) return;
+    AddKernel<T><<<Blocks(n), kThreads, 0, StreamOf(args)>>>(a, b, n, c);
+    CheckLaunch("AddKernel");
+  }
+};
+
+struct SumSquaresCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_sum_squares; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, one = 1;
+    const T* x = args.In<T>(0, "X", {&n});
+    double* s = args.Out<double>(0, "S", {&one});
+    cudaStream_t stream = StreamOf(args);
+    Workspace<double> partial(args, kSumBlocks);
+    SumSquaresPartialKernel<T><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n, partial.get());
+    CheckLaunch("SumSquaresPartialKernel");
+    SumPartialsKernel<<<1, kSumThreads, 0, stream>>>(partial.get(), s);
+    CheckLaunch("SumPartialsKernel");
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(AddCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(SumSquaresCuda, TESSEL_DEVICE_CUDA)
+
+}  // namespace tessel::kernels::nn

@@ -1,0 +1,77 @@
+// nn.add and nn.sum_squares on CPU, in chunks on the host's pool. sum_squares accumulates in double over
+// chunks of a fixed size (not a share of the threads), then adds the chunks' sums in order: the same
+// bits at every thread count, which a gradient norm that decides clipping needs.
+#include <algorithm>
+#include <vector>
+
+#include "kernels.h"
+
+namespace tessel::kernels::nn {
+namespace {
+
+constexpr int64_t kElementGrain = 1 << 15;
+// Elements per partial sum of sum_squares.
+constexpr int64_t kSumChunk = 1 << 16;
+
+struct AddCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_add; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound;
+    const T* a = args.In<T>(0, "A", {&n});
+    const T* b = args.In<T>(1, "B", {&n});
+    T* c = args.Out<T>(0, "C", {&n});
+    // No restrict: C may be A or B, and each element is read before it is written.
+    args.ParallelFor(n, kElementGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) c[i] = a[i] + b[i];
+    });
+  }
+};
+
+// sum x[i]^2 in double, in 8 partial sums (i mod 8) added in order at the end.
+template <typename T>
+double SumSquaresSpan(int64_t n, const T* x) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double v = static_cast<double>(x[i + j]);
+      acc[j] += v * v;
+    }
+  }
+  for (int j = 0; i < n; ++i, ++j) {
+    const double v = static_cast<double>(x[i]);
+    acc[j] += v * v;
+  }
+  double sum = acc[0];
+  for (int j = 1; j < 8; ++j) sum += acc[j];
+  return sum;
+}
+
+struct SumSquaresCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_nn_sum_squares; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    int64_t n = kUnbound, one = 1;
+    const T* x = args.In<T>(0, "X", {&n});
+    double* s = args.Out<double>(0, "S", {&one});
+    const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    std::vector<double> partial(static_cast<size_t>(chunks));
+    args.ParallelFor(chunks, 1, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t i0 = j * kSumChunk;
+        partial[static_cast<size_t>(j)] = SumSquaresSpan(std::min(kSumChunk, n - i0), x + i0);
+      }
+    });
+    double sum = 0;
+    for (double p : partial) sum += p;
+    s[0] = sum;
+  }
+};
+
+}  // namespace
+
+TESSEL_DEFINE_KERNEL(AddCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(SumSquaresCpu, TESSEL_DEVICE_CPU)
+
+}  // namespace tessel::kernels::nn

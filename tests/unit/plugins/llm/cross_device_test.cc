@@ -1,0 +1,66 @@
+// Every CUDA kernel of libtessel_llm.so against its CPU counterpart on fresh random inputs, with a
+// tolerance per dtype (float: sums in another order, CUDA's expf against the CPU's polynomial; double:
+// rounding only). Skipped, with the reason, when Tessel was built without CUDA or no GPU is visible.
+#include <gtest/gtest.h>
+#include <tessel/ops/llm.h>
+
+#include "llm_test_util.h"
+#include "workers/plugin_host/op_table.h"
+
+namespace tessel::kernel_test {
+namespace {
+
+template <typename T>
+class LlmCrossDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { RequireLlmCudaKernels(workers::OpsOfFamily("llm")); }
+  static double Tol() { return std::is_same_v<T, float> ? 2e-4 : 1e-10; }
+};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(LlmCrossDeviceTest, FloatTypes);
+
+TYPED_TEST(LlmCrossDeviceTest, Encoder) {
+  using T = TypeParam;
+  const int64_t v = 300, p = 80, b = 3, s = 70, c = 96;
+  Tensor tokens = MakeTensor<int32_t>({b, s}, RandomTokens(b * s, 40, 1));  // many repeats
+  CompareLlmDevices("llm.encoder.fwd",
+                    {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 2)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 3)),
+                     tokens},
+                    {Filled<T>({b, s, c}, T(3))}, this->Tol());
+  CompareLlmDevices("llm.encoder.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 4)), tokens},
+                    {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 5)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 6))},
+                    this->Tol());
+}
+
+TYPED_TEST(LlmCrossDeviceTest, Layernorm) {
+  using T = TypeParam;
+  const int64_t n = 300, c = 200;
+  const tessel_layernorm_params params{sizeof(tessel_layernorm_params), 1e-5};
+  Tensor x = MakeTensor<T>({n, c}, RandomValues<T>(n * c, 1, -3, 4)), w = MakeTensor<T>({c}, RandomValues<T>(c, 2));
+  CompareLlmDevicesWith("llm.layernorm.fwd", {x, w, MakeTensor<T>({c}, RandomValues<T>(c, 3))},
+                        {Filled<T>({n, c}, T(3)), Filled<T>({n}, T(3)), Filled<T>({n}, T(3))}, this->Tol(), params);
+  // mean and rstd from the CPU forward, so both devices differentiate the same normalisation.
+  Tensor y = Filled<T>({n, c}, T(0)), mean = Filled<T>({n}, T(0)), rstd = Filled<T>({n}, T(0));
+  Tensor b = MakeTensor<T>({c}, RandomValues<T>(c, 3));
+  CallLlmWith("llm.layernorm.fwd", {&x, &w, &b}, {&y, &mean, &rstd}, params, nullptr);
+  CompareLlmDevices("llm.layernorm.bwd", {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 4)), x, w, mean, rstd},
+                    {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 5)), MakeTensor<T>({c}, RandomValues<T>(c, 6)),
+                     MakeTensor<T>({c}, RandomValues<T>(c, 7))},
+                    this->Tol());
+}
+
+TYPED_TEST(LlmCrossDeviceTest, Attention) {
+  using T = TypeParam;
+  const int64_t b = 2, s = 150, c = 48, h = 3;
+  const tessel_attention_params params{sizeof(tessel_attention_params), static_cast<int32_t>(h)};
+  Tensor qkv = MakeTensor<T>({b, s, 3 * c}, RandomValues<T>(b * s * 3 * c, 1, -2, 2));
+  CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {Filled<T>({b, s, c}, T(3)), Filled<T>({b, h, s}, T(3))},
+                        this->Tol(), params);
+  Tensor y = Filled<T>({b, s, c}, T(0)), lse = Filled<T>({b, h, s}, T(0));
+  CallLlmWith("llm.attention.fwd", {&qkv}, {&y, &lse}, params, nullptr);
+  CompareLlmDevicesWith("llm.attention.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 2)), qkv, y, lse},
+                        {Filled<T>({b, s, 3 * c}, T(3))}, this->Tol(), params);
+}
+
+}  // namespace
+}  // namespace tessel::kernel_test
