@@ -43,9 +43,7 @@ struct Gpt {
   int64_t b, s, c, h;
   int64_t n() const { return b * s; }
 };
-Gpt ShapeOf(const benchmark::State& state) {
-  return state.range(0) == 0 ? Gpt{8, 256, 256, 4} : Gpt{4, 1024, 768, 12};
-}
+Gpt ShapeOf(const benchmark::State& state) { return state.range(0) == 0 ? Gpt{8, 256, 256, 4} : Gpt{4, 1024, 768, 12}; }
 void Label(benchmark::State& state, const Gpt& g) {
   state.SetLabel("B" + std::to_string(g.b) + " S" + std::to_string(g.s) + " C" + std::to_string(g.c) + " H" +
                  std::to_string(g.h));
@@ -67,8 +65,8 @@ struct Buffer {
   }
 };
 
-void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in,
-         const std::vector<Tensor*>& out, const void* params = nullptr, size_t params_size = 0) {
+void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
+         const void* params = nullptr, size_t params_size = 0) {
   Fixture& f = Shared();
   Result<const Kernel*> kernel = f.registry.Find(op, Device::kCpu);
   if (!kernel.ok()) {
@@ -121,8 +119,8 @@ void BM_LayernormFwd(benchmark::State& state) {
   const Gpt g = ShapeOf(state);
   Buffer<float> x({g.n(), g.c}), w({g.c}), b({g.c}), y({g.n(), g.c}), mean({g.n()}), rstd({g.n()});
   const tessel_layernorm_params params{sizeof(tessel_layernorm_params), 1e-5};
-  Run(state, "llm.layernorm.fwd", {&x.tensor, &w.tensor, &b.tensor}, {&y.tensor, &mean.tensor, &rstd.tensor},
-      &params, sizeof(params));
+  Run(state, "llm.layernorm.fwd", {&x.tensor, &w.tensor, &b.tensor}, {&y.tensor, &mean.tensor, &rstd.tensor}, &params,
+      sizeof(params));
   state.SetBytesProcessed(state.iterations() * g.n() * g.c * 2 * static_cast<int64_t>(sizeof(float)));
   Label(state, g);
 }
