@@ -60,8 +60,8 @@ __global__ void AttentionFwdKernel(const T* qkv, Dims dm, T scale, T* y, T* lse)
 
 // Block u = (b, h, i): D_i (kept for the key pass) and dq_i. Shared: q_i, dY_i [hs each], then ds [s].
 template <typename T>
-__global__ void AttentionBwdQueryKernel(const T* dy, const T* qkv, const T* y, const T* lse, Dims dm, T scale,
-                                        T* dqkv, T* dvec) {
+__global__ void AttentionBwdQueryKernel(const T* dy, const T* qkv, const T* y, const T* lse, Dims dm, T scale, T* dqkv,
+                                        T* dvec) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   T* sq = reinterpret_cast<T*>(shared_bytes);
   T* sdy = sq + dm.hs;
@@ -164,13 +164,13 @@ struct AttentionBwdCuda {
     Workspace<T> dvec(args, b * h * s);
     const size_t query_shared = sizeof(T) * static_cast<size_t>(2 * a.hs + s);
     AllowSharedMemory(AttentionBwdQueryKernel<T>, query_shared);
-    AttentionBwdQueryKernel<T><<<rows, kAttentionThreads, query_shared, stream>>>(dy, qkv, y, lse, DimsOf(a), scale,
-                                                                                  dqkv, dvec.get());
+    AttentionBwdQueryKernel<T>
+        <<<rows, kAttentionThreads, query_shared, stream>>>(dy, qkv, y, lse, DimsOf(a), scale, dqkv, dvec.get());
     CheckLaunch("AttentionBwdQueryKernel");
     const size_t key_shared = sizeof(T) * static_cast<size_t>(2 * a.hs + 2 * s);
     AllowSharedMemory(AttentionBwdKeyKernel<T>, key_shared);
-    AttentionBwdKeyKernel<T><<<rows, kAttentionThreads, key_shared, stream>>>(dy, qkv, lse, dvec.get(), DimsOf(a),
-                                                                              scale, dqkv);
+    AttentionBwdKeyKernel<T>
+        <<<rows, kAttentionThreads, key_shared, stream>>>(dy, qkv, lse, dvec.get(), DimsOf(a), scale, dqkv);
     CheckLaunch("AttentionBwdKeyKernel");
   }
 };

@@ -43,7 +43,7 @@ void AttentionFwdCpu::Run(const KernelArgs& args) {
       const int64_t bi = u / (h * blocks), hi = (u / blocks) % h, i0 = (u % blocks) * kQueryRows;
       const int64_t i1 = std::min(s, i0 + kQueryRows), rows = i1 - i0;
       const T* base = qkv + bi * s * q + hi * hs;  // q of (b, 0, head h); k at +c, v at +2c
-      T* sc = scores.data();                        // [rows, i1]
+      T* sc = scores.data();                       // [rows, i1]
       Gemm<T>(Trans::kNo, Trans::kYes, rows, i1, hs, scale, base + i0 * q, q, base + c, q, T(0), sc, i1);
       T* y_rows = y + (bi * s + i0) * c + hi * hs;
       T* lse_rows = lse + (bi * h + hi) * s + i0;

@@ -25,8 +25,8 @@ void CheckTokens(const KernelArgs& args, const int32_t* tokens, int64_t b, int64
 double CheckedLayernormEps(const KernelArgs& args) {
   const double eps = args.Params<tessel_layernorm_params>().eps;
   if (!(eps >= 0) || !std::isfinite(eps)) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(args.op().name) + ": eps must be finite and >= 0, is " +
-                                             std::to_string(eps));
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         std::string(args.op().name) + ": eps must be finite and >= 0, is " + std::to_string(eps));
   }
   return eps;
 }

@@ -57,10 +57,11 @@ template <typename T>
 TESSEL_LLM_INLINE void LayernormRowT(int64_t c, const T* x, const T* w, const T* b, T eps, T* y, T* mean_out,
                                      T* rstd_out) {
   const T mean = LaneSum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
-  const T var = LaneSum<T>(c, [&](int64_t j) {
-                  const T d = x[j] - mean;
-                  return d * d;
-                }) /
+  const T var = LaneSum<T>(c,
+                           [&](int64_t j) {
+                             const T d = x[j] - mean;
+                             return d * d;
+                           }) /
                 T(c);
   const T rstd = T(1) / std::sqrt(var + eps);
   for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - mean) * rstd * w[j] + b[j];
@@ -108,8 +109,8 @@ TESSEL_LLM_CLONES void LayernormRow(int64_t c, const float* x, const float* w, c
                                     float* mean, float* rstd) {
   LayernormRowT(c, x, w, b, eps, y, mean, rstd);
 }
-TESSEL_LLM_CLONES void LayernormRow(int64_t c, const double* x, const double* w, const double* b, double eps,
-                                    double* y, double* mean, double* rstd) {
+TESSEL_LLM_CLONES void LayernormRow(int64_t c, const double* x, const double* w, const double* b, double eps, double* y,
+                                    double* mean, double* rstd) {
   LayernormRowT(c, x, w, b, eps, y, mean, rstd);
 }
 
@@ -117,8 +118,8 @@ TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const float* dy, const fl
                                             float rstd, float* dx, float* dw_acc, float* db_acc) {
   LayernormRowBackwardT(c, dy, x, w, mean, rstd, dx, dw_acc, db_acc);
 }
-TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const double* dy, const double* x, const double* w,
-                                            double mean, double rstd, double* dx, double* dw_acc, double* db_acc) {
+TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const double* dy, const double* x, const double* w, double mean,
+                                            double rstd, double* dx, double* dw_acc, double* db_acc) {
   LayernormRowBackwardT(c, dy, x, w, mean, rstd, dx, dw_acc, db_acc);
 }
 

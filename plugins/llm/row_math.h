@@ -17,13 +17,13 @@ namespace tessel::kernels::llm {
 // One row of llm.layernorm.fwd: mean, rstd = 1 / sqrt(biased variance + eps), y = (x - mean) rstd w + b.
 void LayernormRow(int64_t c, const float* x, const float* w, const float* b, float eps, float* y, float* mean,
                   float* rstd);
-void LayernormRow(int64_t c, const double* x, const double* w, const double* b, double eps, double* y,
-                  double* mean, double* rstd);
+void LayernormRow(int64_t c, const double* x, const double* w, const double* b, double eps, double* y, double* mean,
+                  double* rstd);
 
 // One row of llm.layernorm.bwd: dx += the gradient through the normalisation; dw_acc += dy xhat,
 // db_acc += dy (the caller's partial sums of a block of rows).
-void LayernormRowBackward(int64_t c, const float* dy, const float* x, const float* w, float mean, float rstd,
-                          float* dx, float* dw_acc, float* db_acc);
+void LayernormRowBackward(int64_t c, const float* dy, const float* x, const float* w, float mean, float rstd, float* dx,
+                          float* dw_acc, float* db_acc);
 void LayernormRowBackward(int64_t c, const double* dy, const double* x, const double* w, double mean, double rstd,
                           double* dx, double* dw_acc, double* db_acc);
 

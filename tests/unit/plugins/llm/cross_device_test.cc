@@ -23,13 +23,14 @@ TYPED_TEST(LlmCrossDeviceTest, Encoder) {
   using T = TypeParam;
   const int64_t v = 300, p = 80, b = 3, s = 70, c = 96;
   Tensor tokens = MakeTensor<int32_t>({b, s}, RandomTokens(b * s, 40, 1));  // many repeats
-  CompareLlmDevices("llm.encoder.fwd",
-                    {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 2)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 3)),
-                     tokens},
-                    {Filled<T>({b, s, c}, T(3))}, this->Tol());
-  CompareLlmDevices("llm.encoder.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 4)), tokens},
-                    {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 5)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 6))},
-                    this->Tol());
+  CompareLlmDevices(
+      "llm.encoder.fwd",
+      {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 2)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 3)), tokens},
+      {Filled<T>({b, s, c}, T(3))}, this->Tol());
+  CompareLlmDevices(
+      "llm.encoder.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 4)), tokens},
+      {MakeTensor<T>({v, c}, RandomValues<T>(v * c, 5)), MakeTensor<T>({p, c}, RandomValues<T>(p * c, 6))},
+      this->Tol());
 }
 
 TYPED_TEST(LlmCrossDeviceTest, Layernorm) {

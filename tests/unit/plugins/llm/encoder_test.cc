@@ -31,8 +31,7 @@ TYPED_TEST(EncoderTest, ForwardAddsTokenAndPositionRows) {
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t t = 0; t < s; ++t) {
       for (int64_t j = 0; j < c; ++j) {
-        y[(bi * s + t) * c + j] =
-            static_cast<double>(static_cast<T>(wte[tokens[bi * s + t] * c + j] + wpe[t * c + j]));
+        y[(bi * s + t) * c + j] = static_cast<double>(static_cast<T>(wte[tokens[bi * s + t] * c + j] + wpe[t * c + j]));
       }
     }
   }
@@ -111,7 +110,8 @@ TEST(EncoderChecks, TokenOutOfRangeIsBadData) {
     for (const std::string& part : {std::string("llm.encoder.fwd"), std::string("tokens[1, 2]"), std::to_string(bad)}) {
       EXPECT_NE(st.message().find(part), std::string::npos) << part << " not in: " << st.message();
     }
-    Tensor tdy = Filled<double>({b, s, c}, 1.0), tdwte = Filled<double>({v, c}, 0.0), tdwpe = Filled<double>({p, c}, 0.0);
+    Tensor tdy = Filled<double>({b, s, c}, 1.0), tdwte = Filled<double>({v, c}, 0.0),
+           tdwpe = Filled<double>({p, c}, 0.0);
     st = TryCallLlm("llm.encoder.bwd", {&tdy, &ttok}, {&tdwte, &tdwpe}, nullptr);
     EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
     EXPECT_NE(st.message().find("llm.encoder.bwd: tokens[1, 2] = " + std::to_string(bad)), std::string::npos)

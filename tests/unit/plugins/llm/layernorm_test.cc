@@ -136,7 +136,7 @@ TYPED_TEST(LayernormTest, IsBitIdenticalForAnyThreadCount) {
     Tensor tdx = Filled<T>({n, c}, T(0.5)), tdw = Filled<T>({c}, T(0.5)), tdb = Filled<T>({c}, T(0.5));
     CallLlm("llm.layernorm.bwd", {&tdy, &tx, &tw, &tmean, &trstd}, {&tdx, &tdw, &tdb}, &pool);
     results[threads - 1] = std::vector<std::vector<T>>{ToVector<T>(ty),  ToVector<T>(tmean), ToVector<T>(trstd),
-                            ToVector<T>(tdx), ToVector<T>(tdw),   ToVector<T>(tdb)};
+                                                       ToVector<T>(tdx), ToVector<T>(tdw),   ToVector<T>(tdb)};
   }
   const char* names[] = {"Y", "mean", "rstd", "dX", "dw", "db"};
   for (size_t i = 0; i < results[0].size(); ++i) {

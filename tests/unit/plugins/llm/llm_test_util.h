@@ -40,8 +40,8 @@ void RequireLlmCudaKernels(const std::vector<std::string>& ops);
 void CompareLlmDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                        double tol, const void* params = nullptr, size_t params_size = 0);
 template <typename P>
-void CompareLlmDevicesWith(const std::string& op, const std::vector<Tensor>& inputs,
-                           const std::vector<Tensor>& outputs, double tol, const P& params) {
+void CompareLlmDevicesWith(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                           double tol, const P& params) {
   CompareLlmDevices(op, inputs, outputs, tol, &params, sizeof(P));
 }
 
