@@ -235,6 +235,7 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
   workers::RunHooks hooks;
   hooks.metrics = metrics_.get();
+  hooks.run_dir = run_dir_;
   hooks.on_step = [&](const ProgressMsg& p) { progress.Step(p); };
   TESSEL_ASSIGN_OR_RETURN(*result,
                           workers::RunAssignment(SettingsFor(spec_), std::move(plan.workers[0].payload), comm, hooks, log_));

@@ -50,6 +50,7 @@ struct ExecutorContext {
   monitoring::Metrics* metrics = nullptr;        // null when the rank exports none
   const Logger* log = nullptr;
   uint64_t seed = 0;                             // the job's seed
+  std::string run_dir;                           // the run's output directory ("" = none, e.g. in tests)
 };
 
 // One step's outcome. `loss` is averaged over all workers (the same on every worker).

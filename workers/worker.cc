@@ -152,6 +152,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   context.metrics = hooks.metrics;
   context.log = &log;
   context.seed = settings.seed;
+  context.run_dir = hooks.run_dir;
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, factory->build(std::move(payload), context));
 
   const std::string unit(executor->step_unit());
@@ -226,6 +227,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   RunHooks hooks;
   hooks.step = step;
   hooks.metrics = &metrics;
+  hooks.run_dir = assign.run_dir;
   if (session.thread_multiple()) {
     heartbeat = std::make_unique<HeartbeatThread>(step, interval);
   } else {

@@ -27,6 +27,7 @@ struct RunHooks {
   StepCallback on_step;                  // called on every worker after each step (may be empty)
   std::atomic<int64_t>* step = nullptr;  // published for the heartbeat thread (may be null)
   monitoring::Metrics* metrics = nullptr;
+  std::string run_dir;  // RUN_DIR, where executors may write outputs (trained weights)
 };
 
 // Runs `payload` to the end with the given worker communicator and returns the executor's result plus

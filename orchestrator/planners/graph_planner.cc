@@ -83,17 +83,6 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
   return c;
 }
 
-std::string Bytes(int64_t b) {
-  char buf[32];
-  const double v = static_cast<double>(b);
-  if (v >= 1 << 30)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1 << 30));
-  else if (v >= 1 << 20)
-    std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024);
-  return buf;
-}
 
 int64_t Int(const Record& r, std::string_view name) { return static_cast<int64_t>(FindNumber(r, name).value_or(0)); }
 
@@ -233,7 +222,7 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
   for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
   plan->notes.push_back(StrCat("sampled training: fanouts [", fanouts, "] ",
                                sampling.per_relation ? "per relation" : "in total", ", batches of ",
-                               sampling.batch_size, " seeds, structure replicated (", Bytes(structure_bytes),
+                               sampling.batch_size, " seeds, structure replicated (", FormatBytes(structure_bytes),
                                " a worker), prefetch ", sampling.prefetch ? "on" : "off"));
   return Status();
 }
@@ -311,7 +300,7 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     if (budget > 0 && c.total_bytes() > budget) {
       return UsageError(StrCat(jobs::KeyOrigin(spec, "resources.memory_budget_bytes"),
                                ": resources.memory_budget_bytes = ", budget, " but worker ", w, " needs about ",
-                               c.total_bytes(), " bytes (", Bytes(c.total_bytes()),
+                               c.total_bytes(), " bytes (", FormatBytes(c.total_bytes()),
                                "); add workers or raise the budget"));
     }
     WorkerPlan wp;
@@ -368,7 +357,7 @@ void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     for (size_t w = 0; w < plan.workers.size(); ++w) {
       const WorkerPlan& p = plan.workers[w];
       std::snprintf(buf, sizeof buf, "%-7zu %10lld %12lld %12s\n", w, static_cast<long long>(Int(p.details, "owned")),
-                    static_cast<long long>(Int(p.details, "edges")), Bytes(p.predicted_memory_bytes).c_str());
+                    static_cast<long long>(Int(p.details, "edges")), FormatBytes(p.predicted_memory_bytes).c_str());
       out << buf;
     }
   } else {
@@ -380,12 +369,12 @@ void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
       std::snprintf(buf, sizeof buf, "%-7zu %10lld %10lld %12lld %12lld %12s %12.1f ms\n", w,
                     static_cast<long long>(Int(p.details, "owned")), static_cast<long long>(Int(p.details, "halo")),
                     static_cast<long long>(Int(p.details, "edges")), static_cast<long long>(Int(p.details, "pairs")),
-                    Bytes(p.predicted_memory_bytes).c_str(), p.predicted_step_seconds * 1e3);
+                    FormatBytes(p.predicted_memory_bytes).c_str(), p.predicted_step_seconds * 1e3);
       out << buf;
     }
   }
   if (spec.resources.memory_budget_bytes > 0) {
-    out << "memory budget per worker: " << Bytes(spec.resources.memory_budget_bytes) << "\n";
+    out << "memory budget per worker: " << FormatBytes(spec.resources.memory_budget_bytes) << "\n";
   }
 }
 

@@ -48,6 +48,9 @@ class Planner {
   virtual void Publish(const Plan& plan, monitoring::Metrics& metrics) const = 0;
 };
 
+// "1.50 GiB", "12.0 MiB", "3.0 KiB": a byte count for plan tables.
+std::string FormatBytes(int64_t bytes);
+
 // The planner for the job's kind (and, later, mode). kUsage for a kind this build cannot plan.
 Result<std::unique_ptr<Planner>> MakePlanner(const jobs::JobSpec& spec);
 

@@ -232,7 +232,9 @@ Status GptStageExecutor::AllocateSlots() {
       slot.blocks.push_back(std::move(a));
     }
     TESSEL_ASSIGN_OR_RETURN(slot.out, Alloc(DType::kF32, {n, c}));
-    if (p.first()) TESSEL_ASSIGN_OR_RETURN(slot.tokens, Alloc(DType::kI32, {b, t}));
+    if (p.first()) {
+      TESSEL_ASSIGN_OR_RETURN(slot.tokens, Alloc(DType::kI32, {b, t}));
+    }
     if (p.last()) {
       TESSEL_ASSIGN_OR_RETURN(slot.targets, Alloc(DType::kI64, {n}));
       TESSEL_ASSIGN_OR_RETURN(slot.lnf, Alloc(DType::kF32, {n, c}));
@@ -246,7 +248,9 @@ Status GptStageExecutor::AllocateSlots() {
   TESSEL_ASSIGN_OR_RETURN(tmp_4c_, Tensor::Empty(DType::kF32, {n, 4 * c}, alloc));
   TESSEL_ASSIGN_OR_RETURN(tmp_4c2_, Tensor::Empty(DType::kF32, {n, 4 * c}, alloc));
   TESSEL_ASSIGN_OR_RETURN(tmp_3c_, Tensor::Empty(DType::kF32, {b, t, 3 * c}, alloc));
-  for (Tensor& d : dres_) TESSEL_ASSIGN_OR_RETURN(d, Tensor::Empty(DType::kF32, {n, c}, alloc));
+  for (Tensor& d : dres_) {
+    TESSEL_ASSIGN_OR_RETURN(d, Tensor::Empty(DType::kF32, {n, c}, alloc));
+  }
   TESSEL_ASSIGN_OR_RETURN(sumsq_, Tensor::Empty(DType::kF64, {1}, alloc));
   if (p.last()) {
     TESSEL_ASSIGN_OR_RETURN(logits_, Tensor::Empty(DType::kF32, {n, a_.model.vocab}, alloc));
@@ -639,15 +643,16 @@ Result<Record> GptStageExecutor::Evaluate() {
   Set(r, "peak_resident_activation_bytes", static_cast<int64_t>(peak));
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));
   Set(r, "data_parallel", static_cast<int64_t>(t.data_parallel));
-  if (!a_.weights_dir.empty() && p.replica == 0) {
+  if (!context_.run_dir.empty() && p.replica == 0) {
+    const std::string dir = context_.run_dir + "/weights";
     std::error_code ec;
-    std::filesystem::create_directories(a_.weights_dir, ec);
+    std::filesystem::create_directories(dir, ec);
     std::vector<float> host(static_cast<size_t>(params_.num_values()));
     TESSEL_RETURN_IF_ERROR(CopyMemory(host.data(), Device::kCpu, params_.flat_value().raw(),
                                       params_.flat_value().device(), host.size() * sizeof(float), context_.device.stream));
     // The file holds llm.c's order: the head's wte copy (declared last) is the first stage's.
     if (p.last() && !p.first()) host.resize(static_cast<size_t>(params_.offset(wte_)));
-    TESSEL_RETURN_IF_ERROR(WriteStageWeights(StrCat(a_.weights_dir, "/stage-", p.stage, ".bin"), a_.model, p, host));
+    TESSEL_RETURN_IF_ERROR(WriteStageWeights(StrCat(dir, "/stage-", p.stage, ".bin"), a_.model, p, host));
   }
   return r;
 }

@@ -34,7 +34,6 @@ void LlmStageAssignment::Encode(ByteWriter& out) const {
   out.Put(data.shuffle_seed);
   for (int32_t v : {place.stage, place.stages, place.first_block, place.end_block, place.replica}) out.Put(v);
   out.PutString(init_from);
-  out.PutString(weights_dir);
 }
 
 std::string LlmStageAssignment::Describe() const {
@@ -68,7 +67,6 @@ std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
   StagePlacement& p = a->place;
   for (int32_t* v : {&p.stage, &p.stages, &p.first_block, &p.end_block, &p.replica}) *v = in.Get<int32_t>("placement");
   a->init_from = in.GetString("init from");
-  a->weights_dir = in.GetString("weights dir");
   if (!in.ok()) return nullptr;
   const bool sane = m.layers >= 1 && m.width >= 1 && m.heads >= 1 && m.width % m.heads == 0 && m.context >= 1 &&
                     m.vocab >= 2 && m.padded_vocab >= m.vocab && t.steps >= 0 && t.microbatch >= 1 &&

@@ -82,8 +82,7 @@ class LlmStageAssignment final : public AssignmentPayload {
   LlmTrainSettings train;
   LlmDataSettings data;
   StagePlacement place;
-  std::string init_from;    // an llm.c checkpoint, or "" to initialise from the seed
-  std::string weights_dir;  // where replica 0's stages write their trained weights ("" = nowhere)
+  std::string init_from;  // an llm.c checkpoint, or "" to initialise from the seed
 };
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in);

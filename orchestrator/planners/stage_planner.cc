@@ -1,0 +1,447 @@
+#include "orchestrator/planners/stage_planner.h"
+
+#include <tessel/ops/llm.h>
+#include <tessel/ops/nn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <ostream>
+
+#include "core/thread_pool.h"
+#include "storage/llmc.h"
+#include "workers/llm/token_data.h"
+#include "workers/plugin_host/kernel_registry.h"
+#include "workers/rgnn/kernel_set.h"
+
+namespace tessel::orchestrator {
+namespace {
+
+using workers::GptConfig;
+using workers::LlmTrainSettings;
+
+GptConfig ConfigFor(const jobs::JobSpec& spec) {
+  GptConfig c;
+  c.layers = spec.model.layers;
+  c.width = spec.model.hidden;
+  c.heads = spec.model.heads;
+  c.context = spec.model.context;
+  c.vocab = spec.model.vocab_size;
+  c.padded_vocab = (c.vocab + 127) / 128 * 128;
+  return c;
+}
+
+LlmTrainSettings TrainFor(const jobs::JobSpec& spec) {
+  const jobs::TrainSection& t = spec.train;
+  LlmTrainSettings s;
+  s.steps = t.steps;
+  s.microbatches = spec.pipeline.microbatches;
+  s.data_parallel = spec.pipeline.data_parallel;
+  s.microbatch = t.microbatch_size > 0 ? t.microbatch_size : t.batch_size / (s.microbatches * s.data_parallel);
+  s.seq_len = t.seq_len > 0 ? t.seq_len : spec.model.context;
+  s.lr = t.lr;
+  s.beta1 = t.beta1;
+  s.beta2 = t.beta2;
+  s.eps = t.eps;
+  s.weight_decay = t.weight_decay;
+  s.grad_clip = t.grad_clip;
+  s.warmup_steps = t.warmup_steps;
+  s.final_lr_fraction = t.final_lr_fraction;
+  s.val_every = t.val_every;
+  s.val_batches = t.val_batches;
+  return s;
+}
+
+workers::LlmDataSettings DataFor(const jobs::JobSpec& spec) {
+  const jobs::DataSection& d = spec.data;
+  workers::LlmDataSettings s;
+  s.source = d.format == jobs::DataFormat::kLlmc   ? workers::TokenSource::kLlmc
+             : d.format == jobs::DataFormat::kText ? workers::TokenSource::kText
+                                                   : workers::TokenSource::kGenerated;
+  s.text = d.text;
+  s.train_tokens = d.train_tokens;
+  s.val_tokens = d.val_tokens;
+  s.val_fraction = d.val_fraction;
+  s.generated_bytes = d.generated_bytes;
+  s.generated_seed = d.synthetic.seed;
+  s.shuffled = d.order == jobs::BatchOrder::kShuffled;
+  s.shuffle_seed = spec.job.seed;
+  return s;
+}
+
+// Fills host memory with small pseudo-random values (the calibration's inputs).
+void Fill(Tensor& t, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  const auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<double>(x >> 11) / static_cast<double>(1ULL << 53);
+  };
+  if (t.dtype() == DType::kF32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(0.1 * (next() - 0.5));
+  }
+}
+
+// Times the kernels of one block, the head and the embedding at the job's micro-batch shape on this
+// rank, with the job's plugins and threads: the best of `reps` runs of each.
+Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, const LlmTrainSettings& t) {
+  workers::KernelRegistry registry;
+  TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
+  ThreadPool pool(spec.resources.threads_per_worker);
+  workers::ExecutorContext context;
+  context.pool = &pool;
+  context.kernels = &registry;
+  workers::KernelSet k(registry, context);
+  const int64_t b = t.microbatch, s = t.seq_len, c = m.width, h = m.heads, v = m.vocab, n = b * s;
+  std::vector<Tensor> keep;
+  const auto make = [&](DType dtype, std::vector<int64_t> shape) -> Result<Tensor*> {
+    TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros(dtype, std::move(shape)));
+    Fill(x, keep.size() + 1);
+    keep.push_back(std::move(x));
+    return &keep.back();
+  };
+  keep.reserve(64);
+  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mean, make(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * rstd, make(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlw, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlb, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make(DType::kF32, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make(DType::kF32, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make(DType::kF32, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make(DType::kF32, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lse, make(DType::kF32, {b, h, s}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make(DType::kF32, {n, 4 * c}));
+  struct Lin {
+    Tensor *w, *b, *dw, *db;
+  };
+  const auto linear = [&](int64_t out, int64_t in) -> Result<Lin> {
+    Lin l;
+    TESSEL_ASSIGN_OR_RETURN(l.w, make(DType::kF32, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.b, make(DType::kF32, {out}));
+    TESSEL_ASSIGN_OR_RETURN(l.dw, make(DType::kF32, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.db, make(DType::kF32, {out}));
+    return l;
+  };
+  TESSEL_ASSIGN_OR_RETURN(Lin lqkv, linear(3 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lproj, linear(c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfc, linear(4 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfcproj, linear(c, 4 * c));
+  // The attention's lse must be a real log-sum-exp for the backward to see realistic values.
+  const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
+  const tessel_attention_params at{sizeof(tessel_attention_params), m.heads};
+  Tensor qkv2 = Tensor::Borrow(qkv->raw(), DType::kF32, {n, 3 * c});
+  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), DType::kF32, {n, 3 * c});
+  Tensor att2 = Tensor::Borrow(att->raw(), DType::kF32, {n, c});
+  Tensor datt2 = Tensor::Borrow(datt->raw(), DType::kF32, {n, c});
+  Tensor fx = Tensor::Borrow(x->raw(), DType::kF32, {n * c}), fy = Tensor::Borrow(y->raw(), DType::kF32, {n * c});
+  const auto block = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lqkv.w, lqkv.b}, {&qkv2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {&att2, lproj.w, lproj.b}, {y}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lfc.w, lfc.b}, {wide}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {wide2, lfcproj.w, lfcproj.b}, {y}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, wide2, lfcproj.w}, {dwide, lfcproj.dw, lfcproj.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_bwd, {dwide, wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {wide2, y, lfc.w}, {x, lfc.dw, lfc.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, &att2, lproj.w}, {&datt2, lproj.dw, lproj.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_bwd, {datt, qkv, att, lse}, {dqkv}, at));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {&dqkv2, y, lqkv.w}, {x, lqkv.dw, lqkv.db}));
+    return k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb});
+  };
+  // The head: final LayerNorm, logits against the tied embedding, loss; and back.
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(DType::kF32, {n, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlogits, make(DType::kF32, {n, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}));
+  for (int64_t i = 0; i < n; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
+  const auto head = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {y, wte}, {logits}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_softmax_xent, {logits, targets, mask}, {loss, correct, dlogits},
+                                  tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 1.0 / n}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, wte}, {dy}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, y}, {dwte}, tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
+    return k.Call(tessel_op_llm_layernorm_bwd, {dy, x, lw, mean, rstd}, {y, dlw, dlb});
+  };
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}));
+  for (int64_t i = 0; i < n; ++i) tokens->data<int32_t>()[i] = static_cast<int32_t>(i % v);
+  Tensor x3 = Tensor::Borrow(x->raw(), DType::kF32, {b, s, c}), dy3 = Tensor::Borrow(dy->raw(), DType::kF32, {b, s, c});
+  const auto embed = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_encoder_fwd, {wte, wpe, tokens}, {&x3}));
+    return k.Call(tessel_op_llm_encoder_bwd, {&dy3, tokens}, {dwte, dwpe});
+  };
+  TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
+  const auto best_of = [](int reps, const auto& fn) -> Result<double> {
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      TESSEL_RETURN_IF_ERROR(fn());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  };
+  TESSEL_RETURN_IF_ERROR(block());  // first touches
+  StageCosts costs;
+  TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
+  TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
+  TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
+  // Memory, in bytes.
+  const int64_t f = sizeof(float);
+  costs.block_param_bytes = 4 * f * (12 * c * c + 13 * c);
+  costs.embed_param_bytes = 4 * f * (int64_t{m.padded_vocab} + m.context) * c;
+  costs.head_param_bytes = 4 * f * 2 * c;  // + the wte copy when the head has its own stage
+  costs.block_activation_bytes = f * n * (16 * c + 4 + h);
+  costs.head_activation_bytes = n * (f * (2 * c + 2) + 8);  // out, lnf, mean, rstd, targets
+  costs.scratch_bytes = f * n * 15 * c;
+  return costs;
+}
+
+int64_t Slots(int32_t stage, int32_t stages, int32_t microbatches) {
+  return std::min<int64_t>(stages - stage, microbatches);
+}
+
+}  // namespace
+
+Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers, int32_t stages, int32_t microbatches,
+                                            int64_t budget, const std::vector<int32_t>& fixed,
+                                            const std::string& budget_origin) {
+  const auto share = [&](int32_t s, int32_t first, int32_t end) {
+    StageShare sh;
+    sh.first = first, sh.end = end;
+    const int32_t blocks = end - first;
+    sh.seconds = blocks * k.block_seconds + (s == 0 ? k.embed_seconds : 0) + (s == stages - 1 ? k.head_seconds : 0);
+    int64_t params = blocks * k.block_param_bytes + (s == 0 ? k.embed_param_bytes : 0);
+    int64_t per_microbatch = blocks * k.block_activation_bytes + k.scratch_bytes / 15;  // + the stage output
+    if (s == stages - 1) {
+      params += k.head_param_bytes + (stages > 1 ? k.embed_param_bytes : 0);
+      per_microbatch += k.head_activation_bytes;
+    }
+    sh.memory_bytes = params + Slots(s, stages, microbatches) * per_microbatch + k.scratch_bytes;
+    return sh;
+  };
+  std::vector<StageShare> out;
+  if (!fixed.empty()) {
+    int32_t first = 0;
+    for (int32_t s = 0; s < stages; ++s) {
+      out.push_back(share(s, first, first + fixed[static_cast<size_t>(s)]));
+      first += fixed[static_cast<size_t>(s)];
+    }
+  } else {
+    // best[s][j]: the smallest slowest-stage time of blocks [0, j) on stages 0..s; from[s][j] its split.
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const auto L = static_cast<size_t>(layers), S = static_cast<size_t>(stages);
+    std::vector<std::vector<double>> best(S, std::vector<double>(L + 1, kInf));
+    std::vector<std::vector<int32_t>> from(S, std::vector<int32_t>(L + 1, -1));
+    const auto fits = [&](const StageShare& sh) { return budget <= 0 || sh.memory_bytes <= budget; };
+    for (int32_t j = 1; j <= layers; ++j) {
+      const StageShare sh = share(0, 0, j);
+      if (fits(sh)) best[0][static_cast<size_t>(j)] = sh.seconds, from[0][static_cast<size_t>(j)] = 0;
+    }
+    for (int32_t s = 1; s < stages; ++s) {
+      for (int32_t j = s + 1; j <= layers; ++j) {
+        for (int32_t i = s; i < j; ++i) {
+          const double before = best[static_cast<size_t>(s - 1)][static_cast<size_t>(i)];
+          const StageShare sh = share(s, i, j);
+          if (before == kInf || !fits(sh)) continue;
+          const double t = std::max(before, sh.seconds);
+          if (t < best[static_cast<size_t>(s)][static_cast<size_t>(j)]) {
+            best[static_cast<size_t>(s)][static_cast<size_t>(j)] = t, from[static_cast<size_t>(s)][static_cast<size_t>(j)] = i;
+          }
+        }
+      }
+    }
+    if (best[S - 1][L] == kInf) {
+      // No split fits: report the one whose largest stage is smallest, and by how much it overflows.
+      // (Blocks cost the same, so the even split is the one whose largest stage is smallest, give or take
+      // the embedding and the head.)
+      int64_t least = 0;
+      int32_t worst_stage = 0;
+      for (int32_t s = 0; s < stages; ++s) {
+        const StageShare sh = share(s, layers * s / stages, layers * (s + 1) / stages);
+        if (sh.memory_bytes > least) least = sh.memory_bytes, worst_stage = s;
+      }
+      return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget,
+                               " cannot hold any split of ", layers, " blocks into ", stages,
+                               " stages: the most even split needs ", least, " bytes on stage ", worst_stage,
+                               ", short by ", least - budget, " bytes (", (least - budget + (1 << 20) - 1) >> 20,
+                               " MiB); raise the budget, add stages, or shrink train.microbatch_size"));
+    }
+    std::vector<int32_t> ends(S);
+    int32_t j = layers;
+    for (size_t s = S; s-- > 0;) {
+      ends[s] = j;
+      j = from[s][static_cast<size_t>(j)];
+    }
+    int32_t first = 0;
+    for (int32_t s = 0; s < stages; ++s) {
+      out.push_back(share(s, first, ends[static_cast<size_t>(s)]));
+      first = ends[static_cast<size_t>(s)];
+    }
+  }
+  if (budget > 0) {
+    for (size_t s = 0; s < out.size(); ++s) {
+      if (out[s].memory_bytes > budget) {
+        return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget, " but stage ", s,
+                                 " (blocks ", out[s].first, "..", out[s].end - 1, ") needs about ",
+                                 out[s].memory_bytes, " bytes: short by ", out[s].memory_bytes - budget, " bytes"));
+      }
+    }
+  }
+  return out;
+}
+
+Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
+  GptConfig model = ConfigFor(spec);
+  const LlmTrainSettings train = TrainFor(spec);
+  const workers::LlmDataSettings data = DataFor(spec);
+  const int32_t stages = spec.pipeline.stages, replicas = spec.pipeline.data_parallel;
+  if (num_workers != stages * replicas) {
+    return UsageError(StrCat(jobs::KeyOrigin(spec, "pipeline.stages"), ": ", stages, " stages x ", replicas,
+                             " replicas need ", stages * replicas, " workers, but the job runs ", num_workers));
+  }
+  if (!spec.model.init_from.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadLlmcCheckpoint(spec.model.init_from));
+    const storage::LlmcConfig& h = ck.config;
+    model.padded_vocab = h.padded_vocab_size;
+    if (h.num_layers != model.layers || h.channels != model.width || h.num_heads != model.heads ||
+        h.max_seq_len != model.context || h.vocab_size != model.vocab) {
+      return UsageError(StrCat(jobs::KeyOrigin(spec, "model.init_from"), ": ", spec.model.init_from, " holds a GPT-2 of ",
+                               h.num_layers, " layers, width ", h.channels, ", ", h.num_heads, " heads, context ",
+                               h.max_seq_len, ", vocabulary ", h.vocab_size, "; the job asks for ", model.layers,
+                               ", ", model.width, ", ", model.heads, ", ", model.context, ", ", model.vocab,
+                               " (set model.* to match)"));
+    }
+  }
+  // The data, checked here so that bad input stops the job before any rank starts (exit 3).
+  TESSEL_ASSIGN_OR_RETURN(workers::TokenSplits splits,
+                          workers::LoadTokenSplits(data, model.vocab, train.global_batch(), train.seq_len));
+  log.Info(StrCat("tokens: ", splits.train.size(), " to train on, ", splits.val.size(), " to validate on (",
+                  splits.train_name, ")"));
+  TESSEL_ASSIGN_OR_RETURN(StageCosts costs, Calibrate(spec, model, train));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<StageShare> split,
+                          SplitStages(costs, model.layers, stages, train.microbatches,
+                                      spec.resources.memory_budget_bytes, spec.pipeline.layers,
+                                      jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
+  double slowest = 0;
+  for (const StageShare& s : split) slowest = std::max(slowest, s.seconds);
+  const double step_seconds = (train.microbatches + stages - 1) * slowest;
+
+  Plan plan;
+  plan.step_unit = "step";
+  plan.num_steps = train.steps;
+  std::vector<double> blocks, predicted;
+  for (int32_t r = 0; r < replicas; ++r) {
+    for (int32_t s = 0; s < stages; ++s) {
+      auto a = std::make_unique<workers::LlmStageAssignment>();
+      a->model = model;
+      a->train = train;
+      a->data = data;
+      a->place = workers::StagePlacement{s, stages, split[static_cast<size_t>(s)].first, split[static_cast<size_t>(s)].end, r};
+      a->init_from = spec.model.init_from;
+      WorkerPlan w;
+      w.payload = std::move(a);
+      w.predicted_memory_bytes = split[static_cast<size_t>(s)].memory_bytes;
+      w.predicted_step_seconds = step_seconds;
+      Set(w.details, "stage", int64_t{s});
+      Set(w.details, "replica", int64_t{r});
+      Set(w.details, "first_block", int64_t{split[static_cast<size_t>(s)].first});
+      Set(w.details, "end_block", int64_t{split[static_cast<size_t>(s)].end});
+      Set(w.details, "seconds_per_microbatch", split[static_cast<size_t>(s)].seconds);
+      plan.workers.push_back(std::move(w));
+    }
+  }
+  for (const StageShare& s : split) {
+    blocks.push_back(s.end - s.first);
+    predicted.push_back(s.seconds);
+  }
+  Record pipeline;
+  Set(pipeline, "stages", int64_t{stages});
+  Set(pipeline, "microbatches", int64_t{train.microbatches});
+  Set(pipeline, "data_parallel", int64_t{replicas});
+  Set(pipeline, "blocks_per_stage", blocks);
+  Set(pipeline, "predicted_stage_seconds_per_microbatch", predicted);
+  Set(pipeline, "predicted_step_seconds", step_seconds);
+  Set(pipeline, "calibrated_block_seconds", costs.block_seconds);
+  Set(pipeline, "calibrated_head_seconds", costs.head_seconds);
+  Set(pipeline, "calibrated_embedding_seconds", costs.embed_seconds);
+  Set(plan.summary, "model", "gpt2");
+  Set(plan.summary, "pipeline", pipeline);
+  const int64_t c = model.width;
+  const int64_t parameters = (int64_t{model.padded_vocab} + model.context) * c + model.layers * (12 * c * c + 13 * c) + 2 * c;
+  Set(plan.summary, "parameters", parameters);
+  Set(plan.summary, "tokens_per_step", train.global_batch() * train.seq_len);
+  // The FLOPs of a training step: 6 per parameter-multiply per token for the matrices (forward 2,
+  // backward 4), and the attention's scores and weighted sums (causal: half of T^2 pairs).
+  const double tokens = static_cast<double>(train.global_batch()) * train.seq_len;
+  const double matmul = 12.0 * model.layers * c * c + static_cast<double>(model.vocab) * c;
+  const double attention = 6.0 * model.layers * train.seq_len * c;  // 2 matmuls x 3 passes x T/2 x 2
+  Set(plan.summary, "flops_per_step", 6.0 * tokens * matmul + tokens * attention);
+  plan.notes.push_back(StrCat("pipeline: ", stages, " stages x ", replicas, " replicas, ", train.microbatches,
+                              " micro-batches of ", train.microbatch, " sequences of ", train.seq_len, " tokens"));
+  return plan;
+}
+
+void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "job %s: llm / gpt2, %d layers, width %d, %d heads, context %d, vocabulary %d\n",
+                spec.job.name.c_str(), spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.context,
+                spec.model.vocab_size);
+  out << buf;
+  const RecordValue* pv = Find(plan.summary, "pipeline");
+  const Record* pipeline = pv ? std::get_if<Record>(&pv->data) : nullptr;
+  if (pipeline) {
+    std::snprintf(buf, sizeof buf,
+                  "calibrated here (%d threads), per micro-batch forward + backward: block %.1f ms, embedding %.1f "
+                  "ms, head %.1f ms\n",
+                  spec.resources.threads_per_worker, 1e3 * FindNumber(*pipeline, "calibrated_block_seconds").value_or(0),
+                  1e3 * FindNumber(*pipeline, "calibrated_embedding_seconds").value_or(0),
+                  1e3 * FindNumber(*pipeline, "calibrated_head_seconds").value_or(0));
+    out << buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-6s %-8s %-22s %14s %12s\n", "worker", "stage", "blocks", "ms/microbatch", "memory");
+  out << buf;
+  for (size_t w = 0; w < plan.workers.size(); ++w) {
+    const WorkerPlan& p = plan.workers[w];
+    const auto i = [&](const char* k) { return static_cast<long long>(FindNumber(p.details, k).value_or(0)); };
+    const long long s = i("stage"), first = i("first_block"), end = i("end_block");
+    std::string what = StrCat(first, "..", end - 1);
+    if (s == 0) what = "embed + " + what;
+    if (s == spec.pipeline.stages - 1) what += " + head";
+    std::snprintf(buf, sizeof buf, "%-6zu %lld (r%lld) %-22s %14.1f %12s\n", w, s, i("replica"), what.c_str(),
+                  1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
+                  FormatBytes(p.predicted_memory_bytes).c_str());
+    out << buf;
+  }
+  if (pipeline) {
+    std::snprintf(buf, sizeof buf, "predicted step: %.3f s (1F1B: (%d micro-batches + %d stages - 1) x the slowest stage)\n",
+                  FindNumber(*pipeline, "predicted_step_seconds").value_or(0), spec.pipeline.microbatches,
+                  spec.pipeline.stages);
+    out << buf;
+  }
+  if (spec.resources.memory_budget_bytes > 0) {
+    out << "memory budget per worker: " << FormatBytes(spec.resources.memory_budget_bytes) << "\n";
+  }
+}
+
+void StagePlanner::Publish(const Plan&, monitoring::Metrics&) const {}
+
+}  // namespace tessel::orchestrator

@@ -1,0 +1,51 @@
+// StagePlanner: plans a GPT job (job.kind = "llm"): splits the model's blocks into pipeline stages, one
+// worker per stage and replica (worker w = replica x stages + stage), and hands each an "llm.stage"
+// assignment (workers/llm/llm_settings.h).
+//
+// The split minimises the slowest stage's time per micro-batch (forward + backward; the embedding counts
+// on the first stage, the final LayerNorm, output head and loss on the last), under
+// [resources] memory_budget_bytes per worker, by a dynamic program over contiguous block ranges. Times
+// come from a micro-benchmark run here, on this rank, with the job's kernels and threads: every op of a
+// block, of the head and of the embedding at the job's micro-batch shape, best of a few runs. Memory is
+// counted: parameters, gradients and AdamW moments (16 bytes a parameter), the saved activations of the
+// min(stages - s, microbatches) micro-batches 1F1B keeps in flight on stage s, and the scratch buffers.
+// The step time is predicted as (microbatches + stages - 1) x the slowest stage (1F1B's bubble).
+//
+// Before any rank starts it also reads the tokens and the model.init_from checkpoint, so bad data is
+// exit 3 and a checkpoint of another shape exit 2 here, not on a worker.
+// Thread safety: one thread. Failure: see Planner; an infeasible budget is kUsage with the shortfall.
+#pragma once
+
+#include "orchestrator/planners/planner.h"
+#include "workers/llm/llm_settings.h"
+
+namespace tessel::orchestrator {
+
+// Measured costs of one micro-batch (forward + backward, seconds) and its memory (bytes).
+struct StageCosts {
+  double block_seconds = 0, embed_seconds = 0, head_seconds = 0;
+  int64_t block_param_bytes = 0, embed_param_bytes = 0, head_param_bytes = 0;  // x 4: value, grad, m, v
+  int64_t block_activation_bytes = 0, head_activation_bytes = 0, scratch_bytes = 0;
+};
+
+// One stage of a split: blocks [first, end), predicted time per micro-batch and peak memory.
+struct StageShare {
+  int32_t first = 0, end = 0;
+  double seconds = 0;
+  int64_t memory_bytes = 0;
+};
+
+// The split minimising the slowest stage under `budget` bytes per worker (0 = none); `fixed` (blocks per
+// stage) overrides the choice. kUsage naming the shortfall when no split fits.
+Result<std::vector<StageShare>> SplitStages(const StageCosts& costs, int32_t layers, int32_t stages,
+                                            int32_t microbatches, int64_t budget, const std::vector<int32_t>& fixed,
+                                            const std::string& budget_origin);
+
+class StagePlanner final : public Planner {
+ public:
+  Result<Plan> MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) override;
+  void Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const override;
+  void Publish(const Plan& plan, monitoring::Metrics& metrics) const override;
+};
+
+}  // namespace tessel::orchestrator
