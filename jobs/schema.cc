@@ -255,7 +255,7 @@ std::vector<Field> BuildFields() {
                        "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
       TESSEL_JOB_FIELD(train.prefetch, Any(),
                        "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
-      TESSEL_JOB_FIELD(train.steps, AtLeast(1), "llm: optimizer steps."),
+      TESSEL_JOB_FIELD(train.steps, AtLeast(0), "llm: optimizer steps (0: only validate and write the weights)."),
       TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
       TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),
                        "llm: sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)."),
