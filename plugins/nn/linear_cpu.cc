@@ -67,16 +67,19 @@ struct LinearBwdCpu {
     T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
     T* dw = args.Out<T>(1, "dW", {&o, &k});
     T* db = args.Out<T>(2, "db", {&o});
+    const int64_t dw_blocks = Blocks(o, kOutBlock);
     const int64_t dx_blocks = LinearBwdWantsDx(dx_rows, n) ? Blocks(n, kRowBlock) : 0;
-    args.ParallelFor(dx_blocks + Blocks(o, kOutBlock), 1, [&](int64_t t0, int64_t t1) {
+    // The weight-gradient blocks (the larger: all N rows deep) first, so that the pool's last chunks
+    // are the small dX blocks that even out the threads.
+    args.ParallelFor(dw_blocks + dx_blocks, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        if (t < dx_blocks) {
-          const int64_t i0 = t * kRowBlock, rows = std::min(kRowBlock, n - i0);
-          Gemm<T>(Trans::kNo, Trans::kNo, rows, k, o, T(1), dy + i0 * o, o, w, k, T(0), dx + i0 * k, k);
-        } else {
-          const int64_t o0 = (t - dx_blocks) * kOutBlock, cols = std::min(kOutBlock, o - o0);
+        if (t < dw_blocks) {
+          const int64_t o0 = t * kOutBlock, cols = std::min(kOutBlock, o - o0);
           Gemm<T>(Trans::kYes, Trans::kNo, cols, k, n, T(1), dy + o0, o, x, k, T(1), dw + o0 * k, k);
           AddColumnSums(dy, n, o, o0, o0 + cols, db);
+        } else {
+          const int64_t i0 = (t - dw_blocks) * kRowBlock, rows = std::min(kRowBlock, n - i0);
+          Gemm<T>(Trans::kNo, Trans::kNo, rows, k, o, T(1), dy + i0 * o, o, w, k, T(0), dx + i0 * k, k);
         }
       }
     });
