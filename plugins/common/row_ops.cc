@@ -2,6 +2,8 @@
 // and with -fno-math-errno, so that std::sqrt vectorises (the argument is never negative).
 #include "row_ops.h"
 
+#include "fast_exp.h"
+
 #include <cmath>
 
 namespace tessel::kernels {
@@ -157,6 +159,45 @@ TESSEL_ROW_CLONES void GatherSegmentItems(const float* x, int64_t k, const int64
 TESSEL_ROW_CLONES void GatherSegmentItems(const double* x, int64_t k, const int64_t* ptr, int64_t items,
                                           const int32_t* seg, const int32_t* row_of, const double* coef, double* out) {
   GatherSegmentsImpl(x, k, ptr, items, seg, row_of, coef, out);
+}
+
+namespace {
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+// sigmoid(2u) = 0.5 (1 + tanh(u)); exactly 0 once e^(-2u) would pass float's range (as tanh is -1 there).
+template <typename T>
+TESSEL_ROW_INLINE T Sigmoid2(T u) {
+  const T s = T(1) / (T(1) + FastExp(T(-2) * u));
+  return u < T(-40) ? T(0) : s;
+}
+template <typename T>
+TESSEL_ROW_INLINE void GeluTanhImpl(int64_t n, const T* __restrict x, T* __restrict y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T u = T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v);
+    y[i] = v * Sigmoid2(u);
+  }
+}
+template <typename T>
+TESSEL_ROW_INLINE void GeluTanhBwdImpl(int64_t n, const T* __restrict dy, const T* __restrict x, T* __restrict dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T u = T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v);
+    const T s = Sigmoid2(u);
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * v * v);
+    dx[i] = dy[i] * (s + T(2) * v * s * (T(1) - s) * du);
+  }
+}
+}  // namespace
+
+TESSEL_ROW_CLONES void GeluTanhRow(int64_t n, const float* x, float* y) { GeluTanhImpl(n, x, y); }
+TESSEL_ROW_CLONES void GeluTanhRow(int64_t n, const double* x, double* y) { GeluTanhImpl(n, x, y); }
+TESSEL_ROW_CLONES void GeluTanhBwdRow(int64_t n, const float* dy, const float* x, float* dx) {
+  GeluTanhBwdImpl(n, dy, x, dx);
+}
+TESSEL_ROW_CLONES void GeluTanhBwdRow(int64_t n, const double* dy, const double* x, double* dx) {
+  GeluTanhBwdImpl(n, dy, x, dx);
 }
 
 TESSEL_ROW_CLONES void AddRow(int64_t n, const float* __restrict x, float* __restrict y) {

@@ -33,6 +33,13 @@ void GatherSegmentItems(const float* x, int64_t k, const int64_t* ptr, int64_t i
 void GatherSegmentItems(const double* x, int64_t k, const int64_t* ptr, int64_t items, const int32_t* seg,
                         const int32_t* row_of, const double* coef, double* out);
 
+// GPT-2's tanh GELU, y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x sigmoid(2u)
+// with one exponential (FastExp); and its backward, dx = dy (s + 2 x s (1 - s) du/dx), s = sigmoid(2u).
+void GeluTanhRow(int64_t n, const float* x, float* y);
+void GeluTanhRow(int64_t n, const double* x, double* y);
+void GeluTanhBwdRow(int64_t n, const float* dy, const float* x, float* dx);
+void GeluTanhBwdRow(int64_t n, const double* dy, const double* x, double* dx);
+
 // y[0..n) += x[0..n)
 void AddRow(int64_t n, const float* x, float* y);
 void AddRow(int64_t n, const double* x, double* y);

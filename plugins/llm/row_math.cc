@@ -2,6 +2,8 @@
 // and with -fno-math-errno, so that std::sqrt and std::exp need no errno path.
 #include "row_math.h"
 
+#include "fast_exp.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -36,22 +38,11 @@ TESSEL_LLM_INLINE T LaneSum(int64_t n, Term term) {
   return sum;
 }
 
-// e^x in float, Cephes expf: x = k ln2 + r with |r| <= ln2 / 2, e^r by a polynomial, 2^k put into the
-// exponent bits. Branch-free, so loops of it vectorise. Clamped to the normal range.
-TESSEL_LLM_INLINE float Exp(float x) {
-  x = std::min(std::max(x, -87.33654f), 88.37626f);
-  const float k = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(x / ln2)
-  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * (r * r) + r + 1.0f;
-  return std::bit_cast<float>(std::bit_cast<int32_t>(er) + static_cast<int32_t>(k) * (1 << 23));
+// e^x: FastExp (fast_exp.h), vectorisable in float.
+template <typename T>
+TESSEL_LLM_INLINE T Exp(T x) {
+  return FastExp(x);
 }
-TESSEL_LLM_INLINE double Exp(double x) { return std::exp(x); }
 
 template <typename T>
 TESSEL_LLM_INLINE void LayernormRowT(int64_t c, const T* x, const T* w, const T* b, T eps, T* y, T* mean_out,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels.h"
+#include "row_ops.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -10,8 +11,6 @@ namespace {
 constexpr int64_t kElementGrain = 1 << 14;
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-constexpr double kGeluCubic = 0.044715;
 
 struct GeluFwdCpu {
   static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_fwd; }
@@ -44,6 +43,7 @@ struct GeluBwdCpu {
   }
 };
 
+// GPT-2's tanh GELU, row_ops.h: x sigmoid(2u) with a vectorised exponential (tanh(u) = 2 sigmoid(2u) - 1).
 struct GeluTanhFwdCpu {
   static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_tanh_fwd; }
   template <typename T>
@@ -51,17 +51,11 @@ struct GeluTanhFwdCpu {
     int64_t n = kUnbound, d = kUnbound;
     const T* x = args.In<T>(0, "X", {&n, &d});
     T* y = args.Out<T>(0, "Y", {&n, &d});
-    args.ParallelFor(n * d, kElementGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const T v = x[i], cube = T(kGeluCubic) * v * v * v;
-        y[i] = T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + cube)));
-      }
-    });
+    args.ParallelFor(n * d, kElementGrain, [&](int64_t i0, int64_t i1) { GeluTanhRow(i1 - i0, x + i0, y + i0); });
   }
 };
 
-// dX = dY * (0.5 (1 + tanh(u)) + 0.5 x sech^2(u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)), u = sqrt(2/pi)(x +
-// 0.044715 x^3), with sech^2 as 1 / cosh^2 (llm.c's form: cosh overflows to inf far out, giving 0).
+// dX = dY (s + 2 x s (1 - s) du/dx), s = sigmoid(2u): 0.5 (1 + tanh(u)) and 0.5 sech^2(u) = 2 s (1 - s).
 struct GeluTanhBwdCpu {
   static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_tanh_bwd; }
   template <typename T>
@@ -70,17 +64,8 @@ struct GeluTanhBwdCpu {
     const T* dy = args.In<T>(0, "dY", {&n, &d});
     const T* x = args.In<T>(1, "X", {&n, &d});
     T* dx = args.Out<T>(0, "dX", {&n, &d});
-    args.ParallelFor(n * d, kElementGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const T v = x[i], cube = T(kGeluCubic) * v * v * v;
-        const T u = T(kSqrt2OverPi) * (v + cube);
-        const T cosh_u = std::cosh(u);
-        const T sech2 = T(1) / (cosh_u * cosh_u);
-        const T local = T(0.5) * (T(1) + std::tanh(u)) +
-                        v * T(0.5) * sech2 * T(kSqrt2OverPi) * (T(1) + T(3) * T(kGeluCubic) * v * v);
-        dx[i] = local * dy[i];
-      }
-    });
+    args.ParallelFor(n * d, kElementGrain,
+                     [&](int64_t i0, int64_t i1) { GeluTanhBwdRow(i1 - i0, dy + i0, x + i0, dx + i0); });
   }
 };
 
