@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPT pipeline jobs (job.kind = "llm") across MPI ranks, on generated text (no dataset needed):
+# - exactness: with a fixed seed the loss at every step, and the validation loss, agree to 1e-4 relative
+#   between the embedded run (1 stage) and 2 and 3 pipeline stages under mpirun (1F1B over 4 micro-batches,
+#   activations and gradients point-to-point), and data-parallel degree 2 (2 stages x 2 replicas);
+# - the trained weights: `tessel export llmc` of the 1-stage and the 3-stage runs agree to a few lr,
+#   and a checkpoint read back with model.init_from and train.steps = 0 exports to the same bytes
+#   (the llm.c round trip is bit-exact, through 1 and 3 stages);
+# - bad input: an empty text file and one shorter than a batch are exit 3 naming the file; more stages
+#   than workers and an inconsistent batch product are exit 2 at `tessel validate`.
+source "$(dirname "$0")/../lib.sh"
+
+job=jobs/examples/gpt-demo.toml
+small=(--set model.layers=3 --set model.hidden=64 --set model.heads=2 --set model.context=32
+       --set train.batch_size=8 --set pipeline.microbatches=4 --set train.steps=6 --set train.warmup_steps=2
+       --set train.val_every=3 --set train.val_batches=2 --set data.generated_bytes=65536 --set job.seed=3)
+
+"$TESSEL" run "$job" "${small[@]}" --set job.output_dir="$TESSEL_WORK/s1" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=2 \
+  --set pipeline.stages=2 --set job.output_dir="$TESSEL_WORK/s2" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 4 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=3 \
+  --set pipeline.stages=3 --set job.output_dir="$TESSEL_WORK/s3" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 5 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=4 \
+  --set pipeline.stages=2 --set pipeline.data_parallel=2 --set pipeline.microbatches=2 \
+  --set job.output_dir="$TESSEL_WORK/s2d2" > /dev/null 2>&1
+
+for run in s1 s3; do "$TESSEL" export llmc "$TESSEL_WORK/$run" "$TESSEL_WORK/$run.bin" > /dev/null 2>&1; done
+
+python3 - "$TESSEL_WORK" <<'PY'
+import json, struct, sys
+w = sys.argv[1]
+REL = 1e-4
+runs = {r: json.load(open(f"{w}/{r}/summary.json")) for r in ("s1", "s2", "s3", "s2d2")}
+ref = runs["s1"]
+assert ref["kind"] == "llm" and len(ref["step_loss"]) == 6, ref.get("step_loss")
+assert [v[0] for v in ref["val_loss"]] == [3, 6], ref["val_loss"]
+worst = 0.0
+for name, s in runs.items():
+    assert len(s["step_loss"]) == 6, (name, s["step_loss"])
+    pairs = list(zip(ref["step_loss"], s["step_loss"])) + [(a[1], b[1]) for a, b in zip(ref["val_loss"], s["val_loss"])]
+    for i, (a, b) in enumerate(pairs):
+        rel = abs(a - b) / abs(a)
+        worst = max(worst, rel)
+        assert rel <= REL, f"{name}: value {i}: {b!r} vs 1 stage {a!r} (relative {rel:.2e})"
+assert ref["step_loss"][-1] < ref["step_loss"][0], "the loss did not fall"
+a, b = open(f"{w}/s1.bin", "rb").read(), open(f"{w}/s3.bin", "rb").read()
+assert len(a) == len(b) and a[:1024] == b[:1024], "the exported headers differ"
+fa = struct.unpack(f"{(len(a) - 1024) // 4}f", a[1024:])
+fb = struct.unpack(f"{(len(b) - 1024) // 4}f", b[1024:])
+# Adam divides by the root of the second moment, so a weight whose gradient is ~0 moves by up to lr a
+# step in a direction set by rounding: the weights agree to a few lr (1e-3), not to 1e-4.
+diff = max(abs(x - y) for x, y in zip(fa, fb))
+assert diff <= 5e-3, f"exported weights of 1 and 3 stages differ by {diff:.2e}"
+print(f"PASS llm exactness: 6 steps and 2 validations equal across 1, 2, 3 stages and 2x2 (worst relative "
+      f"{worst:.2e}); exported weights of 1 vs 3 stages within {diff:.2e} (absolute)")
+PY
+
+# The llm.c round trip: read back, 0 steps, export again: the same bytes, through 1 and through 3 stages.
+"$TESSEL" run "$job" "${small[@]}" --set train.steps=0 --set train.warmup_steps=0 \
+  --set model.init_from="$TESSEL_WORK/s1.bin" --set job.output_dir="$TESSEL_WORK/rt1" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 4 "$TESSEL" run "$job" "${small[@]}" --set train.steps=0 \
+  --set train.warmup_steps=0 --set resources.workers=3 --set pipeline.stages=3 \
+  --set model.init_from="$TESSEL_WORK/s1.bin" --set job.output_dir="$TESSEL_WORK/rt3" > /dev/null 2>&1
+for run in rt1 rt3; do
+  "$TESSEL" export llmc "$TESSEL_WORK/$run" "$TESSEL_WORK/$run.bin" > /dev/null 2>&1
+  cmp "$TESSEL_WORK/s1.bin" "$TESSEL_WORK/$run.bin" || fail "llm.c round trip through $run changed the bytes"
+done
+pass "llm.c checkpoint round trip bit-exact through 1 and 3 stages"
+
+# Bad input.
+: > "$TESSEL_WORK/empty.txt"
+expect_exit 3 "$TESSEL" run "$job" "${small[@]}" --set data.format=text --set data.text="$TESSEL_WORK/empty.txt" \
+  --set job.output_dir="$TESSEL_WORK/bad1"
+grep -q "empty.txt" "$TESSEL_WORK/stderr" || fail "the empty-file error does not name the file"
+head -c 100 /etc/services > "$TESSEL_WORK/short.txt"
+expect_exit 3 "$TESSEL" run "$job" "${small[@]}" --set data.format=text --set data.text="$TESSEL_WORK/short.txt" \
+  --set job.output_dir="$TESSEL_WORK/bad2"
+grep -q "short.txt" "$TESSEL_WORK/stderr" || fail "the short-file error does not name the file"
+expect_exit 2 "$TESSEL" validate "$job" --set pipeline.stages=3 --set resources.workers=2
+grep -q "more stages than workers" "$TESSEL_WORK/stderr" || fail "no 'more stages than workers' in: $(cat "$TESSEL_WORK/stderr")"
+expect_exit 2 "$TESSEL" validate "$job" --set train.microbatch_size=3
+grep -q "train.batch_size" "$TESSEL_WORK/stderr" || fail "the batch product error does not name train.batch_size"
+pass "llm bad input: empty and short text exit 3, stages > workers and batch product exit 2"
