@@ -14,7 +14,12 @@
 #                  epoch spent waiting on feature rows, 1 and 2 workers, prefetch on and off
 #   peers-sampled  the same model, fanouts, batch size and threads with DGL's NeighborSampler +
 #                  RelGraphConv and PyG's NeighborLoader + RGCNConv (where it runs), ratio to the best
-#   spill, llm, partition, peers-llm: not implemented yet (exit 2)
+#   llm            Tessel's GPT-2 on tiny Shakespeare (gpt-shakespeare.toml, 4 blocks, width 256): step time,
+#                  tokens/s, GFLOP/s against the sgemm limit measured in the same run, 1, 2 and 3 stages;
+#                  the stage planner's predicted per-stage times against the measured ones (12 blocks)
+#   peers-llm      the same model, checkpoint, tokens and threads in PyTorch (bench/peers/gpt_peer.py), with
+#                  and without torch.compile, side by side with Tessel; ratio = Tessel / best PyTorch
+#   spill, partition: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
 #                      table, 64 MiB batches, 5 repetitions)
@@ -94,7 +99,8 @@ case "$family" in
   rgnn|peers-rgnn) ;;
   gather) ;;
   sampled|peers-sampled) ;;
-  spill|llm|partition|peers-llm)
+  llm|peers-llm) ;;
+  spill|partition)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
   "") usage >&2; exit 2 ;;
@@ -145,6 +151,20 @@ if [[ "$family" == sampled || "$family" == peers-sampled ]]; then
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && sampled_args+=(--quick); done
   [[ -n "${json:-}" ]] && sampled_args+=(--json "$json")
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/sampled/sampled_bench.py" "${sampled_args[@]}"
+fi
+if [[ "$family" == llm || "$family" == peers-llm ]]; then
+  echo "[bench] cmake --build build --target tessel tessel-bench-limits tessel_nn tessel_llm" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel-bench-limits tessel_nn tessel_llm --parallel 2 \
+      >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  "$ROOT/bench/peers/setup.sh" --peers || { echo "run.sh: bench/peers/setup.sh --peers failed" >&2; exit 2; }
+  llm_args=("$family")
+  for a in "${args[@]}"; do [[ "$a" == --quick ]] && llm_args+=(--quick); done
+  [[ -n "${json:-}" ]] && llm_args+=(--json "$json")
+  exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/llm/llm_bench.py" "${llm_args[@]}"
 fi
 echo "[bench] cmake --build build --target tessel tessel-bench-limits" >&2
 if ! cmake --build "$BUILD" --target tessel tessel-bench-limits --parallel 2 >"$BUILD/bench-build.log" 2>&1; then

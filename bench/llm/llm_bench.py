@@ -1,0 +1,187 @@
+"""GPT benchmarks (bench/run.sh llm | peers-llm).
+
+llm        Tessel's GPT-2 on tiny Shakespeare (jobs/examples/gpt-shakespeare.toml: 4 blocks, width 256, 4
+           heads, context 256, batches of 8 sequences = 2,048 tokens, about 46 GFLOP a step) for 1, 2 and 3
+           pipeline stages (4 micro-batches of 2 sequences with more than one stage): median step time,
+           tokens per second, achieved GFLOP/s and its fraction of the sgemm limit measured in the same run
+           (tessel-bench-limits at the same threads). Then the stage planner on a 12-block model for 2 and
+           3 stages: each stage's predicted time per micro-batch (`tessel plan`'s calibration) against the
+           time the stage measured (its forward and backward compute, waits excluded).
+peers-llm  the same model, checkpoint, token file, batches and threads in PyTorch (bench/peers/gpt_peer.py,
+           written from the same equations; F.scaled_dot_product_attention, fused AdamW, with and without
+           torch.compile), side by side with Tessel (1 stage, 2 threads), from one llm.c checkpoint; the
+           ratio is Tessel's step time over PyTorch's best.
+
+Steps: 12 (6 with --quick); the median leaves out the first 2. Threads: the machine's cores for one
+stage; with S stages on C cores, max(1, C // S) per stage. Prints tables and writes JSON rows
+(--json, default build/bench/results/FAMILY.json).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+TESSEL = os.path.join(BUILD, "bin", "tessel")
+JOB = os.path.join(ROOT, "jobs", "examples", "gpt-shakespeare.toml")
+TEXT = os.path.join(os.path.dirname(ROOT), "shared", "data", "tinyshakespeare", "input.txt")
+PEER = os.path.join(ROOT, "bench", "peers", "gpt_peer.py")
+PYTHON = os.path.join(BUILD, "bench-venv", "bin", "python")
+MPI = ["mpirun", "--oversubscribe", "--mca", "btl_vader_single_copy_mechanism", "none"]
+if os.geteuid() == 0:
+    MPI.append("--allow-run-as-root")
+
+
+def sgemm_limit(threads):
+    out = subprocess.run([os.path.join(BUILD, "bin", "tessel-bench-limits"), "--threads", str(threads)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["sgemm"]["gflops"]
+
+
+def run_tessel(out, stages, threads, steps, extra, layers=4):
+    workers = stages
+    sets = {"resources.workers": workers, "resources.threads_per_worker": threads, "pipeline.stages": stages,
+            "pipeline.microbatches": 1 if stages == 1 else 4, "train.steps": steps, "train.warmup_steps": 2,
+            "train.val_every": 0, "train.val_batches": 1, "data.val_fraction": 0.05, "model.layers": layers,
+            "job.output_dir": out, "job.name": "bench-llm", "train.log_every": 1000}
+    sets.update(extra)
+    cmd = [TESSEL, "run", JOB]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    if workers > 1:
+        cmd = MPI + ["--enable-recovery", "-np", str(workers + 1)] + cmd
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0 or not os.path.exists(os.path.join(out, "summary.json")):
+        tail = (p.stderr.strip().splitlines() or [""])[-1]
+        return {"error": f"exit {p.returncode}: {tail}"}
+    s = json.load(open(os.path.join(out, "summary.json")))
+    secs = s["step_seconds"][2:] or s["step_seconds"]
+    step = statistics.median(secs)
+    return {"step_seconds": step, "tokens_per_second": s["tokens_per_step"] / step,
+            "gflops": s["flops_per_step"] / step / 1e9, "losses": s["step_loss"], "summary": s}
+
+
+def llm(a, rows, limit, cores):
+    steps = 6 if a.quick else 12
+    work = os.path.join(BUILD, "bench", "llm")
+    print(f"sgemm limit: {limit:.1f} GFLOP/s ({cores} threads, tessel-bench-limits)")
+    print(f"{'stages':>6} {'threads':>7} {'step ms':>8} {'tokens/s':>9} {'GFLOP/s':>8} {'of limit':>8}  loss step 1 -> last")
+    for stages in (1, 2, 3):
+        threads = cores if stages == 1 else max(1, cores // stages)
+        r = run_tessel(os.path.join(work, f"s{stages}"), stages, threads, steps, {})
+        row = {"bench": "llm", "case": f"stages_{stages}", "stages": stages, "threads_per_worker": threads}
+        if "error" in r:
+            print(f"{stages:>6} {threads:>7}  {r['error']}")
+            rows.append(dict(row, metric="step_seconds", value=None, unit="s", status="error", error=r["error"]))
+            continue
+        frac = r["gflops"] / limit
+        print(f"{stages:>6} {threads:>7} {1e3 * r['step_seconds']:>8.1f} {r['tokens_per_second']:>9.0f} "
+              f"{r['gflops']:>8.1f} {100 * frac:>7.1f}%  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}")
+        rows.append(dict(row, metric="step_seconds", value=r["step_seconds"], unit="s"))
+        rows.append(dict(row, metric="tokens_per_second", value=r["tokens_per_second"], unit="tokens/s"))
+        rows.append(dict(row, metric="gflops", value=r["gflops"], unit="GFLOP/s", baseline=limit,
+                         fraction_of_limit=frac))
+    # The planner: predicted against measured, per stage, on a 12-block model.
+    print("\nstage planner, 12 blocks: predicted vs measured forward + backward per micro-batch (ms)")
+    print(f"{'stages':>6} {'stage':>5} {'blocks':>6} {'predicted':>9} {'measured':>9} {'error':>7}")
+    for stages in (2, 3):
+        threads = max(1, cores // stages)
+        r = run_tessel(os.path.join(work, f"plan{stages}"), stages, threads, 6 if a.quick else 8, {}, layers=12)
+        if "error" in r:
+            print(f"{stages:>6}  {r['error']}")
+            rows.append({"bench": "llm", "case": f"planner_{stages}_stages", "metric": "stage_seconds", "value": None,
+                         "unit": "s", "status": "error", "error": r["error"]})
+            continue
+        s = r["summary"]
+        predicted = s["pipeline"]["predicted_stage_seconds_per_microbatch"]
+        blocks = s["pipeline"]["blocks_per_stage"]
+        measured = s["stage_compute_seconds_per_microbatch"]
+        for i, (p, m) in enumerate(zip(predicted, measured)):
+            err = (p - m) / m
+            print(f"{stages:>6} {i:>5} {int(blocks[i]):>6} {1e3 * p:>9.1f} {1e3 * m:>9.1f} {100 * err:>6.1f}%")
+            rows.append({"bench": "llm", "case": f"planner_{stages}_stages_stage_{i}", "metric": "stage_seconds",
+                         "value": m, "unit": "s", "baseline": p, "ratio": m / p, "relative_error": err,
+                         "threads_per_worker": threads, "blocks": blocks[i]})
+
+
+def peers(a, rows, limit, cores):
+    steps = 6 if a.quick else 12
+    work = os.path.join(BUILD, "bench", "peers-llm")
+    os.makedirs(work, exist_ok=True)
+    ck, tok = os.path.join(work, "init.bin"), os.path.join(work, "tokens.bin")
+    subprocess.run([PYTHON, PEER, "make-checkpoint", "--layers", "4", "--width", "256", "--heads", "4", "--context",
+                    "256", "--vocab", "256", "--seed", "1", ck], check=True, capture_output=True)
+    subprocess.run([PYTHON, PEER, "make-tokens", TEXT, tok], check=True, capture_output=True)
+    hyper = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0,
+             "warmup_steps": 2, "final_lr_fraction": 0.1}
+    results = {}
+    t = run_tessel(os.path.join(work, "tessel"), 1, cores, steps,
+                   {"data.format": "llmc", "data.train_tokens": tok, "model.init_from": ck,
+                    **{f"train.{k}": v for k, v in hyper.items() if k != "warmup_steps"}})
+    results["tessel"] = t
+    for variant, flags in (("pytorch", []), ("pytorch-compile", ["--compile"])):
+        out = os.path.join(work, f"{variant}.json")
+        cmd = [PYTHON, PEER, "train", "--checkpoint", ck, "--tokens", tok, "--batch", "8", "--seq", "256",
+               "--steps", str(steps), "--threads", str(cores), "--json", out] + flags
+        for k, v in hyper.items():
+            cmd += [f"--{k.replace('_', '-')}", str(v)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            results[variant] = {"error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1]}"}
+            continue
+        j = json.load(open(out))
+        secs = [x / 1e3 for x in j["step_ms"]][2:]
+        results[variant] = {"step_seconds": statistics.median(secs), "losses": j["losses"], "blas": j.get("blas")}
+    flops = t["summary"]["flops_per_step"] if "summary" in t else None
+    print(f"sgemm limit: {limit:.1f} GFLOP/s ({cores} threads)")
+    print(f"{'system':>16} {'step ms':>8} {'GFLOP/s':>8} {'of limit':>8} {'loss at step N':>15}")
+    for name, r in results.items():
+        if "error" in r:
+            print(f"{name:>16}  {r['error']}")
+            continue
+        g = flops / r["step_seconds"] / 1e9 if flops else 0
+        print(f"{name:>16} {1e3 * r['step_seconds']:>8.1f} {g:>8.1f} {100 * g / limit:>7.1f}% {r['losses'][-1]:>15.6f}")
+    peer_best = min((r["step_seconds"], n) for n, r in results.items() if n != "tessel" and "error" not in r)
+    if "error" not in t:
+        ratio = t["step_seconds"] / peer_best[0]
+        worst = max(abs(x - y) / abs(y) for x, y in zip(t["losses"], results[peer_best[1]]["losses"]))
+        print(f"Tessel / {peer_best[1]} step time: {ratio:.3f} (target <= 0.95); losses agree to {worst:.2e} relative")
+        rows.append({"bench": "peers-llm", "case": "gpt2_l4_c256_t256_b8", "metric": "step_seconds",
+                     "value": t["step_seconds"], "unit": "s", "baseline": peer_best[0], "ratio": ratio,
+                     "peer": peer_best[1], "threads": cores, "loss_max_relative_difference": worst,
+                     "gflops": flops / t["step_seconds"] / 1e9, "fraction_of_limit": flops / t["step_seconds"] / 1e9 / limit})
+    for name, r in results.items():
+        if name != "tessel" and "error" not in r:
+            rows.append({"bench": "peers-llm", "case": "gpt2_l4_c256_t256_b8", "metric": f"{name}_step_seconds",
+                         "value": r["step_seconds"], "unit": "s", "blas": r.get("blas")})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("family", choices=["llm", "peers-llm"])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    if not os.path.exists(TEXT):
+        print(f"llm_bench: {TEXT} is missing (the shared tiny Shakespeare)", file=sys.stderr)
+        return 2
+    cores = os.cpu_count() or 1
+    limit = sgemm_limit(cores)
+    rows = []
+    (llm if a.family == "llm" else peers)(a, rows, limit, cores)
+    for r in rows:
+        r.setdefault("sgemm_limit_gflops", limit)
+    out = a.json or os.path.join(BUILD, "bench", "results", f"{a.family}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(rows, f, indent=1)
+    print(f"wrote {out}")
+    return 1 if any(r.get("status") == "error" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
