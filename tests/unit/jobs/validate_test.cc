@@ -82,6 +82,16 @@ TEST(ValidateJob, LlmJobPasses) {
   EXPECT_TRUE(Valid(kLlmJob, {"data.format=llmc", "data.train_tokens=train.bin", "model.vocab_size=50257"}));
 }
 
+TEST(ValidateJob, LlmJobNamesItsModelAndOptimizer) {
+  // jobs/README.md's smallest llm job, and the same without the keys whose defaults are rgnn's.
+  const std::string smallest =
+      "version = 1\n[job]\nname = \"tiny-gpt\"\nkind = \"llm\"\n[data]\nformat = \"generated_text\"\n";
+  EXPECT_TRUE(Valid(smallest + "[model]\nname = \"gpt2\"\n[train]\noptimizer = \"adamw\"\nbatch_size = 8\n"));
+  EXPECT_EQ(Problem(smallest),
+            "t.toml: model.name = \"rgcn\" is an rgnn model; an llm job trains model.name = \"gpt2\"\n"
+            "t.toml: train.optimizer = \"adam\": an llm job trains with \"adamw\"");
+}
+
 TEST(ValidateJob, LlmRulesAreNotRgnnRules) {
   // A gpt2 has heads that an RGCN may not; the llm keys of an rgnn job are ignored, as other formats' are.
   EXPECT_TRUE(Valid(kLlmJob, {"model.heads=8"}));
