@@ -263,7 +263,8 @@ Status ValidateJob(const JobSpec& spec);
 Status ValidateDataPaths(const JobSpec& spec);
 
 // The resolved job as a TOML document that ParseJob() reads back to an equal JobSpec: every key of the
-// field table, defaults included, grouped by section. For RUN_DIR/job.toml and for sending to workers.
+// field table, defaults included, grouped by section; an rgnn job's [pipeline], which ValidateJob()
+// refuses, is left out (it can only hold its defaults). For RUN_DIR/job.toml and for sending to workers.
 std::string FormatJobToml(const JobSpec& spec);
 
 // The field table, for documentation and tooling (one entry per key, in table order).

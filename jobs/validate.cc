@@ -237,7 +237,7 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
     errors->Add(at_either("pipeline.stages", "resources.workers"),
                 StrCat("pipeline.stages x pipeline.data_parallel = ", p.stages, " x ", p.data_parallel, " = ", replicas,
                        " but resources.workers = ", workers, ": each worker runs one stage of one replica",
-                       replicas > workers ? " (more stages than workers)" : ""));
+                       p.stages > workers ? " (more stages than workers)" : ""));
   }
   if (p.stages > m.layers) {
     errors->Add(at_either("pipeline.stages", "model.layers"),

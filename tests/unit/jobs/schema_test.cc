@@ -88,7 +88,20 @@ TEST(FieldTable, DescribesDefaultsFromTheStructs) {
   EXPECT_EQ(by_key.at("job.kind").default_value, "required");
   EXPECT_EQ(by_key.at("job.kind").allowed, "\"rgnn\", \"llm\"");
   EXPECT_EQ(by_key.at("data.format").default_value, "required");
-  EXPECT_EQ(by_key.at("data.format").allowed, "\"graph\", \"rdf\", \"edges\", \"synthetic\"");
+  EXPECT_EQ(by_key.at("data.format").allowed,
+            "\"graph\", \"rdf\", \"edges\", \"synthetic\", \"text\", \"llmc\", \"generated_text\"");
+  EXPECT_EQ(by_key.at("data.order").allowed, "\"sequential\", \"shuffled\"");
+  EXPECT_EQ(by_key.at("data.generated_bytes").type, "bytes");
+  EXPECT_EQ(by_key.at("data.generated_bytes").default_value, "1048576");
+  EXPECT_EQ(by_key.at("model.name").allowed, "\"rgcn\", \"rgat\", \"hgt\", \"gpt2\"");
+  EXPECT_EQ(by_key.at("model.vocab_size").allowed, "2 .. 65536");
+  EXPECT_EQ(by_key.at("train.optimizer").allowed, "\"adam\", \"sgd\", \"adamw\"");
+  EXPECT_EQ(by_key.at("train.final_lr_fraction").allowed, "0 .. 1");
+  EXPECT_EQ(by_key.at("train.eps").default_value, "1e-8");
+  EXPECT_EQ(by_key.at("pipeline.stages").default_value, "1");
+  EXPECT_EQ(by_key.at("pipeline.stages").allowed, ">= 1");
+  EXPECT_EQ(by_key.at("pipeline.layers").type, "array of integers");
+  EXPECT_EQ(by_key.at("pipeline.layers").default_value, "[]");
   EXPECT_EQ(by_key.at("job.device").default_value, "\"auto\"");
   EXPECT_EQ(by_key.at("train.epochs").default_value, "50");
   EXPECT_EQ(by_key.at("train.epochs").type, "integer");
@@ -112,6 +125,13 @@ TEST(FieldTable, EnumNamesAreTheTomlSpellings) {
   EXPECT_EQ(KindName(JobKind::kLlm), "llm");
   EXPECT_EQ(DeviceName(DeviceChoice::kCuda), "cuda");
   EXPECT_EQ(FormatName(DataFormat::kRdf), "rdf");
+  EXPECT_EQ(FormatName(DataFormat::kText), "text");
+  EXPECT_EQ(FormatName(DataFormat::kLlmc), "llmc");
+  EXPECT_EQ(FormatName(DataFormat::kGeneratedText), "generated_text");
+  EXPECT_EQ(ModelNameText(ModelName::kGpt2), "gpt2");
+  EXPECT_EQ(OptimizerNameText(OptimizerName::kAdamw), "adamw");
+  EXPECT_EQ(BatchOrderName(BatchOrder::kSequential), "sequential");
+  EXPECT_EQ(BatchOrderName(BatchOrder::kShuffled), "shuffled");
   EXPECT_EQ(PartitionMethodName(PartitionMethod::kMetis), "metis");
 }
 

@@ -47,6 +47,7 @@ TEST(ParseJob, MinimalJobTakesEveryDefault) {
   EXPECT_EQ(s.model, ModelSection{});
   EXPECT_EQ(s.train, TrainSection{});
   EXPECT_EQ(s.partition, PartitionSection{});
+  EXPECT_EQ(s.pipeline, PipelineSection{});
   EXPECT_EQ(s.spill, SpillSection{});
   EXPECT_EQ(s.checkpoint, CheckpointSection{});
   EXPECT_EQ(s.plugins, PluginsSection{});
@@ -91,6 +92,50 @@ TEST(ParseJob, ReadsEveryKindOfValue) {
   EXPECT_EQ(KeyOrigin(*r, "train.epochs"), "t.toml:17:1");
   EXPECT_EQ(KeyOrigin(*r, "data.edges[1]"), "t.toml:13:19");
   EXPECT_EQ(KeyOrigin(*r, "model.layers"), "t.toml");  // left at its default
+}
+
+TEST(ParseJob, ReadsTheKeysOfAnLlmJob) {
+  Result<JobSpec> r = Parse(
+      "version = 1\n[job]\nname = \"g\"\nkind = \"llm\"\n"
+      "[resources]\nworkers = 4\n"
+      "[data]\nformat = \"generated_text\"\ngenerated_bytes = \"2MiB\"\nval_fraction = 0.05\norder = \"shuffled\"\n"
+      "[model]\nname = \"gpt2\"\nlayers = 6\nhidden = 384\nheads = 6\ncontext = 128\nvocab_size = 256\n"
+      "[train]\noptimizer = \"adamw\"\nsteps = 500\nbatch_size = 32\nseq_len = 64\nmicrobatch_size = 4\n"
+      "beta1 = 0.8\nbeta2 = 0.95\neps = 1e-6\nweight_decay = 0.1\ngrad_clip = 1\nwarmup_steps = 50\n"
+      "final_lr_fraction = 0.1\nval_every = 25\nval_batches = 0\n"
+      "[pipeline]\nstages = 2\nmicrobatches = 4\ndata_parallel = 2\nlayers = [2, 4]\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->job.kind, JobKind::kLlm);
+  EXPECT_EQ(r->data.format, DataFormat::kGeneratedText);
+  EXPECT_EQ(r->data.generated_bytes, int64_t{2} << 20);
+  EXPECT_DOUBLE_EQ(r->data.val_fraction, 0.05);
+  EXPECT_EQ(r->data.order, BatchOrder::kShuffled);
+  EXPECT_EQ(r->model.name, ModelName::kGpt2);
+  EXPECT_EQ(r->model.layers, 6);
+  EXPECT_EQ(r->model.hidden, 384);
+  EXPECT_EQ(r->model.heads, 6);
+  EXPECT_EQ(r->model.context, 128);
+  EXPECT_EQ(r->model.vocab_size, 256);
+  EXPECT_EQ(r->model.init_from, "");
+  EXPECT_EQ(r->train.optimizer, OptimizerName::kAdamw);
+  EXPECT_EQ(r->train.steps, 500);
+  EXPECT_EQ(r->train.batch_size, 32);
+  EXPECT_EQ(r->train.seq_len, 64);
+  EXPECT_EQ(r->train.microbatch_size, 4);
+  EXPECT_DOUBLE_EQ(r->train.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(r->train.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(r->train.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(r->train.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(r->train.grad_clip, 1.0);
+  EXPECT_EQ(r->train.warmup_steps, 50);
+  EXPECT_DOUBLE_EQ(r->train.final_lr_fraction, 0.1);
+  EXPECT_EQ(r->train.val_every, 25);
+  EXPECT_EQ(r->train.val_batches, 0);
+  EXPECT_EQ(r->pipeline.stages, 2);
+  EXPECT_EQ(r->pipeline.microbatches, 4);
+  EXPECT_EQ(r->pipeline.data_parallel, 2);
+  EXPECT_EQ(r->pipeline.layers, (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ(KeyOrigin(*r, "pipeline.layers[1]"), "t.toml:38:14");
 }
 
 TEST(ParseJob, InlineTablesAndDottedKeysAreTheSameKeys) {
@@ -168,9 +213,17 @@ TEST(ParseJob, EnumValueOutsideTheChoicesListsThem) {
   EXPECT_EQ(UsageMessage(Parse(text)),
             "t.toml:5:1: job.device: \"gpu\" is not allowed; allowed values: \"auto\", \"cpu\", \"cuda\"");
   EXPECT_EQ(UsageMessage(Parse(Job("[train]\noptimizer = \"lbfgs\"\n"))),
-            "t.toml:8:1: train.optimizer: \"lbfgs\" is not allowed; allowed values: \"adam\", \"sgd\"");
+            "t.toml:8:1: train.optimizer: \"lbfgs\" is not allowed; allowed values: \"adam\", \"sgd\", \"adamw\"");
   EXPECT_THAT(UsageMessage(Parse(Job("[partition]\nmethod = \"spectral\"\n"))),
               HasSubstr("allowed values: \"metis\", \"random\", \"range\""));
+  EXPECT_EQ(UsageMessage(Parse(Job("order = \"random\"\n"))),
+            "t.toml:7:1: data.order: \"random\" is not allowed; allowed values: \"sequential\", \"shuffled\"");
+  EXPECT_EQ(UsageMessage(Parse(Job(), {"data.format=tokens"})),
+            "--set data.format=tokens: data.format: \"tokens\" is not allowed; allowed values: \"graph\", \"rdf\", "
+            "\"edges\", \"synthetic\", \"text\", \"llmc\", \"generated_text\"");
+  EXPECT_EQ(UsageMessage(Parse(Job(), {"model.name=gpt3"})),
+            "--set model.name=gpt3: model.name: \"gpt3\" is not allowed; allowed values: \"rgcn\", \"rgat\", \"hgt\", "
+            "\"gpt2\"");
 }
 
 TEST(ParseJob, OutOfRangeValuesNameTheRange) {
@@ -328,11 +381,45 @@ TEST(FormatJobToml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(second->model, first->model);
   EXPECT_EQ(second->train, first->train);
   EXPECT_EQ(second->partition, first->partition);
+  EXPECT_EQ(second->pipeline, first->pipeline);
   EXPECT_EQ(second->spill, first->spill);
   EXPECT_EQ(second->checkpoint, first->checkpoint);
   EXPECT_EQ(second->plugins, first->plugins);
   EXPECT_EQ(second->metrics, first->metrics);
   EXPECT_EQ(second->timeouts, first->timeouts);
+}
+
+TEST(FormatJobToml, LeavesPipelineOutOfAnRgnnJob) {
+  // An rgnn job refuses [pipeline], even at its defaults, so the resolved file must not have one.
+  Result<JobSpec> first = Parse(Job());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string text = FormatJobToml(*first);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("[pipeline]")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("\nstages = ")));
+  EXPECT_TRUE(ParseJob(text, "resolved.toml", {}).ok()) << text;
+}
+
+TEST(FormatJobToml, RoundTripsAnLlmJob) {
+  const std::string llm =
+      "version = 1\n[job]\nname = \"g\"\nkind = \"llm\"\n[data]\nformat = \"llmc\"\n"
+      "train_tokens = \"train.bin\"\nval_tokens = \"val.bin\"\norder = \"shuffled\"\n"
+      "[resources]\nworkers = 6\n[model]\nname = \"gpt2\"\nlayers = 12\nhidden = 768\nheads = 12\n"
+      "context = 1024\nvocab_size = 50257\ninit_from = \"gpt2_124M.bin\"\n"
+      "[train]\noptimizer = \"adamw\"\nsteps = 40\nbatch_size = 16\nseq_len = 512\nlr = 6e-4\n"
+      "weight_decay = 0.1\ngrad_clip = 1\nwarmup_steps = 4\nfinal_lr_fraction = 0\n"
+      "[pipeline]\nstages = 3\nmicrobatches = 4\ndata_parallel = 2\nlayers = [3, 5, 4]\n";
+  Result<JobSpec> first = Parse(llm);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string text = FormatJobToml(*first);
+  EXPECT_THAT(text, HasSubstr("\n[pipeline]\nstages = 3\nmicrobatches = 4\ndata_parallel = 2\nlayers = [3, 5, 4]\n"));
+  Result<JobSpec> second = ParseJob(text, "resolved.toml", {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString() << "\n" << text;
+  EXPECT_EQ(second->job, first->job);
+  EXPECT_EQ(second->resources, first->resources);
+  EXPECT_EQ(second->data, first->data);
+  EXPECT_EQ(second->model, first->model);
+  EXPECT_EQ(second->train, first->train);
+  EXPECT_EQ(second->pipeline, first->pipeline);
 }
 
 TEST(LoadJobFile, UnreadableFileIsAUsageError) {

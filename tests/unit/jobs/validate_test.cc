@@ -35,17 +35,204 @@ bool Valid(const std::string& text, const std::vector<std::string>& overrides = 
   return r.ok();
 }
 
-TEST(ValidateJob, LlmKindIsParsedButNotSupportedYet) {
-  EXPECT_EQ(Problem(Job("", "llm")), "t.toml:4:1: job.kind = \"llm\" is not supported by this build yet");
-  EXPECT_EQ(Problem(Job("[pipeline]\nstages = 4\n", "llm")),
-            "t.toml:4:1: job.kind = \"llm\" is not supported by this build yet");
-  EXPECT_EQ(Problem(Job(), {"job.kind=llm"}),
-            "--set job.kind=llm: job.kind = \"llm\" is not supported by this build yet");
+// A valid llm job: 2 pipeline stages x 2 replicas on 4 workers, 2 micro-batches of 2 sequences each.
+// Line numbers as in Job(); the tests change it by Edit() (same lines) or by overrides.
+const std::string kLlmJob =
+    "version = 1\n[job]\nname = \"t\"\nkind = \"llm\"\n[data]\nformat = \"text\"\n"
+    "text = \"input.txt\"\n"  // 7
+    "[resources]\n"
+    "workers = 4\n"  // 9
+    "[model]\n"
+    "name = \"gpt2\"\n"  // 11
+    "layers = 4\n"
+    "hidden = 64\n"  // 13
+    "heads = 4\n"
+    "context = 32\n"  // 15
+    "[train]\n"
+    "optimizer = \"adamw\"\n"  // 17
+    "steps = 10\n"
+    "batch_size = 8\n"  // 19
+    "[pipeline]\n"
+    "stages = 2\n"  // 21
+    "microbatches = 2\n"
+    "data_parallel = 2\n";  // 23
+
+// kLlmJob with the line `from` replaced by `to` ("" removes it).
+std::string Edit(const std::string& from, const std::string& to) {
+  std::string text = kLlmJob;
+  const size_t at = text.find(from + "\n");
+  EXPECT_NE(at, std::string::npos) << "no line '" << from << "'";
+  if (at == std::string::npos) return text;
+  return text.replace(at, from.size() + 1, to.empty() ? "" : to + "\n");
+}
+
+TEST(ValidateJob, LlmJobPasses) {
+  ASSERT_TRUE(Valid(kLlmJob));
+  const JobSpec spec = *ParseJob(kLlmJob, "t.toml", {});
+  EXPECT_EQ(spec.job.kind, JobKind::kLlm);
+  EXPECT_EQ(spec.model.name, ModelName::kGpt2);
+  EXPECT_EQ(spec.pipeline.stages, 2);
+  // The limits of each rule, on the valid side.
+  EXPECT_TRUE(Valid(kLlmJob, {"train.microbatch_size=2"}));  // 2 x 2 x 2 = 8
+  EXPECT_TRUE(Valid(kLlmJob, {"train.seq_len=32"}));         // = model.context
+  EXPECT_TRUE(Valid(kLlmJob, {"train.warmup_steps=10"}));    // = train.steps
+  EXPECT_TRUE(Valid(kLlmJob, {"pipeline.layers=[1, 3]"}));
+  EXPECT_TRUE(Valid(kLlmJob, {"pipeline.stages=4", "pipeline.data_parallel=1", "pipeline.microbatches=8"}));
+  EXPECT_TRUE(Valid(kLlmJob, {"data.format=generated_text"}));  // needs no file
+  EXPECT_TRUE(Valid(kLlmJob, {"data.format=llmc", "data.train_tokens=train.bin", "model.vocab_size=50257"}));
+}
+
+TEST(ValidateJob, LlmJobNamesItsModelAndOptimizer) {
+  // jobs/README.md's smallest llm job, and the same without the keys whose defaults are rgnn's.
+  const std::string smallest =
+      "version = 1\n[job]\nname = \"tiny-gpt\"\nkind = \"llm\"\n[data]\nformat = \"generated_text\"\n";
+  EXPECT_TRUE(Valid(smallest + "[model]\nname = \"gpt2\"\n[train]\noptimizer = \"adamw\"\nbatch_size = 8\n"));
+  EXPECT_EQ(Problem(smallest),
+            "t.toml: model.name = \"rgcn\" is an rgnn model; an llm job trains model.name = \"gpt2\"\n"
+            "t.toml: train.optimizer = \"adam\": an llm job trains with \"adamw\"");
+}
+
+TEST(ValidateJob, LlmRulesAreNotRgnnRules) {
+  // A gpt2 has heads that an RGCN may not; the llm keys of an rgnn job are ignored, as other formats' are.
+  EXPECT_TRUE(Valid(kLlmJob, {"model.heads=8"}));
+  EXPECT_TRUE(Valid(Job(), {"train.seq_len=1000", "train.warmup_steps=500", "train.microbatch_size=3"}));
+}
+
+TEST(ValidateJob, LlmMoreStagesThanWorkers) {
+  EXPECT_EQ(Problem(Edit("workers = 4", "workers = 1"), {"pipeline.data_parallel=1"}),
+            "t.toml:21:1: pipeline.stages x pipeline.data_parallel = 2 x 1 = 2 but resources.workers = 1: each worker "
+            "runs one stage of one replica (more stages than workers)");
+}
+
+TEST(ValidateJob, LlmStagesTimesReplicasAreTheWorkers) {
+  const std::string three_workers = Problem(Edit("workers = 4", "workers = 3"));
+  EXPECT_EQ(three_workers,
+            "t.toml:21:1: pipeline.stages x pipeline.data_parallel = 2 x 2 = 4 but resources.workers = 3: each worker "
+            "runs one stage of one replica");
+  EXPECT_THAT(Problem(kLlmJob, {"pipeline.data_parallel=1"}),
+              HasSubstr("pipeline.stages x pipeline.data_parallel = 2 x 1 = 2 but resources.workers = 4"));
+  // pipeline.stages left at 1: reported where resources.workers was set.
+  EXPECT_THAT(Problem(Edit("stages = 2", "")),
+              HasSubstr("t.toml:9:1: pipeline.stages x pipeline.data_parallel = 1 x 2 = 2 but resources.workers = 4"));
+}
+
+TEST(ValidateJob, LlmBatchIsMicrobatchTimesMicrobatchesTimesReplicas) {
+  EXPECT_EQ(Problem(kLlmJob, {"train.microbatch_size=3"}),
+            "--set train.microbatch_size=3: train.microbatch_size x pipeline.microbatches x pipeline.data_parallel = "
+            "3 x 2 x 2 = 12 but train.batch_size = 8 (the global batch, in sequences)");
+  // microbatch_size 0 derives it, so the batch must divide.
+  EXPECT_EQ(Problem(kLlmJob, {"train.batch_size=6"}),
+            "--set train.batch_size=6: train.batch_size = 6 is not divisible by pipeline.microbatches x "
+            "pipeline.data_parallel = 4: every micro-batch has the same number of sequences");
+  EXPECT_THAT(Problem(kLlmJob, {"pipeline.microbatches=3"}),
+              HasSubstr("t.toml:19:1: train.batch_size = 8 is not divisible by pipeline.microbatches x "
+                        "pipeline.data_parallel = 6"));
+}
+
+TEST(ValidateJob, LlmSequencesFitTheContext) {
+  EXPECT_EQ(Problem(kLlmJob, {"train.seq_len=33"}),
+            "--set train.seq_len=33: train.seq_len = 33 is longer than model.context = 32 positions");
+  EXPECT_THAT(Problem(kLlmJob, {"train.seq_len=64", "model.context=16"}),
+              HasSubstr("--set train.seq_len=64: train.seq_len = 64 is longer than model.context = 16"));
+}
+
+TEST(ValidateJob, LlmHeadsSplitTheWidth) {
+  EXPECT_EQ(Problem(kLlmJob, {"model.heads=5"}),
+            "--set model.heads=5: model.hidden = 64 is not divisible by model.heads = 5: gpt2 splits the width across "
+            "the heads");
+  EXPECT_THAT(Problem(Edit("hidden = 64", "hidden = 66")),
+              HasSubstr("t.toml:14:1: model.hidden = 66 is not divisible by model.heads = 4"));
+}
+
+TEST(ValidateJob, LlmTrainsGpt2AndRgnnDoesNot) {
+  EXPECT_EQ(Problem(Edit("name = \"gpt2\"", "name = \"rgcn\"")),
+            "t.toml:11:1: model.name = \"rgcn\" is an rgnn model; an llm job trains model.name = \"gpt2\"");
+  // Left at its default ("rgcn"): reported at the file.
+  EXPECT_EQ(Problem(Edit("name = \"gpt2\"", "")),
+            "t.toml: model.name = \"rgcn\" is an rgnn model; an llm job trains model.name = \"gpt2\"");
+  EXPECT_EQ(Problem(Job("[model]\nname = \"gpt2\"\n")),
+            "t.toml:8:1: model.name = \"gpt2\" is an llm model; an rgnn job trains \"rgcn\", \"rgat\" or \"hgt\"");
+}
+
+TEST(ValidateJob, LlmReadsTokensAndRgnnReadsGraphs) {
+  EXPECT_EQ(Problem(kLlmJob, {"data.format=synthetic"}),
+            "--set data.format=synthetic: data.format = \"synthetic\" is a graph; an llm job reads \"text\", "
+            "\"llmc\" or \"generated_text\"");
+  EXPECT_THAT(Problem(kLlmJob, {"data.format=graph", "data.graph=g.h5"}),
+              HasSubstr("data.format = \"graph\" is a graph; an llm job reads"));
+  for (const std::string format : {"text", "llmc", "generated_text"}) {
+    SCOPED_TRACE(format);
+    EXPECT_EQ(Problem(Job("text = \"a.txt\"\ntrain_tokens = \"a.bin\"\n", "rgnn", format)),
+              "t.toml:6:1: data.format = \"" + format + "\" holds tokens for an llm job; an rgnn job reads a graph");
+  }
+}
+
+TEST(ValidateJob, LlmTokenFormatsNeedTheirFiles) {
+  EXPECT_EQ(Problem(Edit("text = \"input.txt\"", "")),
+            "t.toml:5:2: missing required key 'data.text' (the text file): data.format = \"text\" needs it");
+  EXPECT_EQ(Problem(kLlmJob, {"data.format=llmc"}),
+            "t.toml:5:2: missing required key 'data.train_tokens' (the llm.c token file): data.format = \"llmc\" "
+            "needs it");
+}
+
+TEST(ValidateJob, LlmTextNeedsAByteVocabulary) {
+  EXPECT_EQ(Problem(kLlmJob, {"model.vocab_size=128"}),
+            "--set model.vocab_size=128: model.vocab_size = 128: data.format = \"text\" has byte tokens 0..255; use "
+            ">= 256");
+}
+
+TEST(ValidateJob, LlmPipelineLayersSplitTheBlocks) {
+  const std::string expected_tail =
+      ": give pipeline.stages = 2 entries, each >= 1, summing to model.layers = 4 (or [] to let the planner split)";
+  EXPECT_EQ(Problem(kLlmJob, {"pipeline.layers=[4]"}),
+            "--set pipeline.layers=[4]: pipeline.layers has 1 entries summing to 4" + expected_tail);
+  EXPECT_EQ(Problem(kLlmJob, {"pipeline.layers=[2, 3]"}),
+            "--set pipeline.layers=[2, 3]: pipeline.layers has 2 entries summing to 5" + expected_tail);
+  EXPECT_EQ(Problem(kLlmJob, {"pipeline.layers=[0, 4]"}),
+            "--set pipeline.layers=[0, 4]: pipeline.layers has 2 entries summing to 4" + expected_tail);
+  EXPECT_THAT(Problem(kLlmJob + "layers = [1, 1, 2]\n"), HasSubstr("t.toml:24:1: pipeline.layers has 3 entries"));
+}
+
+TEST(ValidateJob, LlmStagesHoldABlockEach) {
+  EXPECT_EQ(Problem(Edit("layers = 4", "layers = 1")),
+            "t.toml:21:1: pipeline.stages = 2 is more than model.layers = 1: every stage holds at least one block");
+}
+
+TEST(ValidateJob, LlmTrainsWithAdamw) {
+  EXPECT_EQ(Problem(kLlmJob, {"train.optimizer=adam"}),
+            "--set train.optimizer=adam: train.optimizer = \"adam\": an llm job trains with \"adamw\"");
+  // The default is rgnn's "adam", so an llm job names its optimizer.
+  EXPECT_EQ(Problem(Edit("optimizer = \"adamw\"", "")),
+            "t.toml: train.optimizer = \"adam\": an llm job trains with \"adamw\"");
+  EXPECT_THAT(Problem(Job(), {"train.optimizer=adamw"}),
+              HasSubstr("train.optimizer = \"adamw\" is not supported by this build yet; use \"adam\""));
+}
+
+TEST(ValidateJob, LlmWarmupFitsInTheSteps) {
+  EXPECT_EQ(Problem(kLlmJob, {"train.warmup_steps=11"}),
+            "--set train.warmup_steps=11: train.warmup_steps = 11 is more than train.steps = 10");
+  EXPECT_THAT(Problem(Edit("steps = 10", "steps = 2"), {"train.warmup_steps=3"}),
+              HasSubstr("train.warmup_steps = 3 is more than train.steps = 2"));
+}
+
+TEST(ValidateJob, LlmProblemsAreReportedTogether) {
+  EXPECT_EQ(Problem(kLlmJob, {"model.heads=3", "train.seq_len=64", "pipeline.data_parallel=1"}),
+            "--set model.heads=3: model.hidden = 64 is not divisible by model.heads = 3: gpt2 splits the width "
+            "across the heads\n"
+            "--set train.seq_len=64: train.seq_len = 64 is longer than model.context = 32 positions\n"
+            "t.toml:21:1: pipeline.stages x pipeline.data_parallel = 2 x 1 = 2 but resources.workers = 4: each "
+            "worker runs one stage of one replica");
 }
 
 TEST(ValidateJob, PipelineSectionIsAnErrorForRgnn) {
-  EXPECT_EQ(Problem(Job("[pipeline]\nstages = 4\n")),
-            "t.toml:7:2: [pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]");
+  const std::string message =
+      "[pipeline] is for job.kind = \"llm\"; an rgnn job is split across workers by [partition]";
+  EXPECT_EQ(Problem(Job("[pipeline]\nstages = 4\n")), "t.toml:7:2: " + message);
+  EXPECT_EQ(Problem(Job("[pipeline]\n")), "t.toml:7:2: " + message);  // even an empty one
+  EXPECT_EQ(Problem("version = 1\npipeline.layers = [1]\n" + Job().substr(12)), "t.toml:2:1: " + message);
+  EXPECT_EQ(Problem(Job(), {"pipeline.stages=2"}), "--set pipeline.stages=2: " + message);
+  // The same keys make a valid llm job.
+  EXPECT_TRUE(Valid(kLlmJob, {"pipeline.stages=2"}));
 }
 
 TEST(ValidateJob, ModelNamesAreChoices) {
@@ -53,7 +240,7 @@ TEST(ValidateJob, ModelNamesAreChoices) {
   EXPECT_TRUE(Valid(Job("[model]\nname = \"rgat\"\n")));
   EXPECT_TRUE(Valid(Job("[model]\nname = \"hgt\"\nhidden = 16\nheads = 4\n")));
   EXPECT_EQ(Problem(Job("[model]\nname = \"gcn\"\n")),
-            "t.toml:8:1: model.name: \"gcn\" is not allowed; allowed values: \"rgcn\", \"rgat\", \"hgt\"");
+            "t.toml:8:1: model.name: \"gcn\" is not allowed; allowed values: \"rgcn\", \"rgat\", \"hgt\", \"gpt2\"");
 }
 
 TEST(ValidateJob, HeadsMustSplitTheHiddenWidth) {
