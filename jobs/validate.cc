@@ -210,9 +210,10 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
       errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
                                             " is a graph; an llm job reads \"text\", \"llmc\" or \"generated_text\""));
   }
-  if (spec.data.format == DataFormat::kText && m.vocab_size < 256) {
+  if ((spec.data.format == DataFormat::kText || spec.data.format == DataFormat::kGeneratedText) && m.vocab_size < 256) {
     errors->Add(at_either("model.vocab_size", "data.format"),
-                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = \"text\" has byte tokens 0..255; use >= 256"));
+                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+                       " has byte tokens 0..255; use >= 256"));
   }
   if (m.hidden % m.heads != 0) {
     errors->Add(at_either("model.heads", "model.hidden"),

@@ -41,8 +41,9 @@ Status Validate(const JobArgs& args) {
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
   std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << jobs::KindName(spec.job.kind) << ", "
             << jobs::ModelNameText(spec.model.name) << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
-            << spec.train.epochs << " epochs, data " << jobs::FormatName(spec.data.format) << ", "
-            << spec.resources.workers << " workers)\n";
+            << (spec.job.kind == jobs::JobKind::kLlm ? StrCat(spec.train.steps, " steps, ", spec.pipeline.stages, " stages")
+                                                     : StrCat(spec.train.epochs, " epochs"))
+            << ", data " << jobs::FormatName(spec.data.format) << ", " << spec.resources.workers << " workers)\n";
   return Status();
 }
 

@@ -3,9 +3,9 @@
 // and each output element is written by exactly one block, so the result is the same bits at any thread
 // count without partial buffers:
 //   forward   row blocks of Y, each filled with the bias, then one GEMM with beta = 1 (Y = X W^T + b);
-//   backward  row blocks of dX = dY W, and blocks of O rows of dW += dY^T X (beta = 1), each with the
+//   backward  row blocks of dX = dY W, and blocks of 64 rows of dW += dY^T X (beta = 1), each with the
 //             same columns of db += the column sums of dY, rows in order. Both kinds of block go to one
-//             ParallelFor, so the pool balances them together.
+//             ParallelFor, the large dW blocks first, so the pool balances them together.
 #include <algorithm>
 #include <string>
 
@@ -15,13 +15,14 @@
 namespace tessel::kernels::nn {
 namespace {
 
-// Rows of X (Y, dY, dX) per block. The GEMMs of a block re-pack its whole weight operand, so a block
-// must be tall enough to pay for that (at 32 rows the packing costs a fifth of the time), and short enough
-// to leave a 2- to 4-thread pool some blocks to balance on a GPT-sized batch (N = 1024..8192 rows).
+// Rows of X (Y, dY, dX) per block. The GEMM of a block re-packs the whole weight operand, so a block
+// must be tall enough to pay for that, and short enough to leave a 2- to 4-thread pool some blocks to
+// balance on a GPT-sized batch (N = 1024..8192 rows).
 constexpr int64_t kRowBlock = 256;
-// Rows of dW (columns of dY) per block of the weight gradient: each block re-packs all of X, the
-// same trade-off along O.
-constexpr int64_t kOutBlock = 128;
+// Rows of dW (columns of dY) per block of the weight gradient: each block re-packs all of X, the same
+// trade-off along O. 64 leaves 4 blocks at O = 256, where 128 left 2 that could not balance 3 threads;
+// at 2 threads the two measured alike within this machine's noise (nn_kernels_bench).
+constexpr int64_t kOutBlock = 64;
 
 int64_t Blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }
 

@@ -104,8 +104,9 @@ Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, 
   TESSEL_RETURN_IF_ERROR(CheckLength(out.train, out.train_name, "training", global_batch * seq_len + 1,
                                      StrCat("one batch of ", global_batch, " sequences of ", seq_len, " tokens")));
   if (data.val_fraction > 0 || !data.val_tokens.empty()) {
-    TESSEL_RETURN_IF_ERROR(
-        CheckLength(out.val, out.val_name, "validation", seq_len + 1, StrCat("one sequence of ", seq_len, " tokens")));
+    TESSEL_RETURN_IF_ERROR(CheckLength(out.val, out.val_name, "validation", global_batch * seq_len + 1,
+                                       StrCat("one batch of ", global_batch, " sequences of ", seq_len,
+                                              " tokens (or data.val_fraction = 0: no validation)")));
   }
   return out;
 }

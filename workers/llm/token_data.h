@@ -29,7 +29,7 @@ struct TokenSplits {
 
 // Reads (or generates) the tokens and splits them. kBadData naming the file: unreadable or malformed
 // files, token ids >= vocab, a training split shorter than one batch (G x T + 1 tokens), a validation
-// split (when val_fraction > 0 or val_tokens is set) shorter than one sequence (T + 1 tokens).
+// split (when val_fraction > 0 or val_tokens is set) shorter than one batch too.
 Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, int64_t global_batch, int64_t seq_len);
 
 // `bytes` bytes of English-like text from a seeded word-level Markov chain: learnable structure (a
