@@ -389,12 +389,12 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   const int64_t parameters = (int64_t{model.padded_vocab} + model.context) * c + model.layers * (12 * c * c + 13 * c) + 2 * c;
   Set(plan.summary, "parameters", parameters);
   Set(plan.summary, "tokens_per_step", train.global_batch() * train.seq_len);
-  // The FLOPs of a training step: 6 per parameter-multiply per token for the matrices (forward 2,
-  // backward 4), and the attention's scores and weighted sums (causal: half of T^2 pairs).
+  // The FLOPs of a training step by Megatron-LM's count (Narayanan et al. 2021, appendix): 72 B T L C^2
+  // (1 + T / 6C + V / 12 L C): forward 2 and backward 4 per multiply-add, the attention's scores and
+  // weighted sums over all T^2 pairs (the causal kernels skip half of them), the output head.
   const double tokens = static_cast<double>(train.global_batch()) * train.seq_len;
-  const double matmul = 12.0 * model.layers * c * c + static_cast<double>(model.vocab) * c;
-  const double attention = 6.0 * model.layers * train.seq_len * c;  // 2 matmuls x 3 passes x T/2 x 2
-  Set(plan.summary, "flops_per_step", 6.0 * tokens * matmul + tokens * attention);
+  const double l = model.layers, cw = static_cast<double>(c), tl = train.seq_len, v = model.vocab;
+  Set(plan.summary, "flops_per_step", 72.0 * tokens * l * cw * cw * (1.0 + tl / (6.0 * cw) + v / (12.0 * l * cw)));
   plan.notes.push_back(StrCat("pipeline: ", stages, " stages x ", replicas, " replicas, ", train.microbatches,
                               " micro-batches of ", train.microbatch, " sequences of ", train.seq_len, " tokens"));
   return plan;
