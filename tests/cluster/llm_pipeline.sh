@@ -80,4 +80,41 @@ expect_exit 2 "$TESSEL" validate "$job" --set pipeline.stages=3 --set resources.
 grep -q "more stages than workers" "$TESSEL_WORK/stderr" || fail "no 'more stages than workers' in: $(cat "$TESSEL_WORK/stderr")"
 expect_exit 2 "$TESSEL" validate "$job" --set train.microbatch_size=3
 grep -q "train.batch_size" "$TESSEL_WORK/stderr" || fail "the batch product error does not name train.batch_size"
-pass "llm bad input: empty and short text exit 3, stages > workers and batch product exit 2"
+# A memory budget no split fits: refused by the planner with the shortfall, before any rank starts.
+expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set resources.memory_budget_bytes=100KB --workers 1
+grep -q "short by" "$TESSEL_WORK/stderr" || fail "the budget error gives no shortfall: $(cat "$TESSEL_WORK/stderr")"
+expect_exit 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${small[@]}" --set resources.workers=2 \
+  --set pipeline.stages=2 --set resources.memory_budget_bytes=100KB --set job.output_dir="$TESSEL_WORK/budget"
+grep -q "short by" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" || fail "mpirun: the budget error gives no shortfall"
+grep -q "dispatched" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" && fail "a plan over budget was dispatched"
+"$TESSEL" plan "$job" "${small[@]}" --workers 1 > "$TESSEL_WORK/plan.txt" 2>&1
+grep -q "predicted step" "$TESSEL_WORK/plan.txt" || fail "tessel plan printed no prediction: $(cat "$TESSEL_WORK/plan.txt")"
+pass "llm bad input: empty and short text exit 3, stages > workers and batch product exit 2, over budget exit 2"
+
+# A stage killed mid-run (SIGKILL on world rank 2, the second stage): its neighbour waits on it, the
+# coordinator's heartbeat names the rank and its step, and the job ends with exit 5.
+descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
+rank_pid() {
+  local p
+  for p in $(descendants "$1"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+log=$TESSEL_WORK/kill.log
+env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${small[@]}" --set resources.workers=2 --set pipeline.stages=2 \
+  --set train.steps=100000 --set train.log_every=1 --set timeouts.heartbeat_timeout_seconds=4 \
+  --set timeouts.heartbeat_interval_seconds=0.5 --set job.output_dir="$TESSEL_WORK/kill" >"$log" 2>&1 </dev/null &
+launcher=$!
+for _ in $(seq 1 600); do grep -q "step 2/" "$log" && break; sleep 0.1; done
+grep -q "step 2/" "$log" || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; cat "$log"; fail "the job never reached step 2"; }
+victim=$(rank_pid "$launcher" 2)
+[ -n "$victim" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "cannot find world rank 2"; }
+kill -9 "$victim"
+for _ in $(seq 1 300); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then
+  kill -9 $(descendants $launcher) $launcher 2>/dev/null; tail -5 "$log"; fail "the job still ran 30 s after a stage was killed"
+fi
+set +e; wait "$launcher"; rc=$?; set -e
+[ "$rc" -eq 5 ] || { tail -5 "$log"; fail "a killed stage: exit $rc, expected 5"; }
+grep -Eq "rank 2 .*no heartbeat.*last step [0-9]+" "$log" || { tail -5 "$log"; fail "the message does not name rank 2 and its step"; }
+pass "a killed pipeline stage is reported with its rank and step, exit 5"

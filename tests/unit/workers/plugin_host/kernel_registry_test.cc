@@ -48,6 +48,7 @@ TEST(KernelRegistry, BuiltinPluginsLoadTogetherWithoutSharingAnOp) {
   ASSERT_TRUE(registry.LoadPlugin(testing::NnPlugin()).ok());
   ASSERT_TRUE(registry.LoadPlugin(testing::RgnnPlugin()).ok()) << "a duplicate (op, device) would refuse it";
   ASSERT_TRUE(registry.LoadPlugin(testing::GatherPlugin()).ok()) << "a duplicate (op, device) would refuse it";
+  ASSERT_TRUE(registry.LoadPlugin(testing::LlmPlugin()).ok()) << "a duplicate (op, device) would refuse it";
   std::vector<std::string> all;
   for (const tessel_op_decl* decl : HostOps()) all.push_back(decl->name);
   EXPECT_TRUE(registry.RequireOps(all, Device::kCpu).ok()) << "every host op has a built-in CPU kernel";

@@ -8,6 +8,7 @@ namespace tessel::workers::testing {
 std::string NnPlugin();                              // build/plugins/libtessel_nn.so
 std::string RgnnPlugin();                            // build/plugins/libtessel_rgnn.so
 std::string GatherPlugin();                          // build/plugins/libtessel_gather.so
+std::string LlmPlugin();                             // build/plugins/libtessel_llm.so
 std::string ExamplePlugin();                         // build/plugins/libtessel_example.so
 std::string TestPlugin(const std::string& variant);  // e.g. "wrong_abi_major" -> .../libtest_plugin_wrong_abi_major.so
 

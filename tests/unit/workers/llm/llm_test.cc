@@ -1,0 +1,191 @@
+// The GPT stage executor's pieces: the learning-rate schedule, the batch plan, the token splits, and the
+// executor itself through the registry and its assignment bytes (one stage, embedded), as a worker runs it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/thread_pool.h"
+#include "workers/executor_registry.h"
+#include "workers/llm/llm_settings.h"
+#include "workers/llm/stage_weights.h"
+#include "workers/llm/token_data.h"
+
+namespace tessel::workers {
+namespace {
+
+TEST(LearningRate, WarmsUpThenFollowsTheCosineToItsFloor) {
+  LlmTrainSettings t;
+  t.lr = 1e-3, t.steps = 10, t.warmup_steps = 2, t.final_lr_fraction = 0.1;
+  EXPECT_DOUBLE_EQ(LearningRate(t, 0), 0.5e-3);
+  EXPECT_DOUBLE_EQ(LearningRate(t, 1), 1e-3);
+  EXPECT_DOUBLE_EQ(LearningRate(t, 2), 1e-3);  // the cosine starts at lr
+  EXPECT_NEAR(LearningRate(t, 6), 1e-4 + 0.5 * (1 + std::cos(M_PI * 0.5)) * 9e-4, 1e-15);
+  EXPECT_GT(LearningRate(t, 9), 1e-4);
+  t.final_lr_fraction = 1;
+  for (int s = 2; s < 10; ++s) EXPECT_DOUBLE_EQ(LearningRate(t, s), 1e-3);
+  t.warmup_steps = 0;
+  EXPECT_DOUBLE_EQ(LearningRate(t, 0), 1e-3);
+}
+
+TEST(BatchPlan, SequentialIsLlmcsLoaderAndWraps) {
+  // 100 tokens, T = 4, 3 sequences a batch: batch k at 12 k; 8 batches fit ((100 - 1) / 12), then 0 again.
+  BatchPlan p(100, 4, 3, false, 0);
+  EXPECT_EQ(p.batches_per_pass(), 8);
+  EXPECT_EQ(p.Start(0, 0), 0);
+  EXPECT_EQ(p.Start(0, 2), 8);
+  EXPECT_EQ(p.Start(7, 2), 7 * 12 + 8);
+  EXPECT_EQ(p.Start(8, 1), 4);
+  EXPECT_LE(p.Start(7, 2) + 4, 99) << "the last target stays inside the tokens";
+}
+
+TEST(BatchPlan, ShuffledVisitsEverySequenceOncePerPassAndDependsOnTheSeed) {
+  BatchPlan a(101, 4, 5, true, 7), b(101, 4, 5, true, 7), c(101, 4, 5, true, 8);
+  ASSERT_EQ(a.batches_per_pass(), 5);  // 25 sequences of 4 (+1) in 101 tokens
+  std::set<int64_t> starts;
+  bool differs = false;
+  for (int64_t k = 0; k < 5; ++k) {
+    for (int64_t j = 0; j < 5; ++j) {
+      starts.insert(a.Start(k, j));
+      EXPECT_EQ(a.Start(k, j), b.Start(k, j));
+      differs = differs || a.Start(k, j) != c.Start(k, j);
+      EXPECT_EQ(a.Start(k, j) % 4, 0);
+    }
+  }
+  EXPECT_EQ(starts.size(), 25u);
+  EXPECT_TRUE(differs);
+  bool new_order = false;
+  for (int64_t j = 0; j < 5; ++j) new_order = new_order || a.Start(5, j) != a.Start(0, j);
+  EXPECT_TRUE(new_order) << "the second pass is shuffled again";
+}
+
+std::string WriteText(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(TokenSplits, HoldOutTheTailAndRefuseShortOrEmptyFilesNamingThem) {
+  LlmDataSettings d;
+  d.source = TokenSource::kText;
+  d.text = WriteText("tessel_llm_test_text.txt", std::string(1000, 'a') + std::string(100, 'b'));
+  d.val_fraction = 100.0 / 1100.0;
+  auto s = LoadTokenSplits(d, 256, 2, 8);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->train.size(), 1000u);
+  EXPECT_EQ(s->val.size(), 100u);
+  EXPECT_EQ(s->val.front(), 'b');
+  // A batch of 16 sequences of 64 needs 1025 tokens.
+  auto short_split = LoadTokenSplits(d, 256, 16, 64);
+  ASSERT_FALSE(short_split.ok());
+  EXPECT_EQ(short_split.status().code(), Code::kBadData);
+  EXPECT_NE(short_split.status().message().find(d.text), std::string::npos) << short_split.status().message();
+  d.text = WriteText("tessel_llm_test_empty.txt", "");
+  auto empty = LoadTokenSplits(d, 256, 1, 4);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), Code::kBadData);
+  EXPECT_NE(empty.status().message().find("tessel_llm_test_empty.txt"), std::string::npos);
+  // A vocabulary smaller than the bytes.
+  d.text = WriteText("tessel_llm_test_bytes.txt", std::string(200, 'z'));
+  d.val_fraction = 0;
+  auto big = LoadTokenSplits(d, 100, 1, 4);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Code::kBadData);
+}
+
+TEST(GeneratedText, IsDeterministicPrintableAndStructured) {
+  const std::string a = GenerateText(4096, 3), b = GenerateText(4096, 3), c = GenerateText(4096, 4);
+  EXPECT_EQ(a.size(), 4096u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (char ch : a) EXPECT_TRUE(ch == '\n' || ch == ' ' || ch == '.' || std::isalpha(static_cast<unsigned char>(ch)));
+}
+
+// One stage of a small GPT on generated text, through the registry and the assignment bytes.
+std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "") {
+  KernelRegistry kernels(Logger("test", LogLevel::kWarn));
+  for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
+    const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  LlmStageAssignment a;
+  a.model = GptConfig{2, 32, 2, 16, 256, 256};
+  a.train.steps = steps;
+  a.train.microbatches = microbatches;
+  a.train.microbatch = 8 / microbatches;
+  a.train.seq_len = 16;
+  a.train.lr = 1e-3;
+  a.train.weight_decay = 0.1;
+  a.train.grad_clip = 1.0;
+  a.train.warmup_steps = 1;
+  a.train.val_batches = 2;
+  a.data.source = TokenSource::kGenerated;
+  a.data.generated_bytes = 8192;
+  a.place = StagePlacement{0, 1, 0, 2, 0};
+  ByteWriter out;
+  a.Encode(out);
+  const std::vector<uint8_t> bytes = out.Take();
+  ByteReader in(bytes.data(), bytes.size());
+  auto factory = FindExecutor(LlmStageAssignment::kKind);
+  EXPECT_TRUE(factory.ok());
+  std::unique_ptr<AssignmentPayload> payload = (*factory)->decode(in);
+  EXPECT_TRUE(in.ok() && payload != nullptr) << in.error();
+  LocalComm comm;
+  HostDeviceComm device_comm(comm);
+  ThreadPool pool(2);
+  ExecutorContext c;
+  c.comm = &comm;
+  c.device_comm = &device_comm;
+  c.pool = &pool;
+  c.kernels = &kernels;
+  c.seed = 11;
+  c.run_dir = run_dir;
+  auto executor = (*factory)->build(std::move(payload), c);
+  EXPECT_TRUE(executor.ok()) << executor.status().ToString();
+  if (!executor.ok()) return {};
+  std::vector<double> losses;
+  for (int64_t s = 1; s <= (*executor)->num_steps(); ++s) {
+    auto r = (*executor)->Step(s);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    losses.push_back(r->loss);
+  }
+  auto result = (*executor)->Evaluate();
+  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  if (result.ok()) losses.push_back(FindNumber(*result, "final_val_loss").value_or(-1));
+  return losses;
+}
+
+TEST(GptStage, LearnsAndGivesTheSameLossesForAnyMicroBatching) {
+  const std::vector<double> one = Train(1, 4), four = Train(4, 4);
+  ASSERT_EQ(one.size(), 5u);
+  ASSERT_EQ(four.size(), 5u);
+  EXPECT_NEAR(one[0], std::log(256.0), 0.2) << "an untrained byte model predicts about uniformly";
+  EXPECT_LT(one[3], one[0]) << "the loss falls";
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(four[i], one[i], 1e-4 * one[i]) << "value " << i;
+}
+
+TEST(GptStage, WritesStageWeightsThatAssembleIntoAnLlmcCheckpoint) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "tessel_llm_test_run").string();
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(Train(1, 1, dir).size(), 2u);
+  auto ck = AssembleLlmc(dir);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  EXPECT_EQ(ck->config.num_layers, 2);
+  EXPECT_EQ(ck->config.channels, 32);
+  EXPECT_EQ(static_cast<int64_t>(ck->params.size()), storage::LlmcNumParameters(ck->config));
+  // ln1w starts at 1 and moves by about lr in one step.
+  for (const storage::LlmcTensor& t : storage::LlmcTensors(ck->config)) {
+    if (t.name == "ln1w") {
+      EXPECT_NEAR(ck->params[static_cast<size_t>(t.offset)], 1.0f, 2e-3f);
+    }
+  }
+  std::filesystem::remove_all(dir + "/weights");
+  EXPECT_FALSE(AssembleLlmc(dir).ok());
+}
+
+}  // namespace
+}  // namespace tessel::workers
