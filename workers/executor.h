@@ -51,6 +51,7 @@ struct ExecutorContext {
   const Logger* log = nullptr;
   uint64_t seed = 0;                             // the job's seed
   std::string run_dir;                           // the run's output directory ("" = none, e.g. in tests)
+  double step_timeout_seconds = 600;             // [timeouts] step_seconds: the longest wait on a peer
 };
 
 // One step's outcome. `loss` is averaged over all workers (the same on every worker).

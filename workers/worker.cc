@@ -153,6 +153,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   context.log = &log;
   context.seed = settings.seed;
   context.run_dir = hooks.run_dir;
+  context.step_timeout_seconds = settings.step_timeout_seconds;
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, factory->build(std::move(payload), context));
 
   const std::string unit(executor->step_unit());

@@ -83,7 +83,7 @@ class GptStageExecutor final : public Executor {
   int64_t N() const { return int64_t{a_.train.microbatch} * a_.train.seq_len; }
   int64_t C() const { return a_.model.width; }
   int32_t worker() const { return context_.comm->rank(); }
-  double timeout() const { return step_timeout_; }
+  double timeout() const { return context_.step_timeout_seconds; }
 
   Status DeclareParameters();
   Status InitialValues(std::vector<float>* host) const;
@@ -108,7 +108,6 @@ class GptStageExecutor final : public Executor {
   LlmStageAssignment a_;
   ExecutorContext context_;
   KernelSet k_;
-  double step_timeout_ = 600;
   TokenSplits data_;
   std::unique_ptr<BatchPlan> train_plan_, val_plan_;
   std::unique_ptr<WorkerComm> dp_comm_;  // this stage's replicas
@@ -269,7 +268,6 @@ Status GptStageExecutor::AllocateSlots() {
 }
 
 Status GptStageExecutor::Init() {
-  step_timeout_ = 600;
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
   TESSEL_RETURN_IF_ERROR(k_.Require(Ops()));
@@ -395,7 +393,7 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
 Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
   const auto start = Clock::now();
   const StagePlacement& p = a_.place;
-  const int64_t n = N(), c = C();
+  const int64_t c = C();
   TESSEL_RETURN_IF_ERROR(context_.comm->WaitSend(slot.send_out, timeout()));
   Tensor& in = slot.blocks.empty() ? slot.out : slot.blocks[0].x;
   if (p.first()) {
@@ -428,7 +426,6 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
   } else {
     TESSEL_RETURN_IF_ERROR(SendTensor(slot.out, worker() + 1, kTagForward, &slot.send_out));
   }
-  (void)n;
   forward_seconds_ += Since(start);
   return Status();
 }
