@@ -10,7 +10,8 @@
 namespace tessel::cli {
 
 void RegisterRunCommands(CLI::App& app, Status* result);        // run, validate, plan  (cli_run.cc)
-void RegisterDataCommands(CLI::App& app, Status* result);       // import, generate, inspect, export (cli_data.cc)
+void RegisterDataCommands(CLI::App& app, Status* result);       // import, generate, inspect (cli_data.cc)
+void RegisterExportCommands(CLI::App& app, Status* result);     // export llmc (cli_export.cc)
 void RegisterPartitionCommands(CLI::App& app, Status* result);  // partition (cli_partition.cc)
 void RegisterPluginCommands(CLI::App& app, Status* result);     // plugin list|inspect|check (cli_plugin.cc)
 

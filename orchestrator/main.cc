@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   tessel::Status result;
   tessel::cli::RegisterRunCommands(app, &result);
   tessel::cli::RegisterDataCommands(app, &result);
+  tessel::cli::RegisterExportCommands(app, &result);
   tessel::cli::RegisterPartitionCommands(app, &result);
   tessel::cli::RegisterPluginCommands(app, &result);
   app.add_subcommand("version", "Print the version and build facts")->callback([] {

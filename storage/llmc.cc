@@ -385,4 +385,8 @@ Status WriteLlmcCheckpoint(const std::string& path, const LlmcCheckpoint& checkp
   return out.Commit();
 }
 
+Status ValidateLlmcConfig(const LlmcConfig& config, std::string_view where, Code code) {
+  return ValidateConfig(config, where, code);
+}
+
 }  // namespace tessel::storage

@@ -63,6 +63,9 @@ struct LlmcTensor {
 // config a reader returns has them).
 std::vector<LlmcTensor> LlmcTensors(const LlmcConfig& config);
 int64_t LlmcNumParameters(const LlmcConfig& config);
+// Checks a config's sizes as the readers do (positive, C % NH == 0, Vp >= V, no overflow); `where` starts
+// the message and `code` is its code.
+Status ValidateLlmcConfig(const LlmcConfig& config, std::string_view where, Code code);
 
 struct LlmcCheckpoint {
   LlmcConfig config;

@@ -204,14 +204,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
   TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
   TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
-  // Memory, in bytes.
-  const int64_t f = sizeof(float);
-  costs.block_param_bytes = 4 * f * (12 * c * c + 13 * c);
-  costs.embed_param_bytes = 4 * f * (int64_t{m.padded_vocab} + m.context) * c;
-  costs.head_param_bytes = 4 * f * 2 * c;  // + the wte copy when the head has its own stage
-  costs.block_activation_bytes = f * n * (16 * c + 4 + h);
-  costs.head_activation_bytes = n * (f * (2 * c + 2) + 8);  // out, lnf, mean, rstd, targets
-  costs.scratch_bytes = f * n * 15 * c;
+  costs.tokens = n, costs.width = c, costs.heads = h, costs.vocab = v, costs.padded_vocab = m.padded_vocab;
+  costs.context = m.context;
   return costs;
 }
 
@@ -221,6 +215,22 @@ int64_t Slots(int32_t stage, int32_t stages, int32_t microbatches) {
 
 }  // namespace
 
+int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, int32_t blocks, int32_t microbatches) {
+  const int64_t f = sizeof(float), n = k.tokens, c = k.width;
+  const bool first = s == 0, last = s == stages - 1;
+  const int64_t embedding = k.padded_vocab * c;
+  int64_t params = int64_t{blocks} * (12 * c * c + 13 * c);
+  if (first) params += embedding + k.context * c;
+  if (last) params += 2 * c + (first ? 0 : embedding);
+  int64_t per_microbatch = int64_t{blocks} * n * (16 * c + 4 + k.heads) * f + n * c * f;
+  if (first) per_microbatch += n * 4;
+  if (last) per_microbatch += n * 8 + n * (c + 2) * f;
+  int64_t scratch = 15 * n * c * f + 2 * f;
+  if (last) scratch += 2 * n * k.vocab * f + n + 16;
+  if (stages > 1 && (first || last)) scratch += embedding * f;
+  return 4 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
+}
+
 Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers, int32_t stages, int32_t microbatches,
                                             int64_t budget, const std::vector<int32_t>& fixed,
                                             const std::string& budget_origin) {
@@ -229,13 +239,7 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers,
     sh.first = first, sh.end = end;
     const int32_t blocks = end - first;
     sh.seconds = blocks * k.block_seconds + (s == 0 ? k.embed_seconds : 0) + (s == stages - 1 ? k.head_seconds : 0);
-    int64_t params = blocks * k.block_param_bytes + (s == 0 ? k.embed_param_bytes : 0);
-    int64_t per_microbatch = blocks * k.block_activation_bytes + k.scratch_bytes / 15;  // + the stage output
-    if (s == stages - 1) {
-      params += k.head_param_bytes + (stages > 1 ? k.embed_param_bytes : 0);
-      per_microbatch += k.head_activation_bytes;
-    }
-    sh.memory_bytes = params + Slots(s, stages, microbatches) * per_microbatch + k.scratch_bytes;
+    sh.memory_bytes = StageMemoryBytes(k, s, stages, blocks, microbatches);
     return sh;
   };
   std::vector<StageShare> out;
@@ -270,19 +274,26 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers,
       }
     }
     if (best[S - 1][L] == kInf) {
-      // No split fits: report the one whose largest stage is smallest, and by how much it overflows.
-      // (Blocks cost the same, so the even split is the one whose largest stage is smallest, give or take
-      // the embedding and the head.)
-      int64_t least = 0;
-      int32_t worst_stage = 0;
-      for (int32_t s = 0; s < stages; ++s) {
-        const StageShare sh = share(s, layers * s / stages, layers * (s + 1) / stages);
-        if (sh.memory_bytes > least) least = sh.memory_bytes, worst_stage = s;
+      // No split fits: report the split whose largest stage is smallest (a second dynamic program, over
+      // memory), and by how much that stage overflows the budget.
+      std::vector<std::vector<int64_t>> mem(S, std::vector<int64_t>(L + 1, std::numeric_limits<int64_t>::max()));
+      for (int32_t j = 1; j <= layers; ++j) mem[0][static_cast<size_t>(j)] = share(0, 0, j).memory_bytes;
+      for (int32_t s = 1; s < stages; ++s) {
+        for (int32_t j = s + 1; j <= layers; ++j) {
+          for (int32_t i = s; i < j; ++i) {
+            const int64_t before = mem[static_cast<size_t>(s - 1)][static_cast<size_t>(i)];
+            if (before == std::numeric_limits<int64_t>::max()) continue;
+            const int64_t m = std::max(before, share(s, i, j).memory_bytes);
+            mem[static_cast<size_t>(s)][static_cast<size_t>(j)] = std::min(mem[static_cast<size_t>(s)][static_cast<size_t>(j)], m);
+          }
+        }
       }
+      const int64_t least = mem[S - 1][L];
       return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget,
                                " cannot hold any split of ", layers, " blocks into ", stages,
-                               " stages: the most even split needs ", least, " bytes on stage ", worst_stage,
-                               ", short by ", least - budget, " bytes (", (least - budget + (1 << 20) - 1) >> 20,
+                               " stages: the split with the smallest largest stage needs ", least,
+                               " bytes on that stage, short by ", least - budget, " bytes (",
+                               (least - budget + (1 << 20) - 1) >> 20,
                                " MiB); raise the budget, add stages, or shrink train.microbatch_size"));
     }
     std::vector<int32_t> ends(S);

@@ -21,12 +21,21 @@
 
 namespace tessel::orchestrator {
 
-// Measured costs of one micro-batch (forward + backward, seconds) and its memory (bytes).
+// Measured costs of one micro-batch (forward + backward, seconds), and the shapes its memory follows from.
 struct StageCosts {
   double block_seconds = 0, embed_seconds = 0, head_seconds = 0;
-  int64_t block_param_bytes = 0, embed_param_bytes = 0, head_param_bytes = 0;  // x 4: value, grad, m, v
-  int64_t block_activation_bytes = 0, head_activation_bytes = 0, scratch_bytes = 0;
+  int64_t tokens = 0;  // N = B x T of a micro-batch
+  int64_t width = 0, heads = 0, vocab = 0, padded_vocab = 0, context = 0;
 };
+
+// The bytes stage s of `stages` holds with `blocks` blocks, as the executor allocates them
+// (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments (16 bytes a parameter, the
+// last stage's copy of the tied embedding included); the saved activations of min(stages - s,
+// microbatches) micro-batches (per block and token: 16 C floats, the LayerNorm statistics and the
+// attention's log-sum-exp; the stage's output; the first stage's tokens, the last stage's targets and
+// final LayerNorm); and the scratch (15 C floats a token, the last stage's logits and their gradient, the
+// tied embedding's exchange buffer).
+int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, int32_t blocks, int32_t microbatches);
 
 // One stage of a split: blocks [first, end), predicted time per micro-batch and peak memory.
 struct StageShare {

@@ -96,9 +96,10 @@ Result<std::unique_ptr<WorkerComm>> MpiWorkerComm::Split(int color) {
 
 MpiWorkerComm::~MpiWorkerComm() {
   // Sends still in flight when an executor gives up: cancel them rather than leak the requests.
-  for (auto& [handle, r] : sends_) {
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
+  for (auto& [handle, s] : sends_) {
+    // A cancel may lose the race with a matching receive: wait either way, so MPI is done with the buffer.
+    MPI_Cancel(&s.request);
+    MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   }
 }
 
@@ -129,14 +130,16 @@ Result<int64_t> MpiWorkerComm::Isend(int peer, const float* data, int64_t count,
   TESSEL_RETURN_IF_ERROR(
       MpiCheck(MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, comm_.get(), &r), "MPI_Isend"));
   const int64_t handle = next_send_++;
-  sends_[handle] = r;
+  sends_[handle] = Send{r, peer, tag};
   return handle;
 }
 
 Status MpiWorkerComm::WaitSend(int64_t handle, double timeout_seconds) {
   auto it = sends_.find(handle);
   if (it == sends_.end()) return Status();
-  TESSEL_RETURN_IF_ERROR(PollRequest(&it->second, timeout_seconds, "waiting for a pipeline send to complete"));
+  TESSEL_RETURN_IF_ERROR(PollRequest(&it->second.request, timeout_seconds,
+                                     StrCat("waiting for worker ", it->second.peer, " to take a message (tag ",
+                                            it->second.tag, ")")));
   sends_.erase(it);
   return Status();
 }
@@ -149,7 +152,7 @@ Status MpiWorkerComm::Recv(int peer, float* data, int64_t count, int tag, double
   Status st = PollRequest(&r, timeout_seconds, StrCat("waiting for worker ", peer, " (message tag ", tag, ")"));
   if (!st.ok()) {
     MPI_Cancel(&r);
-    MPI_Request_free(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
   return st;
 }

@@ -83,7 +83,11 @@ class MpiWorkerComm final : public WorkerComm {
   UniqueComm comm_;
   int rank_ = 0;
   int size_ = 1;
-  std::map<int64_t, MPI_Request> sends_;  // Isend's in flight, by handle
+  struct Send {
+    MPI_Request request;
+    int peer, tag;
+  };
+  std::map<int64_t, Send> sends_;  // Isend's in flight, by handle
   int64_t next_send_ = 0;
 };
 

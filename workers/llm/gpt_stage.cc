@@ -115,7 +115,7 @@ class GptStageExecutor final : public Executor {
   ParameterStore params_;
   size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
   std::vector<BlockParams> blocks_;
-  std::vector<bool> decayed_;
+  bool validates_ = false;  // the job has a validation split
   Tensor m_, v_;  // AdamW moments, flat like the parameters
 
   std::vector<Slot> slots_;
@@ -136,9 +136,11 @@ class GptStageExecutor final : public Executor {
 Status GptStageExecutor::DeclareParameters() {
   const GptConfig& m = a_.model;
   const int64_t c = m.width;
+  // Weight decay on the matrices (and the embeddings), not on biases and LayerNorm, as nanoGPT and the
+  // PyTorch peer do.
   const auto add = [&](std::string name, std::vector<int64_t> shape) {
-    decayed_.push_back(shape.size() >= 2);
-    return params_.Add({std::move(name), std::move(shape), ParamInit::kZeros, Decay::kNone});
+    const Decay decay = shape.size() >= 2 ? Decay::kL2 : Decay::kNone;
+    return params_.Add({std::move(name), std::move(shape), ParamInit::kZeros, decay});
   };
   const StagePlacement& p = a_.place;
   if (p.first()) {
@@ -271,6 +273,11 @@ Status GptStageExecutor::Init() {
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
   TESSEL_RETURN_IF_ERROR(k_.Require(Ops()));
+  // The replicas of this stage sum their gradients over their own communicator. Collective over every
+  // worker: first, before anything that fails on some stages only (their data) could leave the others
+  // waiting here.
+  TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
+  validates_ = HasValidation(a_.data);
   if (p.first() || p.last()) {
     TESSEL_ASSIGN_OR_RETURN(data_, LoadTokenSplits(a_.data, a_.model.vocab, t.global_batch(), t.seq_len));
     train_plan_ = std::make_unique<BatchPlan>(static_cast<int64_t>(data_.train.size()), t.seq_len, t.global_batch(),
@@ -278,19 +285,15 @@ Status GptStageExecutor::Init() {
     val_plan_ = std::make_unique<BatchPlan>(static_cast<int64_t>(data_.val.size()), t.seq_len, t.global_batch(),
                                             false, 0);
   }
-  // The replicas of this stage sum their gradients over their own communicator (collective: every worker).
-  TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
   TESSEL_RETURN_IF_ERROR(DeclareParameters());
   TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed));
   std::vector<float> host;
   TESSEL_RETURN_IF_ERROR(InitialValues(&host));
   TESSEL_RETURN_IF_ERROR(CopyMemory(params_.flat_value().raw(), params_.flat_value().device(), host.data(),
                                     Device::kCpu, host.size() * sizeof(float), context_.device.stream));
-  TESSEL_ASSIGN_OR_RETURN(m_, Tensor::Zeros(DType::kF32, {params_.num_values()}, *context_.device.allocator));
-  TESSEL_ASSIGN_OR_RETURN(v_, Tensor::Zeros(DType::kF32, {params_.num_values()}, *context_.device.allocator));
-  if (context_.device.device != Device::kCpu) {
-    TESSEL_RETURN_IF_ERROR(ZeroMemory(m_.raw(), m_.device(), m_.nbytes(), context_.device.stream));
-    TESSEL_RETURN_IF_ERROR(ZeroMemory(v_.raw(), v_.device(), v_.nbytes(), context_.device.stream));
+  for (Tensor* moment : {&m_, &v_}) {
+    TESSEL_ASSIGN_OR_RETURN(*moment, Tensor::Empty(DType::kF32, {params_.num_values()}, *context_.device.allocator));
+    TESSEL_RETURN_IF_ERROR(ZeroMemory(moment->raw(), moment->device(), moment->nbytes(), context_.device.stream));
   }
   return AllocateSlots();
 }
@@ -469,18 +472,6 @@ Status GptStageExecutor::OptimizerStep(int64_t step) {
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
   void* stream = context_.device.stream;
-  // The tied embedding: the first and the last stage add each other's wte gradient (a + b == b + a, so
-  // both copies get bit-identical sums and stay equal).
-  if (p.stages > 1 && (p.first() || p.last())) {
-    Tensor& g = params_.grad(wte_);
-    const int peer = p.first() ? worker() + p.stages - 1 : worker() - (p.stages - 1);
-    int64_t handle = -1;
-    Tensor gf = Flat(g);
-    TESSEL_RETURN_IF_ERROR(SendTensor(gf, peer, kTagTiedGrad, &handle));
-    TESSEL_RETURN_IF_ERROR(RecvTensor(tied_, peer, kTagTiedGrad));
-    TESSEL_RETURN_IF_ERROR(context_.comm->WaitSend(handle, timeout()));
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&gf, &tied_}, {&gf}));
-  }
   Tensor& flat = params_.flat_grad();
   if (t.data_parallel > 1) {
     if (flat.device() == Device::kCpu) {
@@ -491,6 +482,18 @@ Status GptStageExecutor::OptimizerStep(int64_t step) {
       TESSEL_RETURN_IF_ERROR(dp_comm_->AllreduceSum(host.data(), flat.numel()));
       TESSEL_RETURN_IF_ERROR(CopyMemory(flat.raw(), flat.device(), host.data(), Device::kCpu, flat.nbytes(), stream));
     }
+  }
+  // The tied embedding, after the replicas' sums: the first and the last stage add each other's wte
+  // gradient (a + b == b + a, so both copies get bit-identical sums and stay equal, whatever order the
+  // two stages' allreduces added their replicas in).
+  if (p.stages > 1 && (p.first() || p.last())) {
+    const int peer = p.first() ? worker() + p.stages - 1 : worker() - (p.stages - 1);
+    int64_t handle = -1;
+    Tensor gf = Flat(params_.grad(wte_));
+    TESSEL_RETURN_IF_ERROR(SendTensor(gf, peer, kTagTiedGrad, &handle));
+    TESSEL_RETURN_IF_ERROR(RecvTensor(tied_, peer, kTagTiedGrad));
+    TESSEL_RETURN_IF_ERROR(context_.comm->WaitSend(handle, timeout()));
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&gf, &tied_}, {&gf}));
   }
   // The global gradient norm: every parameter once (the head's wte copy is the first stage's), from
   // replica 0 (the replicas' gradients are equal by now).
@@ -519,7 +522,7 @@ Status GptStageExecutor::OptimizerStep(int64_t step) {
     Tensor m = Tensor::Borrow(m_.data<float>() + off, DType::kF32, {n}, m_.device());
     Tensor v = Tensor::Borrow(v_.data<float>() + off, DType::kF32, {n}, v_.device());
     const tessel_adamw_params hp{sizeof(tessel_adamw_params), lr, t.beta1, t.beta2, t.eps,
-                                 decayed_[i] ? t.weight_decay : 0.0, scale, step};
+                                 params_.spec(i).decay == Decay::kL2 ? t.weight_decay : 0.0, scale, step};
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_optim_adamw_step, {&value, &grad, &m, &v}, {}, hp));
   }
   return ZeroMemory(flat.raw(), flat.device(), flat.nbytes(), stream);
@@ -565,7 +568,7 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   Set(r.shown, "lr", LearningRate(a_.train, step - 1));
   Set(r.shown, "tokens_per_second",
       static_cast<double>(a_.train.global_batch()) * a_.train.seq_len / std::max(seconds, 1e-9));
-  if (a_.train.val_every > 0 && step % a_.train.val_every == 0) {
+  if (validates_ && a_.train.val_every > 0 && step % a_.train.val_every == 0) {
     TESSEL_ASSIGN_OR_RETURN(double val, Validate());
     val_loss_.push_back({static_cast<double>(step), val});
     last_val_step_ = step;
@@ -607,8 +610,7 @@ Result<double> GptStageExecutor::Validate() {
 Result<Record> GptStageExecutor::Evaluate() {
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
-  const bool validates = a_.data.val_fraction > 0 || !a_.data.val_tokens.empty();
-  if (validates && last_val_step_ != t.steps) {
+  if (validates_ && last_val_step_ != t.steps) {
     TESSEL_ASSIGN_OR_RETURN(double val, Validate());
     val_loss_.push_back({static_cast<double>(t.steps), val});
   }
@@ -647,7 +649,8 @@ Result<Record> GptStageExecutor::Evaluate() {
     std::vector<float> host(static_cast<size_t>(params_.num_values()));
     TESSEL_RETURN_IF_ERROR(CopyMemory(host.data(), Device::kCpu, params_.flat_value().raw(),
                                       params_.flat_value().device(), host.size() * sizeof(float), context_.device.stream));
-    // The file holds llm.c's order: the head's wte copy (declared last) is the first stage's.
+    // The file holds the stage's tensors in declaration order (stage_weights.h); the head's wte copy,
+    // declared last, is the first stage's and is left out.
     if (p.last() && !p.first()) host.resize(static_cast<size_t>(params_.offset(wte_)));
     TESSEL_RETURN_IF_ERROR(WriteStageWeights(StrCat(dir, "/stage-", p.stage, ".bin"), a_.model, p, host));
   }

@@ -44,8 +44,9 @@ struct LlmTrainSettings {
   bool operator==(const LlmTrainSettings&) const = default;
 };
 
-// The learning rate of 0-based step `s` (llm.c's schedule): linear warm-up over warmup_steps, then a
-// cosine from lr down to lr x final_lr_fraction at the last step.
+// The learning rate of 0-based step `s` (llm.c's get_learning_rate): linear warm-up over warmup_steps,
+// then a cosine from lr towards lr x final_lr_fraction, which it would reach at s = steps (one past the
+// last step, as in llm.c).
 double LearningRate(const LlmTrainSettings& t, int64_t s);
 
 enum class TokenSource : int32_t { kText = 0, kLlmc = 1, kGenerated = 2 };

@@ -101,7 +101,7 @@ Result<storage::LlmcCheckpoint> AssembleLlmc(const std::string& run_dir) {
   if (!std::filesystem::is_directory(dir, ec)) {
     return BadDataError(StrCat(dir, ": no such directory: is ", run_dir, " the run directory of an llm job?"));
   }
-  std::map<int32_t, std::pair<std::string, std::array<int32_t, 16>>> stages;
+  std::map<int32_t, std::pair<std::string, std::array<int32_t, 16>>> stages;  // by stage index
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("stage-") || !name.ends_with(".bin")) continue;
@@ -110,6 +110,9 @@ Result<storage::LlmcCheckpoint> AssembleLlmc(const std::string& run_dir) {
     in.read(reinterpret_cast<char*>(h.data()), sizeof h);
     if (!in || h[0] != kStageWeightsMagic || h[1] != 1) {
       return BadDataError(StrCat(entry.path().string(), ": not a Tessel stage weights file (magic or version)"));
+    }
+    if (stages.contains(h[8])) {
+      return BadDataError(StrCat(entry.path().string(), ": stage ", h[8], " again (also ", stages[h[8]].first, ")"));
     }
     stages[h[8]] = {entry.path().string(), h};
   }
@@ -120,6 +123,12 @@ Result<storage::LlmcCheckpoint> AssembleLlmc(const std::string& run_dir) {
   const int32_t num_stages = h0[9];
   storage::LlmcCheckpoint ck;
   ck.config = ToLlmc(c);
+  TESSEL_RETURN_IF_ERROR(storage::ValidateLlmcConfig(ck.config, stages.begin()->second.first, Code::kBadData));
+  if (num_stages < 1 || static_cast<size_t>(num_stages) != stages.size() || stages.rbegin()->first >= num_stages ||
+      stages.begin()->first < 0) {
+    return BadDataError(StrCat(dir, ": ", stages.size(), " stage files for a model of ", num_stages,
+                               " stages (numbered 0 .. ", num_stages - 1, ")"));
+  }
   std::map<std::string, storage::LlmcTensor> where;
   for (const storage::LlmcTensor& t : storage::LlmcTensors(ck.config)) where[t.name] = t;
   ck.params.assign(static_cast<size_t>(storage::LlmcNumParameters(ck.config)), 0.0f);

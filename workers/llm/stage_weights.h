@@ -2,9 +2,9 @@
 //
 // At the end of a run, each stage of replica 0 writes RUN_DIR/weights/stage-<s>.bin: a header of 16
 // int32 (magic 20241122, version 1, layers, width, heads, context, vocab, padded vocab, stage, stages,
-// first block, end block, zero padding) then its parameters as float32 in llm.c's order restricted to
-// the stage: wte and wpe (first stage), each block's 12 tensors (ln1w ... fcprojb), lnfw and lnfb (last
-// stage). `tessel export llmc RUN_DIR OUT.bin` (AssembleLlmc) checks that the stages cover every block
+// first block, end block, zero padding) then its parameters as float32: wte and wpe (first stage), each
+// block's 12 tensors (ln1w ... fcprojb, llm.c's order within a block, block after block), lnfw and lnfb
+// (last stage). `tessel export llmc RUN_DIR OUT.bin` (AssembleLlmc) checks that the stages cover every block
 // once with one shape, and lays them out as an llm.c GPT-2 checkpoint.
 // Thread safety: reentrant. Failure: kStorage writing; kBadData for a missing, foreign or partial stage.
 #pragma once
@@ -20,7 +20,7 @@ namespace tessel::workers {
 
 inline constexpr int32_t kStageWeightsMagic = 20241122;
 
-// The llm.c config of a Tessel GPT shape, and back.
+// The llm.c config of a Tessel GPT shape.
 storage::LlmcConfig ToLlmc(const GptConfig& config);
 
 // The names of a block's tensors, in llm.c's order ("ln1w", ..., "fcprojb"), and their shapes for width C.

@@ -14,8 +14,7 @@ namespace {
 Status CheckLength(const std::vector<int32_t>& tokens, const std::string& name, const char* split, int64_t need,
                    const std::string& what) {
   if (static_cast<int64_t>(tokens.size()) >= need) return Status();
-  return BadDataError(StrCat(name, ": the ", split, " split has ", tokens.size(), " tokens; ", what, " needs ", need,
-                             tokens.empty() ? " (the file is empty)" : ""));
+  return BadDataError(StrCat(name, ": the ", split, " split has ", tokens.size(), " tokens; ", what, " needs ", need));
 }
 
 }  // namespace
@@ -59,6 +58,10 @@ std::string GenerateText(int64_t bytes, uint64_t seed) {
   return text;
 }
 
+bool HasValidation(const LlmDataSettings& data) {
+  return data.val_fraction > 0 || (data.source == TokenSource::kLlmc && !data.val_tokens.empty());
+}
+
 Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, int64_t global_batch, int64_t seq_len) {
   TokenSplits out;
   std::vector<int32_t> all;
@@ -90,7 +93,7 @@ Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, 
     }
   }
   out.train_name = out.val_name = name;
-  if (!data.val_tokens.empty()) {
+  if (data.source == TokenSource::kLlmc && !data.val_tokens.empty()) {
     out.train = std::move(all);
     out.val_name = data.val_tokens;
     TESSEL_ASSIGN_OR_RETURN(out.val, storage::ReadLlmcTokens(data.val_tokens, vocab));
@@ -103,7 +106,7 @@ Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, 
   }
   TESSEL_RETURN_IF_ERROR(CheckLength(out.train, out.train_name, "training", global_batch * seq_len + 1,
                                      StrCat("one batch of ", global_batch, " sequences of ", seq_len, " tokens")));
-  if (data.val_fraction > 0 || !data.val_tokens.empty()) {
+  if (HasValidation(data)) {
     TESSEL_RETURN_IF_ERROR(CheckLength(out.val, out.val_name, "validation", global_batch * seq_len + 1,
                                        StrCat("one batch of ", global_batch, " sequences of ", seq_len,
                                               " tokens (or data.val_fraction = 0: no validation)")));

@@ -10,7 +10,8 @@
 // the end. "shuffled" cuts the split into sequences at multiples of T and visits them in a seeded random
 // order per pass. A batch is the same whatever the number of stages, replicas or micro-batches: the
 // worker that trains sequence j is decided by j alone.
-// Thread safety: values; const methods. Failure: kBadData naming the file when a split is too short.
+// Thread safety: values; a BatchPlan caches its shuffled order, so one thread per plan. Failure: kBadData
+// naming the file when a split is too short.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct TokenSplits {
 // files, token ids >= vocab, a training split shorter than one batch (G x T + 1 tokens), a validation
 // split (when val_fraction > 0 or val_tokens is set) shorter than one batch too.
 Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, int64_t global_batch, int64_t seq_len);
+
+// Whether the job validates: a held-out tail, or (llmc) a validation file.
+bool HasValidation(const LlmDataSettings& data);
 
 // `bytes` bytes of English-like text from a seeded word-level Markov chain: learnable structure (a
 // model's loss falls well below ln 256) without any data file.
