@@ -10,7 +10,8 @@ llm        Tessel's GPT-2 on tiny Shakespeare (jobs/examples/gpt-shakespeare.tom
 peers-llm  the same model, checkpoint, token file, batches and threads in PyTorch (bench/peers/gpt_peer.py,
            written from the same equations; F.scaled_dot_product_attention, fused AdamW, with and without
            torch.compile), side by side with Tessel (1 stage, 2 threads), from one llm.c checkpoint; the
-           ratio is Tessel's step time over PyTorch's best.
+           ratio is Tessel's step time over PyTorch's best. Three interleaved rounds (one with --quick),
+           each system's figure the median of its rounds.
 
 Steps: 12 (6 with --quick); the median leaves out the first 2. Threads: the machine's cores for one
 stage; with S stages on C cores, max(1, C // S) per stage. Prints tables and writes JSON rows
@@ -118,24 +119,38 @@ def peers(a, rows, limit, cores):
     subprocess.run([PYTHON, PEER, "make-tokens", TEXT, tok], check=True, capture_output=True)
     hyper = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0,
              "warmup_steps": 2, "final_lr_fraction": 0.1}
+    # Interleaved rounds (Tessel, PyTorch eager, PyTorch compiled, then again), each system's figure the
+    # median of its rounds: the host's load drifts by 10-30% within minutes, and this way it falls on
+    # every system alike.
+    rounds = 1 if a.quick else 3
+    samples = {"tessel": [], "pytorch": [], "pytorch-compile": []}
     results = {}
-    t = run_tessel(os.path.join(work, "tessel"), 1, cores, steps,
-                   {"data.format": "llmc", "data.train_tokens": tok, "model.init_from": ck,
-                    **{f"train.{k}": v for k, v in hyper.items() if k != "warmup_steps"}})
-    results["tessel"] = t
-    for variant, flags in (("pytorch", []), ("pytorch-compile", ["--compile"])):
-        out = os.path.join(work, f"{variant}.json")
-        cmd = [PYTHON, PEER, "train", "--checkpoint", ck, "--tokens", tok, "--batch", "8", "--seq", "256",
-               "--steps", str(steps), "--threads", str(cores), "--json", out] + flags
-        for k, v in hyper.items():
-            cmd += [f"--{k.replace('_', '-')}", str(v)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            results[variant] = {"error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1]}"}
-            continue
-        j = json.load(open(out))
-        secs = [x / 1e3 for x in j["step_ms"]][2:]
-        results[variant] = {"step_seconds": statistics.median(secs), "losses": j["losses"], "blas": j.get("blas")}
+    for rnd in range(rounds):
+        t = run_tessel(os.path.join(work, f"tessel{rnd}"), 1, cores, steps,
+                       {"data.format": "llmc", "data.train_tokens": tok, "model.init_from": ck,
+                        **{f"train.{k}": v for k, v in hyper.items() if k != "warmup_steps"}})
+        if "error" in t:
+            results["tessel"] = t
+        else:
+            samples["tessel"].append(t["step_seconds"])
+            results["tessel"] = dict(t, step_seconds=statistics.median(samples["tessel"]))
+        for variant, flags in (("pytorch", []), ("pytorch-compile", ["--compile"])):
+            out = os.path.join(work, f"{variant}.json")
+            cmd = [PYTHON, PEER, "train", "--checkpoint", ck, "--tokens", tok, "--batch", "8", "--seq", "256",
+                   "--steps", str(steps), "--threads", str(cores), "--json", out] + flags
+            for k, v in hyper.items():
+                cmd += [f"--{k.replace('_', '-')}", str(v)]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                results[variant] = {"error": f"exit {p.returncode}: {(p.stderr.strip().splitlines() or [''])[-1]}"}
+                continue
+            j = json.load(open(out))
+            samples[variant].append(statistics.median([x / 1e3 for x in j["step_ms"]][2:]))
+            results[variant] = {"step_seconds": statistics.median(samples[variant]), "losses": j["losses"],
+                                "blas": j.get("blas")}
+    t = results["tessel"]
+    print("rounds (median step ms): " + "; ".join(
+        f"{n} " + ", ".join(f"{1e3 * x:.1f}" for x in v) for n, v in samples.items()))
     flops = t["summary"]["flops_per_step"] if "summary" in t else None
     print(f"sgemm limit: {limit:.1f} GFLOP/s ({cores} threads)")
     print(f"{'system':>16} {'step ms':>8} {'GFLOP/s':>8} {'of limit':>8} {'loss at step N':>15}")
@@ -152,6 +167,7 @@ def peers(a, rows, limit, cores):
         print(f"Tessel / {peer_best[1]} step time: {ratio:.3f} (target <= 0.95); losses agree to {worst:.2e} relative")
         rows.append({"bench": "peers-llm", "case": "gpt2_l4_c256_t256_b8", "metric": "step_seconds",
                      "value": t["step_seconds"], "unit": "s", "baseline": peer_best[0], "ratio": ratio,
+                     "rounds": samples,
                      "peer": peer_best[1], "threads": cores, "loss_max_relative_difference": worst,
                      "gflops": flops / t["step_seconds"] / 1e9, "fraction_of_limit": flops / t["step_seconds"] / 1e9 / limit})
     for name, r in results.items():
