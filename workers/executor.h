@@ -1,7 +1,7 @@
 // Executor: the one seam every kind of training plugs into (DESIGN.md "Executors"). A worker builds one
 // executor from its assignment and runs it; the worker runtime, the protocol and the coordinator know
-// nothing about what it trains. An executor for full-graph RGNN training lives in workers/rgnn/; the
-// GPT pipeline stage will live in workers/llm/.
+// nothing about what it trains. The RGNN executors (full graph, sampled) live in workers/rgnn/, the GPT
+// pipeline stage in workers/llm/.
 //
 //   TESSEL_ASSIGN_OR_RETURN(auto executor, factory->build(std::move(payload), context));
 //   for (int64_t step = 1; step <= executor->num_steps(); ++step) {

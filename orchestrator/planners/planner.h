@@ -1,6 +1,6 @@
 // Planner: turns a validated job into one assignment per worker, with a predicted time and memory per
 // worker (DESIGN.md "Executors"). There is one planner per kind of job: graph_planner (partition a graph
-// for RGNN training) today, stage_planner (split a GPT into pipeline stages) next. The coordinator and
+// for RGNN training) and stage_planner (split a GPT into pipeline stages). The coordinator and
 // `tessel plan` reach them through MakePlanner and know nothing of what they plan.
 //
 // Ownership: a Plan owns its payloads; the coordinator moves each to its worker. Thread safety: one

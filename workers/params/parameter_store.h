@@ -1,6 +1,7 @@
 // ParameterStore: a model's trainable tensors, their gradients and the optimizer state, in flat buffers
 // on the executor's device. It is what a checkpoint saves, and it is shared by every executor
-// (workers/rgnn/ today, workers/llm/ next). Parameters are declared by name and shape, then allocated
+// (workers/rgnn/ and workers/llm/; the GPT stage sets its own initial values after Allocate, per tensor by
+// name, so that they do not depend on the stage split). Parameters are declared by name and shape, then allocated
 // and initialised together from the job's seed alone, so every worker and every worker count starts from
 // the same values; the gradients of all parameters form one flat buffer, summed across workers with a
 // single allreduce.
