@@ -56,7 +56,7 @@ if [ -d "$ompi" ]; then
 fi
 # The datasets the GPU checks train on (the raw files; tessel imports them there).
 data=$(cd "$root/.." && pwd)/shared/data
-for d in aifb fb15k-237; do [ -d "$data/$d" ] && cp -r "$data/$d" "$out/data/"; done
+for d in aifb fb15k-237 tinyshakespeare; do [ -d "$data/$d" ] && cp -r "$data/$d" "$out/data/"; done
 # The lent machine takes at most 64 MiB of carried files: travel compressed (OpenBLAS alone is 36 MB).
 mkdir -p "$root/build-bundle-pack"
 tar -C "$root" -cf - build-bundle | xz -T0 -6 >"$root/build-bundle-pack/bundle.tar.xz"

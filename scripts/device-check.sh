@@ -11,7 +11,9 @@
 #                                      the GPU machine needs none of them. Runs the kernel tests (CUDA
 #                                      against CPU for every op), the micro-benchmarks, then each model's
 #                                      AIFB example on the CPU and with device = "cuda" and compares the
-#                                      per-epoch losses (1e-4 relative). --bench also runs
+#                                      per-epoch losses (1e-4 relative), and the GPT of
+#                                      gpt-shakespeare.toml for 30 steps the same way (1e-3, tokens/s of
+#                                      each). --bench also runs
 #                                      bench/gpu/compare.py (Tessel against PyG on the GPU), passing it
 #                                      the arguments after --bench.
 #
@@ -116,6 +118,33 @@ for r in rows:
           f"{r['cpu_test']:8.3f} {r['cuda_test']:8.3f} {r['cpu_epoch_ms']:8.2f} {r['cuda_epoch_ms']:8.2f}")
 json.dump(rows, open(f"{out}/aifb-cuda-vs-cpu.json", "w"), indent=1)
 sys.exit(1 if bad else 0)
+EOF
+
+# The GPT of gpt-shakespeare.toml (issue 7's line-1 configuration), 30 steps, one process, on the CPU and on
+# the GPU: the per-step losses must agree to 1e-3 relative; tokens per second of each.
+for dev in cpu cuda; do
+  dir=runs/device-check/gpt-$dev
+  rm -rf "$dir"
+  build/bin/tessel run jobs/examples/gpt-shakespeare.toml --set "job.device=$dev" --set "job.output_dir=$dir" \
+    --set resources.threads_per_worker=8 --set train.steps=30 --set train.warmup_steps=5 --set train.val_every=0 \
+    --set train.val_batches=2 >"$logs/gpt-$dev.log" 2>&1 || { status=1; tail -20 "$logs/gpt-$dev.log"; }
+done
+python3 - "$out" <<'EOF' || status=1
+import json, sys
+out = sys.argv[1]
+try:
+    cpu = json.load(open("runs/device-check/gpt-cpu/summary.json"))
+    gpu = json.load(open("runs/device-check/gpt-cuda/summary.json"))
+except OSError as e:
+    print(f"gpt: no summary ({e})"); sys.exit(1)
+worst = max(abs(a - b) / abs(a) for a, b in zip(cpu["step_loss"], gpu["step_loss"]))
+ok = len(cpu["step_loss"]) == len(gpu["step_loss"]) == 30 and worst <= 1e-3
+row = dict(steps=len(gpu["step_loss"]), worst_rel=worst, ok=ok, cpu_tokens_per_second=cpu["tokens_per_second"],
+           cuda_tokens_per_second=gpu["tokens_per_second"], device=gpu.get("device"))
+print(f"gpt2 L4 C256: 30 steps, worst relative loss difference CUDA vs CPU {worst:.2e} ({'ok' if ok else 'NO'}), "
+      f"tokens/s CPU {row['cpu_tokens_per_second']:.0f}, CUDA {row['cuda_tokens_per_second']:.0f}")
+json.dump(row, open(f"{out}/gpt-cuda-vs-cpu.json", "w"), indent=1)
+sys.exit(0 if ok else 1)
 EOF
 
 if [ "$bench" = 1 ] && [ -f bench/gpu/compare.py ]; then
