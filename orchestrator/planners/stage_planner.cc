@@ -161,24 +161,30 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {&dqkv2, y, lqkv.w}, {x, lqkv.dw, lqkv.db}));
     return k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb});
   };
-  // The head: final LayerNorm, logits against the tied embedding, loss; and back.
+  // The head: final LayerNorm, logits against the tied embedding, loss; and back. Timed on at most 1024 of
+  // the micro-batch's rows and scaled to all of them (its cost is linear in the rows; a GPT-2 vocabulary
+  // would otherwise cost gigabytes of logits and seconds of calibration).
+  const int64_t hn = std::min<int64_t>(n, 1024);
   TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(DType::kF32, {v, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(DType::kF32, {n, v}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dlogits, make(DType::kF32, {n, v}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {n}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(DType::kF32, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlogits, make(DType::kF32, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}));
-  for (int64_t i = 0; i < n; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
+  for (int64_t i = 0; i < hn; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
+  Tensor hx = Tensor::Borrow(x->raw(), DType::kF32, {hn, c}), hy = Tensor::Borrow(y->raw(), DType::kF32, {hn, c});
+  Tensor hdy = Tensor::Borrow(dy->raw(), DType::kF32, {hn, c});
+  Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}), hrstd = Tensor::Borrow(rstd->raw(), DType::kF32, {hn});
   const auto head = [&]() -> Status {
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {y, wte}, {logits}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {&hx, lw, lb}, {&hy, &hmean, &hrstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {&hy, wte}, {logits}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_softmax_xent, {logits, targets, mask}, {loss, correct, dlogits},
                                   tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 1.0 / n}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, wte}, {dy}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, y}, {dwte}, tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
-    return k.Call(tessel_op_llm_layernorm_bwd, {dy, x, lw, mean, rstd}, {y, dlw, dlb});
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, wte}, {&hdy}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, &hy}, {dwte}, tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
+    return k.Call(tessel_op_llm_layernorm_bwd, {&hdy, &hx, lw, &hmean, &hrstd}, {&hy, dlw, dlb});
   };
   TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(DType::kF32, {s, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
@@ -203,6 +209,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   StageCosts costs;
   TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
   TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
+  costs.head_seconds *= static_cast<double>(n) / static_cast<double>(hn);
   TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
   costs.tokens = n, costs.width = c, costs.heads = h, costs.vocab = v, costs.padded_vocab = m.padded_vocab;
   costs.context = m.context;
