@@ -325,8 +325,12 @@ def train(a) -> dict:
     if a.warmup_steps > a.steps:
         raise BadInput(f"--warmup-steps {a.warmup_steps} exceeds --steps {a.steps}")
 
-    model = build_model(torch, cfg, flat)
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BadInput("--device cuda: no CUDA device is visible to torch")
+    model = build_model(torch, cfg, flat).to(device)
     optimizer, adamw_impl = make_optimizer(torch, model, a)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     loss_fn, compile_error = model, None
     if a.compile:
         try:
@@ -340,10 +344,11 @@ def train(a) -> dict:
     data = batches(tokens, a.batch, a.seq)
     for step in range(a.steps):
         x, y = next(data)
-        x, y = torch.from_numpy(x), torch.from_numpy(y)
+        x, y = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
         lr = learning_rate(step, a)
         for group in optimizer.param_groups:
             group["lr"] = lr
+        sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         try:
@@ -360,6 +365,7 @@ def train(a) -> dict:
             torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
         optimizer.step()
         value = loss.item()
+        sync()
         ms = (time.perf_counter() - t0) * 1e3
         losses.append(value)
         step_ms.append(ms)
@@ -373,9 +379,10 @@ def train(a) -> dict:
           + (", compiled" if a.compile and compile_error is None else "")
           + (f", compile failed: {compile_error}" if compile_error else ""), flush=True)
     if a.export:
+        model.cpu()
         write_checkpoint(a.export, cfg, model.flat_parameters())
     return {"losses": losses, "step_ms": step_ms, "median_step_ms": median, "tokens_per_second": tps,
-            "threads": a.threads, "torch": torch.__version__, "blas": blas_info(torch),
+            "threads": a.threads, "device": str(device), "torch": torch.__version__, "blas": blas_info(torch),
             "adamw": adamw_impl, "compile": bool(a.compile), "compiled": bool(a.compile) and compile_error is None,
             "compile_error": compile_error, "batch": a.batch, "seq": a.seq, "steps": a.steps, "config": cfg}
 
@@ -512,6 +519,7 @@ def main(argv) -> int:
     tr.add_argument("--threads", type=int, required=True)
     tr.add_argument("--adamw", choices=("auto", "fused", "foreach", "for-loop"), default="auto")
     tr.add_argument("--compile", action="store_true")
+    tr.add_argument("--device", default="cpu", help="cpu or cuda (times each step to a device synchronise)")
     tr.add_argument("--json")
     tr.add_argument("--export")
     a = p.parse_args(argv)
