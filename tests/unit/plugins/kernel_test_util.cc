@@ -14,7 +14,7 @@ namespace tessel::kernel_test {
 const workers::KernelRegistry& BuiltinRegistry() {
   static const workers::KernelRegistry registry = [] {
     workers::KernelRegistry r(Logger("test", LogLevel::kWarn));
-    for (const char* name : {"libtessel_nn.so", "libtessel_rgnn.so", "libtessel_gather.so"}) {
+    for (const char* name : {"libtessel_nn.so", "libtessel_rgnn.so", "libtessel_gather.so", "libtessel_llm.so"}) {
       const std::string path = std::string(TESSEL_BINARY_DIR) + "/plugins/" + name;
       const Status st = r.LoadPlugin(path);
       if (!st.ok()) ADD_FAILURE() << "cannot load " << path << ": " << st.ToString();

@@ -1,7 +1,5 @@
-// Helpers for the tests of libtessel_llm.so. kernel_test_util's BuiltinRegistry() loads the nn, rgnn
-// and gather plugins only, so these load libtessel_llm.so into a registry of their own and mirror
-// CallCpu, TryCallCpu, RequireCudaKernels and CompareDevices over it; the tensors, tolerances and
-// finite differences of kernel_test_util.h are used as they are.
+// Helpers for the tests of libtessel_llm.so, over kernel_test_util.h (whose registry loads the llm plugin
+// too): call shorthands, bit comparison and random tokens.
 #pragma once
 
 #include <cstring>
@@ -12,14 +10,17 @@
 
 namespace tessel::kernel_test {
 
-// A registry with build/plugins/libtessel_llm.so loaded, shared by the tests of this binary.
-const workers::KernelRegistry& LlmRegistry();
-
-// (op, cpu) of libtessel_llm.so: the status, or asserting success.
-Status TryCallLlm(std::string_view op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                  ThreadPool* pool, const void* params = nullptr, size_t params_size = 0);
-void CallLlm(std::string_view op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-             ThreadPool* pool, const void* params = nullptr, size_t params_size = 0);
+// kernel_test_util.h's helpers, under the names these tests use (BuiltinRegistry() loads the llm plugin
+// with the others).
+inline Status TryCallLlm(std::string_view op, const std::vector<const Tensor*>& inputs,
+                         const std::vector<Tensor*>& outputs, ThreadPool* pool, const void* params = nullptr,
+                         size_t params_size = 0) {
+  return TryCallCpu(op, inputs, outputs, pool, params, params_size);
+}
+inline void CallLlm(std::string_view op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                    ThreadPool* pool, const void* params = nullptr, size_t params_size = 0) {
+  CallCpu(op, inputs, outputs, pool, params, params_size);
+}
 template <typename P>
 void CallLlmWith(std::string_view op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                  const P& params, ThreadPool* pool) {
@@ -30,15 +31,12 @@ Status TryCallLlmWith(std::string_view op, const std::vector<const Tensor*>& inp
                       const std::vector<Tensor*>& outputs, const P& params, ThreadPool* pool) {
   return TryCallLlm(op, inputs, outputs, pool, &params, sizeof(P));
 }
-
-// Skips the current test unless the CUDA kernels of `ops` can run here (built with CUDA, a GPU
-// visible), saying why. Call from SetUp or the test body, then `if (IsSkipped()) return;`.
-void RequireLlmCudaKernels(const std::vector<std::string>& ops);
-
-// Runs `op` on CPU and on CUDA from the same inputs and output buffers, then compares every output and
-// every input (unchanged) with ExpectNear's relative tolerance `tol`.
-void CompareLlmDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                       double tol, const void* params = nullptr, size_t params_size = 0);
+inline void RequireLlmCudaKernels(const std::vector<std::string>& ops) { RequireCudaKernels(ops); }
+inline void CompareLlmDevices(const std::string& op, const std::vector<Tensor>& inputs,
+                              const std::vector<Tensor>& outputs, double tol, const void* params = nullptr,
+                              size_t params_size = 0) {
+  CompareDevices(op, inputs, outputs, tol, params, params_size);
+}
 template <typename P>
 void CompareLlmDevicesWith(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                            double tol, const P& params) {
