@@ -444,7 +444,8 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     std::string what = StrCat(first, "..", end - 1);
     if (s == 0) what = "embed + " + what;
     if (s == spec.pipeline.stages - 1) what += " + head";
-    std::snprintf(buf, sizeof buf, "%-6zu %lld (r%lld) %-22s %14.1f %12s\n", w, s, i("replica"), what.c_str(),
+    const std::string stage = StrCat(s, " (r", i("replica"), ")");
+    std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
                   1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
                   FormatBytes(p.predicted_memory_bytes).c_str());
     out << buf;
