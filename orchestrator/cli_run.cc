@@ -27,7 +27,7 @@ void AddJobArgs(CLI::App* cmd, JobArgs* args) {
 Status Run(const JobArgs& args) {
   TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
   const bool is_worker = session->world_rank() != 0;
-  TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::Split(is_worker));
+  TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::OverWorkers(is_worker));
   if (!is_worker) {
     return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file}, *session);
   }

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   }
   auto session = tessel::workers::MpiSession::Init(&argc, &argv);
   if (!session.ok()) return Fail(-1, session.status().ToString());
-  auto comm = tessel::workers::MpiWorkerComm::Split(/*is_worker=*/true);
+  auto comm = tessel::workers::MpiWorkerComm::OverWorkers(/*is_worker=*/true);
   if (!comm.ok()) return Fail(-1, comm.status().ToString());
   const int rc = Check(argv[1], **comm);
   int worst = 0;

@@ -52,7 +52,7 @@ UniqueComm& UniqueComm::operator=(UniqueComm&& o) noexcept {
   return *this;
 }
 
-Result<std::unique_ptr<MpiWorkerComm>> MpiWorkerComm::Split(bool is_worker) {
+Result<std::unique_ptr<MpiWorkerComm>> MpiWorkerComm::OverWorkers(bool is_worker) {
   MPI_Comm comm = MPI_COMM_NULL;
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);

@@ -58,7 +58,7 @@ class UniqueComm {
 class MpiWorkerComm final : public WorkerComm {
  public:
   // Collective over MPI_COMM_WORLD: every rank must call it; the coordinator gets a null comm.
-  static Result<std::unique_ptr<MpiWorkerComm>> Split(bool is_worker);
+  static Result<std::unique_ptr<MpiWorkerComm>> OverWorkers(bool is_worker);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status AllreduceSum(float* data, int64_t count) override;
