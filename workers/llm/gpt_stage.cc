@@ -501,14 +501,11 @@ Status GptStageExecutor::OptimizerStep(int64_t step) {
   if (t.grad_clip > 0) {
     double local = 0;
     if (p.replica == 0) {
-      for (size_t i = 0; i < params_.size(); ++i) {
-        if (i == wte_ && p.last() && !p.first()) continue;
-        Tensor gi = Flat(params_.grad(i));
-        TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_sum_squares, {&gi}, {&sumsq_}));
-        double s = 0;
-        TESSEL_RETURN_IF_ERROR(CopyMemory(&s, Device::kCpu, sumsq_.raw(), sumsq_.device(), sizeof s, stream));
-        local += s;
-      }
+      // One sum over the flat gradients; the head's wte copy (declared last) is left out.
+      const int64_t count = p.last() && !p.first() ? params_.offset(wte_) : flat.numel();
+      Tensor g = Tensor::Borrow(flat.raw(), DType::kF32, {count}, flat.device());
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_sum_squares, {&g}, {&sumsq_}));
+      TESSEL_RETURN_IF_ERROR(CopyMemory(&local, Device::kCpu, sumsq_.raw(), sumsq_.device(), sizeof local, stream));
     }
     TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(&local, 1));
     const double norm = std::sqrt(local);
