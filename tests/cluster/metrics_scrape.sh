@@ -2,9 +2,16 @@
 # During a 3-rank run, every rank serves /metrics on port_base + rank with tessel_step_duration_seconds,
 # tessel_loss and tessel_build_info, labelled by its rank; the coordinator's targets file lists all three.
 source "$(dirname "$0")/../lib.sh"
+# Below the kernel's ephemeral port range (32768.. by default): mpirun's own TCP connections take ports
+# from that range, and one of them taking port_base + r between this check and the exporter's bind left
+# the scrape talking to MPI (a flake seen once in CI).
 port_base=$(python3 -c 'import socket,random
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
 for _ in range(200):
-    b = random.randrange(20000, 60000, 10)
+    b = random.randrange(10000, max(10010, low - 10), 10)
     try:
         ss = [socket.socket() for _ in range(3)]
         for i, s in enumerate(ss): s.bind(("127.0.0.1", b + i))
@@ -18,7 +25,7 @@ mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" --set d
 mpirun_pid=$!
 trap 'kill $mpirun_pid 2>/dev/null || true; wait $mpirun_pid 2>/dev/null || true' EXIT
 python3 - "$port_base" "$TESSEL_WORK/run/targets.json" <<'PY' || { tail -20 "$log"; exit 1; }
-import json, re, sys, time, urllib.request
+import http.client, json, re, sys, time, urllib.request
 base, targets_path = int(sys.argv[1]), sys.argv[2]
 want = ["tessel_step_duration_seconds", "tessel_loss", "tessel_build_info"]
 deadline = time.time() + 120
@@ -29,7 +36,7 @@ while time.time() < deadline and len(found) < 3:
             continue
         try:
             text = urllib.request.urlopen(f"http://127.0.0.1:{base + rank}/metrics", timeout=2).read().decode()
-        except OSError:
+        except (OSError, http.client.HTTPException):
             continue
         ok = all(re.search(rf'^{m}[_a-z]*\{{[^}}]*rank="{rank}"', text, re.M) for m in want)
         # count only a rank that has finished an epoch: its step histogram has observations
