@@ -2,9 +2,10 @@
 # During a 3-rank run, every rank serves /metrics on port_base + rank with tessel_step_duration_seconds,
 # tessel_loss and tessel_build_info, labelled by its rank; the coordinator's targets file lists all three.
 source "$(dirname "$0")/../lib.sh"
-# Below the kernel's ephemeral port range (32768.. by default): mpirun's own TCP connections take ports
-# from that range, and one of them taking port_base + r between this check and the exporter's bind left
-# the scrape talking to MPI (a flake seen once in CI).
+# Below the kernel's ephemeral port range (32768.. by default): a connection to a port of that range
+# that nobody listens on yet (the exporter still starting) can get that same port as its source and
+# connect to itself, and the scrape then reads its own request back ("BadStatusLine: GET /metrics", a CI
+# flake seen once).
 port_base=$(python3 -c 'import socket,random
 try:
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
