@@ -1,0 +1,104 @@
+// SpillStore: one worker's activation spill file (DESIGN.md "Spill store"). Saved activations are written
+// to numbered slots and read back later; one I/O thread owns the file (HDF5 is not thread-safe), so Write
+// and Read only queue the work and return a ticket, and Wait blocks until that operation is done.
+//
+//   TESSEL_ASSIGN_OR_RETURN(auto store, SpillStore::Open({dir, "job-w0", /*checksum=*/true, 0}));
+//   SpillStore::Ticket w = store->Write(slot, acts.data(), bytes);   // compute goes on meanwhile
+//   TESSEL_RETURN_IF_ERROR(store->Wait(w));                          // acts may be reused from here
+//   SpillStore::Ticket r = store->Read(slot, acts.data(), bytes);    // prefetch, ahead of use
+//   Status st = store->Wait(r);  // IsNoSpace(st): keep or recompute instead; other errors: exit 6
+//
+// Slots are rewritten in place when reused with the same size, so the file stays bounded from step to
+// step. The file is removed when the store is destroyed; Open removes the stale files of dead processes.
+// Under the store, the file operations go through SpillFile (STYLE.md "Put I/O behind an interface, with
+// fakes"): HDF5 on disk, memory, or a wrapper that injects faults.
+//
+// Ownership: the store owns its file and its thread; the buffers passed to Write/Read are the caller's
+// and must stay valid (and, for Write, unchanged) until Wait returns for that ticket.
+// Thread safety: Write/Read/Wait/stats from one thread (the training thread); the I/O thread is internal.
+// Failure: kStorage naming the file and the slot. A full disk (ENOSPC, or the store's budget_bytes) is
+// kStorage with IsNoSpace(status) true, so the caller can fall back; a Fletcher32 mismatch on read is
+// kStorage saying "checksum", never wrong numbers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+
+namespace tessel::storage {
+
+// The file operations under a SpillStore. Called from one thread at a time (the store's I/O thread).
+class SpillFile {
+ public:
+  virtual ~SpillFile() = default;
+  // Writes `bytes` bytes as slot `slot`; a slot rewritten with the same size is overwritten in place.
+  virtual Status Write(int64_t slot, const void* data, int64_t bytes) = 0;
+  // Reads slot `slot` (exactly `bytes` bytes, as written) into `data`.
+  virtual Status Read(int64_t slot, void* data, int64_t bytes) = 0;
+  // Makes every write so far durable (H5Fflush + fsync for a file on disk).
+  virtual Status Sync() = 0;
+  virtual int64_t size_bytes() const = 0;
+};
+
+// HDF5 on disk: one dataset per slot, chunked, Fletcher32 when `checksum`.
+Result<std::unique_ptr<SpillFile>> CreateHdf5SpillFile(const std::string& path, bool checksum);
+// Memory: for tests of the layers above.
+std::unique_ptr<SpillFile> NewMemorySpillFile();
+
+// Faults for tests: the n-th write (1-based; 0 = never) fails, or a read returns corrupted bytes.
+enum class SpillFault { kNone, kNoSpace, kIoError, kShortWrite, kCorruptRead };
+struct SpillFaultPlan {
+  SpillFault fault = SpillFault::kNone;
+  int64_t at_operation = 1;  // the write (or, for kCorruptRead, the read) that fails, 1-based
+  bool persistent = true;    // every later one fails too
+};
+std::unique_ptr<SpillFile> NewFaultySpillFile(std::unique_ptr<SpillFile> base, SpillFaultPlan plan);
+
+// Totals since Open.
+struct SpillStats {
+  int64_t written_bytes = 0;
+  int64_t read_bytes = 0;
+  double write_seconds = 0;  // I/O thread time in writes
+  double read_seconds = 0;   // I/O thread time in reads
+  double wait_seconds = 0;   // training thread time blocked in Wait
+  int64_t file_bytes = 0;    // current file size
+  int64_t no_space_errors = 0;
+};
+
+struct SpillOptions {
+  std::string dir;           // [spill] dir: created if missing
+  std::string name;          // the file name stem, unique per worker of a job, e.g. "<job>-w3"
+  bool checksum = false;     // [spill] checksum: Fletcher32 on every slot
+  int64_t budget_bytes = 0;  // [spill] budget_bytes: a write past it fails as no space; 0 = unlimited
+};
+
+class SpillStore {
+ public:
+  using Ticket = int64_t;
+
+  // Creates `dir` if missing and checks that it is writable (kStorage naming the directory otherwise, so
+  // a job can fail before training starts), removes stale spill files there whose process is gone,
+  // creates "<dir>/<name>.<pid>.spill.h5" and starts the I/O thread.
+  static Result<std::unique_ptr<SpillStore>> Open(const SpillOptions& options);
+  // Over a given file (memory, faults); options.dir and name only label messages.
+  static std::unique_ptr<SpillStore> WithFile(std::unique_ptr<SpillFile> file, const SpillOptions& options);
+
+  virtual ~SpillStore() = default;  // finishes queued work, stops the thread, removes the file
+
+  // Queue a write of `bytes` bytes from `data` to `slot`, or a read of `slot` into `data`.
+  virtual Ticket Write(int64_t slot, const void* data, int64_t bytes) = 0;
+  virtual Ticket Read(int64_t slot, void* data, int64_t bytes) = 0;
+  // Blocks until the operation is done and returns its status (once per ticket).
+  virtual Status Wait(Ticket ticket) = 0;
+  // Whether Wait(ticket) would return at once.
+  virtual bool Done(Ticket ticket) const = 0;
+  virtual SpillStats stats() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// A full disk or the budget: the caller keeps the tensor in memory or recomputes it.
+bool IsNoSpace(const Status& status);
+
+}  // namespace tessel::storage
