@@ -305,10 +305,6 @@ Status ValidateJob(const JobSpec& spec) {
   } else {
     CheckRgnn(spec, &errors);
   }
-  if (spec.checkpoint.every_steps > 0) {
-    errors.Add(at("checkpoint.every_steps"), StrCat("checkpoint.every_steps = ", spec.checkpoint.every_steps,
-                                                    " is not supported by this build yet; use 0 (no checkpoints)"));
-  }
   if (!spec.metrics.pushgateway.empty()) {
     errors.Add(at("metrics.pushgateway"), StrCat("metrics.pushgateway = ", schema::QuoteToml(spec.metrics.pushgateway),
                                                  " is not supported by this build yet; let Prometheus scrape the ranks"));

@@ -17,6 +17,7 @@ struct JobArgs {
   std::string job;
   std::vector<std::string> sets;
   std::string status_file;
+  bool resume = false;
 };
 
 void AddJobArgs(CLI::App* cmd, JobArgs* args) {
@@ -29,7 +30,7 @@ Status Run(const JobArgs& args) {
   const bool is_worker = session->world_rank() != 0;
   TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::OverWorkers(is_worker));
   if (!is_worker) {
-    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file}, *session);
+    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume}, *session);
   }
   const int rc = workers::RunMpiWorker(*session, *comm);
   if (rc == 0) return Status();
@@ -64,17 +65,11 @@ void RegisterRunCommands(CLI::App& app, Status* result) {
   auto run_args = std::make_shared<JobArgs>();
   CLI::App* run = app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
   AddJobArgs(run, run_args.get());
-  auto resume = std::make_shared<bool>(false);
-  run->add_flag("--resume", *resume, "Continue from the latest checkpoint");
+  run->add_flag("--resume", run_args->resume,
+                "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints)");
   run->add_option("--status-file", run_args->status_file,
                   "Write the job's exit code and error as JSON here (mpirun --enable-recovery always exits 0)");
-  run->callback([=] {
-    if (*resume) {
-      *result = UsageError("--resume: checkpoints are not implemented in this build yet");
-      return;
-    }
-    *result = Run(*run_args);
-  });
+  run->callback([=] { *result = Run(*run_args); });
 
   auto val_args = std::make_shared<JobArgs>();
   CLI::App* validate = app.add_subcommand("validate", "Check a job file and its input paths without running it");

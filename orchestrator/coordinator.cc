@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,6 +18,7 @@
 #include "monitoring/exporter.h"
 #include "monitoring/metrics.h"
 #include "monitoring/targets.h"
+#include "orchestrator/checkpoints.h"
 #include "orchestrator/planners/planner.h"
 #include "orchestrator/run_output.h"
 #include "workers/comm/comm.h"
@@ -144,7 +146,7 @@ struct WorkerState {
 class Coordinator {
  public:
   Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, const RunRequest& request, const Logger& log)
-      : session_(session), spec_(spec), status_file_(request.status_file), log_(log) {}
+      : session_(session), spec_(spec), status_file_(request.status_file), resume_(request.resume), log_(log) {}
 
   Status Run();
 
@@ -154,10 +156,16 @@ class Coordinator {
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
   Status WriteTargets(const std::vector<monitoring::Target>& targets);
+  Status PrepareCheckpoints(int32_t workers);
+  Status Commit(const workers::CheckpointMsg& m);
+  workers::WorkerSettings Settings() const;
 
   workers::MpiSession& session_;
   const jobs::JobSpec& spec_;
   std::string status_file_;
+  bool resume_ = false;
+  std::string checkpoint_dir_;
+  ResumePoint resume_point_;
   const Logger& log_;
   std::string run_dir_;
   std::unique_ptr<monitoring::Metrics> metrics_;
@@ -185,6 +193,45 @@ Status Coordinator::WriteTargets(const std::vector<monitoring::Target>& targets)
   return Status();
 }
 
+workers::WorkerSettings Coordinator::Settings() const {
+  workers::WorkerSettings s = SettingsFor(spec_);
+  if (spec_.checkpoint.every_steps > 0) {
+    s.checkpoint_dir = checkpoint_dir_;
+    s.checkpoint_every_steps = spec_.checkpoint.every_steps;
+  }
+  s.resume_step_dir = resume_point_.step_dir;
+  s.resume_step = resume_point_.step;
+  return s;
+}
+
+// The checkpoint directory (absolute: workers may start elsewhere), and on --resume the checkpoint to load.
+// Checkpoints newer than the one resumed (damaged ones) are renamed aside, so that this run's checkpoints
+// of the same steps never meet their files.
+Status Coordinator::PrepareCheckpoints(int32_t workers) {
+  std::error_code ec;
+  const std::string dir = spec_.checkpoint.dir.empty() ? run_dir_ + "/checkpoints" : spec_.checkpoint.dir;
+  checkpoint_dir_ = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  if (ec) checkpoint_dir_ = dir;
+  if (!resume_) return Status();
+  TESSEL_ASSIGN_OR_RETURN(resume_point_, FindResumePoint(checkpoint_dir_, workers, log_));
+  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    if (std::stoll(name.substr(5)) <= resume_point_.step) continue;
+    std::filesystem::rename(e.path(), e.path().string() + ".refused", ec);
+    log_.Warn(StrCat("set aside ", e.path().string(), " (newer than the checkpoint resumed) as ", name, ".refused"));
+  }
+  log_.Info(StrCat("resuming from ", resume_point_.step_dir, " (", spec_.job.kind == jobs::JobKind::kLlm ? "step " : "epoch ",
+                   resume_point_.step, ")"));
+  return Status();
+}
+
+Status Coordinator::Commit(const workers::CheckpointMsg& m) {
+  std::vector<storage::FileDigest> shards(m.bytes.size());
+  for (size_t i = 0; i < shards.size(); ++i) shards[i] = {m.bytes[i], static_cast<uint32_t>(m.crc32[i])};
+  return CommitCheckpoint(checkpoint_dir_, spec_.job.name, m.step, shards, spec_.checkpoint.keep, log_);
+}
+
 Status Coordinator::Run() {
   const auto start = Clock::now();
   const int world = session_.world_size();
@@ -200,7 +247,8 @@ Status Coordinator::Run() {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, MakePlanner(spec_));
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
-  TESSEL_ASSIGN_OR_RETURN(run_dir_, MakeRunDir(spec_));
+  TESSEL_ASSIGN_OR_RETURN(run_dir_, resume_ ? ResumeRunDir(spec_) : MakeRunDir(spec_));
+  TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
   TESSEL_RETURN_IF_ERROR(StartMetrics(world == 1 ? "embedded" : "coordinator"));
   if (metrics_) planner->Publish(plan, *metrics_);
@@ -237,8 +285,9 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   hooks.metrics = metrics_.get();
   hooks.run_dir = run_dir_;
   hooks.on_step = [&](const ProgressMsg& p) { progress.Step(p); };
+  hooks.on_checkpoint = [&](const workers::CheckpointMsg& m) { return Commit(m); };
   TESSEL_ASSIGN_OR_RETURN(*result,
-                          workers::RunAssignment(SettingsFor(spec_), std::move(plan.workers[0].payload), comm, hooks, log_));
+                          workers::RunAssignment(Settings(), std::move(plan.workers[0].payload), comm, hooks, log_));
   return Status();
 }
 
@@ -251,7 +300,7 @@ Status Coordinator::RunDistributed(Plan& plan, Record* result) {
 
 Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   const int world = session_.world_size();
-  const workers::WorkerSettings settings = SettingsFor(spec_);
+  const workers::WorkerSettings settings = Settings();
   for (int r = 1; r < world; ++r) {
     workers::AssignMsg a;
     a.settings = settings;
@@ -332,6 +381,12 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           if (!have_result) *result = std::move(r.values), have_result = true;
           w.done = true;
           ++done;
+          break;
+        }
+        case workers::kTagCheckpoint: {
+          workers::CheckpointMsg c;
+          TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &c));
+          TESSEL_RETURN_IF_ERROR(Commit(c));
           break;
         }
         case workers::kTagError: {

@@ -8,6 +8,9 @@
 // dispatch, a worker's reported error or a worker silent for longer than
 // [timeouts] heartbeat_timeout_seconds ends the whole job with MPI_Abort and the matching exit code
 // (5 for a dead or hung rank), after a message naming the rank and the step.
+// Checkpoints: the first worker reports each checkpoint whose shards are all on disk; the coordinator then
+// writes its manifest and `latest` (orchestrator/checkpoints.h). With RunRequest::resume it finds the
+// checkpoint to continue from before dispatch, and reuses that run's directory when job.output_dir is unset.
 // Thread safety: call once, from the main thread.
 #pragma once
 
@@ -25,6 +28,8 @@ struct RunRequest {
   // When set, the coordinator writes {"exit_code": N, "error": "..."} here at the end, also when it
   // aborts the job: `mpirun --enable-recovery` itself always exits 0 (Open MPI 4.1).
   std::string status_file;
+  // `tessel run --resume`: continue from the newest checkpoint that verifies (orchestrator/checkpoints.h).
+  bool resume = false;
 };
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);

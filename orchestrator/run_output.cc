@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,25 @@ Result<std::string> MakeRunDir(const jobs::JobSpec& spec) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return StorageError("cannot create the run directory " + dir + ": " + ec.message());
   return dir;
+}
+
+Result<std::string> ResumeRunDir(const jobs::JobSpec& spec) {
+  if (!spec.job.output_dir.empty() || !spec.checkpoint.dir.empty()) return MakeRunDir(spec);
+  // runs/<name>-YYYYmmdd-HHMMSS sorts by time.
+  const std::string prefix = spec.job.name + "-";
+  std::string newest;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("runs", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() != prefix.size() + 15) continue;
+    if (!std::filesystem::is_directory(e.path() / "checkpoints", ec)) continue;
+    newest = std::max(newest, name);
+  }
+  if (newest.empty()) {
+    return UsageError("--resume: no earlier run of job '" + spec.job.name + "' with checkpoints under runs/ (looked for runs/" +
+                      prefix + "*/checkpoints); set job.output_dir or checkpoint.dir to the run to resume");
+  }
+  return "runs/" + newest;
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {

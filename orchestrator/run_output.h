@@ -13,6 +13,10 @@ namespace tessel::orchestrator {
 // spec.job.output_dir, or runs/<name>-<UTC yyyymmdd-hhmmss> when it is empty. Creates it.
 Result<std::string> MakeRunDir(const jobs::JobSpec& spec);
 
+// For `tessel run --resume`: spec.job.output_dir when set; else, when checkpoint.dir is set, a new
+// run directory; else the newest runs/<name>-<stamp> that holds checkpoints (kUsage when none does).
+Result<std::string> ResumeRunDir(const jobs::JobSpec& spec);
+
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 // Writes RUN_DIR/summary.json: the fields of `summary` in order (the coordinator assembles the common

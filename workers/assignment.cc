@@ -30,6 +30,10 @@ void EncodeSettings(const WorkerSettings& s, ByteWriter& out) {
   out.Put(s.heartbeat_interval_seconds);
   out.Put(s.step_timeout_seconds);
   out.Put(s.startup_timeout_seconds);
+  out.PutString(s.checkpoint_dir);
+  out.Put(s.checkpoint_every_steps);
+  out.PutString(s.resume_step_dir);
+  out.Put(s.resume_step);
 }
 
 namespace {
@@ -66,6 +70,11 @@ WorkerSettings DecodeSettings(ByteReader& in) {
   s.heartbeat_interval_seconds = in.Get<double>("heartbeat interval");
   s.step_timeout_seconds = in.Get<double>("step timeout");
   s.startup_timeout_seconds = in.Get<double>("startup timeout");
+  s.checkpoint_dir = in.GetString("checkpoint dir");
+  s.checkpoint_every_steps = in.Get<int32_t>("checkpoint every");
+  s.resume_step_dir = in.GetString("resume dir");
+  s.resume_step = in.Get<int64_t>("resume step");
+  if (in.ok() && (s.checkpoint_every_steps < 0 || s.resume_step < 0)) in.Fail("checkpoint settings out of range");
   if (in.ok() && s.threads < 1) in.Fail("threads must be >= 1");
   return s;
 }

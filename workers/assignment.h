@@ -35,6 +35,12 @@ struct WorkerSettings {
   double heartbeat_interval_seconds = 1;
   double step_timeout_seconds = 600;
   double startup_timeout_seconds = 120;
+  // Checkpoints: every `checkpoint_every_steps` steps (0 = never) each worker writes its shard under
+  // `checkpoint_dir`. A resumed run loads its shard from `resume_step_dir` and continues after `resume_step`.
+  std::string checkpoint_dir;
+  int32_t checkpoint_every_steps = 0;
+  std::string resume_step_dir;  // "" = a fresh start
+  int64_t resume_step = 0;
   bool operator==(const WorkerSettings&) const = default;
 };
 

@@ -95,6 +95,24 @@ Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m) {
   return Finish(r);
 }
 
+std::vector<uint8_t> Encode(const CheckpointMsg& m) {
+  ByteWriter w = Begin();
+  w.Put(m.step);
+  w.PutVector(m.bytes);
+  w.PutVector(m.crc32);
+  return w.Take();
+}
+
+Status Decode(const std::vector<uint8_t>& b, CheckpointMsg* m) {
+  ByteReader r(b.data(), b.size());
+  CheckMagic(r);
+  m->step = r.Get<int64_t>("step");
+  m->bytes = r.GetVector<int64_t>("shard bytes");
+  m->crc32 = r.GetVector<int64_t>("shard crc32");
+  if (r.ok() && m->bytes.size() != m->crc32.size()) r.Fail("shard lists differ in length");
+  return Finish(r);
+}
+
 std::vector<uint8_t> Encode(const ResultMsg& m) {
   ByteWriter w = Begin();
   EncodeRecord(m.values, w);

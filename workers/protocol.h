@@ -24,6 +24,7 @@ enum Tag : int {
   kTagResult = 105,     // worker -> coordinator: final figures
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
   kTagShutdown = 107,   // coordinator -> worker: stop without running
+  kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
 };
 
 struct HelloMsg {
@@ -54,6 +55,13 @@ struct ResultMsg {
   Record values;  // merged into summary.json as they are
 };
 
+// Every worker's shard of checkpoint `step` is written; shard w has bytes[w] bytes and CRC-32 crc32[w].
+struct CheckpointMsg {
+  int64_t step = 0;
+  std::vector<int64_t> bytes;
+  std::vector<int64_t> crc32;
+};
+
 struct ErrorMsg {
   int32_t code = 1;
   int64_t step = -1;
@@ -66,11 +74,13 @@ std::vector<uint8_t> Encode(const HeartbeatMsg& m);
 std::vector<uint8_t> Encode(const ProgressMsg& m);
 std::vector<uint8_t> Encode(const ResultMsg& m);
 std::vector<uint8_t> Encode(const ErrorMsg& m);
+std::vector<uint8_t> Encode(const CheckpointMsg& m);
 Status Decode(const std::vector<uint8_t>& b, HelloMsg* m);
 Status Decode(const std::vector<uint8_t>& b, AssignMsg* m);
 Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ResultMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ErrorMsg* m);
+Status Decode(const std::vector<uint8_t>& b, CheckpointMsg* m);
 
 }  // namespace tessel::workers

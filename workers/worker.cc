@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -15,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
+#include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
@@ -130,6 +133,115 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// A checkpoint shard in memory: what the executor saves, plus the runtime's history.
+class ShardState final : public StateWriter, public StateReader {
+ public:
+  ShardState() = default;
+  explicit ShardState(std::vector<storage::NamedTensor> tensors) : tensors_(std::move(tensors)) {}
+  Status Write(std::string_view name, const Tensor& tensor) override {
+    TESSEL_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(tensor.dtype(), tensor.shape()));
+    if (tensor.nbytes() > 0) std::memcpy(copy.raw(), tensor.raw(), tensor.nbytes());
+    tensors_.push_back({std::string(name), std::move(copy)});
+    return Status();
+  }
+  Result<Tensor> Read(std::string_view name) override {
+    for (const storage::NamedTensor& t : tensors_) {
+      if (t.name == name) return t.tensor;
+    }
+    return StorageError(StrCat("the checkpoint has no tensor '", name, "' (written by another kind of job?)"));
+  }
+  const std::vector<storage::NamedTensor>& tensors() const { return tensors_; }
+
+ private:
+  std::vector<storage::NamedTensor> tensors_;
+};
+
+// The per-step arrays of summary.json; a checkpoint carries them so a resumed run reports every step.
+class StepHistory {
+ public:
+  void Add(const StepResult& r, double seconds) {
+    losses_.push_back(r.loss);
+    seconds_.push_back(seconds);
+    for (const RecordField& f : r.timings) {
+      if (!timings_.contains(f.name)) order_.push_back(f.name);
+      timings_[f.name].push_back(FindNumber(r.timings, f.name).value_or(0));
+    }
+  }
+  void Emit(const std::string& unit, Record& out) const {
+    Set(out, unit + "_loss", losses_);
+    Set(out, unit + "_seconds", seconds_);
+    for (const std::string& name : order_) Set(out, unit + "_" + name, timings_.at(name));
+  }
+  Status Save(StateWriter& out) const {
+    TESSEL_RETURN_IF_ERROR(out.Write("runtime/loss", Borrow(losses_)));
+    TESSEL_RETURN_IF_ERROR(out.Write("runtime/seconds", Borrow(seconds_)));
+    for (size_t i = 0; i < order_.size(); ++i) {
+      TESSEL_RETURN_IF_ERROR(out.Write(StrCat("runtime/timing/", i, "/", order_[i]), Borrow(timings_.at(order_[i]))));
+    }
+    return Status();
+  }
+  // Restores the arrays of the first `steps` steps.
+  Status Load(StateReader& in, int64_t steps) {
+    TESSEL_ASSIGN_OR_RETURN(losses_, Array(in, "runtime/loss", steps));
+    TESSEL_ASSIGN_OR_RETURN(seconds_, Array(in, "runtime/seconds", steps));
+    auto* shard = dynamic_cast<ShardState*>(&in);
+    if (shard == nullptr) return Status();
+    for (const storage::NamedTensor& t : shard->tensors()) {
+      if (t.name.rfind("runtime/timing/", 0) != 0) continue;
+      const size_t slash = t.name.find('/', 15);
+      if (slash == std::string::npos) continue;
+      const std::string name = t.name.substr(slash + 1);
+      TESSEL_ASSIGN_OR_RETURN(timings_[name], Array(in, t.name, steps));
+      order_.push_back(name);
+    }
+    return Status();
+  }
+
+ private:
+  static Tensor Borrow(const std::vector<double>& v) {
+    return Tensor::Borrow(const_cast<double*>(v.data()), DType::kF64, {static_cast<int64_t>(v.size())});
+  }
+  static Result<std::vector<double>> Array(StateReader& in, const std::string& name, int64_t steps) {
+    TESSEL_ASSIGN_OR_RETURN(Tensor t, in.Read(name));
+    if (t.dtype() != DType::kF64 || t.numel() != steps) {
+      return StorageError(StrCat("'", name, "' holds ", t.numel(), " ", DTypeName(t.dtype()), " values, expected ", steps));
+    }
+    return std::vector<double>(t.data<double>(), t.data<double>() + steps);
+  }
+
+  std::vector<double> losses_, seconds_;
+  std::map<std::string, std::vector<double>> timings_;
+  std::vector<std::string> order_;
+};
+
+// Every worker writes its shard; once all have (a sum over the workers doubles as the barrier and gathers
+// the shards' sizes and CRCs), the first worker hands the list to the coordinator.
+Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor, const StepHistory& history,
+                       int64_t step, WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
+  const std::string dir = storage::CheckpointStepDir(settings.checkpoint_dir, step);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return StorageError(StrCat("cannot create the checkpoint directory ", dir, ": ", ec.message()));
+  ShardState state;
+  TESSEL_RETURN_IF_ERROR(executor.SaveState(state));
+  TESSEL_RETURN_IF_ERROR(history.Save(state));
+  const std::string path = storage::CheckpointShardPath(dir, comm.rank());
+  TESSEL_RETURN_IF_ERROR(storage::WriteCheckpointShard(path, state.tensors()));
+  TESSEL_ASSIGN_OR_RETURN(storage::FileDigest digest, storage::DigestFile(path));
+  const auto n = static_cast<size_t>(comm.size());
+  std::vector<int64_t> figures(2 * n, 0);
+  figures[static_cast<size_t>(comm.rank())] = digest.bytes;
+  figures[n + static_cast<size_t>(comm.rank())] = digest.crc32;
+  TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(figures.data(), static_cast<int64_t>(figures.size())));
+  log.Debug(StrCat("checkpoint shard ", path, ": ", digest.bytes, " bytes"));
+  if (comm.rank() != 0 || !hooks.on_checkpoint) return Status();
+  CheckpointMsg m;
+  m.step = step;
+  m.bytes.assign(figures.begin(), figures.begin() + static_cast<std::ptrdiff_t>(n));
+  m.crc32.assign(figures.begin() + static_cast<std::ptrdiff_t>(n), figures.end());
+  return hooks.on_checkpoint(m);
+}
+
 }  // namespace
 
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
@@ -157,22 +269,30 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, factory->build(std::move(payload), context));
 
   const std::string unit(executor->step_unit());
-  std::vector<double> losses, seconds;
-  std::map<std::string, std::vector<double>> timings;  // per-step arrays, by timing name
-  std::vector<std::string> timing_order;
-  for (int64_t step = 1; step <= executor->num_steps(); ++step) {
+  StepHistory history;
+  int64_t first_step = 1;
+  if (!settings.resume_step_dir.empty()) {
+    if (settings.resume_step > executor->num_steps()) {
+      return UsageError(StrCat("--resume: the checkpoint is at ", unit, " ", settings.resume_step, " but the job has only ",
+                               executor->num_steps(), " ", unit, "s"));
+    }
+    const std::string shard = storage::CheckpointShardPath(settings.resume_step_dir, comm.rank());
+    TESSEL_ASSIGN_OR_RETURN(std::vector<storage::NamedTensor> saved, storage::ReadCheckpointShard(shard));
+    ShardState state(std::move(saved));
+    Status loaded = executor->LoadState(state);
+    if (loaded.ok()) loaded = history.Load(state, settings.resume_step);
+    if (!loaded.ok()) return Status(loaded.code(), StrCat(shard, ": ", loaded.message()));
+    first_step = settings.resume_step + 1;
+    log.Info(StrCat("resumed from ", shard, " after ", unit, " ", settings.resume_step));
+  }
+  for (int64_t step = first_step; step <= executor->num_steps(); ++step) {
     const auto start = Clock::now();
     TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
     const double took = Seconds(Clock::now() - start).count();
     if (!std::isfinite(r.loss)) {
       return BadDataError(StrCat("the loss became ", r.loss, " at ", unit, " ", step, ": lower train.lr?"));
     }
-    losses.push_back(r.loss);
-    seconds.push_back(took);
-    for (const RecordField& f : r.timings) {
-      if (!timings.contains(f.name)) timing_order.push_back(f.name);
-      timings[f.name].push_back(FindNumber(r.timings, f.name).value_or(0));
-    }
+    history.Add(r, took);
     if (hooks.step) hooks.step->store(step);
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
@@ -180,12 +300,14 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
       hooks.metrics->SetEpoch(step);
     }
     if (hooks.on_step) hooks.on_step(ProgressMsg{step, r.loss, took, std::move(r.shown)});
+    if (settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0) {
+      TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
+    }
   }
   TESSEL_ASSIGN_OR_RETURN(Record result, executor->Evaluate());
   Record out;
-  Set(out, unit + "_loss", std::move(losses));
-  Set(out, unit + "_seconds", std::move(seconds));
-  for (const std::string& name : timing_order) Set(out, unit + "_" + name, std::move(timings[name]));
+  history.Emit(unit, out);
+  if (!settings.resume_step_dir.empty()) Set(out, "resumed_from_" + unit, settings.resume_step);
   Merge(out, result);
   Set(out, "device", std::string(DeviceName(device->context.device)));
   Set(out, "peak_worker_rss_bytes", PeakRssBytes());
@@ -238,6 +360,9 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   hooks.on_step = [&](const ProgressMsg& p) {
     if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step}), 0, kTagHeartbeat, interval * 4);
     if (reports_progress) (void)SendBytes(Encode(p), 0, kTagProgress, interval * 4);
+  };
+  hooks.on_checkpoint = [&](const CheckpointMsg& m) {
+    return SendBytes(Encode(m), 0, kTagCheckpoint, Seconds(settings.step_timeout_seconds));
   };
   Result<Record> result = RunAssignment(settings, std::move(payload), comm, hooks, log);
   if (heartbeat) heartbeat->Stop();

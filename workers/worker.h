@@ -28,12 +28,17 @@ struct RunHooks {
   std::atomic<int64_t>* step = nullptr;  // published for the heartbeat thread (may be null)
   monitoring::Metrics* metrics = nullptr;
   std::string run_dir;  // RUN_DIR, where executors may write outputs (trained weights)
+  // Called on the first worker once every worker's shard of a checkpoint is on disk: the coordinator
+  // writes the manifest and `latest` (may be empty: then nobody does).
+  std::function<Status(const CheckpointMsg&)> on_checkpoint;
 };
 
 // Runs `payload` to the end with the given worker communicator and returns the executor's result plus
 // the runtime's own figures: per-step arrays "<unit>_loss", "<unit>_seconds" and "<unit>_<timing>"
 // (epoch_loss, epoch_seconds, ... for an executor whose step is an epoch), "device" and
-// "peak_worker_rss_bytes".
+// "peak_worker_rss_bytes". With settings.checkpoint_every_steps > 0 it writes a checkpoint shard every
+// that many steps; with settings.resume_step_dir it first loads this worker's shard and continues after
+// settings.resume_step (the per-step arrays then hold every step, the restored ones first).
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
                              WorkerComm& comm, const RunHooks& hooks, const Logger& log);
 

@@ -659,7 +659,11 @@ Status GptStageExecutor::SaveState(StateWriter& out) const {
   TESSEL_ASSIGN_OR_RETURN(Tensor m, ToHost(m_, context_.device));
   TESSEL_RETURN_IF_ERROR(out.Write("adamw/m", m));
   TESSEL_ASSIGN_OR_RETURN(Tensor v, ToHost(v_, context_.device));
-  return out.Write("adamw/v", v);
+  TESSEL_RETURN_IF_ERROR(out.Write("adamw/v", v));
+  // The validation history, so that a resumed run's summary holds every validation.
+  std::vector<double> vals;
+  for (const std::vector<double>& row : val_loss_) vals.insert(vals.end(), row.begin(), row.end());
+  return out.Write("llm/val_loss", Tensor::Borrow(vals.data(), DType::kF64, {static_cast<int64_t>(val_loss_.size()), 2}));
 }
 
 Status GptStageExecutor::LoadState(StateReader& in) {
@@ -667,7 +671,15 @@ Status GptStageExecutor::LoadState(StateReader& in) {
   TESSEL_ASSIGN_OR_RETURN(Tensor m, in.Read("adamw/m"));
   TESSEL_RETURN_IF_ERROR(FromHost(m, m_, context_.device, "adamw/m"));
   TESSEL_ASSIGN_OR_RETURN(Tensor v, in.Read("adamw/v"));
-  return FromHost(v, v_, context_.device, "adamw/v");
+  TESSEL_RETURN_IF_ERROR(FromHost(v, v_, context_.device, "adamw/v"));
+  TESSEL_ASSIGN_OR_RETURN(Tensor vals, in.Read("llm/val_loss"));
+  if (vals.dtype() != DType::kF64 || vals.ndim() != 2 || vals.dim(1) != 2) {
+    return StorageError("saved 'llm/val_loss' is not f64 [n, 2]");
+  }
+  val_loss_.clear();
+  for (int64_t i = 0; i < vals.dim(0); ++i) val_loss_.push_back({vals.data<double>()[2 * i], vals.data<double>()[2 * i + 1]});
+  last_val_step_ = val_loss_.empty() ? -1 : static_cast<int64_t>(val_loss_.back()[0]);
+  return Status();
 }
 
 std::unique_ptr<AssignmentPayload> Decode(ByteReader& in) { return DecodeLlmAssignment(in); }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Checkpoints and `tessel run --resume` (DESIGN.md "Checkpoints"), for a GPT pipeline job (2 stages under
+# mpirun) and an RGCN job (2 workers), each:
+# - killed: the whole job (mpirun and every rank) gets SIGKILL once a checkpoint exists; `--resume`
+#   continues from the checkpoint and every loss after it, the validation losses included, equals the
+#   uninterrupted run's exactly;
+# - damaged: a copy of the finished run's checkpoints whose newest shard has one byte flipped is refused
+#   (its CRC-32 differs from the manifest) and the resume falls back to the previous checkpoint, saying so,
+#   with the same losses;
+# - the checkpoint directory holds `checkpoint.keep` checkpoints and `latest` names the newest.
+source "$(dirname "$0")/../lib.sh"
+
+descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
+
+# run_killed DIR NP JOB SETS...: runs under mpirun, SIGKILLs everything once DIR/checkpoints/latest exists.
+run_killed() {
+  local dir=$1 np=$2; shift 2
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$@" --set job.output_dir="$dir" \
+    >"$dir.log" 2>&1 </dev/null &
+  local launcher=$!
+  for _ in $(seq 1 3000); do [ -f "$dir/checkpoints/latest" ] && break; sleep 0.01; done
+  kill -9 $(descendants $launcher) $launcher 2>/dev/null || true
+  wait $launcher 2>/dev/null || true
+  [ -f "$dir/checkpoints/latest" ] || { cat "$dir.log"; fail "no checkpoint was written before the kill"; }
+  [ ! -f "$dir/summary.json" ] || fail "the job finished before it was killed: make it longer"
+}
+
+# compare KIND UNCUT RESUMED: every loss from the resumed step on is the uninterrupted run's.
+compare() {
+  python3 - "$@" <<'PY'
+import json, sys
+kind, uncut, resumed = sys.argv[1:4]
+a, b = json.load(open(f"{uncut}/summary.json")), json.load(open(f"{resumed}/summary.json"))
+unit = "step" if kind == "llm" else "epoch"
+k = b.get(f"resumed_from_{unit}")
+assert k is not None, f"{resumed}: not a resumed run"
+la, lb = a[f"{unit}_loss"], b[f"{unit}_loss"]
+assert 0 < k < len(la), f"resumed from {unit} {k} of {len(la)}"
+assert la == lb, f"{unit} losses differ:\n{la}\n{lb}"
+if kind == "llm":
+    assert a["val_loss"] == b["val_loss"], (a["val_loss"], b["val_loss"])
+else:
+    assert a["test_accuracy"] == b["test_accuracy"], (a["test_accuracy"], b["test_accuracy"])
+print(f"{kind}: resumed after {unit} {k}; {len(la) - k} later losses equal the uninterrupted run's")
+PY
+}
+
+check_job() {  # NAME NP JOB KIND EVERY KEEP SETS...
+  local name=$1 np=$2 job=$3 kind=$4 every=$5 keep=$6; shift 6
+  local sets=("$@" --set checkpoint.every_steps="$every" --set checkpoint.keep="$keep" --set metrics.port_base=0)
+  local w=$TESSEL_WORK/$name
+  mkdir -p "$w"
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
+    --set job.output_dir="$w/uncut" > "$w/uncut.log" 2>&1 || { cat "$w/uncut.log"; fail "$name: the uncut run failed"; }
+  # keep checkpoints remain, the newest named by latest.
+  local left
+  left=$(ls -d "$w"/uncut/checkpoints/step-* | wc -l)
+  [ "$left" -eq "$keep" ] || fail "$name: $left checkpoints left, checkpoint.keep = $keep"
+  local newest
+  newest=$(ls -d "$w"/uncut/checkpoints/step-* | sed 's/.*step-//' | sort -n | tail -1)
+  [ "$(cat "$w/uncut/checkpoints/latest")" = "step-$newest" ] || fail "$name: latest is not step-$newest"
+
+  run_killed "$w/killed" "$np" "$job" "${sets[@]}"
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
+    --set job.output_dir="$w/killed" --resume > "$w/resumed.log" 2>&1 || { cat "$w/resumed.log"; fail "$name: the resume failed"; }
+  pass "$name killed with SIGKILL: $(compare "$kind" "$w/uncut" "$w/killed")"
+
+  # Damage the newest checkpoint of a finished run: one byte in the middle of worker 1's shard.
+  cp -r "$w/uncut" "$w/damaged"
+  rm "$w/damaged/summary.json"
+  local shard=$w/damaged/checkpoints/step-$newest/worker-1.h5
+  local size
+  size=$(stat -c %s "$shard")
+  python3 -c "
+import sys
+p, at = sys.argv[1], int(sys.argv[2]) // 2
+with open(p, 'r+b') as f:
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x5A]))" "$shard" "$size"
+  # The job wants more steps than the damaged one holds, so the fallback has steps left to compare.
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
+    --set job.output_dir="$w/damaged" --resume > "$w/damaged.log" 2>&1 || { cat "$w/damaged.log"; fail "$name: resume after damage failed"; }
+  grep -q "step-$newest cannot be resumed: .*worker-1.h5: CRC-32" "$w/damaged.log" \
+    || { cat "$w/damaged.log"; fail "$name: the damaged shard was not reported"; }
+  grep -q "resuming from the older checkpoint" "$w/damaged.log" || fail "$name: the fallback was not reported"
+  pass "$name damaged shard refused, resumed from the previous checkpoint: $(compare "$kind" "$w/uncut" "$w/damaged")"
+}
+
+# GPT: 2 pipeline stages, 40 steps, a checkpoint every 3.
+gpt=(jobs/examples/gpt-demo.toml --set model.layers=2 --set model.hidden=64 --set model.heads=2 --set model.context=64
+     --set train.batch_size=8 --set train.steps=40 --set train.warmup_steps=2 --set train.val_every=7
+     --set train.val_batches=2 --set data.generated_bytes=65536 --set job.seed=5 --set resources.workers=2
+     --set resources.threads_per_worker=1 --set pipeline.stages=2 --set pipeline.microbatches=2)
+check_job gpt 3 "${gpt[@]:0:1}" llm 3 2 "${gpt[@]:1}"
+
+# RGCN: 2 workers on the generated graph, 30 epochs, a checkpoint every 2.
+rgcn=(jobs/examples/rgcn-synthetic.toml --set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=30 --set job.seed=4)
+"$TESSEL" run "${rgcn[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" > /dev/null 2>&1
+check_job rgcn 3 "${rgcn[@]:0:1}" rgnn 2 3 "${rgcn[@]:1}"
+
+# --resume without any checkpoint is a usage error naming the directory.
+expect_exit 2 "$TESSEL" run jobs/examples/gpt-demo.toml --set job.output_dir="$TESSEL_WORK/none" --resume
+expect_stderr "no checkpoint to resume in .*none/checkpoints"
+pass "--resume without a checkpoint: exit 2 naming the directory"
