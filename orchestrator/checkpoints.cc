@@ -43,6 +43,8 @@ Result<std::string> ReadSmallFile(const std::string& path) {
 // written by.
 std::string Verify(const std::string& step_dir, int64_t step, int32_t* workers) {
   const std::string manifest = step_dir + "/manifest.json";
+  std::error_code ec;
+  if (!fs::is_directory(step_dir, ec)) return "the directory is missing";
   auto text = ReadSmallFile(manifest);
   if (!text.ok()) return "no manifest.json (the run stopped while writing it)";
   auto doc = ParseJson(*text, manifest);

@@ -17,6 +17,7 @@ KernelRegistration EncoderFwdCpuKernel();
 KernelRegistration EncoderBwdCpuKernel();
 KernelRegistration LayernormFwdCpuKernel();
 KernelRegistration LayernormBwdCpuKernel();
+KernelRegistration LayernormBwdFromOutputCpuKernel();
 KernelRegistration AttentionFwdCpuKernel();
 KernelRegistration AttentionBwdCpuKernel();
 
@@ -24,6 +25,7 @@ KernelRegistration EncoderFwdCudaKernel();
 KernelRegistration EncoderBwdCudaKernel();
 KernelRegistration LayernormFwdCudaKernel();
 KernelRegistration LayernormBwdCudaKernel();
+KernelRegistration LayernormBwdFromOutputCudaKernel();
 KernelRegistration AttentionFwdCudaKernel();
 KernelRegistration AttentionBwdCudaKernel();
 

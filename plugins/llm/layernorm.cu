@@ -30,23 +30,37 @@ __global__ void LayernormFwdKernel(const T* x, const T* w, const T* b, T eps, in
   }
 }
 
+// x - mean of element (r, j): from the input and the mean, or (Y - b) / (w rstd) from the output.
 template <typename T>
-__global__ void LayernormBwdRowsKernel(const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int64_t n,
-                                       int64_t c, T* dx) {
+struct Centred {
+  const T* x;     // X, or Y when b != nullptr
+  const T* mean;  // nullptr when from the output
+  const T* w;
+  const T* b;
+  const T* rstd;
+  int64_t c;
+  __device__ T operator()(int64_t r, int64_t j) const {
+    const T v = x[r * c + j];
+    return b == nullptr ? v - mean[r] : (v - b[j]) / (w[j] * rstd[r]);
+  }
+};
+
+template <typename T>
+__global__ void LayernormBwdRowsKernel(const T* dy, Centred<T> xc, const T* w, const T* rstd, int64_t n, int64_t c,
+                                       T* dx) {
   __shared__ T scratch[32];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-    const T m = mean[r], s = rstd[r];
+    const T s = rstd[r];
     const T* dyr = dy + r * c;
-    const T* xr = x + r * c;
     T dnorm = T(0), dnorm_xhat = T(0);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
       dnorm += w[j] * dyr[j];
-      dnorm_xhat += w[j] * dyr[j] * ((xr[j] - m) * s);
+      dnorm_xhat += w[j] * dyr[j] * (xc(r, j) * s);
     }
     const T dnorm_mean = BlockReduce(dnorm, SumOp(), scratch) / T(c);
     const T dnorm_norm_mean = BlockReduce(dnorm_xhat, SumOp(), scratch) / T(c);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const T xhat = (xr[j] - m) * s;
+      const T xhat = xc(r, j) * s;
       dx[r * c + j] += (w[j] * dyr[j] - dnorm_mean - xhat * dnorm_norm_mean) * s;
     }
   }
@@ -54,8 +68,7 @@ __global__ void LayernormBwdRowsKernel(const T* dy, const T* x, const T* w, cons
 
 // partial[k] = (dw, db) over rows [k kBlockRows, (k + 1) kBlockRows): one thread per (block, column).
 template <typename T>
-__global__ void LayernormBwdPartialKernel(const T* dy, const T* x, const T* mean, const T* rstd, int64_t n, int64_t c,
-                                          T* partial) {
+__global__ void LayernormBwdPartialKernel(const T* dy, Centred<T> xc, const T* rstd, int64_t n, int64_t c, T* partial) {
   const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < blocks * c;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -63,7 +76,7 @@ __global__ void LayernormBwdPartialKernel(const T* dy, const T* x, const T* mean
     T dw = T(0), db = T(0);
     for (int64_t r = k * kBlockRows; r < n && r < (k + 1) * kBlockRows; ++r) {
       const T g = dy[r * c + j];
-      dw += (x[r * c + j] - mean[r]) * rstd[r] * g;
+      dw += xc(r, j) * rstd[r] * g;
       db += g;
     }
     partial[k * 2 * c + j] = dw;
@@ -103,29 +116,47 @@ struct LayernormFwdCuda {
   }
 };
 
+// Both backward ops (see Centred).
+template <typename T>
+void LayernormBackward(const KernelArgs& args, bool from_output) {
+  int64_t n = kUnbound, c = kUnbound;
+  const T* dy = args.In<T>(0, "dY", {&n, &c});
+  const T* x = args.In<T>(1, from_output ? "Y" : "X", {&n, &c});
+  const T* w = args.In<T>(2, "w", {&c});
+  const T* b = from_output ? args.In<T>(3, "b", {&c}) : nullptr;
+  const T* mean = from_output ? nullptr : args.In<T>(3, "mean", {&n});
+  const T* rstd = args.In<T>(4, "rstd", {&n});
+  T* dx = args.Out<T>(0, "dX", {&n, &c});
+  T* dw = args.Out<T>(1, "dw", {&c});
+  T* db = args.Out<T>(2, "db", {&c});
+  if (n == 0 || c == 0) return;
+  // A zero in w is the caller's to avoid (the op's contract); on the GPU it shows as inf/nan in dX rather
+  // than a host-side check that would need w copied back.
+  const Centred<T> xc{x, mean, w, b, rstd, c};
+  cudaStream_t stream = StreamOf(args);
+  LayernormBwdRowsKernel<T><<<RowBlocks(n), kRowThreads, 0, stream>>>(dy, xc, w, rstd, n, c, dx);
+  CheckLaunch("LayernormBwdRowsKernel");
+  const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+  Workspace<T> partial(args, blocks * 2 * c);
+  LayernormBwdPartialKernel<T><<<Blocks(blocks * c), kThreads, 0, stream>>>(dy, xc, rstd, n, c, partial.get());
+  CheckLaunch("LayernormBwdPartialKernel");
+  LayernormBwdReduceKernel<T><<<Blocks(2 * c), kThreads, 0, stream>>>(partial.get(), blocks, c, dw, db);
+  CheckLaunch("LayernormBwdReduceKernel");
+}
+
 struct LayernormBwdCuda {
   static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd; }
   template <typename T>
   static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, c = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &c});
-    const T* x = args.In<T>(1, "X", {&n, &c});
-    const T* w = args.In<T>(2, "w", {&c});
-    const T* mean = args.In<T>(3, "mean", {&n});
-    const T* rstd = args.In<T>(4, "rstd", {&n});
-    T* dx = args.Out<T>(0, "dX", {&n, &c});
-    T* dw = args.Out<T>(1, "dw", {&c});
-    T* db = args.Out<T>(2, "db", {&c});
-    if (n == 0 || c == 0) return;
-    cudaStream_t stream = StreamOf(args);
-    LayernormBwdRowsKernel<T><<<RowBlocks(n), kRowThreads, 0, stream>>>(dy, x, w, mean, rstd, n, c, dx);
-    CheckLaunch("LayernormBwdRowsKernel");
-    const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
-    Workspace<T> partial(args, blocks * 2 * c);
-    LayernormBwdPartialKernel<T><<<Blocks(blocks * c), kThreads, 0, stream>>>(dy, x, mean, rstd, n, c, partial.get());
-    CheckLaunch("LayernormBwdPartialKernel");
-    LayernormBwdReduceKernel<T><<<Blocks(2 * c), kThreads, 0, stream>>>(partial.get(), blocks, c, dw, db);
-    CheckLaunch("LayernormBwdReduceKernel");
+    LayernormBackward<T>(args, false);
+  }
+};
+
+struct LayernormBwdFromOutputCuda {
+  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd_from_output; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    LayernormBackward<T>(args, true);
   }
 };
 
@@ -133,5 +164,6 @@ struct LayernormBwdCuda {
 
 TESSEL_DEFINE_KERNEL(LayernormFwdCuda, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(LayernormBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

@@ -2,6 +2,7 @@
 // parameter gradients are summed in fixed blocks of rows: each block's partial sums go to their own
 // buffer, then the blocks are added in order, so dw and db do not depend on the number of threads.
 #include <algorithm>
+#include <string>
 
 #include "kernels.h"
 #include "row_math.h"
@@ -41,21 +42,31 @@ struct LayernormBwdCpu {
   static void Run(const KernelArgs& args);
 };
 
+// Both backward ops: X and mean, or Y, b and w (then each row's x - mean is rebuilt as (Y - b) / (w rstd)
+// into a scratch row, and the same row loop runs).
 template <typename T>
-void LayernormBwdCpu::Run(const KernelArgs& args) {
+void LayernormBackward(const KernelArgs& args, bool from_output) {
+  const char* op = from_output ? "llm.layernorm.bwd_from_output" : "llm.layernorm.bwd";
   int64_t n = kUnbound, c = kUnbound;
   const T* dy = args.In<T>(0, "dY", {&n, &c});
-  const T* x = args.In<T>(1, "X", {&n, &c});
+  const T* x = args.In<T>(1, from_output ? "Y" : "X", {&n, &c});
   const T* w = args.In<T>(2, "w", {&c});
-  const T* mean = args.In<T>(3, "mean", {&n});
+  const T* b = from_output ? args.In<T>(3, "b", {&c}) : nullptr;
+  const T* mean = from_output ? nullptr : args.In<T>(3, "mean", {&n});
   const T* rstd = args.In<T>(4, "rstd", {&n});
   T* dx = args.Out<T>(0, "dX", {&n, &c});
   T* dw = args.Out<T>(1, "dw", {&c});
   T* db = args.Out<T>(2, "db", {&c});
   if (n == 0 || c == 0) return;
+  if (from_output) {
+    for (int64_t j = 0; j < c; ++j) {
+      if (w[j] == T(0)) Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(op) + ": w has a zero: use llm.layernorm.bwd");
+    }
+  }
   // partial[k] = (dw, db) of rows [k * kBlockRows, (k + 1) * kBlockRows): 2C values.
   const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
   Workspace<T> partial(args, blocks * 2 * c);
+  Workspace<T> centred(args, from_output ? blocks * c : 0);
   T* part = partial.get();
   args.ParallelFor(blocks, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
@@ -63,7 +74,13 @@ void LayernormBwdCpu::Run(const KernelArgs& args) {
       T* db_acc = dw_acc + c;
       std::fill_n(dw_acc, 2 * c, T(0));
       for (int64_t r = k * kBlockRows; r < std::min(n, (k + 1) * kBlockRows); ++r) {
-        LayernormRowBackward(c, dy + r * c, x + r * c, w, mean[r], rstd[r], dx + r * c, dw_acc, db_acc);
+        if (!from_output) {
+          LayernormRowBackward(c, dy + r * c, x + r * c, w, mean[r], rstd[r], dx + r * c, dw_acc, db_acc);
+          continue;
+        }
+        T* row = centred.get() + k * c;
+        for (int64_t j = 0; j < c; ++j) row[j] = (x[r * c + j] - b[j]) / (w[j] * rstd[r]);
+        LayernormRowBackward(c, dy + r * c, row, w, T(0), rstd[r], dx + r * c, dw_acc, db_acc);
       }
     }
   });
@@ -84,9 +101,23 @@ void LayernormBwdCpu::Run(const KernelArgs& args) {
   });
 }
 
+template <typename T>
+void LayernormBwdCpu::Run(const KernelArgs& args) {
+  LayernormBackward<T>(args, false);
+}
+
+struct LayernormBwdFromOutputCpu {
+  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd_from_output; }
+  template <typename T>
+  static void Run(const KernelArgs& args) {
+    LayernormBackward<T>(args, true);
+  }
+};
+
 }  // namespace
 
 TESSEL_DEFINE_KERNEL(LayernormFwdCpu, TESSEL_DEVICE_CPU)
 TESSEL_DEFINE_KERNEL(LayernormBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

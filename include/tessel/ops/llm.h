@@ -12,6 +12,9 @@
  *                      residual stream, which is kept anyway).
  * llm.layernorm.bwd    dX += the gradient through the normalisation (ADDED: dX is the residual stream's
  *                      gradient), dw += sum over rows of dY * xhat, db += sum over rows of dY.
+ * llm.layernorm.bwd_from_output  the same from the forward's output instead of its input (after Tempo):
+ *                      xhat = (Y - b) / w, so a caller that keeps Y anyway (the next matmul's input) needs
+ *                      neither X nor mean. Every w[j] must be nonzero (a zero is refused as invalid).
  * llm.attention.fwd    causal multi-head self-attention of GPT-2. qkv is [B, S, 3C]: per position the
  *                      query, key and value, each C = H * hs wide, head h at columns h*hs .. (h+1)*hs.
  *                      Y[b,t, head h] = sum_{u<=t} softmax_u(q_t . k_u / sqrt(hs)) v_u. lse[b,h,t] is the
@@ -49,6 +52,9 @@ typedef struct tessel_attention_params {
     sizeof(tessel_layernorm_params), "")                                                                    \
   X(llm_layernorm_bwd, "llm.layernorm.bwd",                                                                 \
     "llm.layernorm.bwd(dY:T[N,C], X:T[N,C], w:T[C], mean:T[N], rstd:T[N]) -> (dX:T[N,C], dw:T[C], db:T[C])", \
+    0, "")                                                                                                  \
+  X(llm_layernorm_bwd_from_output, "llm.layernorm.bwd_from_output",                                         \
+    "llm.layernorm.bwd_from_output(dY:T[N,C], Y:T[N,C], w:T[C], b:T[C], rstd:T[N]) -> (dX:T[N,C], dw:T[C], db:T[C])", \
     0, "")                                                                                                  \
   X(llm_attention_fwd, "llm.attention.fwd",                                                                 \
     "llm.attention.fwd(qkv:T[B,S,Q]) -> (Y:T[B,S,C], lse:T[B,H,S])", sizeof(tessel_attention_params), "")  \

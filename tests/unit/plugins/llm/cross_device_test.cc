@@ -48,6 +48,13 @@ TYPED_TEST(LlmCrossDeviceTest, Layernorm) {
                     {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 5)), MakeTensor<T>({c}, RandomValues<T>(c, 6)),
                      MakeTensor<T>({c}, RandomValues<T>(c, 7))},
                     this->Tol());
+  Tensor w_away_from_zero = MakeTensor<T>({c}, RandomValues<T>(c, 8, 0.5, 1.5));
+  CallLlmWith("llm.layernorm.fwd", {&x, &w_away_from_zero, &b}, {&y, &mean, &rstd}, params, nullptr);
+  CompareLlmDevices("llm.layernorm.bwd_from_output",
+                    {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 4)), y, w_away_from_zero, b, rstd},
+                    {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 5)), MakeTensor<T>({c}, RandomValues<T>(c, 6)),
+                     MakeTensor<T>({c}, RandomValues<T>(c, 7))},
+                    this->Tol());
 }
 
 TYPED_TEST(LlmCrossDeviceTest, Attention) {

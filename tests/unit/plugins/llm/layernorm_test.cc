@@ -99,6 +99,43 @@ TYPED_TEST(LayernormTest, BackwardAddsIntoTheGradients) {
   ExpectNear(ToVector<T>(tdb), db, tol, "db");
 }
 
+// The Tempo-style backward from the output gives the backward from the input (the same xhat, rebuilt).
+TYPED_TEST(LayernormTest, BackwardFromOutputMatchesBackwardFromInput) {
+  using T = TypeParam;
+  ThreadPool pool(2);
+  const int64_t n = 70, c = 24;
+  Tensor tx = MakeTensor<T>({n, c}, RandomValues<T>(n * c, 21, -2, 2));
+  // Weights away from zero, as LayerNorm weights are (they start at 1): the rebuild divides by them.
+  Tensor tw = MakeTensor<T>({c}, RandomValues<T>(c, 22, 0.5, 1.5)), tb = MakeTensor<T>({c}, RandomValues<T>(c, 23));
+  Tensor ty = Filled<T>({n, c}, T(0)), tmean = Filled<T>({n}, T(0)), trstd = Filled<T>({n}, T(0));
+  CallLlmWith("llm.layernorm.fwd", {&tx, &tw, &tb}, {&ty, &tmean, &trstd}, kParams, &pool);
+  Tensor tdy = MakeTensor<T>({n, c}, RandomValues<T>(n * c, 24));
+  const auto dx0 = RandomValues<T>(n * c, 25), dw0 = RandomValues<T>(c, 26), db0 = RandomValues<T>(c, 27);
+  Tensor ix = MakeTensor<T>({n, c}, dx0), iw = MakeTensor<T>({c}, dw0), ib = MakeTensor<T>({c}, db0);
+  Tensor ox = MakeTensor<T>({n, c}, dx0), ow = MakeTensor<T>({c}, dw0), ob = MakeTensor<T>({c}, db0);
+  CallLlm("llm.layernorm.bwd", {&tdy, &tx, &tw, &tmean, &trstd}, {&ix, &iw, &ib}, &pool);
+  CallLlm("llm.layernorm.bwd_from_output", {&tdy, &ty, &tw, &tb, &trstd}, {&ox, &ow, &ob}, &pool);
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  const auto widen = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+  ExpectNear(ToVector<T>(ox), widen(ToVector<T>(ix)), tol, "dX");
+  ExpectNear(ToVector<T>(ow), widen(ToVector<T>(iw)), tol, "dw");
+  ExpectNear(ToVector<T>(ob), widen(ToVector<T>(ib)), tol, "db");
+}
+
+TYPED_TEST(LayernormTest, BackwardFromOutputRefusesAZeroWeight) {
+  using T = TypeParam;
+  const int64_t n = 4, c = 8;
+  std::vector<T> w(c, T(1));
+  w[5] = T(0);
+  Tensor tdy = MakeTensor<T>({n, c}, RandomValues<T>(n * c, 1)), ty = MakeTensor<T>({n, c}, RandomValues<T>(n * c, 2));
+  Tensor tw = MakeTensor<T>({c}, w), tb = MakeTensor<T>({c}, RandomValues<T>(c, 3)), trstd = Filled<T>({n}, T(1));
+  Tensor dx = Filled<T>({n, c}, T(0)), dw = Filled<T>({c}, T(0)), db = Filled<T>({c}, T(0));
+  const Status st =
+      TryCallLlm("llm.layernorm.bwd_from_output", {&tdy, &ty, &tw, &tb, &trstd}, {&dx, &dw, &db}, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("w has a zero"), std::string::npos) << st.message();
+}
+
 TYPED_TEST(LayernormTest, BackwardTwiceDoublesTheGradients) {
   using T = TypeParam;
   const int64_t n = 40, c = 16;
