@@ -1,0 +1,105 @@
+// SpillPool: the buffers of the `offload` policy (DESIGN.md "Spill store"). A block whose saved activations
+// are offloaded runs its forward into one of a few pool buffers; the buffer is then written to the worker's
+// spill file (storage/spill_store.h) while later blocks compute, and is free again once written. Its
+// backward prefetches the activations back into a free buffer ahead of use, so Get waits only when the
+// disk is late. Resident memory is the pool, not one copy per block and micro-batch in flight.
+//
+//   SpillPool pool(store, floats_per_block, /*buffers=*/4, device);
+//   TESSEL_ASSIGN_OR_RETURN(float* acts, pool.Acquire(id));   // forward of block `id` into acts
+//   TESSEL_RETURN_IF_ERROR(pool.Offload(id));                  // written while the next blocks compute
+//   ...
+//   TESSEL_RETURN_IF_ERROR(pool.Prefetch(next_id));            // backward, ahead of use
+//   TESSEL_ASSIGN_OR_RETURN(float* back, pool.Get(id));        // nullptr: recompute block `id`
+//   pool.Release(id);
+//
+// Faults never give wrong numbers: a write that finds the disk full (ENOSPC, or spill.budget_bytes) turns
+// spilling off for the rest of the run, and those blocks are recomputed from their kept input (logged once,
+// counted as fallbacks); a read whose Fletcher32 checksum fails is recomputed too (counted). Any other I/O
+// error is kStorage (exit 6).
+//
+// On a GPU each buffer has a pinned host twin: device -> pinned host -> file, and back (the copies wait on
+// the executor's stream).
+// Ownership: the pool owns its buffers and borrows the store (which must outlive it). Thread safety: one
+// thread (the executor's). Failure: kStorage as above; kInternal for allocation failures.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/logging.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "storage/spill_store.h"
+#include "workers/executor.h"
+
+namespace tessel::workers {
+
+struct SpillPoolCounters {
+  int64_t offloaded = 0;           // blocks written out
+  int64_t fetched = 0;             // blocks read back
+  int64_t late_fetches = 0;        // Get found the read not yet done (the disk was late)
+  int64_t recomputed = 0;          // blocks Get told the caller to recompute
+  int64_t no_space_fallbacks = 0;  // writes refused for lack of space (then spilling stops)
+  int64_t checksum_fallbacks = 0;  // reads that failed their checksum
+};
+
+class SpillPool {
+ public:
+  static Result<std::unique_ptr<SpillPool>> Create(storage::SpillStore* store, int64_t floats, int32_t buffers,
+                                                   const DeviceContext& device, const Logger* log);
+  ~SpillPool();
+  SpillPool(const SpillPool&) = delete;
+  SpillPool& operator=(const SpillPool&) = delete;
+
+  // A buffer of `floats` floats for the forward of `id` (waits for an earlier write, or drops a
+  // prefetched block, when no buffer is free).
+  Result<float*> Acquire(int64_t id);
+  // The forward of `id` is done: queue its write (or, once spilling is off, forget it: Get says recompute).
+  Status Offload(int64_t id);
+  // Start reading `id` back if a buffer is free and it is on disk or being written; never waits.
+  Status Prefetch(int64_t id);
+  // `id`'s activations, or nullptr when the caller must recompute them. Waits for a late read.
+  Result<float*> Get(int64_t id);
+  // The backward is done with `id`'s buffer.
+  void Release(int64_t id);
+  // Waits for every queued write (at the end of a step, so that the file holds what it should).
+  Status Drain();
+
+  int64_t resident_bytes() const { return static_cast<int64_t>(buffers_.size()) * bytes(); }
+  int64_t bytes() const { return floats_ * static_cast<int64_t>(sizeof(float)); }
+  bool spilling() const { return spilling_; }
+  const SpillPoolCounters& counters() const { return counters_; }
+
+ private:
+  enum class State { kFree, kForward, kWriting, kReading, kHeld };
+  struct Buffer {
+    Tensor device;  // on the executor's device
+    Tensor host;    // pinned twin on a GPU; empty on the CPU
+    State state = State::kFree;
+    int64_t id = -1;
+    storage::SpillStore::Ticket ticket = -1;
+  };
+
+  SpillPool(storage::SpillStore* store, int64_t floats, const DeviceContext& device, const Logger* log)
+      : store_(store), floats_(floats), device_(device), log_(log) {}
+  void* io_buffer(Buffer& b) { return b.host.numel() > 0 ? b.host.raw() : b.device.raw(); }
+  Buffer* Find(int64_t id, State state);
+  // A free buffer: a free one, else the oldest write finished, else the oldest prefetch dropped; null if
+  // every buffer is in use by a forward or a backward.
+  Result<Buffer*> Free();
+  Status FinishWrite(Buffer& b);
+  Status StartRead(Buffer& b, int64_t id);
+
+  storage::SpillStore* store_;
+  int64_t floats_;
+  DeviceContext device_;
+  const Logger* log_;
+  std::vector<Buffer> buffers_;
+  std::map<int64_t, bool> on_disk_;  // id -> its last write completed (false: in flight or lost)
+  bool spilling_ = true;
+  SpillPoolCounters counters_;
+};
+
+}  // namespace tessel::workers
