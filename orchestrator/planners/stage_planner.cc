@@ -240,8 +240,9 @@ Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSp
       case jobs::SpillPolicy::kOffload:
         break;
     }
-    return UsageError(StrCat(jobs::KeyOrigin(spec, key.substr(0, key.find('['))), ": ", key,
-                             " = \"offload\": spill.policy = \"offload\" is not available yet"));
+    const std::string what = key == "spill.policy" ? "" : StrCat(key, " = \"offload\": ");
+    return UsageError(StrCat(jobs::KeyOrigin(spec, key.substr(0, key.find('['))), ": ", what,
+                             "spill.policy = \"offload\" is not available yet"));
   };
   std::vector<BlockPolicy> out;
   const std::vector<jobs::SpillPolicy>& layers = spec.spill.layer_policies;
@@ -383,6 +384,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     return UsageError(StrCat(jobs::KeyOrigin(spec, "pipeline.stages"), ": ", stages, " stages x ", replicas,
                              " replicas need ", stages * replicas, " workers, but the job runs ", num_workers));
   }
+  // Before the data and the calibration (seconds): a policy this build cannot run is refused at once.
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<workers::BlockPolicy> policies, ResolveBlockPolicies(spec));
   if (!spec.model.init_from.empty()) {
     TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadLlmcCheckpoint(spec.model.init_from));
     const storage::LlmcConfig& h = ck.config;
@@ -401,8 +404,6 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                           workers::LoadTokenSplits(data, model.vocab, train.global_batch(), train.seq_len));
   log.Info(StrCat("tokens: ", splits.train.size(), " to train on, ", splits.val.size(), " to validate on (",
                   splits.train_name, ")"));
-  // Before the calibration (seconds): a policy this build cannot run is refused at once.
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<workers::BlockPolicy> policies, ResolveBlockPolicies(spec));
   TESSEL_ASSIGN_OR_RETURN(StageCosts costs, Calibrate(spec, model, train));
   TESSEL_ASSIGN_OR_RETURN(std::vector<StageShare> split,
                           SplitStages(costs, policies, stages, train.microbatches,
