@@ -300,16 +300,16 @@ Status GptStageExecutor::Init() {
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
   TESSEL_RETURN_IF_ERROR(k_.Require(Ops()));
+  // The replicas of this stage sum their gradients over their own communicator. Collective over every
+  // worker: first, before anything that fails on some stages only (their data) could leave the others
+  // waiting here.
+  TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
   policies_ = a_.block_policies;
   for (BlockPolicy b : policies_) {
     // TODO(offload): the spill store's path; until then the planner refuses the policy before any
     // worker starts, and this is only a guard.
     if (b == BlockPolicy::kOffload) return UsageError("spill.policy = \"offload\" is not available yet");
   }
-  // The replicas of this stage sum their gradients over their own communicator. Collective over every
-  // worker: first, before anything that fails on some stages only (their data) could leave the others
-  // waiting here.
-  TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
   validates_ = HasValidation(a_.data);
   if (p.first() || p.last()) {
     TESSEL_ASSIGN_OR_RETURN(data_, LoadTokenSplits(a_.data, a_.model.vocab, t.global_batch(), t.seq_len));
