@@ -271,9 +271,9 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
   int64_t params = int64_t{blocks.total()} * (12 * c * c + 13 * c);
   if (first) params += embedding + k.context * c;
   if (last) params += 2 * c + (first ? 0 : embedding);
-  int64_t per_microbatch = int64_t{blocks.keep} * n * workers::BlockSavedFloatsPerToken(BlockPolicy::kKeep, c, k.heads) * f +
-                           int64_t{blocks.recompute} * n * workers::BlockSavedFloatsPerToken(BlockPolicy::kRecompute, c, k.heads) * f +
-                           n * c * f;
+  const int64_t kept = workers::BlockSavedFloatsPerToken(BlockPolicy::kKeep, c, k.heads);
+  const int64_t recomputed = workers::BlockSavedFloatsPerToken(BlockPolicy::kRecompute, c, k.heads);
+  int64_t per_microbatch = (int64_t{blocks.keep} * kept + int64_t{blocks.recompute} * recomputed) * n * f + n * c * f;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * (c + 2) * f;
   int64_t scratch = 15 * n * c * f + 2 * f;
@@ -507,7 +507,8 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     const long long keep = i("keep_blocks"), recompute = i("recompute_blocks");
     std::string policy = keep > 0 ? StrCat("keep ", keep) : "";
     if (recompute > 0) policy += StrCat(policy.empty() ? "" : ", ", "recompute ", recompute);
-    std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(), policy.c_str(),
+    std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
+                  policy.c_str(),
                   1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
                   FormatBytes(p.predicted_memory_bytes).c_str());
     out << buf;

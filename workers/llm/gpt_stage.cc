@@ -698,7 +698,8 @@ Result<Record> GptStageExecutor::Evaluate() {
   Set(r, "peak_resident_activation_bytes", static_cast<int64_t>(peak));
   // What each block keeps per token and micro-batch in flight under its policy, and what a block keeps
   // when it keeps everything (the figure "keep" would give every block).
-  Set(r, "saved_activation_bytes_per_token", std::vector<double>(per_worker.begin() + static_cast<std::ptrdiff_t>(per_block_at), per_worker.end()));
+  Set(r, "saved_activation_bytes_per_token",
+      std::vector<double>(per_worker.begin() + static_cast<std::ptrdiff_t>(per_block_at), per_worker.end()));
   Set(r, "saved_activation_bytes_per_token_keep_all",
       static_cast<int64_t>(sizeof(float) * BlockSavedFloatsPerToken(BlockPolicy::kKeep, C(), a_.model.heads)));
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));

@@ -96,7 +96,8 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
   // micro-batches' saved activations (16 C floats a token, the LayerNorm statistics, the attention's lse).
   const int64_t per_block_microbatch = n * (16 * c + 4 + k.heads) * 4;
   const int64_t params_block = 16 * (12 * c * c + 13 * c);
-  const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4), b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
+  const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
+  const int64_t b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
   EXPECT_EQ(b - a, params_block + 2 * per_block_microbatch) << "stage 1 of 3 keeps 2 micro-batches";
   // The last stage of a pipeline holds a copy of the tied embedding (and its exchange buffer); alone, none.
   const int64_t embedding = k.padded_vocab * c;
@@ -138,7 +139,8 @@ TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
   EXPECT_EQ(keep4 - keep3, slots * (kept - input) - scratch);
   EXPECT_EQ(keep4 - keep0, 4 * slots * (kept - input) - scratch);
   // With one micro-batch in flight a single recompute block saves nothing: its scratch is the block.
-  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1), StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1));
+  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
+            StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1));
 }
 
 TEST(SplitStages, ARecomputeBlockCostsOneMoreForwardAndMovesTheSplit) {

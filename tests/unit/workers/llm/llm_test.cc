@@ -183,7 +183,8 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
   // Every block recomputed, and each mix: the kernels are deterministic and the recomputed forward sees
   // the same input and weights, so not even the last bit may differ (validation runs through the
   // recompute blocks' scratch too).
-  const std::vector<std::vector<BlockPolicy>> cases = {{kRecompute, kRecompute}, {kRecompute, kKeep}, {kKeep, kRecompute}};
+  const std::vector<std::vector<BlockPolicy>> cases = {
+      {kRecompute, kRecompute}, {kRecompute, kKeep}, {kKeep, kRecompute}};
   for (const std::vector<BlockPolicy>& policies : cases) {
     Record summary;
     const std::vector<double> other = Train(2, 4, "", policies, &summary);
