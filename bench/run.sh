@@ -16,7 +16,9 @@
 #                  RelGraphConv and PyG's NeighborLoader + RGCNConv (where it runs), ratio to the best
 #   llm            Tessel's GPT-2 on tiny Shakespeare (gpt-shakespeare.toml, 4 blocks, width 256): step time,
 #                  tokens/s, GFLOP/s against the sgemm limit measured in the same run, 1, 2 and 3 stages;
-#                  the stage planner's predicted per-stage times against the measured ones (12 blocks)
+#                  the stage planner's predicted per-stage times against the measured ones (12 blocks);
+#                  per saved-activation policy (keep, recompute): step time, tokens/s and resident
+#                  activation bytes, on that model and on a 12-block width-768 one (>= 1 GB kept a step)
 #   peers-llm      the same model, checkpoint, tokens and threads in PyTorch (bench/peers/gpt_peer.py), with
 #                  and without torch.compile, side by side with Tessel; ratio = Tessel / best PyTorch
 #   spill, partition: not implemented yet (exit 2)
@@ -40,6 +42,10 @@
 #   --rows LIST        row sizes in bytes (default 128,256,512,1024,2048)
 #   --pages P          huge, 4k or both (default both: the table with and without transparent huge pages)
 #   --reps N           repetitions, medians reported (default 7; 5 with --quick)
+#   llm only:
+#   --sections LIST    subset of stages,planner,policies (default all)
+#   --policies LIST    spill.policy values of the policy rows (default keep,recompute)
+#   --policy-models L  subset of small,large (default both; small with --quick)
 #
 # It builds only the binaries it runs (cmake --build build --target tessel tessel-bench-limits; for gather
 # tessel-bench-gather and libtessel_gather.so) in an existing build directory, and for the rgnn families
@@ -52,12 +58,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
 args=()
 gather_args=()
+llm_extra=()
 rgnn_only=""
 wait_idle=0
 peers="pyg,dgl,torch"
@@ -78,6 +85,10 @@ while (( $# )); do
     --threads|--table-mib|--out-mib|--rows|--pages|--reps)
       [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
       gather_args+=("$1" "$2")
+      shift ;;
+    --sections|--policies|--policy-models)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      llm_extra+=("$1" "$2")
       shift ;;
     --json)
       [[ $# -ge 2 ]] || { echo "run.sh: --json needs a FILE" >&2; exit 2; }
@@ -164,6 +175,7 @@ if [[ "$family" == llm || "$family" == peers-llm ]]; then
   llm_args=("$family")
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && llm_args+=(--quick); done
   [[ -n "${json:-}" ]] && llm_args+=(--json "$json")
+  llm_args+=(${llm_extra[@]+"${llm_extra[@]}"})
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/llm/llm_bench.py" "${llm_args[@]}"
 fi
 echo "[bench] cmake --build build --target tessel tessel-bench-limits" >&2

@@ -120,6 +120,27 @@ struct Binder<std::vector<int32_t>> {
     dst.assign(values.begin(), values.end());
   }
 };
+// An array of enums travels as an array of their TOML names; its field's constraint lists the names it
+// takes (a subset of NamesOf(E{})), and Convert() has checked every element against them.
+template <typename E>
+requires std::is_enum_v<E>
+struct Binder<std::vector<E>> {
+  static constexpr ValueType kType = ValueType::kStringArray;
+  static Value ToValue(const std::vector<E>& v) {
+    std::vector<std::string> names;
+    for (E e : v) names.emplace_back(NamesOf(e)[static_cast<size_t>(e)]);
+    return names;
+  }
+  static void FromValue(std::vector<E>& dst, const Value& v) {
+    const auto names = NamesOf(E{});
+    dst.clear();
+    for (const std::string& name : std::get<std::vector<std::string>>(v)) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == name) dst.push_back(static_cast<E>(i));
+      }
+    }
+  }
+};
 // Enums travel as their TOML name; Convert() has already checked it is one of NamesOf(E{}).
 template <typename E>
 requires std::is_enum_v<E>
@@ -290,7 +311,11 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(spill.dir, NonEmpty(), "Directory of the per-worker HDF5 spill files (local NVMe is best)."),
       TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
       TESSEL_JOB_FIELD(spill.policy, Any(),
-                       "What happens to saved activations; \"auto\" lets the planner choose per tensor."),
+                       "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "
+                       "or spill (offload); \"auto\" lets the planner choose."),
+      TESSEL_JOB_FIELD(spill.layer_policies, OneOf({"keep", "recompute", "offload"}),
+                       "llm: a policy per block, first block first (model.layers entries); [] = every block follows "
+                       "spill.policy."),
       TESSEL_JOB_FIELD(spill.checksum, Any(), "Fletcher32 checksum on every spilled tensor."),
       // [checkpoint]
       TESSEL_JOB_FIELD(checkpoint.dir, Any(), "Checkpoint directory; \"\" = OUTPUT_DIR/checkpoints."),
@@ -511,7 +536,9 @@ Result<Value> Convert(const Field& field, const toml::node& node) {
         }
         out.push_back(s->get());
       }
-      return Value(std::move(out));
+      Value value(std::move(out));
+      if (std::string problem = CheckConstraint(field, value); !problem.empty()) return UsageError(problem);
+      return value;
     }
     case ValueType::kIntegerArray: {
       const auto* arr = node.as_array();
@@ -539,6 +566,15 @@ std::string CheckConstraint(const Field& field, const Value& value) {
     if (c.non_empty && s->empty()) return "must not be empty";
     if (!c.choices.empty() && std::find(c.choices.begin(), c.choices.end(), *s) == c.choices.end()) {
       return StrCat(QuoteToml(*s), " is not allowed; allowed values: ", ChoicesText(c.choices));
+    }
+    return "";
+  }
+  if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {
+    for (size_t i = 0; i < v->size() && !c.choices.empty(); ++i) {
+      if (std::find(c.choices.begin(), c.choices.end(), (*v)[i]) == c.choices.end()) {
+        return StrCat("element ", i, " = ", QuoteToml((*v)[i]), " is not allowed; allowed values: ",
+                      ChoicesText(c.choices));
+      }
     }
     return "";
   }

@@ -32,7 +32,8 @@ enum class ValueType {
 // A field's value, independent of the C++ member it lands in (enums travel as their name).
 using Value = std::variant<int64_t, double, bool, std::string, std::vector<std::string>, std::vector<int64_t>>;
 
-// What a value must satisfy beyond its type. Bounds apply to numbers; choices and non_empty to strings.
+// What a value must satisfy beyond its type. Bounds apply to numbers; choices and non_empty to strings
+// (choices also to each element of an array of strings).
 struct Constraint {
   bool required = false;
   bool non_empty = false;

@@ -184,6 +184,9 @@ struct SpillSection {
   std::string dir = "/tmp/tessel-spill";
   int64_t budget_bytes = 0;     // 0 = unlimited
   SpillPolicy policy = SpillPolicy::kAuto;
+  // llm: one entry per block (model.layers of them), each kKeep, kRecompute or kOffload; [] = every
+  // block follows `policy`.
+  std::vector<SpillPolicy> layer_policies;
   bool checksum = false;        // HDF5 Fletcher32 on every spilled tensor
   bool operator==(const SpillSection&) const = default;
 };

@@ -259,6 +259,12 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
                          m.layers, " (or [] to let the planner split)"));
     }
   }
+  const std::vector<SpillPolicy>& policies = spec.spill.layer_policies;
+  if (!policies.empty() && static_cast<int64_t>(policies.size()) != m.layers) {
+    errors->Add(at_either("spill.layer_policies", "model.layers"),
+                StrCat("spill.layer_policies has ", policies.size(), " entries but model.layers = ", m.layers,
+                       ": give one policy per block, first block first (or [] for spill.policy on every block)"));
+  }
   // microbatch x accumulation (micro-batches) x data-parallel = global batch.
   const int64_t per_step = int64_t{p.microbatches} * p.data_parallel;
   if (t.microbatch_size > 0) {

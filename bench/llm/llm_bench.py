@@ -6,7 +6,13 @@ llm        Tessel's GPT-2 on tiny Shakespeare (jobs/examples/gpt-shakespeare.tom
            tokens per second, achieved GFLOP/s and its fraction of the sgemm limit measured in the same run
            (tessel-bench-limits at the same threads). Then the stage planner on a 12-block model for 2 and
            3 stages: each stage's predicted time per micro-batch (`tessel plan`'s calibration) against the
-           time the stage measured (its forward and backward compute, waits excluded).
+           time the stage measured (its forward and backward compute, waits excluded). Then the
+           saved-activation policies (--policies, default keep,recompute: [spill] policy for every
+           block), 1 stage, all the cores: median step time, tokens per second, the executor's
+           peak_resident_activation_bytes and the saved bytes a token, on the tiny-Shakespeare model
+           ("small", 12 steps, 6 with --quick) and on a 12-block, width-768, 12-head model at context 256
+           with micro-batches of 8 sequences ("large": 1.2 GB of saved activations a step under keep;
+           4 steps, the median of the last 2; left out with --quick unless --policy-models names it).
 peers-llm  the same model, checkpoint, token file, batches and threads in PyTorch (bench/peers/gpt_peer.py,
            written from the same equations; F.scaled_dot_product_attention, fused AdamW, with and without
            torch.compile), side by side with Tessel (1 stage, 2 threads), from one llm.c checkpoint; the
@@ -43,7 +49,7 @@ def sgemm_limit(threads):
     return json.loads(out)["sgemm"]["gflops"]
 
 
-def run_tessel(out, stages, threads, steps, extra, layers=4):
+def run_tessel(out, stages, threads, steps, extra, layers=4, skip=2):
     workers = stages
     sets = {"resources.workers": workers, "resources.threads_per_worker": threads, "pipeline.stages": stages,
             "pipeline.microbatches": 1 if stages == 1 else 4, "train.steps": steps, "train.warmup_steps": 2,
@@ -60,18 +66,76 @@ def run_tessel(out, stages, threads, steps, extra, layers=4):
         tail = (p.stderr.strip().splitlines() or [""])[-1]
         return {"error": f"exit {p.returncode}: {tail}"}
     s = json.load(open(os.path.join(out, "summary.json")))
-    secs = s["step_seconds"][2:] or s["step_seconds"]
+    secs = s["step_seconds"][skip:] or s["step_seconds"]
     step = statistics.median(secs)
     return {"step_seconds": step, "tokens_per_second": s["tokens_per_step"] / step,
             "gflops": s["flops_per_step"] / step / 1e9, "losses": s["step_loss"], "summary": s}
 
 
+# The policy rows' models: name -> (job overrides, steps, steps left out of the median).
+POLICY_MODELS = {
+    "small": ({}, None, 2),
+    "large": ({"model.layers": 12, "model.hidden": 768, "model.heads": 12, "model.context": 256,
+               "train.batch_size": 8, "train.warmup_steps": 1}, 4, 2),
+}
+
+
+def policies(a, rows, cores):
+    work = os.path.join(BUILD, "bench", "llm")
+    names = [p for p in a.policies.split(",") if p]
+    models = [m for m in (a.policy_models or ("small" if a.quick else "small,large")).split(",") if m]
+    print(f"\nsaved-activation policies, 1 stage, {cores} threads")
+    print(f"{'model':>6} {'policy':>10} {'step ms':>9} {'tokens/s':>9} {'peak act. MB':>12} {'B/token/block':>13}"
+          f"  loss step 1 -> last")
+    for model in models:
+        extra, steps, skip = POLICY_MODELS[model]
+        steps = steps or (6 if a.quick else 12)
+        layers = extra.get("model.layers", 4)
+        ref = None
+        for policy in names:
+            r = run_tessel(os.path.join(work, f"policy_{model}_{policy}"), 1, cores, steps,
+                           dict(extra, **{"spill.policy": policy}), layers=layers, skip=skip)
+            case = f"policy_{model}_{policy}"
+            if "error" in r:
+                print(f"{model:>6} {policy:>10}  {r['error']}")
+                rows.append({"bench": "llm", "case": case, "metric": "step_seconds", "value": None, "unit": "s",
+                             "status": "error", "error": r["error"]})
+                continue
+            s = r["summary"]
+            peak = s["peak_resident_activation_bytes"]
+            per_token = s["saved_activation_bytes_per_token"]
+            mean_per_token = sum(per_token) / len(per_token)
+            same = ""
+            if ref is None:
+                ref = r
+            else:
+                same = "  (losses = " + ("keep's, bit for bit)" if r["losses"] == ref["losses"] else "differ!)")
+            print(f"{model:>6} {policy:>10} {1e3 * r['step_seconds']:>9.1f} {r['tokens_per_second']:>9.0f} "
+                  f"{peak / 1e6:>12.1f} {mean_per_token:>13.0f}  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}{same}")
+            common = {"bench": "llm", "case": case, "model": model, "policy": policy, "threads_per_worker": cores,
+                      "steps": steps, "layers": layers}
+            base = {} if r is ref else {"baseline": ref["step_seconds"], "ratio": r["step_seconds"] / ref["step_seconds"]}
+            rows.append(dict(common, metric="step_seconds", value=r["step_seconds"], unit="s", **base))
+            rows.append(dict(common, metric="tokens_per_second", value=r["tokens_per_second"], unit="tokens/s"))
+            base = {} if r is ref else {"baseline": ref["summary"]["peak_resident_activation_bytes"],
+                                        "ratio": peak / ref["summary"]["peak_resident_activation_bytes"]}
+            rows.append(dict(common, metric="peak_resident_activation_bytes", value=peak, unit="B", **base))
+            rows.append(dict(common, metric="saved_activation_bytes_per_token", value=mean_per_token,
+                             unit="B/token/block", keep_all=s["saved_activation_bytes_per_token_keep_all"]))
+            if r is not ref:
+                rows.append(dict(common, metric="losses_equal_to_first_policy",
+                                 value=1 if r["losses"] == ref["losses"] else 0, unit="bool"))
+
+
 def llm(a, rows, limit, cores):
     steps = 6 if a.quick else 12
     work = os.path.join(BUILD, "bench", "llm")
+    sections = set(a.sections.split(","))
     print(f"sgemm limit: {limit:.1f} GFLOP/s ({cores} threads, tessel-bench-limits)")
-    print(f"{'stages':>6} {'threads':>7} {'step ms':>8} {'tokens/s':>9} {'GFLOP/s':>8} {'of limit':>8}  loss step 1 -> last")
-    for stages in (1, 2, 3):
+    if "stages" in sections:
+        print(f"{'stages':>6} {'threads':>7} {'step ms':>8} {'tokens/s':>9} {'GFLOP/s':>8} {'of limit':>8}  "
+              "loss step 1 -> last")
+    for stages in (1, 2, 3) if "stages" in sections else ():
         threads = cores if stages == 1 else max(1, cores // stages)
         r = run_tessel(os.path.join(work, f"s{stages}"), stages, threads, steps, {})
         row = {"bench": "llm", "case": f"stages_{stages}", "stages": stages, "threads_per_worker": threads}
@@ -87,9 +151,10 @@ def llm(a, rows, limit, cores):
         rows.append(dict(row, metric="gflops", value=r["gflops"], unit="GFLOP/s", baseline=limit,
                          fraction_of_limit=frac))
     # The planner: predicted against measured, per stage, on a 12-block model.
-    print("\nstage planner, 12 blocks: predicted vs measured forward + backward per micro-batch (ms)")
-    print(f"{'stages':>6} {'stage':>5} {'blocks':>6} {'predicted':>9} {'measured':>9} {'error':>7}")
-    for stages in (2, 3):
+    if "planner" in sections:
+        print("\nstage planner, 12 blocks: predicted vs measured forward + backward per micro-batch (ms)")
+        print(f"{'stages':>6} {'stage':>5} {'blocks':>6} {'predicted':>9} {'measured':>9} {'error':>7}")
+    for stages in (2, 3) if "planner" in sections else ():
         threads = max(1, cores // stages)
         r = run_tessel(os.path.join(work, f"plan{stages}"), stages, threads, 6 if a.quick else 8, {}, layers=12)
         if "error" in r:
@@ -107,6 +172,8 @@ def llm(a, rows, limit, cores):
             rows.append({"bench": "llm", "case": f"planner_{stages}_stages_stage_{i}", "metric": "stage_seconds",
                          "value": m, "unit": "s", "baseline": p, "ratio": m / p, "relative_error": err,
                          "threads_per_worker": threads, "blocks": blocks[i]})
+    if "policies" in sections:
+        policies(a, rows, cores)
 
 
 def peers(a, rows, limit, cores):
@@ -181,7 +248,16 @@ def main(argv=None):
     ap.add_argument("family", choices=["llm", "peers-llm"])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--sections", default="stages,planner,policies",
+                    help="llm: subset of stages,planner,policies")
+    ap.add_argument("--policies", default="keep,recompute",
+                    help="llm: spill.policy values of the policy rows, the first the baseline")
+    ap.add_argument("--policy-models", help="llm: subset of small,large (default both; small with --quick)")
     a = ap.parse_args(argv)
+    unknown = set(a.sections.split(",")) - {"stages", "planner", "policies"}
+    unknown |= set((a.policy_models or "small").split(",")) - set(POLICY_MODELS)
+    if unknown:
+        ap.error(f"unknown section or policy model: {', '.join(sorted(unknown))}")
     if not os.path.exists(TEXT):
         print(f"llm_bench: {TEXT} is missing (the shared tiny Shakespeare)", file=sys.stderr)
         return 2

@@ -141,7 +141,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   Tensor att2 = Tensor::Borrow(att->raw(), DType::kF32, {n, c});
   Tensor datt2 = Tensor::Borrow(datt->raw(), DType::kF32, {n, c});
   Tensor fx = Tensor::Borrow(x->raw(), DType::kF32, {n * c}), fy = Tensor::Borrow(y->raw(), DType::kF32, {n * c});
-  const auto block = [&]() -> Status {
+  const auto block_forward = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lqkv.w, lqkv.b}, {&qkv2}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
@@ -151,7 +151,10 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lfc.w, lfc.b}, {wide}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {wide2, lfcproj.w, lfcproj.b}, {y}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy}));
+    return k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy});
+  };
+  const auto block = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(block_forward());
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, wide2, lfcproj.w}, {dwide, lfcproj.dw, lfcproj.db}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_bwd, {dwide, wide}, {wide2}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {wide2, y, lfc.w}, {x, lfc.dw, lfc.db}));
@@ -208,6 +211,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   TESSEL_RETURN_IF_ERROR(block());  // first touches
   StageCosts costs;
   TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
+  TESSEL_ASSIGN_OR_RETURN(costs.block_forward_seconds, best_of(3, block_forward));
   TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
   costs.head_seconds *= static_cast<double>(n) / static_cast<double>(hn);
   TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
@@ -222,31 +226,74 @@ int64_t Slots(int32_t stage, int32_t stages, int32_t microbatches) {
 
 }  // namespace
 
-int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, int32_t blocks, int32_t microbatches) {
+Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSpec& spec) {
+  using workers::BlockPolicy;
+  const auto resolve = [&](jobs::SpillPolicy p, const std::string& key) -> Result<BlockPolicy> {
+    switch (p) {
+      case jobs::SpillPolicy::kAuto:
+        // TODO(offload): auto is resolved by the spill bandwidth measurement
+        return BlockPolicy::kKeep;
+      case jobs::SpillPolicy::kKeep:
+        return BlockPolicy::kKeep;
+      case jobs::SpillPolicy::kRecompute:
+        return BlockPolicy::kRecompute;
+      case jobs::SpillPolicy::kOffload:
+        break;
+    }
+    const std::string what = key == "spill.policy" ? "" : StrCat(key, " = \"offload\": ");
+    return UsageError(StrCat(jobs::KeyOrigin(spec, key.substr(0, key.find('['))), ": ", what,
+                             "spill.policy = \"offload\" is not available yet"));
+  };
+  std::vector<BlockPolicy> out;
+  const std::vector<jobs::SpillPolicy>& layers = spec.spill.layer_policies;
+  for (int32_t l = 0; l < spec.model.layers; ++l) {
+    const bool own = !layers.empty();
+    TESSEL_ASSIGN_OR_RETURN(BlockPolicy b, resolve(own ? layers[static_cast<size_t>(l)] : spec.spill.policy,
+                                                   own ? StrCat("spill.layer_policies[", l, "]") : "spill.policy"));
+    out.push_back(b);
+  }
+  return out;
+}
+
+StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32_t first, int32_t end) {
+  StageBlocks b;
+  for (int32_t l = first; l < end; ++l) {
+    (policies[static_cast<size_t>(l)] == workers::BlockPolicy::kRecompute ? b.recompute : b.keep) += 1;
+  }
+  return b;
+}
+
+int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
+  using workers::BlockPolicy;
   const int64_t f = sizeof(float), n = k.tokens, c = k.width;
   const bool first = s == 0, last = s == stages - 1;
   const int64_t embedding = k.padded_vocab * c;
-  int64_t params = int64_t{blocks} * (12 * c * c + 13 * c);
+  int64_t params = int64_t{blocks.total()} * (12 * c * c + 13 * c);
   if (first) params += embedding + k.context * c;
   if (last) params += 2 * c + (first ? 0 : embedding);
-  int64_t per_microbatch = int64_t{blocks} * n * (16 * c + 4 + k.heads) * f + n * c * f;
+  const int64_t kept = workers::BlockSavedFloatsPerToken(BlockPolicy::kKeep, c, k.heads);
+  const int64_t recomputed = workers::BlockSavedFloatsPerToken(BlockPolicy::kRecompute, c, k.heads);
+  int64_t per_microbatch = (int64_t{blocks.keep} * kept + int64_t{blocks.recompute} * recomputed) * n * f + n * c * f;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * (c + 2) * f;
   int64_t scratch = 15 * n * c * f + 2 * f;
+  if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchFloatsPerToken(c, k.heads) * f;
   if (last) scratch += 2 * n * k.vocab * f + n + 16;
   if (stages > 1 && (first || last)) scratch += embedding * f;
   return 4 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
 }
 
-Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers, int32_t stages, int32_t microbatches,
-                                            int64_t budget, const std::vector<int32_t>& fixed,
-                                            const std::string& budget_origin) {
+Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies,
+                                            int32_t stages, int32_t microbatches, int64_t budget,
+                                            const std::vector<int32_t>& fixed, const std::string& budget_origin) {
+  const auto layers = static_cast<int32_t>(policies.size());
   const auto share = [&](int32_t s, int32_t first, int32_t end) {
     StageShare sh;
     sh.first = first, sh.end = end;
-    const int32_t blocks = end - first;
-    sh.seconds = blocks * k.block_seconds + (s == 0 ? k.embed_seconds : 0) + (s == stages - 1 ? k.head_seconds : 0);
-    sh.memory_bytes = StageMemoryBytes(k, s, stages, blocks, microbatches);
+    sh.blocks = CountBlocks(policies, first, end);
+    sh.seconds = sh.blocks.total() * k.block_seconds + sh.blocks.recompute * k.block_forward_seconds +
+                 (s == 0 ? k.embed_seconds : 0) + (s == stages - 1 ? k.head_seconds : 0);
+    sh.memory_bytes = StageMemoryBytes(k, s, stages, sh.blocks, microbatches);
     return sh;
   };
   std::vector<StageShare> out;
@@ -301,7 +348,8 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, int32_t layers,
                                " stages: the split with the smallest largest stage needs ", least,
                                " bytes on that stage, short by ", least - budget, " bytes (",
                                (least - budget + (1 << 20) - 1) >> 20,
-                               " MiB); raise the budget, add stages, or shrink train.microbatch_size"));
+                               " MiB); raise the budget, add stages, shrink train.microbatch_size, or recompute blocks "
+                               "(spill.policy = \"recompute\")"));
     }
     std::vector<int32_t> ends(S);
     int32_t j = layers;
@@ -336,6 +384,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     return UsageError(StrCat(jobs::KeyOrigin(spec, "pipeline.stages"), ": ", stages, " stages x ", replicas,
                              " replicas need ", stages * replicas, " workers, but the job runs ", num_workers));
   }
+  // Before the data and the calibration (seconds): a policy this build cannot run is refused at once.
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<workers::BlockPolicy> policies, ResolveBlockPolicies(spec));
   if (!spec.model.init_from.empty()) {
     TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadLlmcCheckpoint(spec.model.init_from));
     const storage::LlmcConfig& h = ck.config;
@@ -356,7 +406,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                   splits.train_name, ")"));
   TESSEL_ASSIGN_OR_RETURN(StageCosts costs, Calibrate(spec, model, train));
   TESSEL_ASSIGN_OR_RETURN(std::vector<StageShare> split,
-                          SplitStages(costs, model.layers, stages, train.microbatches,
+                          SplitStages(costs, policies, stages, train.microbatches,
                                       spec.resources.memory_budget_bytes, spec.pipeline.layers,
                                       jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
   double slowest = 0;
@@ -366,7 +416,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Plan plan;
   plan.step_unit = "step";
   plan.num_steps = train.steps;
-  std::vector<double> blocks, predicted;
+  std::vector<double> blocks, recomputed, predicted;
   for (int32_t r = 0; r < replicas; ++r) {
     for (int32_t s = 0; s < stages; ++s) {
       auto a = std::make_unique<workers::LlmStageAssignment>();
@@ -375,6 +425,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       a->data = data;
       a->place = workers::StagePlacement{s, stages, split[static_cast<size_t>(s)].first, split[static_cast<size_t>(s)].end, r};
       a->init_from = spec.model.init_from;
+      const StageShare& share = split[static_cast<size_t>(s)];
+      a->block_policies.assign(policies.begin() + share.first, policies.begin() + share.end);
       WorkerPlan w;
       w.payload = std::move(a);
       w.predicted_memory_bytes = split[static_cast<size_t>(s)].memory_bytes;
@@ -384,11 +436,14 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       Set(w.details, "first_block", int64_t{split[static_cast<size_t>(s)].first});
       Set(w.details, "end_block", int64_t{split[static_cast<size_t>(s)].end});
       Set(w.details, "seconds_per_microbatch", split[static_cast<size_t>(s)].seconds);
+      Set(w.details, "keep_blocks", int64_t{share.blocks.keep});
+      Set(w.details, "recompute_blocks", int64_t{share.blocks.recompute});
       plan.workers.push_back(std::move(w));
     }
   }
   for (const StageShare& s : split) {
     blocks.push_back(s.end - s.first);
+    recomputed.push_back(s.blocks.recompute);
     predicted.push_back(s.seconds);
   }
   Record pipeline;
@@ -396,9 +451,11 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Set(pipeline, "microbatches", int64_t{train.microbatches});
   Set(pipeline, "data_parallel", int64_t{replicas});
   Set(pipeline, "blocks_per_stage", blocks);
+  Set(pipeline, "recompute_blocks_per_stage", recomputed);
   Set(pipeline, "predicted_stage_seconds_per_microbatch", predicted);
   Set(pipeline, "predicted_step_seconds", step_seconds);
   Set(pipeline, "calibrated_block_seconds", costs.block_seconds);
+  Set(pipeline, "calibrated_block_forward_seconds", costs.block_forward_seconds);
   Set(pipeline, "calibrated_head_seconds", costs.head_seconds);
   Set(pipeline, "calibrated_embedding_seconds", costs.embed_seconds);
   Set(plan.summary, "model", "gpt2");
@@ -428,14 +485,16 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
   const Record* pipeline = pv ? std::get_if<Record>(&pv->data) : nullptr;
   if (pipeline) {
     std::snprintf(buf, sizeof buf,
-                  "calibrated here (%d threads), per micro-batch forward + backward: block %.1f ms, embedding %.1f "
-                  "ms, head %.1f ms\n",
+                  "calibrated here (%d threads), per micro-batch forward + backward: block %.1f ms (forward %.1f ms), "
+                  "embedding %.1f ms, head %.1f ms\n",
                   spec.resources.threads_per_worker, 1e3 * FindNumber(*pipeline, "calibrated_block_seconds").value_or(0),
+                  1e3 * FindNumber(*pipeline, "calibrated_block_forward_seconds").value_or(0),
                   1e3 * FindNumber(*pipeline, "calibrated_embedding_seconds").value_or(0),
                   1e3 * FindNumber(*pipeline, "calibrated_head_seconds").value_or(0));
     out << buf;
   }
-  std::snprintf(buf, sizeof buf, "%-6s %-8s %-22s %14s %12s\n", "worker", "stage", "blocks", "ms/microbatch", "memory");
+  std::snprintf(buf, sizeof buf, "%-6s %-8s %-22s %-22s %14s %12s\n", "worker", "stage", "blocks", "saved activations",
+                "ms/microbatch", "memory");
   out << buf;
   for (size_t w = 0; w < plan.workers.size(); ++w) {
     const WorkerPlan& p = plan.workers[w];
@@ -445,7 +504,11 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     if (s == 0) what = "embed + " + what;
     if (s == spec.pipeline.stages - 1) what += " + head";
     const std::string stage = StrCat(s, " (r", i("replica"), ")");
-    std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
+    const long long keep = i("keep_blocks"), recompute = i("recompute_blocks");
+    std::string policy = keep > 0 ? StrCat("keep ", keep) : "";
+    if (recompute > 0) policy += StrCat(policy.empty() ? "" : ", ", "recompute ", recompute);
+    std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
+                  policy.c_str(),
                   1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
                   FormatBytes(p.predicted_memory_bytes).c_str());
     out << buf;

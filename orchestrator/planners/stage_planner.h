@@ -8,8 +8,13 @@
 // come from a micro-benchmark run here, on this rank, with the job's kernels and threads: every op of a
 // block, of the head and of the embedding at the job's micro-batch shape, best of a few runs. Memory is
 // counted: parameters, gradients and AdamW moments (16 bytes a parameter), the saved activations of the
-// min(stages - s, microbatches) micro-batches 1F1B keeps in flight on stage s, and the scratch buffers.
-// The step time is predicted as (microbatches + stages - 1) x the slowest stage (1F1B's bubble).
+// min(stages - s, microbatches) micro-batches 1F1B keeps in flight on stage s under each block's policy
+// (keep: every tensor; recompute: the block's input, plus one shared scratch per stage), and the scratch
+// buffers. A recompute block costs one more block forward per micro-batch (its forward again, in the
+// backward). The step time is predicted as (microbatches + stages - 1) x the slowest stage (1F1B's bubble).
+//
+// The block policies come from [spill] policy and layer_policies (ResolveBlockPolicies); "auto" resolves
+// to keep in this build, and "offload" is refused (kUsage) until the executor has the spill store's path.
 //
 // Before any rank starts it also reads the tokens and the model.init_from checkpoint, so bad data is
 // exit 3 and a checkpoint of another shape exit 2 here, not on a worker.
@@ -24,29 +29,46 @@ namespace tessel::orchestrator {
 // Measured costs of one micro-batch (forward + backward, seconds), and the shapes its memory follows from.
 struct StageCosts {
   double block_seconds = 0, embed_seconds = 0, head_seconds = 0;
+  double block_forward_seconds = 0;  // the forward alone, part of block_seconds: a recompute block's extra
   int64_t tokens = 0;  // N = B x T of a micro-batch
   int64_t width = 0, heads = 0, vocab = 0, padded_vocab = 0, context = 0;
 };
 
-// The bytes stage s of `stages` holds with `blocks` blocks, as the executor allocates them
+// The policy of every block of the model (model.layers entries): spill.layer_policies, or spill.policy for
+// every block when that is []. kUsage naming the key for "offload" (not available yet).
+Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSpec& spec);
+
+// A stage's blocks, by policy.
+struct StageBlocks {
+  int32_t keep = 0, recompute = 0;
+  int32_t total() const { return keep + recompute; }
+};
+StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32_t first, int32_t end);
+
+// The bytes stage s of `stages` holds with `blocks`, as the executor allocates them
 // (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments (16 bytes a parameter, the
 // last stage's copy of the tied embedding included); the saved activations of min(stages - s,
-// microbatches) micro-batches (per block and token: 16 C floats, the LayerNorm statistics and the
-// attention's log-sum-exp; the stage's output; the first stage's tokens, the last stage's targets and
-// final LayerNorm); and the scratch (15 C floats a token, the last stage's logits and their gradient, the
-// tied embedding's exchange buffer).
-int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, int32_t blocks, int32_t microbatches);
+// microbatches) micro-batches (per block and token workers::BlockSavedFloatsPerToken: 16 C floats, the
+// LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed one; the
+// stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the recompute
+// scratch when any block recomputes (one kept block's tensors less its input); and the scratch (15 C
+// floats a token, the last stage's logits and their gradient, the tied embedding's exchange buffer).
+int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
+                         int32_t microbatches);
 
 // One stage of a split: blocks [first, end), predicted time per micro-batch and peak memory.
 struct StageShare {
   int32_t first = 0, end = 0;
+  StageBlocks blocks;
   double seconds = 0;
   int64_t memory_bytes = 0;
 };
 
-// The split minimising the slowest stage under `budget` bytes per worker (0 = none); `fixed` (blocks per
-// stage) overrides the choice. kUsage naming the shortfall when no split fits.
-Result<std::vector<StageShare>> SplitStages(const StageCosts& costs, int32_t layers, int32_t stages,
+// The split of the blocks (one policy each, first block first) minimising the slowest stage under `budget`
+// bytes per worker (0 = none); `fixed` (blocks per stage) overrides the choice. kUsage naming the
+// shortfall when no split fits.
+Result<std::vector<StageShare>> SplitStages(const StageCosts& costs, const std::vector<workers::BlockPolicy>& policies,
+                                            int32_t stages,
                                             int32_t microbatches, int64_t budget, const std::vector<int32_t>& fixed,
                                             const std::string& budget_origin);
 

@@ -3,6 +3,10 @@
 # - exactness: with a fixed seed the loss at every step, and the validation loss, agree to 1e-4 relative
 #   between the embedded run (1 stage) and 2 and 3 pipeline stages under mpirun (1F1B over 4 micro-batches,
 #   activations and gradients point-to-point), and data-parallel degree 2 (2 stages x 2 replicas);
+# - saved-activation policies: 2 stages with every block recomputed ([spill] policy = "recompute"), and
+#   with a mix (spill.layer_policies), match the 1-stage keep run like the others, and the 2-stage keep
+#   run bit for bit, while keeping fewer bytes; "offload" and a layer_policies list of the wrong length
+#   are exit 2;
 # - the trained weights: `tessel export llmc` of the 1-stage and the 3-stage runs agree to a few lr,
 #   and a checkpoint read back with model.init_from and train.steps = 0 exports to the same bytes
 #   (the llm.c round trip is bit-exact, through 1 and 3 stages);
@@ -24,13 +28,19 @@ mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 5 "$TESSEL" run "$job" "${smal
   --set pipeline.stages=2 --set pipeline.data_parallel=2 --set pipeline.microbatches=2 \
   --set job.output_dir="$TESSEL_WORK/s2d2" > /dev/null 2>&1
 
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=2 \
+  --set pipeline.stages=2 --set spill.policy=recompute --set job.output_dir="$TESSEL_WORK/s2r" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=2 \
+  --set pipeline.stages=2 --set 'spill.layer_policies=["recompute", "keep", "recompute"]' \
+  --set job.output_dir="$TESSEL_WORK/s2m" > /dev/null 2>&1
+
 for run in s1 s3; do "$TESSEL" export llmc "$TESSEL_WORK/$run" "$TESSEL_WORK/$run.bin" > /dev/null 2>&1; done
 
 python3 - "$TESSEL_WORK" <<'PY'
 import json, struct, sys
 w = sys.argv[1]
 REL = 1e-4
-runs = {r: json.load(open(f"{w}/{r}/summary.json")) for r in ("s1", "s2", "s3", "s2d2")}
+runs = {r: json.load(open(f"{w}/{r}/summary.json")) for r in ("s1", "s2", "s3", "s2d2", "s2r", "s2m")}
 ref = runs["s1"]
 assert ref["kind"] == "llm" and len(ref["step_loss"]) == 6, ref.get("step_loss")
 assert [v[0] for v in ref["val_loss"]] == [3, 6], ref["val_loss"]
@@ -43,6 +53,20 @@ for name, s in runs.items():
         worst = max(worst, rel)
         assert rel <= REL, f"{name}: value {i}: {b!r} vs 1 stage {a!r} (relative {rel:.2e})"
 assert ref["step_loss"][-1] < ref["step_loss"][0], "the loss did not fall"
+# Recompute runs the same kernels on the same inputs: the same split keeping everything gives the same bits.
+keep2 = runs["s2"]
+for name in ("s2r", "s2m"):
+    s = runs[name]
+    assert s["step_loss"] == keep2["step_loss"] and s["val_loss"] == keep2["val_loss"], \
+        f"{name}: losses differ from 2 stages with keep: {s['step_loss']} vs {keep2['step_loss']}"
+# Width 64, 2 heads: a kept block holds 16 x 64 + 4 + 2 floats a token, a recomputed one its input (64).
+kept, inp = 4 * (16 * 64 + 6), 4 * 64
+assert keep2["saved_activation_bytes_per_token"] == [kept] * 3, keep2["saved_activation_bytes_per_token"]
+assert runs["s2r"]["saved_activation_bytes_per_token"] == [inp] * 3, runs["s2r"]["saved_activation_bytes_per_token"]
+assert runs["s2m"]["saved_activation_bytes_per_token"] == [inp, kept, inp], runs["s2m"]["saved_activation_bytes_per_token"]
+assert keep2["saved_activation_bytes_per_token_keep_all"] == kept
+peaks = {n: runs[n]["peak_resident_activation_bytes"] for n in ("s2", "s2m", "s2r")}
+assert peaks["s2r"] < peaks["s2m"] < peaks["s2"], f"recompute does not keep fewer bytes: {peaks}"
 a, b = open(f"{w}/s1.bin", "rb").read(), open(f"{w}/s3.bin", "rb").read()
 assert len(a) == len(b) and a[:1024] == b[:1024], "the exported headers differ"
 fa = struct.unpack(f"{(len(a) - 1024) // 4}f", a[1024:])
@@ -51,8 +75,10 @@ fb = struct.unpack(f"{(len(b) - 1024) // 4}f", b[1024:])
 # step in a direction set by rounding: the weights agree to a few lr (1e-3), not to 1e-4.
 diff = max(abs(x - y) for x, y in zip(fa, fb))
 assert diff <= 5e-3, f"exported weights of 1 and 3 stages differ by {diff:.2e}"
-print(f"PASS llm exactness: 6 steps and 2 validations equal across 1, 2, 3 stages and 2x2 (worst relative "
-      f"{worst:.2e}); exported weights of 1 vs 3 stages within {diff:.2e} (absolute)")
+print(f"PASS llm exactness: 6 steps and 2 validations equal across 1, 2, 3 stages, 2x2 and 2 stages recomputing "
+      f"(worst relative {worst:.2e}); recompute and a mix bit-identical to keep on 2 stages, peak activation bytes "
+      f"{peaks['s2']} keep, {peaks['s2m']} mixed, {peaks['s2r']} recompute; exported weights of 1 vs 3 stages "
+      f"within {diff:.2e} (absolute)")
 PY
 
 # The llm.c round trip: read back, 0 steps, export again: the same bytes, through 1 and through 3 stages.
@@ -80,6 +106,12 @@ expect_exit 2 "$TESSEL" validate "$job" --set pipeline.stages=3 --set resources.
 grep -q "more stages than workers" "$TESSEL_WORK/stderr" || fail "no 'more stages than workers' in: $(cat "$TESSEL_WORK/stderr")"
 expect_exit 2 "$TESSEL" validate "$job" --set train.microbatch_size=3
 grep -q "train.batch_size" "$TESSEL_WORK/stderr" || fail "the batch product error does not name train.batch_size"
+expect_exit 2 "$TESSEL" validate "$job" "${small[@]}" --set 'spill.layer_policies=["keep", "recompute"]'
+grep -q "spill.layer_policies has 2 entries but model.layers = 3" "$TESSEL_WORK/stderr" \
+  || fail "a short layer_policies list is not named: $(cat "$TESSEL_WORK/stderr")"
+expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set spill.policy=offload --workers 1
+grep -q 'spill.policy = "offload" is not available yet' "$TESSEL_WORK/stderr" \
+  || fail "offload is not refused clearly: $(cat "$TESSEL_WORK/stderr")"
 # A memory budget no split fits: refused by the planner with the shortfall, before any rank starts.
 expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set resources.memory_budget_bytes=100KB --workers 1
 grep -q "short by" "$TESSEL_WORK/stderr" || fail "the budget error gives no shortfall: $(cat "$TESSEL_WORK/stderr")"
@@ -89,7 +121,10 @@ grep -q "short by" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" || fail "mpirun: 
 grep -q "dispatched" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" && fail "a plan over budget was dispatched"
 "$TESSEL" plan "$job" "${small[@]}" --workers 1 > "$TESSEL_WORK/plan.txt" 2>&1
 grep -q "predicted step" "$TESSEL_WORK/plan.txt" || fail "tessel plan printed no prediction: $(cat "$TESSEL_WORK/plan.txt")"
-pass "llm bad input: empty and short text exit 3, stages > workers and batch product exit 2, over budget exit 2"
+"$TESSEL" plan "$job" "${small[@]}" --set 'spill.layer_policies=["recompute", "keep", "recompute"]' --workers 1 \
+  > "$TESSEL_WORK/plan.txt" 2>&1
+grep -q "keep 1, recompute 2" "$TESSEL_WORK/plan.txt" || fail "tessel plan shows no policies: $(cat "$TESSEL_WORK/plan.txt")"
+pass "llm bad input: empty and short text exit 3, stages > workers, batch product, layer_policies length and offload exit 2, over budget exit 2"
 
 # A stage killed mid-run (SIGKILL on world rank 2, the second stage): its neighbour waits on it, the
 # coordinator's heartbeat names the rank and its step, and the job ends with exit 5.

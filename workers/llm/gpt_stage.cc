@@ -43,7 +43,8 @@ struct BlockParams {
 };
 
 // What one block keeps from its forward for its backward, for one micro-batch. `x` is the block's input
-// (the residual stream); its output is the next block's `x` (or the stage's output).
+// (the residual stream); its output is the next block's `x` (or the stage's output). A recompute block's
+// slot entry holds only `x`; its other tensors live in the stage's one recompute scratch.
 struct BlockActs {
   Tensor x, ln1, mean1, rstd1, qkv, atty, lse, x2, ln2, mean2, rstd2, fch, gelu;
 };
@@ -100,6 +101,10 @@ class GptStageExecutor final : public Executor {
   Status Backward(Slot& slot);
   Status BlockForward(const BlockParams& p, BlockActs& a, const Tensor& out);
   Status BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres);
+  // The tensors block l of `slot` runs its forward into: the slot's own, or for a recompute block the
+  // shared scratch with the slot's kept input as its `x`.
+  BlockActs& ActsFor(Slot& slot, size_t l);
+  Status AllocateBlockActs(BlockActs& a, bool with_input);
   Status SendTensor(const Tensor& t, int peer, int tag, int64_t* handle);
   Status RecvTensor(Tensor& t, int peer, int tag);
   Status OptimizerStep(int64_t step);
@@ -115,6 +120,8 @@ class GptStageExecutor final : public Executor {
   ParameterStore params_;
   size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
   std::vector<BlockParams> blocks_;
+  std::vector<BlockPolicy> policies_;  // one per block of blocks_
+  BlockActs recompute_;  // the recompute blocks' one scratch (no `x` of its own); empty without any
   bool validates_ = false;  // the job has a validation split
   Tensor m_, v_;  // AdamW moments, flat like the parameters
 
@@ -128,6 +135,7 @@ class GptStageExecutor final : public Executor {
 
   // Per step.
   double wait_seconds_ = 0, forward_seconds_ = 0, backward_seconds_ = 0;
+  double recompute_seconds_ = 0;  // the recompute blocks' forwards in backward (part of backward_seconds_)
   std::vector<double> step_seconds_, compute_seconds_;
   std::vector<std::vector<double>> val_loss_;
   int64_t last_val_step_ = -1;
@@ -209,27 +217,41 @@ Status GptStageExecutor::InitialValues(std::vector<float>* host) const {
 }
 
 
-Status GptStageExecutor::AllocateSlots() {
+// Exactly BlockSavedFloatsPerToken(kKeep) floats a token (with the input) or
+// RecomputeScratchFloatsPerToken (without), which the planner predicts with.
+Status GptStageExecutor::AllocateBlockActs(BlockActs& a, bool with_input) {
   const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
+  if (with_input) {
+    TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
+  }
+  TESSEL_ASSIGN_OR_RETURN(a.ln1, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.mean1, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.rstd1, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.qkv, Alloc(DType::kF32, {b, t, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(a.atty, Alloc(DType::kF32, {b, t, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.lse, Alloc(DType::kF32, {b, h, t}));
+  TESSEL_ASSIGN_OR_RETURN(a.x2, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.ln2, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.mean2, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.rstd2, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.fch, Alloc(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(a.gelu, Alloc(DType::kF32, {n, 4 * c}));
+  return Status();
+}
+
+Status GptStageExecutor::AllocateSlots() {
+  const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len;
   const StagePlacement& p = a_.place;
   const int64_t count = std::min<int64_t>(p.stages - p.stage, a_.train.microbatches);
   slots_.resize(static_cast<size_t>(count));
   for (Slot& slot : slots_) {
     for (size_t l = 0; l < blocks_.size(); ++l) {
       BlockActs a;
-      TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
-      TESSEL_ASSIGN_OR_RETURN(a.ln1, Alloc(DType::kF32, {n, c}));
-      TESSEL_ASSIGN_OR_RETURN(a.mean1, Alloc(DType::kF32, {n}));
-      TESSEL_ASSIGN_OR_RETURN(a.rstd1, Alloc(DType::kF32, {n}));
-      TESSEL_ASSIGN_OR_RETURN(a.qkv, Alloc(DType::kF32, {b, t, 3 * c}));
-      TESSEL_ASSIGN_OR_RETURN(a.atty, Alloc(DType::kF32, {b, t, c}));
-      TESSEL_ASSIGN_OR_RETURN(a.lse, Alloc(DType::kF32, {b, h, t}));
-      TESSEL_ASSIGN_OR_RETURN(a.x2, Alloc(DType::kF32, {n, c}));
-      TESSEL_ASSIGN_OR_RETURN(a.ln2, Alloc(DType::kF32, {n, c}));
-      TESSEL_ASSIGN_OR_RETURN(a.mean2, Alloc(DType::kF32, {n}));
-      TESSEL_ASSIGN_OR_RETURN(a.rstd2, Alloc(DType::kF32, {n}));
-      TESSEL_ASSIGN_OR_RETURN(a.fch, Alloc(DType::kF32, {n, 4 * c}));
-      TESSEL_ASSIGN_OR_RETURN(a.gelu, Alloc(DType::kF32, {n, 4 * c}));
+      if (policies_[l] == BlockPolicy::kKeep) {
+        TESSEL_RETURN_IF_ERROR(AllocateBlockActs(a, /*with_input=*/true));
+      } else {
+        TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
+      }
       slot.blocks.push_back(std::move(a));
     }
     TESSEL_ASSIGN_OR_RETURN(slot.out, Alloc(DType::kF32, {n, c}));
@@ -242,6 +264,11 @@ Status GptStageExecutor::AllocateSlots() {
       TESSEL_ASSIGN_OR_RETURN(slot.meanf, Alloc(DType::kF32, {n}));
       TESSEL_ASSIGN_OR_RETURN(slot.rstdf, Alloc(DType::kF32, {n}));
     }
+  }
+  // One scratch for every recompute block and micro-batch: a backward runs one block at a time, and a
+  // forward is done with a recompute block's tensors as soon as its output is written.
+  if (std::find(policies_.begin(), policies_.end(), BlockPolicy::kRecompute) != policies_.end()) {
+    TESSEL_RETURN_IF_ERROR(AllocateBlockActs(recompute_, /*with_input=*/false));
   }
   Allocator& alloc = *context_.device.allocator;
   TESSEL_ASSIGN_OR_RETURN(tmp_c_, Tensor::Empty(DType::kF32, {n, c}, alloc));
@@ -277,6 +304,12 @@ Status GptStageExecutor::Init() {
   // worker: first, before anything that fails on some stages only (their data) could leave the others
   // waiting here.
   TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
+  policies_ = a_.block_policies;
+  for (BlockPolicy b : policies_) {
+    // TODO(offload): the spill store's path; until then the planner refuses the policy before any
+    // worker starts, and this is only a guard.
+    if (b == BlockPolicy::kOffload) return UsageError("spill.policy = \"offload\" is not available yet");
+  }
   validates_ = HasValidation(a_.data);
   if (p.first() || p.last()) {
     TESSEL_ASSIGN_OR_RETURN(data_, LoadTokenSplits(a_.data, a_.model.vocab, t.global_batch(), t.seq_len));
@@ -393,6 +426,12 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
   return k_.Call(tessel_op_llm_layernorm_bwd, {&tmp_c_, &a.x, &v(p.ln1w), &a.mean1, &a.rstd1}, {&dres, &g(p.ln1w), &g(p.ln1b)});
 }
 
+BlockActs& GptStageExecutor::ActsFor(Slot& slot, size_t l) {
+  if (policies_[l] != BlockPolicy::kRecompute) return slot.blocks[l];
+  recompute_.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
+  return recompute_;
+}
+
 Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
   const auto start = Clock::now();
   const StagePlacement& p = a_.place;
@@ -410,7 +449,7 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Tensor& out = l + 1 < blocks_.size() ? slot.blocks[l + 1].x : slot.out;
-    TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], slot.blocks[l], out));
+    TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], ActsFor(slot, l), out));
   }
   if (p.last()) {
     const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
@@ -456,7 +495,18 @@ Status GptStageExecutor::Backward(Slot& slot) {
     TESSEL_RETURN_IF_ERROR(RecvTensor(dres, worker() + 1, kTagBackward));
     backward_seconds_ -= wait_seconds_ - waited;
   }
-  for (size_t l = blocks_.size(); l-- > 0;) TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], slot.blocks[l], dres));
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    if (policies_[l] == BlockPolicy::kRecompute) {
+      // The same kernels on the same input and weights: the scratch gets bit for bit what the forward
+      // computed. The recomputed output goes to tmp_c2_, free until BlockBackward (it is a temporary
+      // there): the block's real output (the next block's input, or `out`, which may still be on its
+      // way to the next stage) must not be written under a send.
+      const auto recompute_start = Clock::now();
+      TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], ActsFor(slot, l), tmp_c2_));
+      recompute_seconds_ += Since(recompute_start);
+    }
+    TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], ActsFor(slot, l), dres));
+  }
   if (p.first()) {
     Tensor d3 = View(dres, {a_.train.microbatch, a_.train.seq_len, c});
     TESSEL_RETURN_IF_ERROR(
@@ -529,7 +579,7 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   const auto start = Clock::now();
   const StagePlacement& p = a_.place;
   const int64_t m_count = a_.train.microbatches;
-  wait_seconds_ = forward_seconds_ = backward_seconds_ = 0;
+  wait_seconds_ = forward_seconds_ = backward_seconds_ = recompute_seconds_ = 0;
   const double scale = 1.0 / (static_cast<double>(N()) * static_cast<double>(a_.train.global_batch() / a_.train.microbatch));
   double loss_sum = 0;
   const auto slot_of = [&](int64_t i) -> Slot& { return slots_[static_cast<size_t>(i % static_cast<int64_t>(slots_.size()))]; };
@@ -561,6 +611,7 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   Set(r.timings, "forward_seconds", forward_seconds_);
   Set(r.timings, "backward_seconds", backward_seconds_);
   Set(r.timings, "wait_seconds", wait_seconds_);
+  Set(r.timings, "recompute_seconds", recompute_seconds_);
   Set(r.timings, "optimizer_seconds", opt_seconds);
   Set(r.shown, "lr", LearningRate(a_.train, step - 1));
   Set(r.shown, "tokens_per_second",
@@ -621,11 +672,19 @@ Result<Record> GptStageExecutor::Evaluate() {
   for (size_t i = skip; i < step_seconds_.size(); ++i) seconds += step_seconds_[i], compute += compute_seconds_[i];
   const double steps = static_cast<double>(step_seconds_.size() - skip);
   const double tokens = static_cast<double>(t.global_batch()) * t.seq_len;
-  // Per-worker figures as arrays indexed by worker: each worker fills its entry, the sum gathers them.
+  // Per-worker figures as arrays indexed by worker, and per-block ones indexed by block (filled by
+  // replica 0): each worker fills its entries, the sum gathers them.
   const int workers = context_.comm->size();
-  std::vector<double> per_worker(static_cast<size_t>(2 * workers), 0.0);
+  const size_t layers = static_cast<size_t>(a_.model.layers), per_block_at = static_cast<size_t>(2 * workers);
+  std::vector<double> per_worker(per_block_at + layers, 0.0);
   per_worker[static_cast<size_t>(worker())] = steps > 0 ? compute / steps : 0.0;
   per_worker[static_cast<size_t>(workers + worker())] = static_cast<double>(activation_bytes_);
+  if (p.replica == 0) {
+    for (size_t l = 0; l < policies_.size(); ++l) {
+      per_worker[per_block_at + static_cast<size_t>(p.first_block) + l] =
+          static_cast<double>(sizeof(float) * BlockSavedFloatsPerToken(policies_[l], C(), a_.model.heads));
+    }
+  }
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(per_worker.data(), static_cast<int64_t>(per_worker.size())));
   double mean_step = steps > 0 ? seconds / steps : 0.0;
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(&mean_step, 1));
@@ -637,6 +696,12 @@ Result<Record> GptStageExecutor::Evaluate() {
   double peak = 0;
   for (int w = 0; w < workers; ++w) peak = std::max(peak, per_worker[static_cast<size_t>(workers + w)]);
   Set(r, "peak_resident_activation_bytes", static_cast<int64_t>(peak));
+  // What each block keeps per token and micro-batch in flight under its policy, and what a block keeps
+  // when it keeps everything (the figure "keep" would give every block).
+  Set(r, "saved_activation_bytes_per_token",
+      std::vector<double>(per_worker.begin() + static_cast<std::ptrdiff_t>(per_block_at), per_worker.end()));
+  Set(r, "saved_activation_bytes_per_token_keep_all",
+      static_cast<int64_t>(sizeof(float) * BlockSavedFloatsPerToken(BlockPolicy::kKeep, C(), a_.model.heads)));
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));
   Set(r, "data_parallel", static_cast<int64_t>(t.data_parallel));
   if (!context_.run_dir.empty() && p.replica == 0) {

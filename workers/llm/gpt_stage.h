@@ -6,7 +6,9 @@
 //   1F1B over the M micro-batches of this replica: stage s runs min(S - s - 1, M) forwards, then
 //   alternates one forward and one backward, then drains the backwards; activations go to worker w + 1
 //   and their gradients come back from it (point-to-point MPI, polled); a stage keeps the saved
-//   activations of at most min(S - s, M) micro-batches;
+//   activations of at most min(S - s, M) micro-batches, each block as its policy says (the payload's
+//   block_policies): all its tensors (keep), or only its input (recompute: the backward re-runs the
+//   block's forward into one scratch shared by the stage's recompute blocks; the same bits as keep);
 //   the tied embedding: the first and last stage each hold wte (the last for the output head) and add
 //   each other's gradient, so both copies take the same update;
 //   the replicas of a stage sum their gradients; the global gradient norm is clipped (train.grad_clip);

@@ -15,6 +15,26 @@ double LearningRate(const LlmTrainSettings& t, int64_t s) {
   return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (t.lr - min_lr);
 }
 
+std::string_view BlockPolicyName(BlockPolicy policy) {
+  switch (policy) {
+    case BlockPolicy::kKeep:
+      return "keep";
+    case BlockPolicy::kRecompute:
+      return "recompute";
+    case BlockPolicy::kOffload:
+      return "offload";
+  }
+  return "?";
+}
+
+int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads) {
+  return policy == BlockPolicy::kRecompute ? width : 16 * width + 4 + heads;
+}
+
+int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads) {
+  return BlockSavedFloatsPerToken(BlockPolicy::kKeep, width, heads) - width;
+}
+
 void LlmStageAssignment::Encode(ByteWriter& out) const {
   for (int32_t v : {model.layers, model.width, model.heads, model.context, model.vocab, model.padded_vocab}) out.Put(v);
   const LlmTrainSettings& t = train;
@@ -34,12 +54,16 @@ void LlmStageAssignment::Encode(ByteWriter& out) const {
   out.Put(data.shuffle_seed);
   for (int32_t v : {place.stage, place.stages, place.first_block, place.end_block, place.replica}) out.Put(v);
   out.PutString(init_from);
+  out.Put(static_cast<int32_t>(block_policies.size()));
+  for (BlockPolicy b : block_policies) out.Put(static_cast<int32_t>(b));
 }
 
 std::string LlmStageAssignment::Describe() const {
+  int64_t recompute = 0;
+  for (BlockPolicy b : block_policies) recompute += b == BlockPolicy::kRecompute ? 1 : 0;
   return StrCat("gpt2 stage ", place.stage, " of ", place.stages, " (replica ", place.replica, "): blocks ",
                 place.first_block, "..", place.end_block - 1, place.first() ? ", embedding" : "",
-                place.last() ? ", head" : "");
+                place.last() ? ", head" : "", recompute > 0 ? StrCat(", ", recompute, " recomputed") : "");
 }
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
@@ -67,12 +91,20 @@ std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
   StagePlacement& p = a->place;
   for (int32_t* v : {&p.stage, &p.stages, &p.first_block, &p.end_block, &p.replica}) *v = in.Get<int32_t>("placement");
   a->init_from = in.GetString("init from");
+  const int32_t policies = in.Get<int32_t>("block policies");
+  bool policies_sane = policies == p.end_block - p.first_block;
+  for (int32_t i = 0; in.ok() && policies_sane && i < policies; ++i) {
+    const int32_t b = in.Get<int32_t>("block policy");
+    policies_sane = b >= 0 && b <= 2;
+    a->block_policies.push_back(static_cast<BlockPolicy>(b));
+  }
   if (!in.ok()) return nullptr;
   const bool sane = m.layers >= 1 && m.width >= 1 && m.heads >= 1 && m.width % m.heads == 0 && m.context >= 1 &&
                     m.vocab >= 2 && m.padded_vocab >= m.vocab && t.steps >= 0 && t.microbatch >= 1 &&
                     t.seq_len >= 1 && t.seq_len <= m.context && t.microbatches >= 1 && t.data_parallel >= 1 &&
                     source >= 0 && source <= 2 && p.stages >= 1 && p.stage >= 0 && p.stage < p.stages &&
-                    p.first_block >= 0 && p.first_block <= p.end_block && p.end_block <= m.layers && p.replica >= 0;
+                    p.first_block >= 0 && p.first_block <= p.end_block && p.end_block <= m.layers && p.replica >= 0 &&
+                    policies_sane;
   if (!sane) {
     in.Fail("llm stage settings out of range");
     return nullptr;

@@ -1,6 +1,7 @@
 // What a GPT pipeline-stage worker receives: the model's shape, the training and data settings, and
-// where its stage sits (which blocks, which replica), together the "llm.stage" assignment payload made by
-// the stage planner (orchestrator/planners/stage_planner.h). Values resolved by the coordinator.
+// where its stage sits (which blocks, which replica) and what each of its blocks keeps for the backward,
+// together the "llm.stage" assignment payload made by the stage planner
+// (orchestrator/planners/stage_planner.h). Values resolved by the coordinator.
 //
 // Worker w runs stage w % stages of replica w / stages: a replica's stages are consecutive workers, so
 // stage s sends activations to worker w + 1 and gradients to worker w - 1.
@@ -10,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/byte_io.h"
 #include "workers/assignment.h"
@@ -72,6 +75,26 @@ struct StagePlacement {
   bool operator==(const StagePlacement&) const = default;
 };
 
+// What one block keeps from its forward for its backward, per micro-batch in flight ([spill] policy and
+// layer_policies, resolved by the planner: "auto" never reaches a worker).
+//   kKeep:      every tensor of the block (BlockSavedFloatsPerToken(kKeep) floats a token);
+//   kRecompute: only the block's input; the backward re-runs the block's forward into one scratch shared
+//               by the stage's recompute blocks (one extra block forward per micro-batch);
+//   kOffload:   the spill store (DESIGN.md "Spill store"); the payload carries it, the executor refuses it
+//               until its path exists.
+enum class BlockPolicy : int32_t { kKeep = 0, kRecompute = 1, kOffload = 2 };
+std::string_view BlockPolicyName(BlockPolicy policy);  // "keep", "recompute", "offload"
+
+// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 16 C (x, ln1, qkv
+// (3 C), atty, x2, ln2, fch (4 C), gelu (4 C)) + 4 LayerNorm statistics + the heads' log-sum-exps;
+// recomputed, its input x (C). The executor allocates exactly these (workers/llm/gpt_stage.cc) and the
+// planner predicts with them. kOffload counts as kept for now (its resident share is the offload
+// path's to define).
+int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads);
+// Floats a token of the one scratch a stage with any recompute block holds: a kept block's tensors
+// less x (the block's input stays in its micro-batch's slot).
+int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads);
+
 class LlmStageAssignment final : public AssignmentPayload {
  public:
   static constexpr std::string_view kKind = "llm.stage";
@@ -84,6 +107,8 @@ class LlmStageAssignment final : public AssignmentPayload {
   LlmDataSettings data;
   StagePlacement place;
   std::string init_from;  // an llm.c checkpoint, or "" to initialise from the seed
+  // One entry per block of the stage, blocks [place.first_block, place.end_block) in order.
+  std::vector<BlockPolicy> block_policies;
 };
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in);

@@ -407,7 +407,9 @@ TEST(FormatJobToml, RoundTripsAnLlmJob) {
       "context = 1024\nvocab_size = 50257\ninit_from = \"gpt2_124M.bin\"\n"
       "[train]\noptimizer = \"adamw\"\nsteps = 40\nbatch_size = 16\nseq_len = 512\nlr = 6e-4\n"
       "weight_decay = 0.1\ngrad_clip = 1\nwarmup_steps = 4\nfinal_lr_fraction = 0\n"
-      "[pipeline]\nstages = 3\nmicrobatches = 4\ndata_parallel = 2\nlayers = [3, 5, 4]\n";
+      "[pipeline]\nstages = 3\nmicrobatches = 4\ndata_parallel = 2\nlayers = [3, 5, 4]\n"
+      "[spill]\npolicy = \"recompute\"\nlayer_policies = [\"recompute\", \"recompute\", \"keep\", \"keep\", "
+      "\"keep\", \"keep\", \"keep\", \"keep\", \"keep\", \"keep\", \"keep\", \"offload\"]\n";
   Result<JobSpec> first = Parse(llm);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   const std::string text = FormatJobToml(*first);
@@ -420,6 +422,8 @@ TEST(FormatJobToml, RoundTripsAnLlmJob) {
   EXPECT_EQ(second->model, first->model);
   EXPECT_EQ(second->train, first->train);
   EXPECT_EQ(second->pipeline, first->pipeline);
+  EXPECT_EQ(second->spill, first->spill);
+  EXPECT_EQ(second->spill.layer_policies.back(), SpillPolicy::kOffload);
 }
 
 TEST(LoadJobFile, UnreadableFileIsAUsageError) {

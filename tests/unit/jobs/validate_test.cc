@@ -129,6 +129,41 @@ TEST(ValidateJob, LlmBatchIsMicrobatchTimesMicrobatchesTimesReplicas) {
                         "pipeline.data_parallel = 6"));
 }
 
+TEST(ValidateJob, LlmLayerPoliciesHaveOneEntryPerBlockOrNone) {
+  // kLlmJob has 4 layers.
+  ASSERT_TRUE(Valid(kLlmJob, {"spill.layer_policies=[]"}));
+  ASSERT_TRUE(Valid(kLlmJob, {"spill.layer_policies=[\"keep\", \"recompute\", \"offload\", \"keep\"]"}));
+  const JobSpec spec =
+      *ParseJob(kLlmJob, "t.toml", {"spill.layer_policies=[\"recompute\", \"keep\", \"keep\", \"offload\"]"});
+  EXPECT_EQ(spec.spill.layer_policies, (std::vector<SpillPolicy>{SpillPolicy::kRecompute, SpillPolicy::kKeep,
+                                                                 SpillPolicy::kKeep, SpillPolicy::kOffload}));
+  EXPECT_EQ(Problem(kLlmJob, {"spill.layer_policies=[\"keep\", \"recompute\"]"}),
+            "--set spill.layer_policies=[\"keep\", \"recompute\"]: spill.layer_policies has 2 entries but "
+            "model.layers = 4: give one policy per block, first block first (or [] for spill.policy on every block)");
+  // In the file: reported at the key's line, also when it is model.layers that changed.
+  EXPECT_THAT(Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"keep\", \"keep\", \"keep\"]\n"),
+              HasSubstr("t.toml:25:1: spill.layer_policies has 5 entries but model.layers = 4"));
+  EXPECT_THAT(Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"keep\", \"keep\"]\n",
+                      {"model.layers=3"}),
+              HasSubstr("t.toml:25:1: spill.layer_policies has 4 entries but model.layers = 3"));
+}
+
+TEST(ValidateJob, LlmLayerPoliciesTakeKeepRecomputeOrOffload) {
+  // "auto" is a job-wide choice (spill.policy), not a block's.
+  EXPECT_EQ(Problem(kLlmJob, {"spill.layer_policies=[\"keep\", \"auto\", \"keep\", \"keep\"]"}),
+            "--set spill.layer_policies=[\"keep\", \"auto\", \"keep\", \"keep\"]: spill.layer_policies: element 1 = "
+            "\"auto\" is not allowed; allowed values: \"keep\", \"recompute\", \"offload\"");
+  EXPECT_THAT(Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"kept\", \"keep\"]\n"),
+              HasSubstr("t.toml:25:1: spill.layer_policies: element 2 = \"kept\" is not allowed"));
+  EXPECT_THAT(Problem(kLlmJob, {"spill.layer_policies=[\"keep\", 1, \"keep\", \"keep\"]"}),
+              HasSubstr("expected an array of strings, but element 1 is integer"));
+}
+
+TEST(ValidateJob, RgnnJobsIgnoreLayerPolicies) {
+  // The rgnn executor keeps everything; its jobs are not held to the llm rule (model.layers is 2 here).
+  EXPECT_TRUE(Valid(Job(), {"spill.layer_policies=[\"recompute\"]", "spill.policy=recompute"}));
+}
+
 TEST(ValidateJob, LlmSequencesFitTheContext) {
   EXPECT_EQ(Problem(kLlmJob, {"train.seq_len=33"}),
             "--set train.seq_len=33: train.seq_len = 33 is longer than model.context = 32 positions");

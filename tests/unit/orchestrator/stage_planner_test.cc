@@ -1,6 +1,7 @@
 // The stage planner's split (a dynamic program over contiguous block ranges) and its memory count, on
 // made-up costs: the split minimises the slowest stage, respects the budget, and an infeasible budget names
-// its shortfall.
+// its shortfall; recompute blocks cost a forward more and keep only their input; the job's [spill] keys
+// resolve to one policy per block.
 #include "orchestrator/planners/stage_planner.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+
+#include "jobs/spec.h"
 
 namespace tessel::orchestrator {
 namespace {
@@ -17,6 +20,10 @@ StageCosts Costs(double block, double embed, double head) {
   k.block_seconds = block, k.embed_seconds = embed, k.head_seconds = head;
   k.tokens = 2048, k.width = 256, k.heads = 4, k.vocab = 256, k.padded_vocab = 256, k.context = 256;
   return k;
+}
+
+std::vector<workers::BlockPolicy> Keep(int layers) {
+  return std::vector<workers::BlockPolicy>(static_cast<size_t>(layers), workers::BlockPolicy::kKeep);
 }
 
 double Slowest(const std::vector<StageShare>& split) {
@@ -57,7 +64,7 @@ TEST(SplitStages, MinimisesTheSlowestStageAndCoversEveryBlockOnce) {
   for (const auto& [embed, head] : {std::pair{0.0, 0.0}, {0.1, 2.5}, {1.5, 0.2}}) {
     const StageCosts k = Costs(1.0, embed, head);
     for (int stages : {1, 2, 3, 5}) {
-      auto split = SplitStages(k, 12, stages, 4, 0, {}, "job.toml");
+      auto split = SplitStages(k, Keep(12), stages, 4, 0, {}, "job.toml");
       ASSERT_TRUE(split.ok()) << split.status().ToString();
       ASSERT_EQ(split->size(), static_cast<size_t>(stages));
       EXPECT_EQ(split->front().first, 0);
@@ -68,13 +75,13 @@ TEST(SplitStages, MinimisesTheSlowestStageAndCoversEveryBlockOnce) {
     }
   }
   // A heavy head moves blocks off the last stage.
-  auto split = SplitStages(Costs(1.0, 0.0, 3.0), 12, 2, 4, 0, {}, "job.toml");
+  auto split = SplitStages(Costs(1.0, 0.0, 3.0), Keep(12), 2, 4, 0, {}, "job.toml");
   ASSERT_TRUE(split.ok());
   EXPECT_GT((*split)[0].end - (*split)[0].first, (*split)[1].end - (*split)[1].first);
 }
 
 TEST(SplitStages, AFixedSplitIsKeptAndPredicted) {
-  auto split = SplitStages(Costs(1.0, 0.5, 2.0), 6, 3, 4, 0, {1, 2, 3}, "job.toml");
+  auto split = SplitStages(Costs(1.0, 0.5, 2.0), Keep(6), 3, 4, 0, {1, 2, 3}, "job.toml");
   ASSERT_TRUE(split.ok());
   EXPECT_EQ((*split)[0].end, 1);
   EXPECT_EQ((*split)[1].end, 3);
@@ -89,35 +96,115 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
   // micro-batches' saved activations (16 C floats a token, the LayerNorm statistics, the attention's lse).
   const int64_t per_block_microbatch = n * (16 * c + 4 + k.heads) * 4;
   const int64_t params_block = 16 * (12 * c * c + 13 * c);
-  const int64_t a = StageMemoryBytes(k, 1, 3, 4, 4), b = StageMemoryBytes(k, 1, 3, 5, 4);
+  const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
+  const int64_t b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
   EXPECT_EQ(b - a, params_block + 2 * per_block_microbatch) << "stage 1 of 3 keeps 2 micro-batches";
   // The last stage of a pipeline holds a copy of the tied embedding (and its exchange buffer); alone, none.
   const int64_t embedding = k.padded_vocab * c;
-  EXPECT_EQ(StageMemoryBytes(k, 1, 2, 4, 1) - StageMemoryBytes(k, 0, 1, 4, 1),
+  EXPECT_EQ(StageMemoryBytes(k, 1, 2, StageBlocks{.keep = 4}, 1) - StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 4}, 1),
             (16 + 4) * embedding - 16 * (embedding + k.context * c) - n * 4);
   // More micro-batches than stages do not add memory beyond min(stages - s, M).
-  EXPECT_EQ(StageMemoryBytes(k, 0, 2, 4, 2), StageMemoryBytes(k, 0, 2, 4, 8));
+  EXPECT_EQ(StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 2), StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 8));
 }
 
 TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
   const StageCosts k = Costs(1.0, 0.0, 0.0);
-  auto free_split = SplitStages(k, 8, 2, 2, 0, {}, "job.toml:3:1");
+  auto free_split = SplitStages(k, Keep(8), 2, 2, 0, {}, "job.toml:3:1");
   ASSERT_TRUE(free_split.ok());
   int64_t largest = 0;
   for (const StageShare& s : *free_split) largest = std::max(largest, s.memory_bytes);
   // A budget just big enough for the smallest largest stage is feasible, and every stage fits it.
-  auto tight = SplitStages(k, 8, 2, 2, largest, {}, "job.toml:3:1");
+  auto tight = SplitStages(k, Keep(8), 2, 2, largest, {}, "job.toml:3:1");
   ASSERT_TRUE(tight.ok()) << tight.status().ToString();
   for (const StageShare& s : *tight) EXPECT_LE(s.memory_bytes, largest);
-  auto refused = SplitStages(k, 8, 2, 2, 1000, {}, "job.toml:3:1");
+  auto refused = SplitStages(k, Keep(8), 2, 2, 1000, {}, "job.toml:3:1");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kUsage);
   EXPECT_NE(refused.status().message().find("job.toml:3:1"), std::string::npos);
   EXPECT_NE(refused.status().message().find("short by"), std::string::npos);
   // A fixed split over the budget names its stage.
-  auto fixed = SplitStages(k, 8, 2, 2, largest, {7, 1}, "job.toml:3:1");
+  auto fixed = SplitStages(k, Keep(8), 2, 2, largest, {7, 1}, "job.toml:3:1");
   ASSERT_FALSE(fixed.ok());
   EXPECT_NE(fixed.status().message().find("stage 0"), std::string::npos) << fixed.status().message();
+}
+
+TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
+  const StageCosts k = Costs(1.0, 0.0, 0.0);
+  const int64_t c = k.width, n = k.tokens, slots = 2;  // stage 1 of 3, 4 micro-batches: 2 in flight
+  const int64_t kept = n * (16 * c + 4 + k.heads) * 4, input = n * c * 4;
+  const int64_t scratch = kept - input;  // one kept block's tensors less its input
+  const int64_t keep4 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
+  const int64_t keep3 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 3, .recompute = 1}, 4);
+  const int64_t keep0 = StageMemoryBytes(k, 1, 3, StageBlocks{.recompute = 4}, 4);
+  EXPECT_EQ(keep4 - keep3, slots * (kept - input) - scratch);
+  EXPECT_EQ(keep4 - keep0, 4 * slots * (kept - input) - scratch);
+  // With one micro-batch in flight a single recompute block saves nothing: its scratch is the block.
+  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
+            StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1));
+}
+
+TEST(SplitStages, ARecomputeBlockCostsOneMoreForwardAndMovesTheSplit) {
+  StageCosts k = Costs(3.0, 0.0, 0.0);
+  k.block_forward_seconds = 1.0;
+  using workers::BlockPolicy;
+  std::vector<BlockPolicy> policies = Keep(6);
+  policies[0] = policies[1] = policies[2] = BlockPolicy::kRecompute;
+  auto fixed = SplitStages(k, policies, 2, 4, 0, {3, 3}, "job.toml");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_DOUBLE_EQ((*fixed)[0].seconds, 3 * 4.0);
+  EXPECT_DOUBLE_EQ((*fixed)[1].seconds, 3 * 3.0);
+  EXPECT_EQ((*fixed)[0].blocks.recompute, 3);
+  EXPECT_EQ((*fixed)[1].blocks.keep, 3);
+  auto fixed_keep = SplitStages(k, Keep(6), 2, 4, 0, {3, 3}, "job.toml");
+  ASSERT_TRUE(fixed_keep.ok());
+  EXPECT_LT((*fixed)[0].memory_bytes, (*fixed_keep)[0].memory_bytes) << "stage 0 recomputes, so it keeps less";
+  EXPECT_EQ((*fixed)[1].memory_bytes, (*fixed_keep)[1].memory_bytes);
+  // Free to choose: the recompute blocks (4 s each) are the first three, the kept ones 3 s: the first j
+  // blocks on stage 0 give 4 | 17, 8 | 13, 12 | 9, 15 | 6, so the best slowest stage is 12.
+  auto free_split = SplitStages(k, policies, 2, 4, 0, {}, "job.toml");
+  ASSERT_TRUE(free_split.ok());
+  EXPECT_DOUBLE_EQ(Slowest(*free_split), 12.0);
+  // All keep: 3 + 3 blocks of 3 s each.
+  auto keep = SplitStages(k, Keep(6), 2, 4, 0, {}, "job.toml");
+  ASSERT_TRUE(keep.ok());
+  EXPECT_DOUBLE_EQ(Slowest(*keep), 9.0);
+}
+
+jobs::JobSpec LlmSpec(const std::vector<std::string>& overrides) {
+  const std::string text =
+      "version = 1\n[job]\nname = \"t\"\nkind = \"llm\"\n[data]\nformat = \"generated_text\"\n[model]\n"
+      "name = \"gpt2\"\nlayers = 4\n[train]\noptimizer = \"adamw\"\nbatch_size = 8\n";
+  auto spec = jobs::ParseJob(text, "t.toml", overrides);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return spec.ok() ? *spec : jobs::JobSpec{};
+}
+
+TEST(ResolveBlockPolicies, FollowsSpillPolicyOrTheLayerList) {
+  using workers::BlockPolicy;
+  using enum workers::BlockPolicy;
+  auto keep = ResolveBlockPolicies(LlmSpec({}));  // "auto" resolves to keep in this build
+  ASSERT_TRUE(keep.ok());
+  EXPECT_EQ(*keep, (std::vector<BlockPolicy>{kKeep, kKeep, kKeep, kKeep}));
+  auto all = ResolveBlockPolicies(LlmSpec({"spill.policy=recompute"}));
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, (std::vector<BlockPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
+  auto mixed = ResolveBlockPolicies(
+      LlmSpec({"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"keep\", \"recompute\"]"}));
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(*mixed, (std::vector<BlockPolicy>{kKeep, kRecompute, kKeep, kRecompute}));
+}
+
+TEST(ResolveBlockPolicies, RefusesOffloadFromEitherKeyNamingIt) {
+  auto policy = ResolveBlockPolicies(LlmSpec({"spill.policy=offload"}));
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().code(), Code::kUsage);
+  EXPECT_NE(policy.status().message().find("spill.policy = \"offload\" is not available yet"), std::string::npos)
+      << policy.status().message();
+  auto layer = ResolveBlockPolicies(
+      LlmSpec({"spill.layer_policies=[\"keep\", \"keep\", \"offload\", \"keep\"]"}));
+  ASSERT_FALSE(layer.ok());
+  EXPECT_NE(layer.status().message().find("spill.layer_policies[2] = \"offload\""), std::string::npos)
+      << layer.status().message();
 }
 
 }  // namespace
