@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -65,6 +66,7 @@ struct SpillStats {
   double wait_seconds = 0;   // training thread time blocked in Wait
   int64_t file_bytes = 0;    // current file size
   int64_t no_space_errors = 0;
+  int64_t stale_files_removed = 0;  // by Open: spill files of dead processes
 };
 
 struct SpillOptions {
@@ -90,6 +92,8 @@ class SpillStore {
   // Queue a write of `bytes` bytes from `data` to `slot`, or a read of `slot` into `data`.
   virtual Ticket Write(int64_t slot, const void* data, int64_t bytes) = 0;
   virtual Ticket Read(int64_t slot, void* data, int64_t bytes) = 0;
+  // Queue a Sync of the file: once Wait returns OK for it, every write queued before it is on the disk.
+  virtual Ticket Sync() = 0;
   // Blocks until the operation is done and returns its status (once per ticket).
   virtual Status Wait(Ticket ticket) = 0;
   // Whether Wait(ticket) would return at once.
@@ -98,7 +102,11 @@ class SpillStore {
   virtual const std::string& path() const = 0;
 };
 
-// A full disk or the budget: the caller keeps the tensor in memory or recomputes it.
+// A full disk or the budget: the caller keeps the tensor in memory or recomputes it. True exactly for a
+// kStorage status whose message carries the marker "ENOSPC", which every no-space error of the spill code
+// carries (NoSpaceError).
 bool IsNoSpace(const Status& status);
+// The no-space error, for SpillFile implementations: kStorage "<what>: ENOSPC (<why>)".
+Status NoSpaceError(std::string_view what, std::string_view why);
 
 }  // namespace tessel::storage
