@@ -41,31 +41,38 @@ constexpr int64_t kChecksumBytes = 4;            // HDF5's Fletcher32 filter app
 
 int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
-// HDF5's Fletcher32 (H5_checksum_fletcher32, H5checksum.c): big-endian 16-bit words, sums reduced every
-// 360 words. The filter stores it little-endian after the chunk's data.
+// HDF5's Fletcher32 (H5_checksum_fletcher32, H5checksum.c) over big-endian 16-bit words; the filter
+// stores it little-endian after the chunk's data. HDF5 sums word by word with end-around-carry folding,
+// a dependency chain that runs at well under the disk's speed. The same result in blocks: over k words,
+// sum2 grows by k * sum1 + sum((k - i) * w_i) and sum1 by sum(w_i), which the compiler can vectorise.
+// Folding keeps each sum congruent mod 65535 and never turns a non-zero sum into 0, so HDF5's 16-bit
+// halves are 0 when every word is 0 and otherwise the residue in [1, 65535].
 uint32_t Fletcher32(const uint8_t* data, size_t length) {
-  size_t words = length / 2;
-  uint32_t sum1 = 0, sum2 = 0;
-  while (words > 0) {
-    size_t n = std::min<size_t>(words, 360);
-    words -= n;
-    do {
-      sum1 += (static_cast<uint32_t>(data[0]) << 8) | data[1];
-      data += 2;
-      sum2 += sum1;
-    } while (--n);
-    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
-    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+  constexpr uint64_t kMod = 65535;
+  constexpr size_t kBlockWords = 4096;  // keeps the weighted sum below 2^41
+  const size_t words = length / 2;
+  uint64_t sum1 = 0, sum2 = 0, any = 0;
+  for (size_t b = 0; b < words; b += kBlockWords) {
+    const size_t k = std::min(kBlockWords, words - b);
+    const uint8_t* p = data + 2 * b;
+    uint64_t block = 0, weighted = 0;
+    for (size_t i = 0; i < k; ++i) {
+      const uint64_t w = (static_cast<uint64_t>(p[2 * i]) << 8) | p[2 * i + 1];
+      block += w;
+      weighted += (k - i) * w;
+    }
+    sum2 = (sum2 + k * sum1 + weighted) % kMod;
+    sum1 = (sum1 + block) % kMod;
+    any |= block;
   }
   if (length % 2) {
-    sum1 += static_cast<uint32_t>(*data) << 8;
-    sum2 += sum1;
-    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
-    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    const uint64_t w = static_cast<uint64_t>(data[length - 1]) << 8;
+    sum1 = (sum1 + w) % kMod;
+    sum2 = (sum2 + sum1) % kMod;
+    any |= w;
   }
-  sum1 = (sum1 & 0xffff) + (sum1 >> 16);
-  sum2 = (sum2 & 0xffff) + (sum2 >> 16);
-  return (sum2 << 16) | sum1;
+  auto half = [&](uint64_t sum) -> uint32_t { return any == 0 ? 0 : sum == 0 ? 65535 : static_cast<uint32_t>(sum); };
+  return (half(sum2) << 16) | half(sum1);
 }
 
 // Every description on this thread's HDF5 error stack, outermost first, joined with "; ".
@@ -247,8 +254,11 @@ class Hdf5SpillFile final : public SpillFile {
     s.bytes = bytes;
     if (bytes == 0) return s;  // no dataset: HDF5 chunks need a non-empty extent
     const int64_t overhead = checksum_ ? kChecksumBytes : 0;
-    // A fixed-size dimension may not be smaller than its chunk, so a small slot has one chunk of its size.
-    s.chunk_data = std::min(bytes, kDiskChunk - overhead);
+    // As few chunks as fit, of equal size rounded up to whole blocks on disk, so that a slot just over a
+    // multiple of the chunk does not leave a nearly empty chunk. A fixed-size dimension may not be
+    // smaller than its chunk, so a slot that fits one chunk has one chunk of its own size.
+    const int64_t chunks = (bytes + kDiskChunk - overhead - 1) / (kDiskChunk - overhead);
+    s.chunk_data = chunks == 1 ? bytes : RoundUp((bytes + chunks - 1) / chunks + overhead, kBlock) - overhead;
     const hsize_t dims = static_cast<hsize_t>(bytes), chunk = static_cast<hsize_t>(s.chunk_data);
     h5::Dataspace space(H5Screate_simple(1, &dims, nullptr));
     h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
