@@ -23,8 +23,8 @@ class MemorySpillFile final : public SpillFile {
     auto it = slots_.find(slot);
     if (it == slots_.end()) return InternalError(StrCat("memory spill: slot ", slot, ": read of a slot never written"));
     if (static_cast<int64_t>(it->second.size()) != bytes) {
-      return InternalError(StrCat("memory spill: slot ", slot, ": read of ", bytes, " bytes, but the slot holds ",
-                                  it->second.size()));
+      return InternalError(
+          StrCat("memory spill: slot ", slot, ": read of ", bytes, " bytes, but the slot holds ", it->second.size()));
     }
     if (bytes > 0) std::memcpy(data, it->second.data(), static_cast<size_t>(bytes));
     return Status::Ok();

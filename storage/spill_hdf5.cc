@@ -35,9 +35,9 @@
 namespace tessel::storage {
 namespace {
 
-constexpr int64_t kBlock = 4096;                 // O_DIRECT alignment of offsets, lengths and buffers
+constexpr int64_t kBlock = 4096;                  // O_DIRECT alignment of offsets, lengths and buffers
 constexpr int64_t kDiskChunk = int64_t{4} << 20;  // bytes of one chunk on disk
-constexpr int64_t kChecksumBytes = 4;            // HDF5's Fletcher32 filter appends 4 bytes
+constexpr int64_t kChecksumBytes = 4;             // HDF5's Fletcher32 filter appends 4 bytes
 
 int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
@@ -168,7 +168,8 @@ class Hdf5SpillFile final : public SpillFile {
   Status Write(int64_t slot, const void* data, int64_t bytes) override {
     h5::ScopedErrorSilencer silence;
     const std::string where = Where(slot);
-    if (bytes < 0 || (bytes > 0 && data == nullptr)) return InternalError(StrCat(where, ": bad write of ", bytes, " bytes"));
+    if (bytes < 0 || (bytes > 0 && data == nullptr))
+      return InternalError(StrCat(where, ": bad write of ", bytes, " bytes"));
     auto it = slots_.find(slot);
     if (it != slots_.end() && it->second.bytes != bytes) {
       // A different size: drop the dataset (its chunks go back to the free-space manager).
@@ -263,8 +264,7 @@ class Hdf5SpillFile final : public SpillFile {
     h5::Dataspace space(H5Screate_simple(1, &dims, nullptr));
     h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
     if (!space.valid() || !dcpl.valid() || H5Pset_chunk(dcpl.get(), 1, &chunk) < 0 ||
-        (checksum_ && H5Pset_fletcher32(dcpl.get()) < 0) ||
-        H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
+        (checksum_ && H5Pset_fletcher32(dcpl.get()) < 0) || H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
         H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0) {
       return h5::WriteError(where, "cannot set up the dataset properties");
     }

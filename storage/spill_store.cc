@@ -32,8 +32,8 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 // The pid in "<anything>.<pid>.spill.h5", or -1 when the name is not a spill file's.
 pid_t SpillFilePid(const std::string& name) {
-  if (name.size() <= kSpillSuffix.size() || name.compare(name.size() - kSpillSuffix.size(), kSpillSuffix.size(),
-                                                         kSpillSuffix) != 0) {
+  if (name.size() <= kSpillSuffix.size() ||
+      name.compare(name.size() - kSpillSuffix.size(), kSpillSuffix.size(), kSpillSuffix) != 0) {
     return -1;
   }
   const std::string stem = name.substr(0, name.size() - kSpillSuffix.size());
@@ -189,8 +189,8 @@ class SpillStoreImpl final : public SpillStore {
         const int64_t in_use = in_use_bytes_ - old_bytes + op.bytes;
         if (options_.budget_bytes > 0 && op.bytes > old_bytes && in_use > options_.budget_bytes) {
           return NoSpaceError(StrCat(label_, ": slot ", op.slot, ": write of ", op.bytes, " bytes"),
-                              StrCat("spill.budget_bytes ", options_.budget_bytes, " exceeded: ",
-                                     in_use_bytes_ - old_bytes, " bytes in other slots"));
+                              StrCat("spill.budget_bytes ", options_.budget_bytes,
+                                     " exceeded: ", in_use_bytes_ - old_bytes, " bytes in other slots"));
         }
         TESSEL_RETURN_IF_ERROR(file_->Write(op.slot, op.src, op.bytes));
         slot_bytes_[op.slot] = op.bytes;

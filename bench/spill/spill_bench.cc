@@ -108,7 +108,8 @@ class RawFile {
   // Seconds for writing `total` bytes in `slot`-sized pwrites of `src`, fsync included.
   Result<double> Write(const uint8_t* src, int64_t slot, int64_t total) {
     const auto t0 = Clock::now();
-    for (int64_t off = 0; off < total; off += slot) TESSEL_RETURN_IF_ERROR(Transfer(true, const_cast<uint8_t*>(src), slot, off));
+    for (int64_t off = 0; off < total; off += slot)
+      TESSEL_RETURN_IF_ERROR(Transfer(true, const_cast<uint8_t*>(src), slot, off));
     if (::fsync(fd_) != 0) return StorageError(StrCat(path_, ": fsync: ", std::strerror(errno)));
     return Seconds(t0);
   }
@@ -123,11 +124,11 @@ class RawFile {
   Status Transfer(bool write, uint8_t* buffer, int64_t length, int64_t offset) {
     int64_t done = 0;
     while (done < length) {
-      const ssize_t n =
-          write ? ::pwrite(fd_, buffer + done, static_cast<size_t>(length - done), offset + done)
-                : ::pread(fd_, buffer + done, static_cast<size_t>(length - done), offset + done);
+      const ssize_t n = write ? ::pwrite(fd_, buffer + done, static_cast<size_t>(length - done), offset + done)
+                              : ::pread(fd_, buffer + done, static_cast<size_t>(length - done), offset + done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return StorageError(StrCat(path_, write ? ": write: " : ": read: ", n < 0 ? std::strerror(errno) : "short"));
+      if (n <= 0)
+        return StorageError(StrCat(path_, write ? ": write: " : ": read: ", n < 0 ? std::strerror(errno) : "short"));
       done += n;
     }
     return Status::Ok();
@@ -225,9 +226,10 @@ void WriteRows(JsonWriter& w, const Options& o, const CaseResult& c) {
 }
 
 void PrintTable(const Options& o, const std::vector<CaseResult>& results) {
-  std::printf("\nspill: %s, %lld MiB per case, median of %d; GB/s = bytes / s, writes until on disk (fsync), reads "
-              "from outside the page cache\n\n",
-              o.dir.c_str(), static_cast<long long>(o.total_bytes / kMiB), o.repetitions);
+  std::printf(
+      "\nspill: %s, %lld MiB per case, median of %d; GB/s = bytes / s, writes until on disk (fsync), reads "
+      "from outside the page cache\n\n",
+      o.dir.c_str(), static_cast<long long>(o.total_bytes / kMiB), o.repetitions);
   std::printf("%-22s %-9s %9s %11s %11s %9s %8s %11s %11s\n", "case", "raw_io", "raw_write", "spill_write",
               "write_ratio", "raw_read", "spill_read", "read_ratio", "file_MiB");
   for (const CaseResult& c : results) {
@@ -243,9 +245,10 @@ void PrintTable(const Options& o, const std::vector<CaseResult>& results) {
   }
   for (const CaseResult& c : results) {
     if (!c.raw_direct && c.error.empty()) {
-      std::printf("raw_io buffered: %s refused O_DIRECT, so raw figures are buffered write + fsync and reads after "
-                  "posix_fadvise(DONTNEED)\n",
-                  o.dir.c_str());
+      std::printf(
+          "raw_io buffered: %s refused O_DIRECT, so raw figures are buffered write + fsync and reads after "
+          "posix_fadvise(DONTNEED)\n",
+          o.dir.c_str());
       break;
     }
   }
@@ -292,7 +295,8 @@ int ParseOptions(int argc, char** argv, Options* o) {
       const std::string list = argv[++i];
       for (size_t pos = 0; pos <= list.size();) {
         const size_t comma = std::min(list.find(',', pos), list.size());
-        if (!ParseInt(list.substr(pos, comma - pos).c_str(), 1, 4096, &v)) return Usage("--slot-mib takes MiB, 1 .. 4096");
+        if (!ParseInt(list.substr(pos, comma - pos).c_str(), 1, 4096, &v))
+          return Usage("--slot-mib takes MiB, 1 .. 4096");
         o->slot_bytes.push_back(v * kMiB);
         pos = comma + 1;
       }

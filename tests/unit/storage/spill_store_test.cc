@@ -190,7 +190,8 @@ TEST(SpillStore, ChecksumDetectsCorruptionOnDisk) {
 }
 
 std::unique_ptr<SpillStore> FaultyStore(SpillFaultPlan plan, int64_t budget = 0) {
-  return SpillStore::WithFile(NewFaultySpillFile(NewMemorySpillFile(), plan), SpillOptions{"mem", "job-w0", false, budget});
+  return SpillStore::WithFile(NewFaultySpillFile(NewMemorySpillFile(), plan),
+                              SpillOptions{"mem", "job-w0", false, budget});
 }
 
 TEST(SpillStore, EnospcFromFakeIsNoSpace) {
