@@ -21,7 +21,10 @@
 #                  activation bytes, on that model and on a 12-block width-768 one (>= 1 GB kept a step)
 #   peers-llm      the same model, checkpoint, tokens and threads in PyTorch (bench/peers/gpt_peer.py), with
 #                  and without torch.compile, side by side with Tessel; ratio = Tessel / best PyTorch
-#   spill, partition: not implemented yet (exit 2)
+#   spill          the spill store (storage/spill_store.h): write (until fsync) and read (after the page cache
+#                  is dropped) of 2 GiB in 8 and 64 MiB slots, checksum off and on, against raw O_DIRECT
+#                  writes and reads of the same bytes in the same directory; ratio = spill / raw
+#   partition: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
 #                      table, 64 MiB batches, 5 repetitions)
@@ -41,16 +44,21 @@
 #   --out-mib N        bytes of rows per gather call (default 256; 64 with --quick)
 #   --rows LIST        row sizes in bytes (default 128,256,512,1024,2048)
 #   --pages P          huge, 4k or both (default both: the table with and without transparent huge pages)
-#   --reps N           repetitions, medians reported (default 7; 5 with --quick)
+#   --reps N           repetitions, medians reported (default 7; 5 with --quick; spill: 5, 3 with --quick)
 #   llm only:
 #   --sections LIST    subset of stages,planner,policies (default all)
 #   --policies LIST    spill.policy values of the policy rows (default keep,recompute)
 #   --policy-models L  subset of small,large (default both; small with --quick)
+#   spill only (with --reps):
+#   --dir DIR          the directory measured (default /tmp/tessel-spill, the [spill] dir default)
+#   --total-mib N      bytes per case (default 2048; 512 with --quick)
+#   --slot-mib LIST    slot sizes in MiB (default 8,64)
+#   --checksum C       off, on or both (default both)
 #
 # It builds only the binaries it runs (cmake --build build --target tessel tessel-bench-limits; for gather
-# tessel-bench-gather and libtessel_gather.so) in an existing build directory, and for the rgnn families
-# sets up build/bench-venv (and build/bench-venv-dgl when DGL is a selected peer) from PyPI
-# (bench/peers/setup.sh).
+# tessel-bench-gather and libtessel_gather.so; for spill tessel-bench-spill) in an existing build
+# directory, and for the rgnn families sets up build/bench-venv (and build/bench-venv-dgl when DGL is a
+# selected peer) from PyPI (bench/peers/setup.sh).
 # Exit: 0 every measurement ran, 1 one failed (the table and JSON say which), 2 usage or setup error.
 set -euo pipefail
 
@@ -58,13 +66,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,49p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,61p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
 args=()
 gather_args=()
 llm_extra=()
+spill_args=()
 rgnn_only=""
 wait_idle=0
 peers="pyg,dgl,torch"
@@ -90,6 +99,10 @@ while (( $# )); do
       [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
       llm_extra+=("$1" "$2")
       shift ;;
+    --dir|--total-mib|--slot-mib|--checksum)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      spill_args+=("$1" "$2")
+      shift ;;
     --json)
       [[ $# -ge 2 ]] || { echo "run.sh: --json needs a FILE" >&2; exit 2; }
       # The harness runs from another directory: make the path absolute now.
@@ -111,7 +124,8 @@ case "$family" in
   gather) ;;
   sampled|peers-sampled) ;;
   llm|peers-llm) ;;
-  spill|partition)
+  spill) ;;
+  partition)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
   "") usage >&2; exit 2 ;;
@@ -122,8 +136,27 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   echo "run.sh: no build directory at $BUILD: run scripts/test.sh or scripts/demo.sh first" >&2
   exit 2
 fi
+if [[ "$family" == spill ]]; then
+  # --reps is shared with gather; the other gather options are not the spill family's.
+  for ((i = 0; i < ${#gather_args[@]}; i += 2)); do
+    if [[ "${gather_args[i]}" != --reps ]]; then
+      echo "run.sh: ${gather_args[i]} is an option of the gather family" >&2
+      exit 2
+    fi
+    spill_args+=("${gather_args[i]}" "${gather_args[i + 1]}")
+  done
+  gather_args=()
+fi
 if [[ "$family" != gather && ${#gather_args[@]} -gt 0 ]]; then
   echo "run.sh: ${gather_args[0]} is an option of the gather family" >&2
+  exit 2
+fi
+if [[ "$family" != spill && ${#spill_args[@]} -gt 0 ]]; then
+  echo "run.sh: ${spill_args[0]} is an option of the spill family" >&2
+  exit 2
+fi
+if [[ "$family" == spill && -n "$rgnn_only" ]]; then
+  echo "run.sh: $rgnn_only is an option of the rgnn families" >&2
   exit 2
 fi
 if [[ "$family" == gather && -n "$rgnn_only" ]]; then
@@ -147,6 +180,22 @@ if [[ "$family" == gather ]]; then
   done
   echo "[bench] ${gather_cmd[*]} ${gather_args[*]}" >&2
   exec "${gather_cmd[@]}" "${gather_args[@]}"
+fi
+if [[ "$family" == spill ]]; then
+  echo "[bench] cmake --build build --target tessel-bench-spill" >&2
+  if ! cmake --build "$BUILD" --target tessel-bench-spill --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit="$commit+dirty"
+  spill_cmd=("$BUILD/bin/tessel-bench-spill" --json "${json:-$BUILD/bench/results/spill.json}" --commit "$commit")
+  for a in "${args[@]}"; do
+    [[ "$a" == --quick ]] && spill_cmd+=(--quick)
+  done
+  echo "[bench] ${spill_cmd[*]} ${spill_args[*]}" >&2
+  exec "${spill_cmd[@]}" "${spill_args[@]}"
 fi
 if [[ "$family" == sampled || "$family" == peers-sampled ]]; then
   echo "[bench] cmake --build build --target tessel tessel_gather" >&2

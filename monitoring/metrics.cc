@@ -65,6 +65,42 @@ constexpr MetricSpec kWorkersAlive{
     .exported_by = ExportedBy::kCoordinator,
     .help = "Workers whose heartbeat the coordinator has seen within the heartbeat timeout."};
 
+constexpr MetricSpec kSpillWritten{.name = "tessel_spill_written_bytes_total",
+                                   .kind = MetricKind::kCounter,
+                                   .unit = "bytes",
+                                   .variable_labels = "",
+                                   .exported_by = ExportedBy::kWorkers,
+                                   .help = "Bytes of saved activations this rank's spill store wrote to disk."};
+constexpr MetricSpec kSpillRead{.name = "tessel_spill_read_bytes_total",
+                                .kind = MetricKind::kCounter,
+                                .unit = "bytes",
+                                .variable_labels = "",
+                                .exported_by = ExportedBy::kWorkers,
+                                .help = "Bytes of saved activations this rank's spill store read back from disk."};
+constexpr MetricSpec kSpillWait{
+    .name = "tessel_spill_wait_seconds_total",
+    .kind = MetricKind::kCounter,
+    .unit = "seconds",
+    .variable_labels = "",
+    .exported_by = ExportedBy::kWorkers,
+    .help = "Time the training thread spent blocked on the spill store (a prefetch or an offload that was late)."};
+constexpr MetricSpec kSpillFallbacks{
+    .name = "tessel_spill_fallbacks_total",
+    .kind = MetricKind::kCounter,
+    .unit = "",
+    .variable_labels = "to",
+    .exported_by = ExportedBy::kWorkers,
+    .help = "Offloads that found the disk full or the spill budget spent and were kept in memory (to=keep) or "
+            "recomputed (to=recompute) instead."};
+constexpr MetricSpec kActivationResident{.name = "tessel_activation_resident_bytes",
+                                         .kind = MetricKind::kGauge,
+                                         .unit = "bytes",
+                                         .variable_labels = "",
+                                         .exported_by = ExportedBy::kWorkers,
+                                         .help = "Bytes of saved activations this rank holds in memory now."};
+
+constexpr std::array kPendingCatalog{kSpillWritten, kSpillRead, kSpillWait, kSpillFallbacks, kActivationResident};
+
 constexpr std::array kCatalog{kBuildInfo, kStepDuration, kLoss, kEpoch, kHaloBytes, kGatherBytes, kEdgeCut, kWorkersAlive};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
@@ -88,6 +124,8 @@ class LazyMetric {
 }  // namespace
 
 std::span<const MetricSpec> Catalog() { return kCatalog; }
+
+std::span<const MetricSpec> PendingCatalog() { return kPendingCatalog; }
 
 std::string_view MetricKindName(MetricKind kind) {
   switch (kind) {
@@ -169,6 +207,26 @@ struct Metrics::Families {
     return workers_alive.Get([this]() -> prometheus::Gauge& { return AddGauge(kWorkersAlive); });
   }
 
+  prometheus::Counter& SpillWritten() {
+    return spill_written.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillWritten); });
+  }
+  prometheus::Counter& SpillRead() {
+    return spill_read.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillRead); });
+  }
+  prometheus::Counter& SpillWait() {
+    return spill_wait.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillWait); });
+  }
+  prometheus::Counter& SpillFallbacks(Metrics::SpillFallback to) {
+    if (to == Metrics::SpillFallback::kKeep) {
+      return fallback_keep.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillFallbacks, {{"to", "keep"}}); });
+    }
+    return fallback_recompute.Get(
+        [this]() -> prometheus::Counter& { return AddCounter(kSpillFallbacks, {{"to", "recompute"}}); });
+  }
+  prometheus::Gauge& ActivationResident() {
+    return activation_resident.Get([this]() -> prometheus::Gauge& { return AddGauge(kActivationResident); });
+  }
+
   prometheus::Registry& registry;
   const prometheus::Labels const_labels;
   LazyMetric<prometheus::Histogram> step_duration;
@@ -180,6 +238,12 @@ struct Metrics::Families {
   LazyMetric<prometheus::Counter> gather_remote;
   LazyMetric<prometheus::Gauge> edge_cut;
   LazyMetric<prometheus::Gauge> workers_alive;
+  LazyMetric<prometheus::Counter> spill_written;
+  LazyMetric<prometheus::Counter> spill_read;
+  LazyMetric<prometheus::Counter> spill_wait;
+  LazyMetric<prometheus::Counter> fallback_keep;
+  LazyMetric<prometheus::Counter> fallback_recompute;
+  LazyMetric<prometheus::Gauge> activation_resident;
 };
 
 Metrics::Metrics(RankLabels labels, std::string_view version)
@@ -231,6 +295,24 @@ void Metrics::AddGatherBytes(int64_t local, int64_t remote) {
 void Metrics::SetPartitionEdgeCut(int64_t cut) { families_->EdgeCut().Set(static_cast<double>(cut)); }
 
 void Metrics::SetWorkersAlive(int64_t n) { families_->WorkersAlive().Set(static_cast<double>(n)); }
+
+void Metrics::AddSpillIo(int64_t written_bytes, int64_t read_bytes, double wait_seconds) {
+  prometheus::Counter& written = families_->SpillWritten();
+  prometheus::Counter& read = families_->SpillRead();
+  prometheus::Counter& wait = families_->SpillWait();
+  if (written_bytes > 0) written.Increment(static_cast<double>(written_bytes));
+  if (read_bytes > 0) read.Increment(static_cast<double>(read_bytes));
+  if (wait_seconds > 0) wait.Increment(wait_seconds);  // false for NaN too
+}
+
+void Metrics::AddSpillFallbacks(SpillFallback to, int64_t n) {
+  prometheus::Counter& fallbacks = families_->SpillFallbacks(to);
+  if (n > 0) fallbacks.Increment(static_cast<double>(n));
+}
+
+void Metrics::SetActivationResidentBytes(int64_t bytes) {
+  families_->ActivationResident().Set(static_cast<double>(bytes));
+}
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() { return registry_; }
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -42,12 +43,20 @@ class SpillFile {
   virtual int64_t size_bytes() const = 0;
 };
 
-// HDF5 on disk: one dataset per slot, chunked, Fletcher32 when `checksum`.
+// HDF5 on disk (storage/spill_hdf5.cc): one 1-D uint8 dataset "/slots/<n>" per slot, in chunks of up to
+// 4 MiB allocated when the slot is first written, Fletcher32 when `checksum`. The chunks are written in
+// place with O_DIRECT (buffered where the filesystem refuses it) and read through H5Dread. A slot rewritten
+// with another size is deleted and created again (HDF5 reuses the freed space). Creates or truncates `path`.
+// Failure: kStorage naming the path (and slot); a full disk is IsNoSpace; a Fletcher32 mismatch on Read
+// is kStorage "<path>: slot <n>: checksum mismatch ..."; HDF5's error stack is never printed.
 Result<std::unique_ptr<SpillFile>> CreateHdf5SpillFile(const std::string& path, bool checksum);
-// Memory: for tests of the layers above.
+// Memory: for tests of the layers above. Reading a slot never written, or with another size, is kInternal.
 std::unique_ptr<SpillFile> NewMemorySpillFile();
 
 // Faults for tests: the n-th write (1-based; 0 = never) fails, or a read returns corrupted bytes.
+// kNoSpace: IsNoSpace. kIoError: kStorage, not no-space. kShortWrite: half the bytes reach the base file,
+// kStorage "short write". kCorruptRead: the bytes read are flipped and the read fails with kStorage
+// "checksum mismatch", as the HDF5 file with a checksum does (a corrupt read is always detected).
 enum class SpillFault { kNone, kNoSpace, kIoError, kShortWrite, kCorruptRead };
 struct SpillFaultPlan {
   SpillFault fault = SpillFault::kNone;
@@ -65,6 +74,7 @@ struct SpillStats {
   double wait_seconds = 0;   // training thread time blocked in Wait
   int64_t file_bytes = 0;    // current file size
   int64_t no_space_errors = 0;
+  int64_t stale_files_removed = 0;  // by Open: spill files of dead processes
 };
 
 struct SpillOptions {
@@ -82,7 +92,8 @@ class SpillStore {
   // a job can fail before training starts), removes stale spill files there whose process is gone,
   // creates "<dir>/<name>.<pid>.spill.h5" and starts the I/O thread.
   static Result<std::unique_ptr<SpillStore>> Open(const SpillOptions& options);
-  // Over a given file (memory, faults); options.dir and name only label messages.
+  // Over a given file (memory, faults); options.dir and name only label messages, path() is "", and no
+  // file is removed.
   static std::unique_ptr<SpillStore> WithFile(std::unique_ptr<SpillFile> file, const SpillOptions& options);
 
   virtual ~SpillStore() = default;  // finishes queued work, stops the thread, removes the file
@@ -90,7 +101,11 @@ class SpillStore {
   // Queue a write of `bytes` bytes from `data` to `slot`, or a read of `slot` into `data`.
   virtual Ticket Write(int64_t slot, const void* data, int64_t bytes) = 0;
   virtual Ticket Read(int64_t slot, void* data, int64_t bytes) = 0;
-  // Blocks until the operation is done and returns its status (once per ticket).
+  // Queue a Sync of the file: once Wait returns OK for it, every write queued before it is on the disk.
+  virtual Ticket Sync() = 0;
+  // Blocks until the operation is done and returns its status (once per ticket: a second Wait, or a
+  // ticket never issued, is kInternal). Operations run in queue order; an error fails only its own
+  // ticket. The store keeps each result until its Wait, so a caller waits for every ticket.
   virtual Status Wait(Ticket ticket) = 0;
   // Whether Wait(ticket) would return at once.
   virtual bool Done(Ticket ticket) const = 0;
@@ -98,7 +113,11 @@ class SpillStore {
   virtual const std::string& path() const = 0;
 };
 
-// A full disk or the budget: the caller keeps the tensor in memory or recomputes it.
+// A full disk or the budget: the caller keeps the tensor in memory or recomputes it. True exactly for a
+// kStorage status whose message carries the marker "ENOSPC", which every no-space error of the spill code
+// carries (NoSpaceError).
 bool IsNoSpace(const Status& status);
+// The no-space error, for SpillFile implementations: kStorage "<what>: ENOSPC (<why>)".
+Status NoSpaceError(std::string_view what, std::string_view why);
 
 }  // namespace tessel::storage
