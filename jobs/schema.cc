@@ -312,7 +312,8 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
       TESSEL_JOB_FIELD(spill.policy, Any(),
                        "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "
-                       "or spill (offload); \"auto\" lets the planner choose."),
+                       "or its input while the rest goes to the spill file (offload); \"auto\" offloads the blocks "
+                       "whose I/O the measured disk hides."),
       TESSEL_JOB_FIELD(spill.layer_policies, OneOf({"keep", "recompute", "offload"}),
                        "llm: a policy per block, first block first (model.layers entries); [] = every block follows "
                        "spill.policy."),

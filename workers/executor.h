@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "monitoring/metrics.h"
+#include "storage/spill_store.h"
 #include "workers/comm/comm.h"
 #include "workers/plugin_host/kernel_registry.h"
 
@@ -52,6 +54,8 @@ struct ExecutorContext {
   uint64_t seed = 0;                             // the job's seed
   std::string run_dir;                           // the run's output directory ("" = none, e.g. in tests)
   double step_timeout_seconds = 600;             // [timeouts] step_seconds: the longest wait on a peer
+  // Opens the worker's spill store; empty = storage::SpillStore::Open (tests pass memory and faulty files).
+  std::function<Result<std::unique_ptr<storage::SpillStore>>(const storage::SpillOptions&)> open_spill;
 };
 
 // One step's outcome. `loss` is averaged over all workers (the same on every worker).

@@ -3,6 +3,9 @@
 #include <tessel/ops/llm.h>
 #include <tessel/ops/nn.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "storage/llmc.h"
+#include "storage/spill_store.h"
 #include "workers/llm/token_data.h"
 #include "workers/plugin_host/kernel_registry.h"
 #include "workers/rgnn/kernel_set.h"
@@ -226,31 +230,22 @@ int64_t Slots(int32_t stage, int32_t stages, int32_t microbatches) {
 
 }  // namespace
 
-Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSpec& spec) {
+Result<ResolvedPolicies> ResolveBlockPolicies(const jobs::JobSpec& spec) {
   using workers::BlockPolicy;
-  const auto resolve = [&](jobs::SpillPolicy p, const std::string& key) -> Result<BlockPolicy> {
-    switch (p) {
-      case jobs::SpillPolicy::kAuto:
-        // TODO(offload): auto is resolved by the spill bandwidth measurement
-        return BlockPolicy::kKeep;
-      case jobs::SpillPolicy::kKeep:
-        return BlockPolicy::kKeep;
-      case jobs::SpillPolicy::kRecompute:
-        return BlockPolicy::kRecompute;
-      case jobs::SpillPolicy::kOffload:
-        break;
-    }
-    const std::string what = key == "spill.policy" ? "" : StrCat(key, " = \"offload\": ");
-    return UsageError(StrCat(jobs::KeyOrigin(spec, key.substr(0, key.find('['))), ": ", what,
-                             "spill.policy = \"offload\" is not available yet"));
-  };
-  std::vector<BlockPolicy> out;
+  ResolvedPolicies out;
   const std::vector<jobs::SpillPolicy>& layers = spec.spill.layer_policies;
   for (int32_t l = 0; l < spec.model.layers; ++l) {
-    const bool own = !layers.empty();
-    TESSEL_ASSIGN_OR_RETURN(BlockPolicy b, resolve(own ? layers[static_cast<size_t>(l)] : spec.spill.policy,
-                                                   own ? StrCat("spill.layer_policies[", l, "]") : "spill.policy"));
-    out.push_back(b);
+    const jobs::SpillPolicy p = layers.empty() ? spec.spill.policy : layers[static_cast<size_t>(l)];
+    BlockPolicy b = BlockPolicy::kKeep;
+    switch (p) {
+      case jobs::SpillPolicy::kKeep: b = BlockPolicy::kKeep; break;
+      case jobs::SpillPolicy::kRecompute: b = BlockPolicy::kRecompute; break;
+      // auto starts from offload; ChooseAutoPolicies keeps the blocks whose I/O the compute cannot hide.
+      case jobs::SpillPolicy::kAuto:
+      case jobs::SpillPolicy::kOffload: b = BlockPolicy::kOffload; break;
+    }
+    out.policies.push_back(b);
+    out.automatic.push_back(p == jobs::SpillPolicy::kAuto);
   }
   return out;
 }
@@ -258,7 +253,11 @@ Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSp
 StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32_t first, int32_t end) {
   StageBlocks b;
   for (int32_t l = first; l < end; ++l) {
-    (policies[static_cast<size_t>(l)] == workers::BlockPolicy::kRecompute ? b.recompute : b.keep) += 1;
+    switch (policies[static_cast<size_t>(l)]) {
+      case workers::BlockPolicy::kKeep: ++b.keep; break;
+      case workers::BlockPolicy::kRecompute: ++b.recompute; break;
+      case workers::BlockPolicy::kOffload: ++b.offload; break;
+    }
   }
   return b;
 }
@@ -273,11 +272,16 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
   if (last) params += 2 * c + (first ? 0 : embedding);
   const int64_t kept = workers::BlockSavedFloatsPerToken(BlockPolicy::kKeep, c, k.heads);
   const int64_t recomputed = workers::BlockSavedFloatsPerToken(BlockPolicy::kRecompute, c, k.heads);
-  int64_t per_microbatch = (int64_t{blocks.keep} * kept + int64_t{blocks.recompute} * recomputed) * n * f + n * c * f;
+  const int64_t offloaded = workers::BlockSavedFloatsPerToken(BlockPolicy::kOffload, c, k.heads);
+  int64_t per_microbatch =
+      (int64_t{blocks.keep} * kept + int64_t{blocks.recompute} * recomputed + int64_t{blocks.offload} * offloaded) * n *
+          f +
+      n * c * f;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * (c + 2) * f;
   int64_t scratch = 15 * n * c * f + 2 * f;
   if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchFloatsPerToken(c, k.heads) * f;
+  if (blocks.offload > 0) scratch += n * workers::OffloadPoolFloatsPerToken(c, k.heads, blocks.offload) * f;
   if (last) scratch += 2 * n * k.vocab * f + n + 16;
   if (stages > 1 && (first || last)) scratch += embedding * f;
   return 4 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
@@ -375,6 +379,138 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
   return out;
 }
 
+Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t slot_bytes) {
+  constexpr int64_t kAlign = 4096, kSlots = 4;
+  slot_bytes = std::clamp<int64_t>(slot_bytes, int64_t{4} << 20, int64_t{64} << 20) / kAlign * kAlign;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<storage::SpillStore> store,
+                          storage::SpillStore::Open({spec.spill.dir, StrCat(spec.job.name, "-bandwidth-probe"),
+                                                     spec.spill.checksum, 0}));
+  Tensor buffer = Tensor::Empty(DType::kU8, {kSlots * slot_bytes}).value();
+  for (int64_t i = 0; i < buffer.numel(); ++i) buffer.data<uint8_t>()[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  using Clock = std::chrono::steady_clock;
+  const auto run = [&](bool write) -> Result<double> {
+    const auto start = Clock::now();
+    std::vector<storage::SpillStore::Ticket> tickets;
+    for (int64_t k = 0; k < kSlots; ++k) {
+      uint8_t* at = buffer.data<uint8_t>() + k * slot_bytes;
+      tickets.push_back(write ? store->Write(k, at, slot_bytes) : store->Read(k, at, slot_bytes));
+    }
+    if (write) tickets.push_back(store->Sync());
+    for (storage::SpillStore::Ticket t : tickets) TESSEL_RETURN_IF_ERROR(store->Wait(t));
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  TESSEL_ASSIGN_OR_RETURN(const double write_seconds, run(true));
+  // Reads from the disk, not from the page cache.
+  if (const int fd = ::open(store->path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  TESSEL_ASSIGN_OR_RETURN(const double read_seconds, run(false));
+  const double bytes = static_cast<double>(kSlots * slot_bytes);
+  return SpillBandwidth{bytes / std::max(write_seconds, 1e-9), bytes / std::max(read_seconds, 1e-9)};
+}
+
+double OffloadStallSeconds(const std::vector<bool>& offload, double forward_seconds, double backward_seconds,
+                           double between_seconds, double block_bytes, const SpillBandwidth& bandwidth,
+                           int32_t prefetch) {
+  const auto n = static_cast<int32_t>(offload.size());
+  const double write = block_bytes / std::max(bandwidth.write_bytes_per_second, 1.0);
+  const double read = block_bytes / std::max(bandwidth.read_bytes_per_second, 1.0);
+  double t = 0, disk = 0;  // now, and when the one disk queue is next free
+  for (int32_t j = 0; j < n; ++j) {
+    t += forward_seconds;
+    if (offload[static_cast<size_t>(j)]) disk = std::max(disk, t) + write;
+  }
+  // The first reads go out as the backward of the micro-batch is entered, before it waits for its
+  // gradient (the head's backward, or the later stages): from the end of the forward.
+  const double forward_end = t;
+  t += between_seconds;
+  std::vector<double> started(static_cast<size_t>(n), t);
+  double stall = 0;
+  for (int32_t j = n - 1; j >= 0; --j) {
+    if (offload[static_cast<size_t>(j)]) {
+      // A read can go once a buffer is free: when the backward reached `prefetch` blocks above it.
+      const int32_t above = j + prefetch;
+      const double issue = above < n ? started[static_cast<size_t>(above)] : forward_end;
+      disk = std::max(disk, issue) + read;
+      if (disk > t) stall += disk - t, t = disk;
+    }
+    started[static_cast<size_t>(j)] = t;
+    t += backward_seconds;
+  }
+  return stall;
+}
+
+std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::vector<bool>& automatic,
+                                            const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
+                                            int64_t budget, std::vector<workers::BlockPolicy>* policies,
+                                            std::vector<StageShare>* split) {
+  using workers::BlockPolicy;
+  std::vector<std::string> notes;
+  const double forward = costs.block_forward_seconds, backward = costs.block_seconds - costs.block_forward_seconds;
+  const double block_bytes = static_cast<double>(costs.tokens) *
+                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(costs.width, costs.heads)) *
+                             sizeof(float);
+  for (int32_t s = 0; s < stages; ++s) {
+    StageShare& sh = (*split)[static_cast<size_t>(s)];
+    // From this stage's last forward of a micro-batch to its first backward of it: the later stages'
+    // forwards and backwards (the head is in the last stage's seconds).
+    double between = s == stages - 1 ? costs.head_seconds : 0;
+    for (int32_t later = s + 1; later < stages; ++later) between += (*split)[static_cast<size_t>(later)].seconds;
+    const auto offload_of = [&] {
+      std::vector<bool> o;
+      for (int32_t l = sh.first; l < sh.end; ++l) o.push_back((*policies)[static_cast<size_t>(l)] == BlockPolicy::kOffload);
+      return o;
+    };
+    const double compute = sh.blocks.total() * costs.block_seconds;
+    const auto stall_now = [&] {
+      const StageBlocks b = CountBlocks(*policies, sh.first, sh.end);
+      return OffloadStallSeconds(offload_of(), forward, backward, between, block_bytes, bandwidth,
+                                 std::max(1, workers::OffloadBuffers(b.offload) - 1));
+    };
+    double stall = stall_now();
+    // Keep the last automatic blocks while the disk cannot hide the stage's I/O.
+    for (int32_t l = sh.end - 1; l >= sh.first && stall > 0.02 * compute; --l) {
+      if (!automatic[static_cast<size_t>(l)] || (*policies)[static_cast<size_t>(l)] != BlockPolicy::kOffload) continue;
+      (*policies)[static_cast<size_t>(l)] = BlockPolicy::kKeep;
+      const StageBlocks blocks = CountBlocks(*policies, sh.first, sh.end);
+      const int64_t memory = StageMemoryBytes(costs, s, stages, blocks, microbatches);
+      if (budget > 0 && memory > budget) {
+        (*policies)[static_cast<size_t>(l)] = BlockPolicy::kOffload;
+        notes.push_back(StrCat("spill.policy = \"auto\": stage ", s, " would keep block ", l,
+                               " to hide its I/O, but the memory budget does not allow it"));
+        break;
+      }
+      sh.blocks = blocks;
+      sh.memory_bytes = memory;
+      stall = stall_now();
+    }
+    // Offloading pays only when the pool costs less than keeping: a small model keeps everything.
+    std::vector<workers::BlockPolicy> kept = *policies;
+    for (int32_t l = sh.first; l < sh.end; ++l) {
+      if (automatic[static_cast<size_t>(l)]) kept[static_cast<size_t>(l)] = BlockPolicy::kKeep;
+    }
+    const StageBlocks kept_blocks = CountBlocks(kept, sh.first, sh.end);
+    const int64_t kept_memory = StageMemoryBytes(costs, s, stages, kept_blocks, microbatches);
+    if (sh.blocks.offload > 0 && kept_memory <= sh.memory_bytes) {
+      *policies = kept;
+      sh.blocks = kept_blocks;
+      sh.memory_bytes = kept_memory;
+      stall = 0;
+      notes.push_back(StrCat("spill.policy = \"auto\": stage ", s,
+                             " keeps every block (its offload buffers would hold more than its activations)"));
+      continue;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "spill.policy = \"auto\": stage %d offloads %d and keeps %d of its automatic blocks (predicted I/O "
+                  "stall %.1f ms per micro-batch)",
+                  s, sh.blocks.offload, sh.blocks.keep, 1e3 * stall);
+    notes.push_back(line);
+  }
+  return notes;
+}
+
 Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
   GptConfig model = ConfigFor(spec);
   const LlmTrainSettings train = TrainFor(spec);
@@ -385,7 +521,9 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                              " replicas need ", stages * replicas, " workers, but the job runs ", num_workers));
   }
   // Before the data and the calibration (seconds): a policy this build cannot run is refused at once.
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<workers::BlockPolicy> policies, ResolveBlockPolicies(spec));
+  Plan plan;
+  TESSEL_ASSIGN_OR_RETURN(ResolvedPolicies resolved, ResolveBlockPolicies(spec));
+  std::vector<workers::BlockPolicy>& policies = resolved.policies;
   if (!spec.model.init_from.empty()) {
     TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadLlmcCheckpoint(spec.model.init_from));
     const storage::LlmcConfig& h = ck.config;
@@ -409,14 +547,33 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                           SplitStages(costs, policies, stages, train.microbatches,
                                       spec.resources.memory_budget_bytes, spec.pipeline.layers,
                                       jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
+  Record spill;
+  if (std::find(policies.begin(), policies.end(), workers::BlockPolicy::kOffload) != policies.end()) {
+    // The spill directory is checked (exit 6) and its bandwidth measured before any rank starts.
+    const int64_t block_bytes = costs.tokens * workers::RecomputeScratchFloatsPerToken(costs.width, costs.heads) *
+                                static_cast<int64_t>(sizeof(float));
+    TESSEL_ASSIGN_OR_RETURN(const SpillBandwidth bandwidth, MeasureSpillBandwidth(spec, block_bytes));
+    char line[200];
+    std::snprintf(line, sizeof line, "spill: %s writes %.2f GB/s (to the disk) and reads %.2f GB/s; %.1f MB a block",
+                  spec.spill.dir.c_str(), 1e-9 * bandwidth.write_bytes_per_second, 1e-9 * bandwidth.read_bytes_per_second,
+                  1e-6 * static_cast<double>(block_bytes));
+    plan.notes.push_back(line);
+    Set(spill, "write_bytes_per_second", bandwidth.write_bytes_per_second);
+    Set(spill, "read_bytes_per_second", bandwidth.read_bytes_per_second);
+    if (std::find(resolved.automatic.begin(), resolved.automatic.end(), true) != resolved.automatic.end()) {
+      for (std::string& note : ChooseAutoPolicies(costs, resolved.automatic, bandwidth, stages, train.microbatches,
+                                                  spec.resources.memory_budget_bytes, &policies, &split)) {
+        plan.notes.push_back(std::move(note));
+      }
+    }
+  }
   double slowest = 0;
   for (const StageShare& s : split) slowest = std::max(slowest, s.seconds);
   const double step_seconds = (train.microbatches + stages - 1) * slowest;
 
-  Plan plan;
   plan.step_unit = "step";
   plan.num_steps = train.steps;
-  std::vector<double> blocks, recomputed, predicted;
+  std::vector<double> blocks, recomputed, offloaded, predicted;
   for (int32_t r = 0; r < replicas; ++r) {
     for (int32_t s = 0; s < stages; ++s) {
       auto a = std::make_unique<workers::LlmStageAssignment>();
@@ -427,6 +584,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       a->init_from = spec.model.init_from;
       const StageShare& share = split[static_cast<size_t>(s)];
       a->block_policies.assign(policies.begin() + share.first, policies.begin() + share.end);
+      a->spill = workers::LlmSpillSettings{spec.spill.dir, spec.job.name, spec.spill.checksum, spec.spill.budget_bytes};
       WorkerPlan w;
       w.payload = std::move(a);
       w.predicted_memory_bytes = split[static_cast<size_t>(s)].memory_bytes;
@@ -438,12 +596,14 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       Set(w.details, "seconds_per_microbatch", split[static_cast<size_t>(s)].seconds);
       Set(w.details, "keep_blocks", int64_t{share.blocks.keep});
       Set(w.details, "recompute_blocks", int64_t{share.blocks.recompute});
+      Set(w.details, "offload_blocks", int64_t{share.blocks.offload});
       plan.workers.push_back(std::move(w));
     }
   }
   for (const StageShare& s : split) {
     blocks.push_back(s.end - s.first);
     recomputed.push_back(s.blocks.recompute);
+    offloaded.push_back(s.blocks.offload);
     predicted.push_back(s.seconds);
   }
   Record pipeline;
@@ -452,6 +612,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Set(pipeline, "data_parallel", int64_t{replicas});
   Set(pipeline, "blocks_per_stage", blocks);
   Set(pipeline, "recompute_blocks_per_stage", recomputed);
+  Set(pipeline, "offload_blocks_per_stage", offloaded);
+  if (!spill.empty()) Set(pipeline, "spill_bandwidth", spill);
   Set(pipeline, "predicted_stage_seconds_per_microbatch", predicted);
   Set(pipeline, "predicted_step_seconds", step_seconds);
   Set(pipeline, "calibrated_block_seconds", costs.block_seconds);
@@ -504,9 +666,10 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     if (s == 0) what = "embed + " + what;
     if (s == spec.pipeline.stages - 1) what += " + head";
     const std::string stage = StrCat(s, " (r", i("replica"), ")");
-    const long long keep = i("keep_blocks"), recompute = i("recompute_blocks");
+    const long long keep = i("keep_blocks"), recompute = i("recompute_blocks"), offload = i("offload_blocks");
     std::string policy = keep > 0 ? StrCat("keep ", keep) : "";
     if (recompute > 0) policy += StrCat(policy.empty() ? "" : ", ", "recompute ", recompute);
+    if (offload > 0) policy += StrCat(policy.empty() ? "" : ", ", "offload ", offload);
     std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
                   policy.c_str(),
                   1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),

@@ -35,13 +35,26 @@ struct StageCosts {
 };
 
 // The policy of every block of the model (model.layers entries): spill.layer_policies, or spill.policy for
-// every block when that is []. kUsage naming the key for "offload" (not available yet).
-Result<std::vector<workers::BlockPolicy>> ResolveBlockPolicies(const jobs::JobSpec& spec);
+// every block when that is []. An "auto" block starts as kOffload and is marked in `automatic`:
+// ChooseAutoPolicies then keeps those whose I/O would not be hidden.
+struct ResolvedPolicies {
+  std::vector<workers::BlockPolicy> policies;
+  std::vector<bool> automatic;
+};
+Result<ResolvedPolicies> ResolveBlockPolicies(const jobs::JobSpec& spec);
+
+// Spill bandwidth measured in [spill] dir: bytes a second written (until on disk) and read back (after the
+// pages left the page cache), through the spill store itself.
+struct SpillBandwidth {
+  double write_bytes_per_second = 0, read_bytes_per_second = 0;
+};
+Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t slot_bytes);
+
 
 // A stage's blocks, by policy.
 struct StageBlocks {
-  int32_t keep = 0, recompute = 0;
-  int32_t total() const { return keep + recompute; }
+  int32_t keep = 0, recompute = 0, offload = 0;
+  int32_t total() const { return keep + recompute + offload; }
 };
 StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32_t first, int32_t end);
 
@@ -71,6 +84,22 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& costs, const std::
                                             int32_t stages,
                                             int32_t microbatches, int64_t budget, const std::vector<int32_t>& fixed,
                                             const std::string& budget_origin);
+
+// The I/O stall (seconds per micro-batch) of a stage whose blocks offload where `offload` is true: each
+// offloaded block's activations (`block_bytes`) are written after its forward and read back, at most
+// `prefetch` blocks ahead, for its backward, through one disk queue (SSDTrain's timeline). `between` is
+// the time from the stage's last forward to its first backward of the micro-batch (the head, and the later
+// stages); the first reads may start at its beginning.
+double OffloadStallSeconds(const std::vector<bool>& offload, double forward_seconds, double backward_seconds,
+                           double between_seconds, double block_bytes, const SpillBandwidth& bandwidth,
+                           int32_t prefetch);
+// SSDTrain's adaptive keep: for each stage of `split`, the automatic blocks offload from the first on,
+// and the last ones are kept while keeping them removes an I/O stall above 2% of the stage's compute
+// (and the budget allows). Returns the notes for the log.
+std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::vector<bool>& automatic,
+                                            const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
+                                            int64_t budget, std::vector<workers::BlockPolicy>* policies,
+                                            std::vector<StageShare>* split);
 
 class StagePlanner final : public Planner {
  public:

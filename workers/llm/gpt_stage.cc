@@ -13,7 +13,9 @@
 
 #include "core/logging.h"
 #include "storage/llmc.h"
+#include "storage/spill_store.h"
 #include "workers/llm/llm_settings.h"
+#include "workers/llm/spill_pool.h"
 #include "workers/llm/stage_weights.h"
 #include "workers/llm/token_data.h"
 #include "workers/params/parameter_store.h"
@@ -97,13 +99,24 @@ class GptStageExecutor final : public Executor {
 
   // Loads micro-batch `m` of global batch `batch` (train or validation tokens) into the slot.
   Status LoadBatch(Slot& slot, const std::vector<int32_t>& tokens, const BatchPlan& plan, int64_t batch, int64_t m);
-  Status Forward(Slot& slot, double scale, double* loss_sum);
+  // `training`: the backward follows (offload blocks spill); validation's forwards use a pool buffer only.
+  Status Forward(Slot& slot, double scale, double* loss_sum, bool training = true);
   Status Backward(Slot& slot);
   Status BlockForward(const BlockParams& p, BlockActs& a, const Tensor& out);
   Status BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres);
   // The tensors block l of `slot` runs its forward into: the slot's own, or for a recompute block the
   // shared scratch with the slot's kept input as its `x`.
   BlockActs& ActsFor(Slot& slot, size_t l);
+  // A kept block's tensors less `x`, as views over `floats` of one contiguous buffer (an offload pool
+  // buffer), each tensor 64-byte aligned; with base == nullptr only counts the floats.
+  int64_t ActsOver(float* base, BlockActs* a) const;
+  int64_t SpillId(const Slot& slot, size_t l) const {
+    return static_cast<int64_t>(&slot - slots_.data()) * static_cast<int64_t>(blocks_.size()) + static_cast<int64_t>(l);
+  }
+  // Starts reading back the next offload blocks below block `below` (prefetch depth: the pool less one).
+  Status PrefetchBelow(const Slot& slot, size_t below);
+  Status OpenSpill();
+  void PublishSpill();
   Status AllocateBlockActs(BlockActs& a, bool with_input);
   Status SendTensor(const Tensor& t, int peer, int tag, int64_t* handle);
   Status RecvTensor(Tensor& t, int peer, int tag);
@@ -122,6 +135,11 @@ class GptStageExecutor final : public Executor {
   std::vector<BlockParams> blocks_;
   std::vector<BlockPolicy> policies_;  // one per block of blocks_
   BlockActs recompute_;  // the recompute blocks' one scratch (no `x` of its own); empty without any
+  // The offload blocks' spill file and buffers; null without any.
+  std::unique_ptr<storage::SpillStore> spill_store_;
+  std::unique_ptr<SpillPool> pool_;
+  storage::SpillStats spill_reported_;     // what the metrics have been told so far
+  SpillPoolCounters pool_reported_;
   bool validates_ = false;  // the job has a validation split
   Tensor m_, v_;  // AdamW moments, flat like the parameters
 
@@ -305,10 +323,8 @@ Status GptStageExecutor::Init() {
   // waiting here.
   TESSEL_ASSIGN_OR_RETURN(dp_comm_, context_.comm->Split(p.stage));
   policies_ = a_.block_policies;
-  for (BlockPolicy b : policies_) {
-    // TODO(offload): the spill store's path; until then the planner refuses the policy before any
-    // worker starts, and this is only a guard.
-    if (b == BlockPolicy::kOffload) return UsageError("spill.policy = \"offload\" is not available yet");
+  if (std::find(policies_.begin(), policies_.end(), BlockPolicy::kOffload) != policies_.end()) {
+    TESSEL_RETURN_IF_ERROR(OpenSpill());
   }
   validates_ = HasValidation(a_.data);
   if (p.first() || p.last()) {
@@ -328,7 +344,9 @@ Status GptStageExecutor::Init() {
     TESSEL_ASSIGN_OR_RETURN(*moment, Tensor::Empty(DType::kF32, {params_.num_values()}, *context_.device.allocator));
     TESSEL_RETURN_IF_ERROR(ZeroMemory(moment->raw(), moment->device(), moment->nbytes(), context_.device.stream));
   }
-  return AllocateSlots();
+  TESSEL_RETURN_IF_ERROR(AllocateSlots());
+  if (context_.metrics != nullptr) context_.metrics->SetActivationResidentBytes(activation_bytes_);
+  return Status();
 }
 
 Status GptStageExecutor::LoadBatch(Slot& slot, const std::vector<int32_t>& tokens, const BatchPlan& plan, int64_t batch,
@@ -432,7 +450,73 @@ BlockActs& GptStageExecutor::ActsFor(Slot& slot, size_t l) {
   return recompute_;
 }
 
-Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
+int64_t GptStageExecutor::ActsOver(float* base, BlockActs* a) const {
+  const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
+  int64_t at = 0;
+  const auto take = [&](Tensor* out, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    if (base != nullptr) *out = Tensor::Borrow(base + at, DType::kF32, std::move(shape), context_.device.device);
+    at += (count + 15) / 16 * 16;
+  };
+  BlockActs unused;
+  BlockActs& v = a != nullptr ? *a : unused;
+  take(&v.ln1, {n, c});
+  take(&v.mean1, {n});
+  take(&v.rstd1, {n});
+  take(&v.qkv, {b, t, 3 * c});
+  take(&v.atty, {b, t, c});
+  take(&v.lse, {b, h, t});
+  take(&v.x2, {n, c});
+  take(&v.ln2, {n, c});
+  take(&v.mean2, {n});
+  take(&v.rstd2, {n});
+  take(&v.fch, {n, 4 * c});
+  take(&v.gelu, {n, 4 * c});
+  return at;
+}
+
+Status GptStageExecutor::OpenSpill() {
+  const LlmSpillSettings& sp = a_.spill;
+  // A failure here (an unwritable directory: exit 6) comes before the first step.
+  const storage::SpillOptions options{sp.dir, StrCat(sp.name, "-w", worker()), sp.checksum, sp.budget_bytes};
+  TESSEL_ASSIGN_OR_RETURN(spill_store_, context_.open_spill ? context_.open_spill(options)
+                                                            : storage::SpillStore::Open(options));
+  const auto offloads = static_cast<int32_t>(std::count(policies_.begin(), policies_.end(), BlockPolicy::kOffload));
+  TESSEL_ASSIGN_OR_RETURN(pool_, SpillPool::Create(spill_store_.get(), ActsOver(nullptr, nullptr),
+                                                   OffloadBuffers(offloads), context_.device, context_.log));
+  activation_bytes_ += pool_->resident_bytes();
+  if (context_.log != nullptr) {
+    context_.log->Debug(StrCat("spill file ", spill_store_->path(), ": ", OffloadBuffers(offloads), " buffers of ",
+                               pool_->bytes(), " bytes"));
+  }
+  return Status();
+}
+
+Status GptStageExecutor::PrefetchBelow(const Slot& slot, size_t below) {
+  int32_t ahead = 0;
+  for (size_t l = below; l-- > 0 && ahead < pool_->buffers() - 1;) {
+    if (policies_[l] != BlockPolicy::kOffload) continue;
+    TESSEL_RETURN_IF_ERROR(pool_->Prefetch(SpillId(slot, l)));
+    ++ahead;
+  }
+  return Status();
+}
+
+void GptStageExecutor::PublishSpill() {
+  if (pool_ == nullptr || context_.metrics == nullptr) return;
+  const storage::SpillStats now = spill_store_->stats();
+  context_.metrics->AddSpillIo(now.written_bytes - spill_reported_.written_bytes,
+                               now.read_bytes - spill_reported_.read_bytes,
+                               now.wait_seconds - spill_reported_.wait_seconds);
+  spill_reported_ = now;
+  const SpillPoolCounters& c = pool_->counters();
+  context_.metrics->AddSpillFallbacks(monitoring::Metrics::SpillFallback::kRecompute,
+                                      c.recomputed - pool_reported_.recomputed);
+  pool_reported_ = c;
+}
+
+Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, bool training) {
   const auto start = Clock::now();
   const StagePlacement& p = a_.place;
   const int64_t c = C();
@@ -449,7 +533,22 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum) {
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Tensor& out = l + 1 < blocks_.size() ? slot.blocks[l + 1].x : slot.out;
-    TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], ActsFor(slot, l), out));
+    if (policies_[l] != BlockPolicy::kOffload) {
+      TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], ActsFor(slot, l), out));
+      continue;
+    }
+    // Into a pool buffer, written out while the next blocks compute (validation: only the buffer).
+    const int64_t id = training ? SpillId(slot, l) : -1;
+    TESSEL_ASSIGN_OR_RETURN(float* buffer, pool_->Acquire(id));
+    BlockActs a;
+    ActsOver(buffer, &a);
+    a.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
+    TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], a, out));
+    if (training) {
+      TESSEL_RETURN_IF_ERROR(pool_->Offload(id));
+    } else {
+      pool_->Release(id);
+    }
   }
   if (p.last()) {
     const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
@@ -478,6 +577,7 @@ Status GptStageExecutor::Backward(Slot& slot) {
   const int64_t c = C();
   dres_turn_ ^= 1;
   Tensor& dres = dres_[dres_turn_];
+  if (pool_ != nullptr) TESSEL_RETURN_IF_ERROR(PrefetchBelow(slot, blocks_.size()));
   TESSEL_RETURN_IF_ERROR(context_.comm->WaitSend(dres_send_[dres_turn_], timeout()));
   if (p.last()) {
     TESSEL_RETURN_IF_ERROR(ZeroMemory(dres.raw(), dres.device(), dres.nbytes(), context_.device.stream));
@@ -496,6 +596,28 @@ Status GptStageExecutor::Backward(Slot& slot) {
     backward_seconds_ -= wait_seconds_ - waited;
   }
   for (size_t l = blocks_.size(); l-- > 0;) {
+    if (policies_[l] == BlockPolicy::kOffload) {
+      const int64_t id = SpillId(slot, l);
+      TESSEL_ASSIGN_OR_RETURN(float* buffer, pool_->Get(id));
+      BlockActs a;
+      if (buffer == nullptr) {
+        // Not on disk (the disk was full) or damaged there: recomputed from the kept input, as a
+        // recompute block would be (the same kernels, so the same numbers).
+        TESSEL_ASSIGN_OR_RETURN(buffer, pool_->Acquire(id));
+        ActsOver(buffer, &a);
+        a.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
+        const auto recompute_start = Clock::now();
+        TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], a, tmp_c2_));
+        recompute_seconds_ += Since(recompute_start);
+      } else {
+        ActsOver(buffer, &a);
+        a.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
+      }
+      TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], a, dres));
+      pool_->Release(id);
+      TESSEL_RETURN_IF_ERROR(PrefetchBelow(slot, l));
+      continue;
+    }
     if (policies_[l] == BlockPolicy::kRecompute) {
       // The same kernels on the same input and weights: the scratch gets bit for bit what the forward
       // computed. The recomputed output goes to tmp_c2_, free until BlockBackward (it is a temporary
@@ -597,6 +719,10 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   }
   for (int64_t i = m_count - warmup; i < m_count; ++i) TESSEL_RETURN_IF_ERROR(Backward(slot_of(i)));
   TESSEL_RETURN_IF_ERROR(context_.comm->WaitSends(timeout()));
+  if (pool_ != nullptr) {
+    TESSEL_RETURN_IF_ERROR(pool_->Drain());
+    PublishSpill();
+  }
   const auto opt_start = Clock::now();
   TESSEL_RETURN_IF_ERROR(OptimizerStep(step));
   const double opt_seconds = Since(opt_start);
@@ -644,7 +770,7 @@ Result<double> GptStageExecutor::Validate() {
     for (int64_t m = 0; m < t.microbatches; ++m) {
       Slot& slot = slots_[0];
       if (p.first() || p.last()) TESSEL_RETURN_IF_ERROR(LoadBatch(slot, data_.val, *val_plan_, v, m));
-      TESSEL_RETURN_IF_ERROR(Forward(slot, 0.0, &loss_sum));
+      TESSEL_RETURN_IF_ERROR(Forward(slot, 0.0, &loss_sum, /*training=*/false));
     }
   }
   TESSEL_RETURN_IF_ERROR(context_.comm->WaitSends(timeout()));
@@ -704,6 +830,28 @@ Result<Record> GptStageExecutor::Evaluate() {
       static_cast<int64_t>(sizeof(float) * BlockSavedFloatsPerToken(BlockPolicy::kKeep, C(), a_.model.heads)));
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));
   Set(r, "data_parallel", static_cast<int64_t>(t.data_parallel));
+  // The spill store's totals over every worker (zeros where no block offloads).
+  std::vector<double> spill(8, 0.0);
+  if (pool_ != nullptr) {
+    const storage::SpillStats st = spill_store_->stats();
+    const SpillPoolCounters& c = pool_->counters();
+    spill = {static_cast<double>(st.written_bytes), static_cast<double>(st.read_bytes), st.write_seconds,
+             st.read_seconds, st.wait_seconds, static_cast<double>(c.late_fetches), static_cast<double>(c.recomputed),
+             static_cast<double>(c.no_space_fallbacks + c.checksum_fallbacks)};
+  }
+  TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(spill.data(), static_cast<int64_t>(spill.size())));
+  if (spill[0] > 0 || spill[6] > 0) {
+    Record sr;
+    Set(sr, "written_bytes", static_cast<int64_t>(spill[0]));
+    Set(sr, "read_bytes", static_cast<int64_t>(spill[1]));
+    Set(sr, "write_seconds", spill[2]);
+    Set(sr, "read_seconds", spill[3]);
+    Set(sr, "wait_seconds", spill[4]);
+    Set(sr, "late_fetches", static_cast<int64_t>(spill[5]));
+    Set(sr, "recomputed_blocks", static_cast<int64_t>(spill[6]));
+    Set(sr, "fallbacks", static_cast<int64_t>(spill[7]));
+    Set(r, "spill", sr);
+  }
   if (!context_.run_dir.empty() && p.replica == 0) {
     const std::string dir = context_.run_dir + "/weights";
     std::error_code ec;

@@ -1,5 +1,7 @@
 #include "workers/llm/llm_settings.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <numbers>
 
@@ -28,11 +30,19 @@ std::string_view BlockPolicyName(BlockPolicy policy) {
 }
 
 int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads) {
-  return policy == BlockPolicy::kRecompute ? width : 16 * width + 4 + heads;
+  return policy == BlockPolicy::kKeep ? 16 * width + 4 + heads : width;
 }
 
 int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads) {
   return BlockSavedFloatsPerToken(BlockPolicy::kKeep, width, heads) - width;
+}
+
+int32_t OffloadBuffers(int32_t offload_blocks) {
+  return offload_blocks <= 0 ? 0 : std::min(kOffloadBuffers, offload_blocks + 1);
+}
+
+int64_t OffloadPoolFloatsPerToken(int64_t width, int64_t heads, int32_t offload_blocks) {
+  return OffloadBuffers(offload_blocks) * RecomputeScratchFloatsPerToken(width, heads);
 }
 
 void LlmStageAssignment::Encode(ByteWriter& out) const {
@@ -56,14 +66,22 @@ void LlmStageAssignment::Encode(ByteWriter& out) const {
   out.PutString(init_from);
   out.Put(static_cast<int32_t>(block_policies.size()));
   for (BlockPolicy b : block_policies) out.Put(static_cast<int32_t>(b));
+  out.PutString(spill.dir);
+  out.PutString(spill.name);
+  out.Put<int32_t>(spill.checksum ? 1 : 0);
+  out.Put(spill.budget_bytes);
 }
 
 std::string LlmStageAssignment::Describe() const {
-  int64_t recompute = 0;
-  for (BlockPolicy b : block_policies) recompute += b == BlockPolicy::kRecompute ? 1 : 0;
+  int64_t recompute = 0, offload = 0;
+  for (BlockPolicy b : block_policies) {
+    recompute += b == BlockPolicy::kRecompute ? 1 : 0;
+    offload += b == BlockPolicy::kOffload ? 1 : 0;
+  }
   return StrCat("gpt2 stage ", place.stage, " of ", place.stages, " (replica ", place.replica, "): blocks ",
                 place.first_block, "..", place.end_block - 1, place.first() ? ", embedding" : "",
-                place.last() ? ", head" : "", recompute > 0 ? StrCat(", ", recompute, " recomputed") : "");
+                place.last() ? ", head" : "", recompute > 0 ? StrCat(", ", recompute, " recomputed") : "",
+                offload > 0 ? StrCat(", ", offload, " offloaded to ", spill.dir) : "");
 }
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
@@ -98,6 +116,10 @@ std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
     policies_sane = b >= 0 && b <= 2;
     a->block_policies.push_back(static_cast<BlockPolicy>(b));
   }
+  a->spill.dir = in.GetString("spill dir");
+  a->spill.name = in.GetString("spill name");
+  a->spill.checksum = in.Get<int32_t>("spill checksum") != 0;
+  a->spill.budget_bytes = in.Get<int64_t>("spill budget");
   if (!in.ok()) return nullptr;
   const bool sane = m.layers >= 1 && m.width >= 1 && m.heads >= 1 && m.width % m.heads == 0 && m.context >= 1 &&
                     m.vocab >= 2 && m.padded_vocab >= m.vocab && t.steps >= 0 && t.microbatch >= 1 &&

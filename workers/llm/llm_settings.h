@@ -80,20 +80,35 @@ struct StagePlacement {
 //   kKeep:      every tensor of the block (BlockSavedFloatsPerToken(kKeep) floats a token);
 //   kRecompute: only the block's input; the backward re-runs the block's forward into one scratch shared
 //               by the stage's recompute blocks (one extra block forward per micro-batch);
-//   kOffload:   the spill store (DESIGN.md "Spill store"); the payload carries it, the executor refuses it
-//               until its path exists.
+//   kOffload:   only the block's input stays; the rest is written to the worker's spill file (DESIGN.md
+//               "Spill store") through a pool of OffloadBuffers() buffers of a kept block's tensors less
+//               its input, and read back, prefetched, for the backward (workers/llm/spill_pool.h). When
+//               the disk is full or a read fails its checksum the block is recomputed from its input.
 enum class BlockPolicy : int32_t { kKeep = 0, kRecompute = 1, kOffload = 2 };
 std::string_view BlockPolicyName(BlockPolicy policy);  // "keep", "recompute", "offload"
 
 // Floats a token that one block holds per micro-batch in flight under `policy`: kept, 16 C (x, ln1, qkv
 // (3 C), atty, x2, ln2, fch (4 C), gelu (4 C)) + 4 LayerNorm statistics + the heads' log-sum-exps;
-// recomputed, its input x (C). The executor allocates exactly these (workers/llm/gpt_stage.cc) and the
-// planner predicts with them. kOffload counts as kept for now (its resident share is the offload
-// path's to define).
+// recomputed or offloaded, its input x (C). The executor allocates exactly these (workers/llm/gpt_stage.cc)
+// and the planner predicts with them (an offloading stage adds its pool: OffloadPoolFloatsPerToken).
 int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads);
 // Floats a token of the one scratch a stage with any recompute block holds: a kept block's tensors
 // less x (the block's input stays in its micro-batch's slot).
 int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads);
+// The offload pool of a stage with `offload_blocks` offloaded blocks: one buffer computing (or in a
+// backward) and the others written or prefetched, at most kOffloadBuffers, at most one per block and one.
+constexpr int32_t kOffloadBuffers = 4;
+int32_t OffloadBuffers(int32_t offload_blocks);
+int64_t OffloadPoolFloatsPerToken(int64_t width, int64_t heads, int32_t offload_blocks);
+
+// [spill]: where an offloading stage's spill file goes (storage/spill_store.h).
+struct LlmSpillSettings {
+  std::string dir = "/tmp/tessel-spill";
+  std::string name = "tessel";  // the file stem; the worker and the pid are added
+  bool checksum = false;
+  int64_t budget_bytes = 0;
+  bool operator==(const LlmSpillSettings&) const = default;
+};
 
 class LlmStageAssignment final : public AssignmentPayload {
  public:
@@ -109,6 +124,7 @@ class LlmStageAssignment final : public AssignmentPayload {
   std::string init_from;  // an llm.c checkpoint, or "" to initialise from the seed
   // One entry per block of the stage, blocks [place.first_block, place.end_block) in order.
   std::vector<BlockPolicy> block_policies;
+  LlmSpillSettings spill;
 };
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in);

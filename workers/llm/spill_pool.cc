@@ -1,17 +1,45 @@
 #include "workers/llm/spill_pool.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tessel::workers {
+namespace {
+
+// Page-aligned host memory: the spill file writes whole pages from it with O_DIRECT, without a copy.
+class PageAlignedAllocator final : public Allocator {
+ public:
+  Result<void*> Allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, kPage, std::max<size_t>(bytes, 1)) != 0) {
+      return InternalError(StrCat("out of memory allocating ", bytes, " page-aligned bytes"));
+    }
+    return p;
+  }
+  void Free(void* ptr) override { std::free(ptr); }
+  Device device() const override { return Device::kCpu; }
+  std::string_view name() const override { return "page-aligned host"; }
+  static constexpr size_t kPage = 4096;
+};
+
+Allocator& PageAligned() {
+  static PageAlignedAllocator allocator;
+  return allocator;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<SpillPool>> SpillPool::Create(storage::SpillStore* store, int64_t floats, int32_t buffers,
                                                      const DeviceContext& device, const Logger* log) {
   if (buffers < 2 || floats < 1) return InternalError("a spill pool needs at least 2 buffers of at least 1 float");
+  // Whole pages, so that every write is whole pages from an aligned buffer.
+  floats = (floats + 1023) / 1024 * 1024;
   std::unique_ptr<SpillPool> pool(new SpillPool(store, floats, device, log));
   pool->buffers_.resize(static_cast<size_t>(buffers));
   for (Buffer& b : pool->buffers_) {
-    TESSEL_ASSIGN_OR_RETURN(b.device, Tensor::Empty(DType::kF32, {floats}, *device.allocator));
-    if (device.device != Device::kCpu) {
+    const bool cpu = device.device == Device::kCpu;
+    TESSEL_ASSIGN_OR_RETURN(b.device, Tensor::Empty(DType::kF32, {floats}, cpu ? PageAligned() : *device.allocator));
+    if (!cpu) {
       TESSEL_ASSIGN_OR_RETURN(b.host, Tensor::Empty(DType::kF32, {floats}, PinnedAllocator()));
     }
   }
@@ -58,8 +86,15 @@ Status SpillPool::StartRead(Buffer& b, int64_t id) {
 }
 
 Result<SpillPool::Buffer*> SpillPool::Free() {
+  // A free buffer that caches nothing, else one whose block is on disk anyway.
   for (Buffer& b : buffers_) {
-    if (b.state == State::kFree) return &b;
+    if (b.state == State::kFree && b.id < 0) return &b;
+  }
+  for (Buffer& b : buffers_) {
+    if (b.state == State::kFree) {
+      b.id = -1;
+      return &b;
+    }
   }
   Buffer* oldest = nullptr;
   for (State state : {State::kWriting, State::kReading}) {
@@ -74,12 +109,20 @@ Result<SpillPool::Buffer*> SpillPool::Free() {
       (void)store_->Wait(oldest->ticket);
       oldest->state = State::kFree;
     }
+    oldest->id = -1;
     return oldest;
   }
   return nullptr;
 }
 
+void SpillPool::Forget(int64_t id) {
+  for (Buffer& b : buffers_) {
+    if (b.state == State::kFree && b.id == id) b.id = -1;
+  }
+}
+
 Result<float*> SpillPool::Acquire(int64_t id) {
+  Forget(id);  // a free buffer may still cache last step's copy
   TESSEL_ASSIGN_OR_RETURN(Buffer * b, Free());
   if (b == nullptr) return InternalError("spill pool: every buffer is in use (too few buffers for the schedule)");
   b->state = State::kForward;
@@ -95,7 +138,7 @@ Status SpillPool::Offload(int64_t id) {
     b->state = State::kFree;
     return Status();
   }
-  if (b->host.numel() > 0) {
+  if (b->host.raw() != nullptr) {
     TESSEL_RETURN_IF_ERROR(
         CopyMemory(b->host.raw(), Device::kCpu, b->device.raw(), b->device.device(), b->device.nbytes(), device_.stream));
   }
@@ -105,13 +148,16 @@ Status SpillPool::Offload(int64_t id) {
 }
 
 Status SpillPool::Prefetch(int64_t id) {
-  if (Find(id, State::kReading) || Find(id, State::kWriting) || Find(id, State::kHeld)) return Status();
+  for (State state : {State::kReading, State::kWriting, State::kHeld, State::kFree}) {
+    if (Find(id, state) != nullptr) return Status();  // on its way, or still in memory
+  }
   auto it = on_disk_.find(id);
   if (it == on_disk_.end() || !it->second) return Status();
+  Buffer* target = nullptr;
   for (Buffer& b : buffers_) {
-    if (b.state == State::kFree) return StartRead(b, id);
+    if (b.state == State::kFree && (target == nullptr || b.id < 0)) target = &b;
   }
-  return Status();
+  return target == nullptr ? Status() : StartRead(*target, id);
 }
 
 Result<float*> SpillPool::Get(int64_t id) {
@@ -120,6 +166,12 @@ Result<float*> SpillPool::Get(int64_t id) {
     TESSEL_RETURN_IF_ERROR(FinishWrite(*b));
     b->state = State::kHeld;
     return b->device.data<float>();
+  }
+  if (Buffer* cached = Find(id, State::kFree)) {
+    // Written, and its buffer not reused since: no need to read it back.
+    ++counters_.cache_hits;
+    cached->state = State::kHeld;
+    return cached->device.data<float>();
   }
   Buffer* b = Find(id, State::kReading);
   if (b == nullptr) {
@@ -136,6 +188,7 @@ Result<float*> SpillPool::Get(int64_t id) {
   const Status st = store_->Wait(b->ticket);
   if (!st.ok()) {
     b->state = State::kFree;
+    b->id = -1;
     if (st.message().find("checksum") == std::string::npos) return st;
     // Damaged on disk: never the numbers; the block is recomputed from its kept input.
     ++counters_.checksum_fallbacks;
@@ -145,7 +198,7 @@ Result<float*> SpillPool::Get(int64_t id) {
     return static_cast<float*>(nullptr);
   }
   ++counters_.fetched;
-  if (b->host.numel() > 0) {
+  if (b->host.raw() != nullptr) {
     TESSEL_RETURN_IF_ERROR(
         CopyMemory(b->device.raw(), b->device.device(), b->host.raw(), Device::kCpu, b->device.nbytes(), device_.stream));
   }
@@ -154,7 +207,9 @@ Result<float*> SpillPool::Get(int64_t id) {
 }
 
 void SpillPool::Release(int64_t id) {
-  if (Buffer* b = Find(id, State::kHeld)) b->state = State::kFree;
+  for (State state : {State::kHeld, State::kForward}) {
+    if (Buffer* b = Find(id, state)) b->state = State::kFree, b->id = -1;
+  }
 }
 
 Status SpillPool::Drain() {

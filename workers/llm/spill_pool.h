@@ -39,6 +39,7 @@ namespace tessel::workers {
 struct SpillPoolCounters {
   int64_t offloaded = 0;           // blocks written out
   int64_t fetched = 0;             // blocks read back
+  int64_t cache_hits = 0;          // blocks still in a free buffer when wanted (not read back)
   int64_t late_fetches = 0;        // Get found the read not yet done (the disk was late)
   int64_t recomputed = 0;          // blocks Get told the caller to recompute
   int64_t no_space_fallbacks = 0;  // writes refused for lack of space (then spilling stops)
@@ -53,8 +54,8 @@ class SpillPool {
   SpillPool(const SpillPool&) = delete;
   SpillPool& operator=(const SpillPool&) = delete;
 
-  // A buffer of `floats` floats for the forward of `id` (waits for an earlier write, or drops a
-  // prefetched block, when no buffer is free).
+  // A buffer of `floats` floats (rounded up to whole 4 KiB pages) for the forward of `id` (waits for an
+  // earlier write, or drops a prefetched block, when no buffer is free).
   Result<float*> Acquire(int64_t id);
   // The forward of `id` is done: queue its write (or, once spilling is off, forget it: Get says recompute).
   Status Offload(int64_t id);
@@ -62,11 +63,13 @@ class SpillPool {
   Status Prefetch(int64_t id);
   // `id`'s activations, or nullptr when the caller must recompute them. Waits for a late read.
   Result<float*> Get(int64_t id);
-  // The backward is done with `id`'s buffer.
+  // The backward is done with `id`'s buffer (or a forward that is not offloaded, such as validation's, is
+  // done with the buffer it acquired).
   void Release(int64_t id);
   // Waits for every queued write (at the end of a step, so that the file holds what it should).
   Status Drain();
 
+  int32_t buffers() const { return static_cast<int32_t>(buffers_.size()); }
   int64_t resident_bytes() const { return static_cast<int64_t>(buffers_.size()) * bytes(); }
   int64_t bytes() const { return floats_ * static_cast<int64_t>(sizeof(float)); }
   bool spilling() const { return spilling_; }
@@ -84,10 +87,13 @@ class SpillPool {
 
   SpillPool(storage::SpillStore* store, int64_t floats, const DeviceContext& device, const Logger* log)
       : store_(store), floats_(floats), device_(device), log_(log) {}
-  void* io_buffer(Buffer& b) { return b.host.numel() > 0 ? b.host.raw() : b.device.raw(); }
+  void* io_buffer(Buffer& b) { return b.host.raw() != nullptr ? b.host.raw() : b.device.raw(); }
   Buffer* Find(int64_t id, State state);
-  // A free buffer: a free one, else the oldest write finished, else the oldest prefetch dropped; null if
-  // every buffer is in use by a forward or a backward.
+  // Drops `id` from the free buffers that still hold an older copy of it.
+  void Forget(int64_t id);
+  // A buffer to reuse: a free one (one caching nothing first), else the oldest write finished, else the
+  // oldest prefetch dropped; null if every buffer is in use by a forward or a backward. A free buffer
+  // keeps the id of the block it holds until reused, so Get can take it without a read.
   Result<Buffer*> Free();
   Status FinishWrite(Buffer& b);
   Status StartRead(Buffer& b, int64_t id);

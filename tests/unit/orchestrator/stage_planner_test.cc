@@ -182,29 +182,71 @@ jobs::JobSpec LlmSpec(const std::vector<std::string>& overrides) {
 TEST(ResolveBlockPolicies, FollowsSpillPolicyOrTheLayerList) {
   using workers::BlockPolicy;
   using enum workers::BlockPolicy;
-  auto keep = ResolveBlockPolicies(LlmSpec({}));  // "auto" resolves to keep in this build
+  auto keep = ResolveBlockPolicies(LlmSpec({}));  // keep is the default: offloading is asked for
   ASSERT_TRUE(keep.ok());
-  EXPECT_EQ(*keep, (std::vector<BlockPolicy>{kKeep, kKeep, kKeep, kKeep}));
+  EXPECT_EQ(keep->policies, (std::vector<BlockPolicy>{kKeep, kKeep, kKeep, kKeep}));
+  EXPECT_EQ(keep->automatic, (std::vector<bool>{false, false, false, false}));
   auto all = ResolveBlockPolicies(LlmSpec({"spill.policy=recompute"}));
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(*all, (std::vector<BlockPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
+  EXPECT_EQ(all->policies, (std::vector<BlockPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
   auto mixed = ResolveBlockPolicies(
-      LlmSpec({"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"keep\", \"recompute\"]"}));
+      LlmSpec({"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"offload\", \"recompute\"]"}));
   ASSERT_TRUE(mixed.ok());
-  EXPECT_EQ(*mixed, (std::vector<BlockPolicy>{kKeep, kRecompute, kKeep, kRecompute}));
+  EXPECT_EQ(mixed->policies, (std::vector<BlockPolicy>{kKeep, kRecompute, kOffload, kRecompute}));
 }
 
-TEST(ResolveBlockPolicies, RefusesOffloadFromEitherKeyNamingIt) {
-  auto policy = ResolveBlockPolicies(LlmSpec({"spill.policy=offload"}));
-  ASSERT_FALSE(policy.ok());
-  EXPECT_EQ(policy.status().code(), Code::kUsage);
-  EXPECT_NE(policy.status().message().find("spill.policy = \"offload\" is not available yet"), std::string::npos)
-      << policy.status().message();
-  auto layer = ResolveBlockPolicies(
-      LlmSpec({"spill.layer_policies=[\"keep\", \"keep\", \"offload\", \"keep\"]"}));
-  ASSERT_FALSE(layer.ok());
-  EXPECT_NE(layer.status().message().find("spill.layer_policies[2] = \"offload\""), std::string::npos)
-      << layer.status().message();
+TEST(ResolveBlockPolicies, AutoStartsAsOffloadAndIsMarked) {
+  using enum workers::BlockPolicy;
+  auto a = ResolveBlockPolicies(LlmSpec({"spill.policy=auto"}));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->policies, (std::vector<workers::BlockPolicy>{kOffload, kOffload, kOffload, kOffload}));
+  EXPECT_EQ(a->automatic, (std::vector<bool>{true, true, true, true}));
+  auto o = ResolveBlockPolicies(LlmSpec({"spill.policy=offload"}));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->automatic, (std::vector<bool>{false, false, false, false}));
+}
+
+// SSDTrain's timeline: a disk fast enough for the early blocks hides their I/O; the last block's read is
+// needed as soon as the backward starts, so offloading it stalls unless the disk is instant.
+TEST(OffloadStallSeconds, EarlyBlocksHideTheirIoTheLastDoesNot) {
+  const SpillBandwidth disk{1e9, 1e9};  // 1 GB/s each way
+  const double fwd = 0.010, bwd = 0.020, bytes = 5e6;  // 5 ms to write or read a block
+  EXPECT_DOUBLE_EQ(OffloadStallSeconds({false, false, false, false}, fwd, bwd, 0, bytes, disk, 3), 0.0);
+  EXPECT_DOUBLE_EQ(OffloadStallSeconds({true, true, false, false}, fwd, bwd, 0, bytes, disk, 3), 0.0);
+  const double last = OffloadStallSeconds({false, false, false, true}, fwd, bwd, 0, bytes, disk, 3);
+  // Written from 40 to 45 ms, read back from 45 to 50 ms, needed at 40 ms.
+  EXPECT_NEAR(last, 0.010, 1e-12);
+  // Time between the forward and the backward (the head, later stages) hides it.
+  EXPECT_NEAR(OffloadStallSeconds({false, false, false, true}, fwd, bwd, 0.004, bytes, disk, 3), 0.006, 1e-12);
+  EXPECT_DOUBLE_EQ(OffloadStallSeconds({false, false, false, true}, fwd, bwd, 0.010, bytes, disk, 3), 0.0);
+  // A slow disk stalls even the early blocks.
+  const SpillBandwidth slow{1e8, 1e8};
+  EXPECT_GT(OffloadStallSeconds({true, true, false, false}, fwd, bwd, 0, bytes, slow, 3), 0.0);
+}
+
+TEST(ChooseAutoPolicies, KeepsTheLastBlocksWhoseIoTheDiskCannotHide) {
+  using enum workers::BlockPolicy;
+  StageCosts k = Costs(0.030, 0.0, 0.0);
+  k.block_forward_seconds = 0.010;
+  // One block's activations: tokens x RecomputeScratchFloatsPerToken floats.
+  const double block_bytes = static_cast<double>(k.tokens) *
+                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * 4;
+  const SpillBandwidth disk{block_bytes / 0.005, block_bytes / 0.005};  // 5 ms a block each way
+  std::vector<workers::BlockPolicy> policies(6, kOffload);
+  auto split = SplitStages(k, policies, 1, 1, 0, {}, "job.toml");
+  ASSERT_TRUE(split.ok());
+  const auto notes = ChooseAutoPolicies(k, std::vector<bool>(6, true), disk, 1, 1, 0, &policies, &*split);
+  EXPECT_EQ(policies, (std::vector<workers::BlockPolicy>{kOffload, kOffload, kOffload, kOffload, kOffload, kKeep}));
+  EXPECT_EQ((*split)[0].blocks.offload, 5);
+  EXPECT_EQ((*split)[0].blocks.keep, 1);
+  ASSERT_FALSE(notes.empty());
+  // A budget that cannot hold another kept block leaves the block offloaded and says so.
+  std::vector<workers::BlockPolicy> tight(6, kOffload);
+  auto tight_split = SplitStages(k, tight, 1, 1, 0, {}, "job.toml");
+  const int64_t budget = (*tight_split)[0].memory_bytes;
+  const auto tight_notes = ChooseAutoPolicies(k, std::vector<bool>(6, true), disk, 1, 1, budget, &tight, &*tight_split);
+  EXPECT_EQ(tight, std::vector<workers::BlockPolicy>(6, kOffload));
+  EXPECT_NE(tight_notes.front().find("budget"), std::string::npos);
 }
 
 }  // namespace

@@ -3,13 +3,17 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "core/thread_pool.h"
+#include "storage/spill_store.h"
 #include "workers/executor_registry.h"
 #include "workers/llm/llm_settings.h"
 #include "workers/llm/stage_weights.h"
@@ -108,15 +112,23 @@ TEST(GeneratedText, IsDeterministicPrintableAndStructured) {
 // One stage of a small GPT (2 blocks) on generated text, through the registry and the assignment bytes;
 // `policies` are the blocks' saved-activation policies ([] = keep both). The losses of every step and the
 // final validation loss; `summary`, when given, gets what the executor reports.
+using SpillOpener = std::function<Result<std::unique_ptr<storage::SpillStore>>(const storage::SpillOptions&)>;
+
+// A 2-block GPT (one block per policy when `policies` is given) trained for `steps` steps on generated
+// text; the per-step losses, then the validation losses. Offload blocks spill through `opener` (the real
+// HDF5 store in `spill_dir` when empty).
 std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
-                          std::vector<BlockPolicy> policies = {}, Record* summary = nullptr) {
+                          std::vector<BlockPolicy> policies = {}, Record* summary = nullptr,
+                          const SpillOpener& opener = {}, const std::string& spill_dir = "",
+                          Status* build_status = nullptr) {
   KernelRegistry kernels(Logger("test", LogLevel::kWarn));
   for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
     const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
     EXPECT_TRUE(st.ok()) << st.ToString();
   }
   LlmStageAssignment a;
-  a.model = GptConfig{2, 32, 2, 16, 256, 256};
+  const auto layers = static_cast<int32_t>(policies.empty() ? 2 : policies.size());
+  a.model = GptConfig{layers, 32, 2, 16, 256, 256};
   a.train.steps = steps;
   a.train.microbatches = microbatches;
   a.train.microbatch = 8 / microbatches;
@@ -128,8 +140,10 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   a.train.val_batches = 2;
   a.data.source = TokenSource::kGenerated;
   a.data.generated_bytes = 8192;
-  a.place = StagePlacement{0, 1, 0, 2, 0};
+  a.place = StagePlacement{0, 1, 0, layers, 0};
   a.block_policies = policies.empty() ? std::vector<BlockPolicy>(2, BlockPolicy::kKeep) : policies;
+  if (!spill_dir.empty()) a.spill.dir = spill_dir;
+  a.spill.name = "llm_test";
   ByteWriter out;
   a.Encode(out);
   const std::vector<uint8_t> bytes = out.Take();
@@ -148,7 +162,12 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   c.kernels = &kernels;
   c.seed = 11;
   c.run_dir = run_dir;
+  c.open_spill = opener;
   auto executor = (*factory)->build(std::move(payload), c);
+  if (build_status != nullptr) {
+    *build_status = executor.status();
+    if (!executor.ok()) return {};
+  }
   EXPECT_TRUE(executor.ok()) << executor.status().ToString();
   if (!executor.ok()) return {};
   std::vector<double> losses;
@@ -210,10 +229,88 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
   EXPECT_EQ(std::get<std::vector<double>>(per_block->data), (std::vector<double>{kept * 4.0, kept * 4.0}));
 }
 
-TEST(GptStage, RefusesOffloadUntilItsPathExists) {
-  // The planner refuses "offload" first (stage_planner_test); the executor guards against a payload
-  // that carries it anyway.
-  EXPECT_NONFATAL_FAILURE(Train(1, 1, "", {BlockPolicy::kOffload, BlockPolicy::kKeep}), "is not available yet");
+// Offloaded blocks come back from the spill file bit for bit: the losses equal keep's exactly, with
+// the real HDF5 store (6 blocks, more than the pool's buffers, so blocks are read back from the disk).
+TEST(GptStage, OffloadGivesBitIdenticalLossesToKeep) {
+  using enum BlockPolicy;
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tessel_llm_spill_" + std::to_string(getpid())))
+                              .string();
+  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
+  const std::vector<std::vector<BlockPolicy>> cases = {std::vector<BlockPolicy>(6, kOffload),
+                                                       {kOffload, kRecompute, kOffload, kKeep, kOffload, kOffload}};
+  for (const std::vector<BlockPolicy>& policies : cases) {
+    Record summary;
+    const std::vector<double> other = Train(2, 3, "", policies, &summary, {}, dir);
+    ASSERT_EQ(other.size(), keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) EXPECT_EQ(other[i], keep[i]) << "value " << i;
+    const RecordValue* spill = Find(summary, "spill");
+    ASSERT_NE(spill, nullptr);
+    const Record& s = std::get<Record>(spill->data);
+    EXPECT_GT(FindNumber(s, "written_bytes").value_or(0), 0);
+    // Six offloaded blocks and four buffers: some come back from the disk (with four, the pool holds
+    // them all).
+    if (policies[1] == kOffload) {
+      EXPECT_GT(FindNumber(s, "read_bytes").value_or(0), 0) << "nothing came back";
+    }
+    EXPECT_EQ(FindNumber(s, "recomputed_blocks").value_or(-1), 0);
+    // The spill file is gone with the executor.
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+SpillOpener Faulty(storage::SpillFault fault) {
+  return [fault](const storage::SpillOptions& o) -> Result<std::unique_ptr<storage::SpillStore>> {
+    return storage::SpillStore::WithFile(
+        storage::NewFaultySpillFile(storage::NewMemorySpillFile(), {fault, 1, true}), o);
+  };
+}
+
+// A full disk turns spilling off; the blocks are recomputed from their inputs and the losses do not move.
+TEST(GptStage, OffloadRecomputesWhenTheDiskIsFull) {
+  using enum BlockPolicy;
+  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
+  Record summary;
+  const std::vector<double> full =
+      Train(2, 3, "", std::vector<BlockPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kNoSpace));
+  EXPECT_EQ(full, keep);
+  const RecordValue* spill = Find(summary, "spill");
+  ASSERT_NE(spill, nullptr);
+  EXPECT_GE(FindNumber(std::get<Record>(spill->data), "fallbacks").value_or(0), 1);
+  EXPECT_GT(FindNumber(std::get<Record>(spill->data), "recomputed_blocks").value_or(0), 0);
+}
+
+// A block whose read fails its checksum is recomputed, never used.
+TEST(GptStage, OffloadRecomputesABlockThatFailsItsChecksum) {
+  using enum BlockPolicy;
+  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
+  Record summary;
+  const std::vector<double> corrupt =
+      Train(2, 3, "", std::vector<BlockPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kCorruptRead));
+  EXPECT_EQ(corrupt, keep);
+  const RecordValue* spill = Find(summary, "spill");
+  ASSERT_NE(spill, nullptr);
+  EXPECT_GT(FindNumber(std::get<Record>(spill->data), "recomputed_blocks").value_or(0), 0);
+}
+
+// Any other I/O error stops the run (exit 6), naming the cause.
+TEST(GptStage, OffloadStopsOnAnIoError) {
+  using enum BlockPolicy;
+  EXPECT_NONFATAL_FAILURE(
+      Train(2, 2, "", std::vector<BlockPolicy>(6, kOffload), nullptr, Faulty(storage::SpillFault::kIoError)),
+      "injected");
+}
+
+// An unwritable spill directory is a storage error (exit 6) when the executor is built, before step 1.
+TEST(GptStage, OffloadToAnUnwritableDirectoryFailsBeforeTraining) {
+  const std::string file = (std::filesystem::temp_directory_path() / ("tessel_llm_notadir_" + std::to_string(getpid())))
+                               .string();
+  std::ofstream(file) << "x";
+  Status st;
+  EXPECT_TRUE(Train(1, 1, "", {BlockPolicy::kOffload, BlockPolicy::kKeep}, nullptr, {}, file + "/spill", &st).empty());
+  EXPECT_EQ(st.code(), Code::kStorage);
+  EXPECT_NE(st.message().find(file + "/spill"), std::string::npos) << st.message();
+  std::filesystem::remove(file);
 }
 
 TEST(LlmStageAssignment, CarriesOnePolicyPerBlockOfTheStage) {
