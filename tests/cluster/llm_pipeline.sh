@@ -10,6 +10,8 @@
 # - the trained weights: `tessel export llmc` of the 1-stage and the 3-stage runs agree to a few lr,
 #   and a checkpoint read back with model.init_from and train.steps = 0 exports to the same bytes
 #   (the llm.c round trip is bit-exact, through 1 and 3 stages);
+# - saved-activation policies: recompute, a keep/recompute mix, offload (1 and 2 stages, with checksums) and
+#   auto give bit for bit the losses of keep, and leave no spill file behind;
 # - bad input: an empty text file and one shorter than a batch are exit 3 naming the file; more stages
 #   than workers and an inconsistent batch product are exit 2 at `tessel validate`.
 source "$(dirname "$0")/../lib.sh"
@@ -33,6 +35,17 @@ mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${smal
 mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" --set resources.workers=2 \
   --set pipeline.stages=2 --set 'spill.layer_policies=["recompute", "keep", "recompute"]' \
   --set job.output_dir="$TESSEL_WORK/s2m" > /dev/null 2>&1
+# Offload (the spill store in a scratch directory) on 1 and 2 stages, with checksums on 2, and auto.
+spill=(--set spill.dir="$TESSEL_WORK/spill")
+"$TESSEL" run "$job" "${small[@]}" "${spill[@]}" --set spill.policy=offload --set job.output_dir="$TESSEL_WORK/s1o" \
+  > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" "${spill[@]}" \
+  --set resources.workers=2 --set pipeline.stages=2 --set spill.policy=offload --set spill.checksum=true \
+  --set job.output_dir="$TESSEL_WORK/s2o" > /dev/null 2>&1
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" "${small[@]}" "${spill[@]}" \
+  --set resources.workers=2 --set pipeline.stages=2 --set spill.policy=auto --set job.output_dir="$TESSEL_WORK/s2a" \
+  > /dev/null 2>&1
+[ -z "$(ls -A "$TESSEL_WORK/spill")" ] || fail "spill files were left behind: $(ls "$TESSEL_WORK/spill")"
 
 for run in s1 s3; do "$TESSEL" export llmc "$TESSEL_WORK/$run" "$TESSEL_WORK/$run.bin" > /dev/null 2>&1; done
 
@@ -40,7 +53,8 @@ python3 - "$TESSEL_WORK" <<'PY'
 import json, struct, sys
 w = sys.argv[1]
 REL = 1e-4
-runs = {r: json.load(open(f"{w}/{r}/summary.json")) for r in ("s1", "s2", "s3", "s2d2", "s2r", "s2m")}
+runs = {r: json.load(open(f"{w}/{r}/summary.json"))
+        for r in ("s1", "s2", "s3", "s2d2", "s2r", "s2m", "s1o", "s2o", "s2a")}
 ref = runs["s1"]
 assert ref["kind"] == "llm" and len(ref["step_loss"]) == 6, ref.get("step_loss")
 assert [v[0] for v in ref["val_loss"]] == [3, 6], ref["val_loss"]
@@ -55,10 +69,16 @@ for name, s in runs.items():
 assert ref["step_loss"][-1] < ref["step_loss"][0], "the loss did not fall"
 # Recompute runs the same kernels on the same inputs: the same split keeping everything gives the same bits.
 keep2 = runs["s2"]
-for name in ("s2r", "s2m"):
+for name in ("s2r", "s2m", "s2o", "s2a"):
     s = runs[name]
     assert s["step_loss"] == keep2["step_loss"] and s["val_loss"] == keep2["val_loss"], \
         f"{name}: losses differ from 2 stages with keep: {s['step_loss']} vs {keep2['step_loss']}"
+# Offload on 1 stage is bit-identical to keep on 1 stage; the spill file was written.
+assert runs["s1o"]["step_loss"] == ref["step_loss"] and runs["s1o"]["val_loss"] == ref["val_loss"], "s1o"
+for name in ("s1o", "s2o"):
+    sp = runs[name].get("spill")
+    assert sp and sp["written_bytes"] > 0 and sp["recomputed_blocks"] == 0, (name, sp)
+assert runs["s2a"]["pipeline"]["spill_bandwidth"]["write_bytes_per_second"] > 0, runs["s2a"]["pipeline"]
 # Width 64, 2 heads: a kept block holds 16 x 64 + 4 + 2 floats a token, a recomputed one its input (64).
 kept, inp = 4 * (16 * 64 + 6), 4 * 64
 assert keep2["saved_activation_bytes_per_token"] == [kept] * 3, keep2["saved_activation_bytes_per_token"]
@@ -76,7 +96,7 @@ fb = struct.unpack(f"{(len(b) - 1024) // 4}f", b[1024:])
 diff = max(abs(x - y) for x, y in zip(fa, fb))
 assert diff <= 5e-3, f"exported weights of 1 and 3 stages differ by {diff:.2e}"
 print(f"PASS llm exactness: 6 steps and 2 validations equal across 1, 2, 3 stages, 2x2 and 2 stages recomputing "
-      f"(worst relative {worst:.2e}); recompute and a mix bit-identical to keep on 2 stages, peak activation bytes "
+      f"(worst relative {worst:.2e}); recompute, a mix, offload (1 and 2 stages, checksums) and auto bit-identical to keep, peak activation bytes "
       f"{peaks['s2']} keep, {peaks['s2m']} mixed, {peaks['s2r']} recompute; exported weights of 1 vs 3 stages "
       f"within {diff:.2e} (absolute)")
 PY
@@ -109,9 +129,11 @@ grep -q "train.batch_size" "$TESSEL_WORK/stderr" || fail "the batch product erro
 expect_exit 2 "$TESSEL" validate "$job" "${small[@]}" --set 'spill.layer_policies=["keep", "recompute"]'
 grep -q "spill.layer_policies has 2 entries but model.layers = 3" "$TESSEL_WORK/stderr" \
   || fail "a short layer_policies list is not named: $(cat "$TESSEL_WORK/stderr")"
-expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set spill.policy=offload --workers 1
-grep -q 'spill.policy = "offload" is not available yet' "$TESSEL_WORK/stderr" \
-  || fail "offload is not refused clearly: $(cat "$TESSEL_WORK/stderr")"
+# An unwritable spill directory: exit 6 naming it, before any rank starts.
+: > "$TESSEL_WORK/not-a-dir"
+expect_exit 6 "$TESSEL" run "$job" "${small[@]}" --set spill.policy=offload --set spill.dir="$TESSEL_WORK/not-a-dir/spill" \
+  --set job.output_dir="$TESSEL_WORK/bad3"
+grep -q "not-a-dir/spill" "$TESSEL_WORK/stderr" || fail "the spill directory error does not name it: $(cat "$TESSEL_WORK/stderr")"
 # A memory budget no split fits: refused by the planner with the shortfall, before any rank starts.
 expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set resources.memory_budget_bytes=100KB --workers 1
 grep -q "short by" "$TESSEL_WORK/stderr" || fail "the budget error gives no shortfall: $(cat "$TESSEL_WORK/stderr")"
@@ -124,7 +146,7 @@ grep -q "predicted step" "$TESSEL_WORK/plan.txt" || fail "tessel plan printed no
 "$TESSEL" plan "$job" "${small[@]}" --set 'spill.layer_policies=["recompute", "keep", "recompute"]' --workers 1 \
   > "$TESSEL_WORK/plan.txt" 2>&1
 grep -q "keep 1, recompute 2" "$TESSEL_WORK/plan.txt" || fail "tessel plan shows no policies: $(cat "$TESSEL_WORK/plan.txt")"
-pass "llm bad input: empty and short text exit 3, stages > workers, batch product, layer_policies length and offload exit 2, over budget exit 2"
+pass "llm bad input: empty and short text exit 3, stages > workers, batch product, layer_policies length exit 2, an unwritable spill.dir exit 6, over budget exit 2"
 
 # A stage killed mid-run (SIGKILL on world rank 2, the second stage): its neighbour waits on it, the
 # coordinator's heartbeat names the rank and its step, and the job ends with exit 5.
