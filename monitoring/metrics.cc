@@ -99,9 +99,9 @@ constexpr MetricSpec kActivationResident{.name = "tessel_activation_resident_byt
                                          .exported_by = ExportedBy::kWorkers,
                                          .help = "Bytes of saved activations this rank holds in memory now."};
 
-constexpr std::array kPendingCatalog{kSpillWritten, kSpillRead, kSpillWait, kSpillFallbacks, kActivationResident};
-
-constexpr std::array kCatalog{kBuildInfo, kStepDuration, kLoss, kEpoch, kHaloBytes, kGatherBytes, kEdgeCut, kWorkersAlive};
+constexpr std::array kCatalog{kBuildInfo,   kStepDuration, kLoss,          kEpoch,          kHaloBytes,
+                              kGatherBytes, kEdgeCut,      kWorkersAlive, kSpillWritten,   kSpillRead,
+                              kSpillWait,   kSpillFallbacks, kActivationResident};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -124,8 +124,6 @@ class LazyMetric {
 }  // namespace
 
 std::span<const MetricSpec> Catalog() { return kCatalog; }
-
-std::span<const MetricSpec> PendingCatalog() { return kPendingCatalog; }
 
 std::string_view MetricKindName(MetricKind kind) {
   switch (kind) {
@@ -260,6 +258,11 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
     families_->HaloReceived();
     families_->GatherLocal();
     families_->GatherRemote();
+    families_->SpillWritten();
+    families_->SpillRead();
+    families_->SpillWait();
+    families_->SpillFallbacks(SpillFallback::kRecompute);
+    families_->ActivationResident();
   }
   if (RoleExports(labels_.role, ExportedBy::kCoordinator)) {
     families_->EdgeCut();

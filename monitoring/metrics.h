@@ -53,13 +53,6 @@ struct MetricSpec {
 // Every metric Tessel exports. The returned storage is static and immutable; any thread may call.
 std::span<const MetricSpec> Catalog();
 
-// Metrics whose setter exists but that no component updates yet (the spill store's, until an executor
-// spills). They stay out of Catalog() and the METRICS.md table, which hold only metrics that something
-// updates and that the dashboard shows; their setters register them on first use, so a run that never
-// calls them never exports them. Each moves into Catalog(), METRICS.md and a dashboard panel with its
-// first caller. Static and immutable; any thread may call.
-std::span<const MetricSpec> PendingCatalog();
-
 // "counter" | "gauge" | "histogram": the Prometheus TYPE names, as METRICS.md writes them.
 std::string_view MetricKindName(MetricKind kind);
 
@@ -105,13 +98,14 @@ class Metrics {
 
   // The spill store's I/O since the last call: tessel_spill_written_bytes_total,
   // tessel_spill_read_bytes_total and tessel_spill_wait_seconds_total (pass the difference of two
-  // storage::SpillStats). Negative or NaN amounts are dropped. Pending (PendingCatalog()).
+  // storage::SpillStats). Negative or NaN amounts are dropped.
   void AddSpillIo(int64_t written_bytes, int64_t read_bytes, double wait_seconds);
   // tessel_spill_fallbacks_total{to="keep"|"recompute"}: offloads that hit a full disk or the spill budget
-  // and were kept in memory or recomputed instead. Non-positive counts are dropped. Pending.
+  // and were kept in memory or recomputed instead (the GPT executor recomputes). Non-positive counts are
+  // dropped.
   enum class SpillFallback { kKeep, kRecompute };
   void AddSpillFallbacks(SpillFallback to, int64_t n);
-  // tessel_activation_resident_bytes: saved activations held in memory now. Pending.
+  // tessel_activation_resident_bytes: saved activations held in memory now.
   void SetActivationResidentBytes(int64_t bytes);
 
   // The registry to serve or collect. Shared: it stays valid for as long as any holder keeps it.

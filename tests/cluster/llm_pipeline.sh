@@ -3,15 +3,14 @@
 # - exactness: with a fixed seed the loss at every step, and the validation loss, agree to 1e-4 relative
 #   between the embedded run (1 stage) and 2 and 3 pipeline stages under mpirun (1F1B over 4 micro-batches,
 #   activations and gradients point-to-point), and data-parallel degree 2 (2 stages x 2 replicas);
-# - saved-activation policies: 2 stages with every block recomputed ([spill] policy = "recompute"), and
-#   with a mix (spill.layer_policies), match the 1-stage keep run like the others, and the 2-stage keep
-#   run bit for bit, while keeping fewer bytes; "offload" and a layer_policies list of the wrong length
-#   are exit 2;
+# - saved-activation policies: 2 stages with every block recomputed ([spill] policy = "recompute"), with
+#   a mix (spill.layer_policies), offloading (with checksums) and auto match the 1-stage keep run like the
+#   others, and the 2-stage keep run bit for bit, recompute keeping fewer bytes; offload on 1 stage is
+#   bit-identical to keep there; no spill file is left; a layer_policies list of the wrong length is exit
+#   2 and an unwritable spill.dir exit 6;
 # - the trained weights: `tessel export llmc` of the 1-stage and the 3-stage runs agree to a few lr,
 #   and a checkpoint read back with model.init_from and train.steps = 0 exports to the same bytes
 #   (the llm.c round trip is bit-exact, through 1 and 3 stages);
-# - saved-activation policies: recompute, a keep/recompute mix, offload (1 and 2 stages, with checksums) and
-#   auto give bit for bit the losses of keep, and leave no spill file behind;
 # - bad input: an empty text file and one shorter than a batch are exit 3 naming the file; more stages
 #   than workers and an inconsistent batch product are exit 2 at `tessel validate`.
 source "$(dirname "$0")/../lib.sh"

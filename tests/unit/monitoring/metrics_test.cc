@@ -258,27 +258,6 @@ TEST(Metrics, SettersUpdateValues) {
   EXPECT_EQ(halo, (std::map<std::string, double>{{"received", 3000.0}, {"sent", 1024.0}}));
 }
 
-// Pending metrics (the spill store's): out of the catalog and METRICS.md's table, never registered at
-// start, registered by their setters with the names, types and labels PendingCatalog() gives.
-TEST(MetricsCatalog, PendingMetricsStayOutOfTheCatalog) {
-  const std::map<std::string, CatalogRow> catalog = MarkdownCatalog();
-  std::set<std::string> catalog_names;
-  for (const MetricSpec& spec : Catalog()) catalog_names.insert(std::string(spec.name));
-  for (const MetricSpec& spec : PendingCatalog()) {
-    const std::string name(spec.name);
-    EXPECT_EQ(catalog.count(name), 0u) << name << " is pending: in METRICS.md it belongs under Planned";
-    EXPECT_EQ(catalog_names.count(name), 0u) << name;
-    EXPECT_EQ(name.rfind("tessel_", 0), 0u) << name;
-    const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
-    EXPECT_EQ(total, spec.kind == MetricKind::kCounter) << name;
-    if (!spec.unit.empty()) {
-      EXPECT_NE(name.find("_" + std::string(spec.unit)), std::string::npos) << name;
-    }
-  }
-  Metrics worker({"pending", 1, std::string(kRoleWorker)}, "1.2.3");
-  for (const auto& [name, family] : Collect(worker)) EXPECT_EQ(catalog.count(name), 1u) << name << " at start";
-}
-
 TEST(Metrics, SpillSettersUpdateValues) {
   Metrics metrics({"spill", 1, std::string(kRoleWorker)}, "0.1.0");
   metrics.AddSpillIo(4096, 1024, 0.5);
@@ -297,7 +276,11 @@ TEST(Metrics, SpillSettersUpdateValues) {
     fallbacks[Label(metric, "to")] = metric.counter.value;
   }
   EXPECT_EQ(fallbacks, (std::map<std::string, double>{{"keep", 2.0}, {"recompute", 1.0}}));
-  for (const MetricSpec& spec : PendingCatalog()) {
+  for (const MetricSpec& spec : Catalog()) {
+    if (std::string_view(spec.name).find("spill") == std::string_view::npos &&
+        spec.name != std::string_view("tessel_activation_resident_bytes")) {
+      continue;
+    }
     const auto& family = families.at(std::string(spec.name));
     EXPECT_EQ(TypeName(family.type), MetricKindName(spec.kind)) << spec.name;
     std::set<std::string> labels{"job", "rank", "role"};
