@@ -47,7 +47,7 @@
 #   --reps N           repetitions, medians reported (default 7; 5 with --quick; spill: 5, 3 with --quick)
 #   llm only:
 #   --sections LIST    subset of stages,planner,policies (default all)
-#   --policies LIST    spill.policy values of the policy rows (default keep,recompute)
+#   --policies LIST    spill.policy values of the policy rows (default keep,offload,recompute,auto)
 #   --policy-models L  subset of small,large (default both; small with --quick)
 #   spill only (with --reps):
 #   --dir DIR          the directory measured (default /tmp/tessel-spill, the [spill] dir default)

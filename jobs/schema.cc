@@ -31,7 +31,7 @@ constexpr std::array<std::string_view, 2> kFanoutPerNames = {"total", "relation"
 constexpr std::array<std::string_view, 3> kFeatureStoreNames = {"auto", "mapped", "pinned"};
 constexpr std::array<std::string_view, 3> kOptimizerNames = {"adam", "sgd", "adamw"};
 constexpr std::array<std::string_view, 2> kBatchOrderNames = {"sequential", "shuffled"};
-constexpr std::array<std::string_view, 4> kSpillPolicyNames = {"auto", "keep", "offload", "recompute"};
+constexpr std::array<std::string_view, 5> kSpillPolicyNames = {"auto", "keep", "offload", "recompute", "plan"};
 
 std::span<const std::string_view> NamesOf(JobKind) { return kKindNames; }
 std::span<const std::string_view> NamesOf(DeviceChoice) { return kDeviceNames; }
@@ -313,7 +313,8 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(spill.policy, Any(),
                        "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "
                        "or its input while the rest goes to the spill file (offload); \"auto\" offloads the blocks "
-                       "whose I/O the measured disk hides."),
+                       "whose I/O the measured disk hides; \"plan\" lets the planner choose each block's policy "
+                       "under resources.memory_budget_bytes."),
       TESSEL_JOB_FIELD(spill.layer_policies, OneOf({"keep", "recompute", "offload"}),
                        "llm: a policy per block, first block first (model.layers entries); [] = every block follows "
                        "spill.policy."),

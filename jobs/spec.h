@@ -50,7 +50,7 @@ enum class FanoutPer { kTotal, kRelation };
 enum class FeatureStoreChoice { kAuto, kMapped, kPinned };
 enum class OptimizerName { kAdam, kSgd, kAdamw };
 enum class BatchOrder { kSequential, kShuffled };
-enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute };
+enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute, kPlan };
 
 // The TOML spelling of each enum value ("rgnn", "cuda", ...). Strings from a job file become these enums
 // once, when it is parsed; nothing else compares setting strings.

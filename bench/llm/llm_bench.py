@@ -7,12 +7,13 @@ llm        Tessel's GPT-2 on tiny Shakespeare (jobs/examples/gpt-shakespeare.tom
            (tessel-bench-limits at the same threads). Then the stage planner on a 12-block model for 2 and
            3 stages: each stage's predicted time per micro-batch (`tessel plan`'s calibration) against the
            time the stage measured (its forward and backward compute, waits excluded). Then the
-           saved-activation policies (--policies, default keep,recompute: [spill] policy for every
-           block), 1 stage, all the cores: median step time, tokens per second, the executor's
-           peak_resident_activation_bytes and the saved bytes a token, on the tiny-Shakespeare model
+           saved-activation policies (--policies, default keep,offload,recompute,auto: [spill] policy for
+           every block, spilling to [spill] dir), 1 stage, all the cores: median step time, tokens per
+           second, the executor's peak_resident_activation_bytes, the saved bytes a token and the spill
+           traffic, on the tiny-Shakespeare model
            ("small", 12 steps, 6 with --quick) and on a 12-block, width-768, 12-head model at context 256
            with micro-batches of 8 sequences ("large": 1.2 GB of saved activations a step under keep;
-           4 steps, the median of the last 2; left out with --quick unless --policy-models names it).
+           6 steps, the median of the last 4; left out with --quick unless --policy-models names it).
 peers-llm  the same model, checkpoint, token file, batches and threads in PyTorch (bench/peers/gpt_peer.py,
            written from the same equations; F.scaled_dot_product_attention, fused AdamW, with and without
            torch.compile), side by side with Tessel (1 stage, 2 threads), from one llm.c checkpoint; the
@@ -76,7 +77,7 @@ def run_tessel(out, stages, threads, steps, extra, layers=4, skip=2):
 POLICY_MODELS = {
     "small": ({}, None, 2),
     "large": ({"model.layers": 12, "model.hidden": 768, "model.heads": 12, "model.context": 256,
-               "train.batch_size": 8, "train.warmup_steps": 1}, 4, 2),
+               "train.batch_size": 8, "train.warmup_steps": 1}, 6, 2),
 }
 
 
@@ -110,8 +111,12 @@ def policies(a, rows, cores):
                 ref = r
             else:
                 same = "  (losses = " + ("keep's, bit for bit)" if r["losses"] == ref["losses"] else "differ!)")
+            spill = s.get("spill") or {}
+            io = (f"  spill {spill['written_bytes'] / len(r['losses']) / 1e6:.0f} MB/step out, "
+                  f"{spill['read_bytes'] / len(r['losses']) / 1e6:.0f} in, waited {spill['wait_seconds']:.2f} s"
+                  if spill else "")
             print(f"{model:>6} {policy:>10} {1e3 * r['step_seconds']:>9.1f} {r['tokens_per_second']:>9.0f} "
-                  f"{peak / 1e6:>12.1f} {mean_per_token:>13.0f}  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}{same}")
+                  f"{peak / 1e6:>12.1f} {mean_per_token:>13.0f}  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}{same}{io}")
             common = {"bench": "llm", "case": case, "model": model, "policy": policy, "threads_per_worker": cores,
                       "steps": steps, "layers": layers}
             base = {} if r is ref else {"baseline": ref["step_seconds"], "ratio": r["step_seconds"] / ref["step_seconds"]}
@@ -122,6 +127,18 @@ def policies(a, rows, cores):
             rows.append(dict(common, metric="peak_resident_activation_bytes", value=peak, unit="B", **base))
             rows.append(dict(common, metric="saved_activation_bytes_per_token", value=mean_per_token,
                              unit="B/token/block", keep_all=s["saved_activation_bytes_per_token_keep_all"]))
+            spill = s.get("spill")
+            if spill:
+                steps_run = len(s["step_loss"])
+                rows.append(dict(common, metric="spill_written_bytes_per_step", value=spill["written_bytes"] / steps_run,
+                                 unit="B"))
+                rows.append(dict(common, metric="spill_read_bytes_per_step", value=spill["read_bytes"] / steps_run,
+                                 unit="B"))
+                rows.append(dict(common, metric="spill_wait_seconds_per_step", value=spill["wait_seconds"] / steps_run,
+                                 unit="s"))
+                offloaded = s.get("pipeline", {}).get("offload_blocks_per_stage")
+                if offloaded is not None:
+                    rows.append(dict(common, metric="offloaded_blocks", value=sum(offloaded), unit="blocks"))
             if r is not ref:
                 rows.append(dict(common, metric="losses_equal_to_first_policy",
                                  value=1 if r["losses"] == ref["losses"] else 0, unit="bool"))
@@ -250,7 +267,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--sections", default="stages,planner,policies",
                     help="llm: subset of stages,planner,policies")
-    ap.add_argument("--policies", default="keep,recompute",
+    ap.add_argument("--policies", default="keep,offload,recompute,auto",
                     help="llm: spill.policy values of the policy rows, the first the baseline")
     ap.add_argument("--policy-models", help="llm: subset of small,large (default both; small with --quick)")
     a = ap.parse_args(argv)

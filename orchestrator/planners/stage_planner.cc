@@ -239,13 +239,15 @@ Result<ResolvedPolicies> ResolveBlockPolicies(const jobs::JobSpec& spec) {
     BlockPolicy b = BlockPolicy::kKeep;
     switch (p) {
       case jobs::SpillPolicy::kKeep: b = BlockPolicy::kKeep; break;
-      case jobs::SpillPolicy::kRecompute: b = BlockPolicy::kRecompute; break;
+      case jobs::SpillPolicy::kRecompute:
+      case jobs::SpillPolicy::kPlan: b = BlockPolicy::kRecompute; break;
       // auto starts from offload; ChooseAutoPolicies keeps the blocks whose I/O the compute cannot hide.
       case jobs::SpillPolicy::kAuto:
       case jobs::SpillPolicy::kOffload: b = BlockPolicy::kOffload; break;
     }
     out.policies.push_back(b);
     out.automatic.push_back(p == jobs::SpillPolicy::kAuto);
+    out.planned.push_back(p == jobs::SpillPolicy::kPlan);
   }
   return out;
 }
@@ -279,7 +281,9 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
       n * c * f;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * (c + 2) * f;
-  int64_t scratch = 15 * n * c * f + 2 * f;
+  // The temporaries (15 C a token), and the forward's shared x2, LayerNorm means and residual stream
+  // into kept blocks (3 C + 2: workers/llm/gpt_stage.cc).
+  int64_t scratch = 15 * n * c * f + 2 * f + n * (3 * c + 2) * f;
   if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchFloatsPerToken(c, k.heads) * f;
   if (blocks.offload > 0) scratch += n * workers::OffloadPoolFloatsPerToken(c, k.heads, blocks.offload) * f;
   if (last) scratch += 2 * n * k.vocab * f + n + 16;
@@ -501,12 +505,94 @@ std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::
                              " keeps every block (its offload buffers would hold more than its activations)"));
       continue;
     }
+    sh.seconds += stall;
     char line[200];
     std::snprintf(line, sizeof line,
                   "spill.policy = \"auto\": stage %d offloads %d and keeps %d of its automatic blocks (predicted I/O "
                   "stall %.1f ms per micro-batch)",
                   s, sh.blocks.offload, sh.blocks.keep, 1e3 * stall);
     notes.push_back(line);
+  }
+  return notes;
+}
+
+namespace {
+
+// A stage's predicted seconds per micro-batch under `policies`: its blocks, the recomputed forwards, the
+// embedding and head, and the I/O stall of its offloaded blocks.
+double StageSeconds(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies, const StageShare& sh,
+                    int32_t s, int32_t stages, double between, const SpillBandwidth& bandwidth) {
+  const StageBlocks b = CountBlocks(policies, sh.first, sh.end);
+  std::vector<bool> offload;
+  for (int32_t l = sh.first; l < sh.end; ++l) {
+    offload.push_back(policies[static_cast<size_t>(l)] == workers::BlockPolicy::kOffload);
+  }
+  const double block_bytes = static_cast<double>(k.tokens) *
+                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * sizeof(float);
+  const double stall =
+      b.offload == 0 ? 0.0
+                     : OffloadStallSeconds(offload, k.block_forward_seconds, k.block_seconds - k.block_forward_seconds,
+                                           between, block_bytes, bandwidth,
+                                           std::max(1, workers::OffloadBuffers(b.offload) - 1));
+  return b.total() * k.block_seconds + b.recompute * k.block_forward_seconds + (s == 0 ? k.embed_seconds : 0) +
+         (s == stages - 1 ? k.head_seconds : 0) + stall;
+}
+
+}  // namespace
+
+std::vector<std::string> PlanPolicies(const StageCosts& costs, const std::vector<bool>& planned,
+                                      const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
+                                      int64_t budget, std::vector<workers::BlockPolicy>* policies,
+                                      std::vector<StageShare>* split) {
+  using workers::BlockPolicy;
+  std::vector<std::string> notes;
+  for (int32_t s = stages - 1; s >= 0; --s) {  // last first: a stage's "between" is the later stages' time
+    StageShare& sh = (*split)[static_cast<size_t>(s)];
+    double between = 0;
+    for (int32_t later = s + 1; later < stages; ++later) between += (*split)[static_cast<size_t>(later)].seconds;
+    const auto seconds = [&] { return StageSeconds(costs, *policies, sh, s, stages, between, bandwidth); };
+    const auto memory = [&] {
+      return StageMemoryBytes(costs, s, stages, CountBlocks(*policies, sh.first, sh.end), microbatches);
+    };
+    // The planned blocks of the stage, in order: the first k offload (their I/O has the most compute
+    // after it to hide behind), the last j keep (their activations are needed first), the rest recompute.
+    // Every (k, j) is tried; the fastest that fits wins, ties going to more kept blocks, then fewer
+    // offloaded ones (less disk traffic).
+    std::vector<int32_t> mine;
+    for (int32_t l = sh.first; l < sh.end; ++l) {
+      if (planned[static_cast<size_t>(l)]) mine.push_back(l);
+    }
+    const auto n = static_cast<int32_t>(mine.size());
+    const auto assign = [&](int32_t k, int32_t j) {
+      for (int32_t i = 0; i < n; ++i) {
+        (*policies)[static_cast<size_t>(mine[static_cast<size_t>(i)])] =
+            i < k ? BlockPolicy::kOffload : (i >= n - j ? BlockPolicy::kKeep : BlockPolicy::kRecompute);
+      }
+    };
+    int32_t best_k = 0, best_j = 0;
+    double best = std::numeric_limits<double>::infinity();
+    for (int32_t j = n; j >= 0; --j) {
+      for (int32_t k = 0; k + j <= n; ++k) {
+        assign(k, j);
+        if (budget > 0 && memory() > budget) continue;
+        const double t = seconds();
+        if (t < best * (1 - 1e-9)) best = t, best_k = k, best_j = j;
+      }
+    }
+    // Nothing fits: the leanest (every planned block recomputed); SplitStages already refused a split
+    // that does not fit that way.
+    assign(best == std::numeric_limits<double>::infinity() ? 0 : best_k,
+           best == std::numeric_limits<double>::infinity() ? 0 : best_j);
+    sh.blocks = CountBlocks(*policies, sh.first, sh.end);
+    sh.memory_bytes = memory();
+    sh.seconds = seconds();
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "spill.policy = \"plan\": stage %d keeps %d, offloads %d and recomputes %d blocks: %.1f ms per "
+                  "micro-batch, %.1f MiB",
+                  s, sh.blocks.keep, sh.blocks.offload, sh.blocks.recompute, 1e3 * sh.seconds,
+                  static_cast<double>(sh.memory_bytes) / (1 << 20));
+    notes.insert(notes.begin(), line);
   }
   return notes;
 }
@@ -548,7 +634,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                                       spec.resources.memory_budget_bytes, spec.pipeline.layers,
                                       jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
   Record spill;
-  if (std::find(policies.begin(), policies.end(), workers::BlockPolicy::kOffload) != policies.end()) {
+  const bool plans = std::find(resolved.planned.begin(), resolved.planned.end(), true) != resolved.planned.end();
+  if (plans || std::find(policies.begin(), policies.end(), workers::BlockPolicy::kOffload) != policies.end()) {
     // The spill directory is checked (exit 6) and its bandwidth measured before any rank starts.
     const int64_t block_bytes = costs.tokens * workers::RecomputeScratchFloatsPerToken(costs.width, costs.heads) *
                                 static_cast<int64_t>(sizeof(float));
@@ -563,6 +650,12 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     if (std::find(resolved.automatic.begin(), resolved.automatic.end(), true) != resolved.automatic.end()) {
       for (std::string& note : ChooseAutoPolicies(costs, resolved.automatic, bandwidth, stages, train.microbatches,
                                                   spec.resources.memory_budget_bytes, &policies, &split)) {
+        plan.notes.push_back(std::move(note));
+      }
+    }
+    if (plans) {
+      for (std::string& note : PlanPolicies(costs, resolved.planned, bandwidth, stages, train.microbatches,
+                                            spec.resources.memory_budget_bytes, &policies, &split)) {
         plan.notes.push_back(std::move(note));
       }
     }
@@ -685,6 +778,7 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
   if (spec.resources.memory_budget_bytes > 0) {
     out << "memory budget per worker: " << FormatBytes(spec.resources.memory_budget_bytes) << "\n";
   }
+  for (const std::string& note : plan.notes) out << note << "\n";  // the spill measurement and choices
 }
 
 void StagePlanner::Publish(const Plan&, monitoring::Metrics&) const {}

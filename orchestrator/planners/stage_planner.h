@@ -37,9 +37,12 @@ struct StageCosts {
 // The policy of every block of the model (model.layers entries): spill.layer_policies, or spill.policy for
 // every block when that is []. An "auto" block starts as kOffload and is marked in `automatic`:
 // ChooseAutoPolicies then keeps those whose I/O would not be hidden.
+// A "plan" block starts as kRecompute (the least memory) and is marked in `planned`: PlanPolicies then
+// chooses it.
 struct ResolvedPolicies {
   std::vector<workers::BlockPolicy> policies;
   std::vector<bool> automatic;
+  std::vector<bool> planned;
 };
 Result<ResolvedPolicies> ResolveBlockPolicies(const jobs::JobSpec& spec);
 
@@ -100,6 +103,16 @@ std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::
                                             const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
                                             int64_t budget, std::vector<workers::BlockPolicy>* policies,
                                             std::vector<StageShare>* split);
+
+// spill.policy = "plan" (Mist's co-optimisation on a small scale): after the split (made as if every
+// planned block recomputed), each stage's planned blocks are split into offload (the first k), recompute
+// and keep (the last j), the (k, j) with the smallest predicted time (recomputed forwards and I/O stall
+// included) that fits `budget`, ties to more kept blocks. Each stage's seconds then include its
+// recomputed forwards and its predicted stall. Returns the notes for the log.
+std::vector<std::string> PlanPolicies(const StageCosts& costs, const std::vector<bool>& planned,
+                                      const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
+                                      int64_t budget, std::vector<workers::BlockPolicy>* policies,
+                                      std::vector<StageShare>* split);
 
 class StagePlanner final : public Planner {
  public:

@@ -78,8 +78,8 @@ for name in ("s1o", "s2o"):
     sp = runs[name].get("spill")
     assert sp and sp["written_bytes"] > 0 and sp["recomputed_blocks"] == 0, (name, sp)
 assert runs["s2a"]["pipeline"]["spill_bandwidth"]["write_bytes_per_second"] > 0, runs["s2a"]["pipeline"]
-# Width 64, 2 heads: a kept block holds 16 x 64 + 4 + 2 floats a token, a recomputed one its input (64).
-kept, inp = 4 * (16 * 64 + 6), 4 * 64
+# Width 64, 2 heads: a kept block holds 14 x 64 + 2 + 2 floats a token, a recomputed one its input (64).
+kept, inp = 4 * (14 * 64 + 4), 4 * 64
 assert keep2["saved_activation_bytes_per_token"] == [kept] * 3, keep2["saved_activation_bytes_per_token"]
 assert runs["s2r"]["saved_activation_bytes_per_token"] == [inp] * 3, runs["s2r"]["saved_activation_bytes_per_token"]
 assert runs["s2m"]["saved_activation_bytes_per_token"] == [inp, kept, inp], runs["s2m"]["saved_activation_bytes_per_token"]

@@ -66,8 +66,10 @@ class GptStageExecutor final : public Executor {
       : a_(std::move(a)), context_(context), k_(*context.kernels, context) {}
 
   static std::vector<const tessel_op_decl*> Ops() {
-    return {&tessel_op_llm_encoder_fwd,   &tessel_op_llm_encoder_bwd, &tessel_op_llm_layernorm_fwd,
-            &tessel_op_llm_layernorm_bwd, &tessel_op_llm_attention_fwd, &tessel_op_llm_attention_bwd,
+    return {&tessel_op_llm_encoder_fwd,   &tessel_op_llm_encoder_bwd,
+            &tessel_op_llm_layernorm_fwd, &tessel_op_llm_layernorm_bwd,
+            &tessel_op_llm_layernorm_bwd_from_output,
+            &tessel_op_llm_attention_fwd, &tessel_op_llm_attention_bwd,
             &tessel_op_nn_linear_fwd,     &tessel_op_nn_linear_bwd,   &tessel_op_nn_gelu_tanh_fwd,
             &tessel_op_nn_gelu_tanh_bwd,  &tessel_op_nn_add,          &tessel_op_nn_gemm,
             &tessel_op_nn_softmax_xent,   &tessel_op_nn_sum_squares,  &tessel_op_optim_adamw_step};
@@ -107,8 +109,8 @@ class GptStageExecutor final : public Executor {
   // The tensors block l of `slot` runs its forward into: the slot's own, or for a recompute block the
   // shared scratch with the slot's kept input as its `x`.
   BlockActs& ActsFor(Slot& slot, size_t l);
-  // A kept block's tensors less `x`, as views over `floats` of one contiguous buffer (an offload pool
-  // buffer), each tensor 64-byte aligned; with base == nullptr only counts the floats.
+  // A kept block's tensors (no `x`), as views over one contiguous buffer (an offload pool buffer), each
+  // 64-byte aligned, the shared ones (ShareLean) aside; with base == nullptr only counts the floats.
   int64_t ActsOver(float* base, BlockActs* a) const;
   int64_t SpillId(const Slot& slot, size_t l) const {
     return static_cast<int64_t>(&slot - slots_.data()) * static_cast<int64_t>(blocks_.size()) + static_cast<int64_t>(l);
@@ -118,6 +120,7 @@ class GptStageExecutor final : public Executor {
   Status OpenSpill();
   void PublishSpill();
   Status AllocateBlockActs(BlockActs& a, bool with_input);
+  void ShareLean(BlockActs& a) const;
   Status SendTensor(const Tensor& t, int peer, int tag, int64_t* handle);
   Status RecvTensor(Tensor& t, int peer, int tag);
   Status OptimizerStep(int64_t step);
@@ -135,6 +138,8 @@ class GptStageExecutor final : public Executor {
   std::vector<BlockParams> blocks_;
   std::vector<BlockPolicy> policies_;  // one per block of blocks_
   BlockActs recompute_;  // the recompute blocks' one scratch (no `x` of its own); empty without any
+  BlockActs lean_;       // x2, mean1, mean2: written by every forward, kept by none
+  Tensor resid_[2];      // the residual stream into kept blocks (alternating)
   // The offload blocks' spill file and buffers; null without any.
   std::unique_ptr<storage::SpillStore> spill_store_;
   std::unique_ptr<SpillPool> pool_;
@@ -235,26 +240,32 @@ Status GptStageExecutor::InitialValues(std::vector<float>* host) const {
 }
 
 
-// Exactly BlockSavedFloatsPerToken(kKeep) floats a token (with the input) or
-// RecomputeScratchFloatsPerToken (without), which the planner predicts with.
+// Exactly BlockSavedFloatsPerToken(kKeep) floats a token (plus the input x when `with_input`), which the
+// planner predicts with. What the backward does not need lives in the stage's shared `lean_` tensors
+// (after Tempo): the mid-block residual x2 and the LayerNorm means, since both LayerNorms differentiate
+// from their outputs (llm.layernorm.bwd_from_output).
 Status GptStageExecutor::AllocateBlockActs(BlockActs& a, bool with_input) {
   const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
   if (with_input) {
     TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
   }
   TESSEL_ASSIGN_OR_RETURN(a.ln1, Alloc(DType::kF32, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(a.mean1, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(a.rstd1, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(a.qkv, Alloc(DType::kF32, {b, t, 3 * c}));
   TESSEL_ASSIGN_OR_RETURN(a.atty, Alloc(DType::kF32, {b, t, c}));
   TESSEL_ASSIGN_OR_RETURN(a.lse, Alloc(DType::kF32, {b, h, t}));
-  TESSEL_ASSIGN_OR_RETURN(a.x2, Alloc(DType::kF32, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(a.ln2, Alloc(DType::kF32, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(a.mean2, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(a.rstd2, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(a.fch, Alloc(DType::kF32, {n, 4 * c}));
   TESSEL_ASSIGN_OR_RETURN(a.gelu, Alloc(DType::kF32, {n, 4 * c}));
+  ShareLean(a);
   return Status();
+}
+
+void GptStageExecutor::ShareLean(BlockActs& a) const {
+  a.x2 = View(lean_.x2, lean_.x2.shape());
+  a.mean1 = View(lean_.mean1, lean_.mean1.shape());
+  a.mean2 = View(lean_.mean2, lean_.mean2.shape());
 }
 
 Status GptStageExecutor::AllocateSlots() {
@@ -262,11 +273,21 @@ Status GptStageExecutor::AllocateSlots() {
   const StagePlacement& p = a_.place;
   const int64_t count = std::min<int64_t>(p.stages - p.stage, a_.train.microbatches);
   slots_.resize(static_cast<size_t>(count));
+  // Shared by every block and micro-batch: the forward's x2 and LayerNorm means, and the residual stream
+  // into a kept block (two, so a block's output never lands on its input). A kept block differentiates
+  // from its outputs, so its input is not kept; a recomputed or offloaded block keeps its own.
+  TESSEL_ASSIGN_OR_RETURN(lean_.x2, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.mean1, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.mean2, Alloc(DType::kF32, {n}));
+  for (Tensor& r : resid_) {
+    TESSEL_ASSIGN_OR_RETURN(r, Alloc(DType::kF32, {n, c}));
+  }
   for (Slot& slot : slots_) {
     for (size_t l = 0; l < blocks_.size(); ++l) {
       BlockActs a;
       if (policies_[l] == BlockPolicy::kKeep) {
-        TESSEL_RETURN_IF_ERROR(AllocateBlockActs(a, /*with_input=*/true));
+        TESSEL_RETURN_IF_ERROR(AllocateBlockActs(a, /*with_input=*/false));
+        a.x = View(resid_[l % 2], resid_[l % 2].shape());
       } else {
         TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
       }
@@ -431,7 +452,8 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &a.gelu, &v(p.fcprojw)}, {&tmp_4c_, &g(p.fcprojw), &g(p.fcprojb)}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_bwd, {&tmp_4c_, &a.fch}, {&tmp_4c2_}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&tmp_4c2_, &a.ln2, &v(p.fcw)}, {&tmp_c_, &g(p.fcw), &g(p.fcb)}));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_bwd, {&tmp_c_, &a.x2, &v(p.ln2w), &a.mean2, &a.rstd2},
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_bwd_from_output,
+                                 {&tmp_c_, &a.ln2, &v(p.ln2w), &v(p.ln2b), &a.rstd2},
                                  {&dres, &g(p.ln2w), &g(p.ln2b)}));
   // Attention: x2 = x + attproj(attn(qkv(ln1(x)))).
   Tensor datty = View(tmp_c2_, {n, c});
@@ -441,7 +463,8 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_attention_bwd, {&datty3, &a.qkv, &a.atty, &a.lse}, {&tmp_3c_}, at));
   Tensor dqkv2 = View(tmp_3c_, {n, 3 * c});
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dqkv2, &a.ln1, &v(p.qkvw)}, {&tmp_c_, &g(p.qkvw), &g(p.qkvb)}));
-  return k_.Call(tessel_op_llm_layernorm_bwd, {&tmp_c_, &a.x, &v(p.ln1w), &a.mean1, &a.rstd1}, {&dres, &g(p.ln1w), &g(p.ln1b)});
+  return k_.Call(tessel_op_llm_layernorm_bwd_from_output, {&tmp_c_, &a.ln1, &v(p.ln1w), &v(p.ln1b), &a.rstd1},
+                 {&dres, &g(p.ln1w), &g(p.ln1b)});
 }
 
 BlockActs& GptStageExecutor::ActsFor(Slot& slot, size_t l) {
@@ -462,17 +485,15 @@ int64_t GptStageExecutor::ActsOver(float* base, BlockActs* a) const {
   BlockActs unused;
   BlockActs& v = a != nullptr ? *a : unused;
   take(&v.ln1, {n, c});
-  take(&v.mean1, {n});
   take(&v.rstd1, {n});
   take(&v.qkv, {b, t, 3 * c});
   take(&v.atty, {b, t, c});
   take(&v.lse, {b, h, t});
-  take(&v.x2, {n, c});
   take(&v.ln2, {n, c});
-  take(&v.mean2, {n});
   take(&v.rstd2, {n});
   take(&v.fch, {n, 4 * c});
   take(&v.gelu, {n, 4 * c});
+  if (a != nullptr) ShareLean(*a);
   return at;
 }
 

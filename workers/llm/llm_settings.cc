@@ -30,11 +30,11 @@ std::string_view BlockPolicyName(BlockPolicy policy) {
 }
 
 int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads) {
-  return policy == BlockPolicy::kKeep ? 16 * width + 4 + heads : width;
+  return policy == BlockPolicy::kKeep ? 14 * width + 2 + heads : width;
 }
 
 int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads) {
-  return BlockSavedFloatsPerToken(BlockPolicy::kKeep, width, heads) - width;
+  return BlockSavedFloatsPerToken(BlockPolicy::kKeep, width, heads);
 }
 
 int32_t OffloadBuffers(int32_t offload_blocks) {

@@ -87,13 +87,16 @@ struct StagePlacement {
 enum class BlockPolicy : int32_t { kKeep = 0, kRecompute = 1, kOffload = 2 };
 std::string_view BlockPolicyName(BlockPolicy policy);  // "keep", "recompute", "offload"
 
-// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 16 C (x, ln1, qkv
-// (3 C), atty, x2, ln2, fch (4 C), gelu (4 C)) + 4 LayerNorm statistics + the heads' log-sum-exps;
-// recomputed or offloaded, its input x (C). The executor allocates exactly these (workers/llm/gpt_stage.cc)
-// and the planner predicts with them (an offloading stage adds its pool: OffloadPoolFloatsPerToken).
+// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 14 C (ln1, qkv
+// (3 C), atty, ln2, fch (4 C), gelu (4 C)) + the two LayerNorms' rstd + the heads' log-sum-exps (after
+// Tempo: both LayerNorms differentiate from their outputs, so neither the block's input, nor the
+// mid-block residual, nor the means are kept; attention keeps no T x T matrix); recomputed or offloaded,
+// its input x (C). Against saving everything (16 C + 4 + heads, and T heads for attention's
+// probabilities), the executor allocates exactly these (workers/llm/gpt_stage.cc) and the planner
+// predicts with them (an offloading stage adds its pool: OffloadPoolFloatsPerToken).
 int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads);
-// Floats a token of the one scratch a stage with any recompute block holds: a kept block's tensors
-// less x (the block's input stays in its micro-batch's slot).
+// Floats a token of the one scratch a stage with any recompute block holds (and of one offload buffer):
+// a kept block's tensors (the block's input stays in its micro-batch's slot).
 int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads);
 // The offload pool of a stage with `offload_blocks` offloaded blocks: one buffer computing (or in a
 // backward) and the others written or prefetched, at most kOffloadBuffers, at most one per block and one.

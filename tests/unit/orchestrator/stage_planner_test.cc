@@ -93,8 +93,8 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
   const StageCosts k = Costs(1.0, 0.0, 0.0);
   const int64_t c = k.width, n = k.tokens;
   // Stage 0 of 3 with 4 micro-batches keeps 3 in flight, stage 2 one: the difference per block is two
-  // micro-batches' saved activations (16 C floats a token, the LayerNorm statistics, the attention's lse).
-  const int64_t per_block_microbatch = n * (16 * c + 4 + k.heads) * 4;
+  // micro-batches' saved activations (14 C floats a token, the LayerNorms' rstd, the attention's lse).
+  const int64_t per_block_microbatch = n * (14 * c + 2 + k.heads) * 4;
   const int64_t params_block = 16 * (12 * c * c + 13 * c);
   const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
   const int64_t b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
@@ -131,16 +131,17 @@ TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
 TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
   const StageCosts k = Costs(1.0, 0.0, 0.0);
   const int64_t c = k.width, n = k.tokens, slots = 2;  // stage 1 of 3, 4 micro-batches: 2 in flight
-  const int64_t kept = n * (16 * c + 4 + k.heads) * 4, input = n * c * 4;
-  const int64_t scratch = kept - input;  // one kept block's tensors less its input
+  const int64_t kept = n * (14 * c + 2 + k.heads) * 4, input = n * c * 4;
+  const int64_t scratch = kept;  // one kept block's tensors
   const int64_t keep4 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
   const int64_t keep3 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 3, .recompute = 1}, 4);
   const int64_t keep0 = StageMemoryBytes(k, 1, 3, StageBlocks{.recompute = 4}, 4);
   EXPECT_EQ(keep4 - keep3, slots * (kept - input) - scratch);
   EXPECT_EQ(keep4 - keep0, 4 * slots * (kept - input) - scratch);
-  // With one micro-batch in flight a single recompute block saves nothing: its scratch is the block.
-  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
-            StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1));
+  // With one micro-batch in flight a single recompute block costs its input more: its scratch is the
+  // block, and a kept block keeps no input.
+  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1) - StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
+            input);
 }
 
 TEST(SplitStages, ARecomputeBlockCostsOneMoreForwardAndMovesTheSplit) {
@@ -247,6 +248,45 @@ TEST(ChooseAutoPolicies, KeepsTheLastBlocksWhoseIoTheDiskCannotHide) {
   const auto tight_notes = ChooseAutoPolicies(k, std::vector<bool>(6, true), disk, 1, 1, budget, &tight, &*tight_split);
   EXPECT_EQ(tight, std::vector<workers::BlockPolicy>(6, kOffload));
   EXPECT_NE(tight_notes.front().find("budget"), std::string::npos);
+}
+
+TEST(PlanPolicies, PicksTheFastestMixThatFitsTheBudget) {
+  using enum workers::BlockPolicy;
+  StageCosts k = Costs(0.030, 0.0, 0.0);
+  k.block_forward_seconds = 0.010;
+  const SpillBandwidth fast{1e12, 1e12};  // a disk that hides everything
+  auto ResolvedPlan = ResolveBlockPolicies(LlmSpec({"spill.policy=plan"}));
+  ASSERT_TRUE(ResolvedPlan.ok());
+  EXPECT_EQ(ResolvedPlan->planned, (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(ResolvedPlan->policies, (std::vector<workers::BlockPolicy>(4, kRecompute)));
+  constexpr int kBlocks = 10;
+  const auto plan = [&](int64_t budget, std::vector<workers::BlockPolicy>* policies) {
+    *policies = std::vector<workers::BlockPolicy>(kBlocks, kRecompute);
+    auto split = SplitStages(k, *policies, 1, 1, 0, {}, "job.toml");
+    EXPECT_TRUE(split.ok());
+    PlanPolicies(k, std::vector<bool>(kBlocks, true), fast, 1, 1, budget, policies, &*split);
+    return (*split)[0];
+  };
+  std::vector<workers::BlockPolicy> p;
+  // No budget: everything kept (the fastest).
+  StageShare free = plan(0, &p);
+  EXPECT_EQ(p, std::vector<workers::BlockPolicy>(kBlocks, kKeep));
+  EXPECT_DOUBLE_EQ(free.seconds, kBlocks * 0.030);
+  // The memory of every block recomputed: nothing else fits.
+  std::vector<workers::BlockPolicy> lean(kBlocks, kRecompute);
+  const int64_t least = StageMemoryBytes(k, 0, 1, CountBlocks(lean, 0, kBlocks), 1);
+  StageShare tight = plan(least, &p);
+  EXPECT_EQ(p, lean);
+  EXPECT_DOUBLE_EQ(tight.seconds, kBlocks * 0.040);  // each block's forward runs twice
+  // Between the two: the last blocks kept, the first offloaded (the disk hides it, and it is faster
+  // than recomputing; its 4 buffers hold less than the 6 blocks), within the budget.
+  std::vector<workers::BlockPolicy> mixed(kBlocks, kOffload);
+  for (int i = 6; i < kBlocks; ++i) mixed[static_cast<size_t>(i)] = kKeep;
+  const int64_t middle = StageMemoryBytes(k, 0, 1, CountBlocks(mixed, 0, kBlocks), 1);
+  StageShare between = plan(middle, &p);
+  EXPECT_LE(between.memory_bytes, middle);
+  EXPECT_EQ(p, mixed);
+  EXPECT_DOUBLE_EQ(between.seconds, kBlocks * 0.030);
 }
 
 }  // namespace
