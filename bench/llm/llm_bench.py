@@ -87,7 +87,7 @@ def policies(a, rows, cores):
     models = [m for m in (a.policy_models or ("small" if a.quick else "small,large")).split(",") if m]
     print(f"\nsaved-activation policies, 1 stage, {cores} threads")
     print(f"{'model':>6} {'policy':>10} {'step ms':>9} {'tokens/s':>9} {'peak act. MB':>12} {'B/token/block':>13}"
-          f"  loss step 1 -> last")
+          f" {'save-all B':>10}  loss step 1 -> last")
     for model in models:
         extra, steps, skip = POLICY_MODELS[model]
         steps = steps or (6 if a.quick else 12)
@@ -116,7 +116,8 @@ def policies(a, rows, cores):
                   f"{spill['read_bytes'] / len(r['losses']) / 1e6:.0f} in, waited {spill['wait_seconds']:.2f} s"
                   if spill else "")
             print(f"{model:>6} {policy:>10} {1e3 * r['step_seconds']:>9.1f} {r['tokens_per_second']:>9.0f} "
-                  f"{peak / 1e6:>12.1f} {mean_per_token:>13.0f}  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}{same}{io}")
+                  f"{peak / 1e6:>12.1f} {mean_per_token:>13.0f} {s['saved_activation_bytes_per_token_save_everything']:>10}"
+                  f"  {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}{same}{io}")
             common = {"bench": "llm", "case": case, "model": model, "policy": policy, "threads_per_worker": cores,
                       "steps": steps, "layers": layers}
             base = {} if r is ref else {"baseline": ref["step_seconds"], "ratio": r["step_seconds"] / ref["step_seconds"]}
@@ -126,7 +127,9 @@ def policies(a, rows, cores):
                                         "ratio": peak / ref["summary"]["peak_resident_activation_bytes"]}
             rows.append(dict(common, metric="peak_resident_activation_bytes", value=peak, unit="B", **base))
             rows.append(dict(common, metric="saved_activation_bytes_per_token", value=mean_per_token,
-                             unit="B/token/block", keep_all=s["saved_activation_bytes_per_token_keep_all"]))
+                             unit="B/token/block", keep_all=s["saved_activation_bytes_per_token_keep_all"],
+                             baseline=s["saved_activation_bytes_per_token_save_everything"],
+                             ratio=mean_per_token / s["saved_activation_bytes_per_token_save_everything"]))
             spill = s.get("spill")
             if spill:
                 steps_run = len(s["step_loss"])

@@ -849,6 +849,10 @@ Result<Record> GptStageExecutor::Evaluate() {
       std::vector<double>(per_worker.begin() + static_cast<std::ptrdiff_t>(per_block_at), per_worker.end()));
   Set(r, "saved_activation_bytes_per_token_keep_all",
       static_cast<int64_t>(sizeof(float) * BlockSavedFloatsPerToken(BlockPolicy::kKeep, C(), a_.model.heads)));
+  // What a block would keep saving everything autograd saves (PyTorch eager): both LayerNorms' inputs and
+  // means, and the attention's T x T probabilities per head (H T a token) instead of their log-sum-exps.
+  Set(r, "saved_activation_bytes_per_token_save_everything",
+      static_cast<int64_t>(sizeof(float) * (16 * C() + 4 + int64_t{a_.model.heads} * a_.train.seq_len)));
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));
   Set(r, "data_parallel", static_cast<int64_t>(t.data_parallel));
   // The spill store's totals over every worker (zeros where no block offloads).
