@@ -115,7 +115,7 @@ TEST(SpillStore, RoundTripsManySlotsThroughHdf5) {
     int64_t total = 0;
     for (int64_t s : kSizes) total += s;
     EXPECT_EQ(stats.written_bytes, 2 * total);
-    EXPECT_EQ(stats.read_bytes, 2 * total);
+    EXPECT_EQ(stats.read_bytes, 4 * total);  // each slot read twice: into a vector, then aligned
     EXPECT_GE(stats.file_bytes, 2 * total);
     EXPECT_EQ(stats.no_space_errors, 0);
   }
