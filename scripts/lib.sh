@@ -22,7 +22,9 @@ tessel_build() {
 # The flags every Tessel mpirun needs. --enable-recovery lets the survivors of a dead rank keep running
 # so the coordinator can report which rank died (without it Open MPI tears the job down itself, exit 137).
 tessel_mpirun_flags() {
-  local flags=(--enable-recovery --oversubscribe --mca btl_vader_single_copy_mechanism none)
+  # --bind-to none: Open MPI binds each rank to one core by default, which would put a worker's
+  # threads_per_worker threads on that one core.
+  local flags=(--enable-recovery --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
   [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
   echo "${flags[@]}"
 }

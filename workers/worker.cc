@@ -1,5 +1,6 @@
 #include "workers/worker.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -133,6 +134,19 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// mpirun binds each rank to one core by default (Open MPI 4.1 with 2 ranks or fewer per node: --bind-to
+// core), which silently runs a worker's threads on that one core.
+void WarnIfBoundToFewerCores(int32_t threads, const Logger& log) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int cores = CPU_COUNT(&set);
+  if (cores >= threads) return;
+  log.Warn(StrCat("this rank may run on ", cores, " core", cores == 1 ? "" : "s", " but resources.threads_per_worker = ",
+                  threads, ": mpirun bound it; start it with --bind-to none (scripts/tessel-mpirun does) or "
+                  "--map-by slot:PE=", threads));
+}
+
 // A checkpoint shard in memory: what the executor saves, plus the runtime's history.
 class ShardState final : public StateWriter, public StateReader {
  public:
@@ -252,6 +266,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(payload->kind()));
   log.Debug(payload->Describe());
 
+  WarnIfBoundToFewerCores(settings.threads, log);
   ThreadPool pool(settings.threads);
   MemoryBudget budget(settings.memory_budget_bytes);
   ExecutorContext context;

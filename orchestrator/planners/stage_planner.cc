@@ -288,7 +288,9 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
   if (blocks.offload > 0) scratch += n * workers::OffloadPoolFloatsPerToken(c, k.heads, blocks.offload) * f;
   if (last) scratch += 2 * n * k.vocab * f + n + 16;
   if (stages > 1 && (first || last)) scratch += embedding * f;
-  return 4 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
+  // Values, gradients, AdamW's two moments, and the host copy the stage's weights pass through when they
+  // are initialised (and written out at the end): 20 bytes a parameter at the peak.
+  return 5 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
 }
 
 Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies,

@@ -62,8 +62,9 @@ struct StageBlocks {
 StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32_t first, int32_t end);
 
 // The bytes stage s of `stages` holds with `blocks`, as the executor allocates them
-// (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments (16 bytes a parameter, the
-// last stage's copy of the tied embedding included); the saved activations of min(stages - s,
+// (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments, and the host copy the weights
+// pass through at start and end (20 bytes a parameter, the last stage's copy of the tied embedding
+// included); the saved activations of min(stages - s,
 // microbatches) micro-batches (per block and token workers::BlockSavedFloatsPerToken: 16 C floats, the
 // LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed one; the
 // stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the recompute

@@ -95,14 +95,14 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
   // Stage 0 of 3 with 4 micro-batches keeps 3 in flight, stage 2 one: the difference per block is two
   // micro-batches' saved activations (14 C floats a token, the LayerNorms' rstd, the attention's lse).
   const int64_t per_block_microbatch = n * (14 * c + 2 + k.heads) * 4;
-  const int64_t params_block = 16 * (12 * c * c + 13 * c);
+  const int64_t params_block = 20 * (12 * c * c + 13 * c);  // value, gradient, 2 moments, host copy
   const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
   const int64_t b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
   EXPECT_EQ(b - a, params_block + 2 * per_block_microbatch) << "stage 1 of 3 keeps 2 micro-batches";
   // The last stage of a pipeline holds a copy of the tied embedding (and its exchange buffer); alone, none.
   const int64_t embedding = k.padded_vocab * c;
   EXPECT_EQ(StageMemoryBytes(k, 1, 2, StageBlocks{.keep = 4}, 1) - StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 4}, 1),
-            (16 + 4) * embedding - 16 * (embedding + k.context * c) - n * 4);
+            (20 + 4) * embedding - 20 * (embedding + k.context * c) - n * 4);
   // More micro-batches than stages do not add memory beyond min(stages - s, M).
   EXPECT_EQ(StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 2), StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 8));
 }
