@@ -358,8 +358,8 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
                                " stages: the split with the smallest largest stage needs ", least,
                                " bytes on that stage, short by ", least - budget, " bytes (",
                                (least - budget + (1 << 20) - 1) >> 20,
-                               " MiB); raise the budget, add stages, shrink train.microbatch_size, or recompute blocks "
-                               "(spill.policy = \"recompute\")"));
+                               " MiB); raise the budget, add stages, shrink train.microbatch_size, or let blocks "
+                               "keep less (spill.policy = \"plan\", \"offload\" or \"recompute\")"));
     }
     std::vector<int32_t> ends(S);
     int32_t j = layers;
