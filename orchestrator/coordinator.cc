@@ -156,7 +156,7 @@ class Coordinator {
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
   Status WriteTargets(const std::vector<monitoring::Target>& targets);
-  Status PrepareCheckpoints(int32_t workers);
+  Status PrepareCheckpoints(int32_t workers, const std::string& step_unit);
   Status Commit(const workers::CheckpointMsg& m);
   workers::WorkerSettings Settings() const;
 
@@ -207,7 +207,7 @@ workers::WorkerSettings Coordinator::Settings() const {
 // The checkpoint directory (absolute: workers may start elsewhere), and on --resume the checkpoint to load.
 // Checkpoints newer than the one resumed (damaged ones) are renamed aside, so that this run's checkpoints
 // of the same steps never meet their files.
-Status Coordinator::PrepareCheckpoints(int32_t workers) {
+Status Coordinator::PrepareCheckpoints(int32_t workers, const std::string& step_unit) {
   std::error_code ec;
   const std::string dir = spec_.checkpoint.dir.empty() ? run_dir_ + "/checkpoints" : spec_.checkpoint.dir;
   checkpoint_dir_ = std::filesystem::absolute(dir, ec).lexically_normal().string();
@@ -221,8 +221,7 @@ Status Coordinator::PrepareCheckpoints(int32_t workers) {
     std::filesystem::rename(e.path(), e.path().string() + ".refused", ec);
     log_.Warn(StrCat("set aside ", e.path().string(), " (newer than the checkpoint resumed) as ", name, ".refused"));
   }
-  log_.Info(StrCat("resuming from ", resume_point_.step_dir, " (", spec_.job.kind == jobs::JobKind::kLlm ? "step " : "epoch ",
-                   resume_point_.step, ")"));
+  log_.Info(StrCat("resuming from ", resume_point_.step_dir, " (", step_unit, " ", resume_point_.step, ")"));
   return Status();
 }
 
@@ -248,7 +247,7 @@ Status Coordinator::Run() {
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
   TESSEL_ASSIGN_OR_RETURN(run_dir_, resume_ ? ResumeRunDir(spec_) : MakeRunDir(spec_));
-  TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers));
+  TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers, plan.step_unit));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
   TESSEL_RETURN_IF_ERROR(StartMetrics(world == 1 ? "embedded" : "coordinator"));
   if (metrics_) planner->Publish(plan, *metrics_);
