@@ -164,6 +164,7 @@ Result<float*> SpillPool::Get(int64_t id) {
   if (Buffer* b = Find(id, State::kWriting)) {
     // Still being written: the buffer holds the activations (whatever the write's outcome).
     TESSEL_RETURN_IF_ERROR(FinishWrite(*b));
+    ++counters_.cache_hits;
     b->state = State::kHeld;
     return b->device.data<float>();
   }

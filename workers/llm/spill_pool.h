@@ -39,7 +39,7 @@ namespace tessel::workers {
 struct SpillPoolCounters {
   int64_t offloaded = 0;           // blocks written out
   int64_t fetched = 0;             // blocks read back
-  int64_t cache_hits = 0;          // blocks still in a free buffer when wanted (not read back)
+  int64_t cache_hits = 0;          // blocks still in their buffer when wanted (not read back)
   int64_t late_fetches = 0;        // Get found the read not yet done (the disk was late)
   int64_t recomputed = 0;          // blocks Get told the caller to recompute
   int64_t no_space_fallbacks = 0;  // writes refused for lack of space (then spilling stops)
