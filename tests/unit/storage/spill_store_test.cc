@@ -44,7 +44,7 @@ struct AlignedBuffer {
     void* p = nullptr;
     EXPECT_EQ(posix_memalign(&p, 4096, std::max<size_t>(size, 1)), 0);
     data = static_cast<uint8_t*>(p);
-    std::memcpy(data, bytes.data(), size);
+    if (size > 0) std::memcpy(data, bytes.data(), size);  // an empty vector's data() may be null
   }
   ~AlignedBuffer() { std::free(data); }
   AlignedBuffer(const AlignedBuffer&) = delete;
@@ -108,7 +108,8 @@ TEST(SpillStore, RoundTripsManySlotsThroughHdf5) {
         // Into an aligned buffer: without a checksum whole chunks come back with O_DIRECT, straight in.
         AlignedBuffer into(std::vector<uint8_t>(data[i].size(), 0xCD));
         ASSERT_TRUE(store->Wait(store->Read(slot, into.data, kSizes[i])).ok());
-        EXPECT_EQ(0, std::memcmp(into.data, data[i].data(), data[i].size())) << "slot " << slot << " (aligned read)";
+        EXPECT_TRUE(data[i].empty() || std::memcmp(into.data, data[i].data(), data[i].size()) == 0)
+            << "slot " << slot << " (aligned read)";
       }
     }
     const SpillStats stats = store->stats();
