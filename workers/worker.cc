@@ -294,9 +294,14 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     const std::string shard = storage::CheckpointShardPath(settings.resume_step_dir, comm.rank());
     TESSEL_ASSIGN_OR_RETURN(std::vector<storage::NamedTensor> saved, storage::ReadCheckpointShard(shard));
     ShardState state(std::move(saved));
-    Status loaded = executor->LoadState(state);
-    if (loaded.ok()) loaded = history.Load(state, settings.resume_step);
-    if (!loaded.ok()) return Status(loaded.code(), StrCat(shard, ": ", loaded.message()));
+    // The shard read back whole and verified: what does not fit is the job, changed since (exit 2).
+    const Status loaded = executor->LoadState(state);
+    if (!loaded.ok()) {
+      return UsageError(StrCat(shard, " does not fit this job: ", loaded.message(),
+                               " (resume with the model, the pipeline split and the workers unchanged)"));
+    }
+    const Status restored = history.Load(state, settings.resume_step);
+    if (!restored.ok()) return Status(restored.code(), StrCat(shard, ": ", restored.message()));
     first_step = settings.resume_step + 1;
     log.Info(StrCat("resumed from ", shard, " after ", unit, " ", settings.resume_step));
   }

@@ -97,6 +97,13 @@ rgcn=(jobs/examples/rgcn-synthetic.toml --set data.graph="$TESSEL_WORK/graph.h5"
 "$TESSEL" run "${rgcn[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" > /dev/null 2>&1
 check_job rgcn 3 "${rgcn[@]:0:1}" rgnn 2 3 "${rgcn[@]:1}"
 
+# A checkpoint of another model shape (same workers) does not fit: exit 2 naming the shard.
+expect_exit 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "${gpt[@]}" --set checkpoint.every_steps=3 \
+  --set model.hidden=32 --set metrics.port_base=0 --set job.output_dir="$TESSEL_WORK/gpt/killed" --resume
+grep -q "does not fit this job" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" \
+  || { cat "$TESSEL_WORK/stderr"; fail "a checkpoint of another shape is not named as such"; }
+pass "a checkpoint that does not fit the job: exit 2 naming the shard"
+
 # --resume without any checkpoint is a usage error naming the directory.
 expect_exit 2 "$TESSEL" run jobs/examples/gpt-demo.toml --set job.output_dir="$TESSEL_WORK/none" --resume
 expect_stderr "no checkpoint to resume in .*none/checkpoints"
