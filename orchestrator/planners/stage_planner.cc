@@ -447,33 +447,53 @@ double OffloadStallSeconds(const std::vector<bool>& offload, double forward_seco
   return stall;
 }
 
+namespace {
+
+// From stage s's last forward of a micro-batch to its first backward of it: the head (last stage), or the
+// later stages' forwards and backwards.
+double BetweenSeconds(const StageCosts& k, const std::vector<StageShare>& split, int32_t s, int32_t stages) {
+  double between = s == stages - 1 ? k.head_seconds : 0;
+  for (int32_t later = s + 1; later < stages; ++later) between += split[static_cast<size_t>(later)].seconds;
+  return between;
+}
+
+// The predicted I/O stall per micro-batch of stage `sh` under `policies` (0 without offloaded blocks).
+double StageStallSeconds(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies, const StageShare& sh,
+                         double between, const SpillBandwidth& bandwidth) {
+  std::vector<bool> offload;
+  for (int32_t l = sh.first; l < sh.end; ++l) {
+    offload.push_back(policies[static_cast<size_t>(l)] == workers::BlockPolicy::kOffload);
+  }
+  const int32_t offloaded = CountBlocks(policies, sh.first, sh.end).offload;
+  if (offloaded == 0) return 0.0;
+  const double block_bytes = static_cast<double>(k.tokens) *
+                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * sizeof(float);
+  return OffloadStallSeconds(offload, k.block_forward_seconds, k.block_seconds - k.block_forward_seconds, between,
+                             block_bytes, bandwidth, std::max(1, workers::OffloadBuffers(offloaded) - 1));
+}
+
+// A stage's predicted seconds per micro-batch under `policies`: its blocks, the recomputed forwards, the
+// embedding and head, and the I/O stall of its offloaded blocks.
+double StageSeconds(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies, const StageShare& sh,
+                    int32_t s, int32_t stages, double between, const SpillBandwidth& bandwidth) {
+  const StageBlocks b = CountBlocks(policies, sh.first, sh.end);
+  return b.total() * k.block_seconds + b.recompute * k.block_forward_seconds + (s == 0 ? k.embed_seconds : 0) +
+         (s == stages - 1 ? k.head_seconds : 0) + StageStallSeconds(k, policies, sh, between, bandwidth);
+}
+
+}  // namespace
+
 std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::vector<bool>& automatic,
                                             const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
                                             int64_t budget, std::vector<workers::BlockPolicy>* policies,
                                             std::vector<StageShare>* split) {
   using workers::BlockPolicy;
   std::vector<std::string> notes;
-  const double forward = costs.block_forward_seconds, backward = costs.block_seconds - costs.block_forward_seconds;
-  const double block_bytes = static_cast<double>(costs.tokens) *
-                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(costs.width, costs.heads)) *
-                             sizeof(float);
   for (int32_t s = 0; s < stages; ++s) {
     StageShare& sh = (*split)[static_cast<size_t>(s)];
-    // From this stage's last forward of a micro-batch to its first backward of it: the later stages'
-    // forwards and backwards (the head is in the last stage's seconds).
-    double between = s == stages - 1 ? costs.head_seconds : 0;
-    for (int32_t later = s + 1; later < stages; ++later) between += (*split)[static_cast<size_t>(later)].seconds;
-    const auto offload_of = [&] {
-      std::vector<bool> o;
-      for (int32_t l = sh.first; l < sh.end; ++l) o.push_back((*policies)[static_cast<size_t>(l)] == BlockPolicy::kOffload);
-      return o;
-    };
+    const double between = BetweenSeconds(costs, *split, s, stages);
     const double compute = sh.blocks.total() * costs.block_seconds;
-    const auto stall_now = [&] {
-      const StageBlocks b = CountBlocks(*policies, sh.first, sh.end);
-      return OffloadStallSeconds(offload_of(), forward, backward, between, block_bytes, bandwidth,
-                                 std::max(1, workers::OffloadBuffers(b.offload) - 1));
-    };
+    const auto stall_now = [&] { return StageStallSeconds(costs, *policies, sh, between, bandwidth); };
     double stall = stall_now();
     // Keep the last automatic blocks while the disk cannot hide the stage's I/O.
     for (int32_t l = sh.end - 1; l >= sh.first && stall > 0.02 * compute; --l) {
@@ -518,30 +538,6 @@ std::vector<std::string> ChooseAutoPolicies(const StageCosts& costs, const std::
   return notes;
 }
 
-namespace {
-
-// A stage's predicted seconds per micro-batch under `policies`: its blocks, the recomputed forwards, the
-// embedding and head, and the I/O stall of its offloaded blocks.
-double StageSeconds(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies, const StageShare& sh,
-                    int32_t s, int32_t stages, double between, const SpillBandwidth& bandwidth) {
-  const StageBlocks b = CountBlocks(policies, sh.first, sh.end);
-  std::vector<bool> offload;
-  for (int32_t l = sh.first; l < sh.end; ++l) {
-    offload.push_back(policies[static_cast<size_t>(l)] == workers::BlockPolicy::kOffload);
-  }
-  const double block_bytes = static_cast<double>(k.tokens) *
-                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * sizeof(float);
-  const double stall =
-      b.offload == 0 ? 0.0
-                     : OffloadStallSeconds(offload, k.block_forward_seconds, k.block_seconds - k.block_forward_seconds,
-                                           between, block_bytes, bandwidth,
-                                           std::max(1, workers::OffloadBuffers(b.offload) - 1));
-  return b.total() * k.block_seconds + b.recompute * k.block_forward_seconds + (s == 0 ? k.embed_seconds : 0) +
-         (s == stages - 1 ? k.head_seconds : 0) + stall;
-}
-
-}  // namespace
-
 std::vector<std::string> PlanPolicies(const StageCosts& costs, const std::vector<bool>& planned,
                                       const SpillBandwidth& bandwidth, int32_t stages, int32_t microbatches,
                                       int64_t budget, std::vector<workers::BlockPolicy>* policies,
@@ -550,8 +546,7 @@ std::vector<std::string> PlanPolicies(const StageCosts& costs, const std::vector
   std::vector<std::string> notes;
   for (int32_t s = stages - 1; s >= 0; --s) {  // last first: a stage's "between" is the later stages' time
     StageShare& sh = (*split)[static_cast<size_t>(s)];
-    double between = 0;
-    for (int32_t later = s + 1; later < stages; ++later) between += (*split)[static_cast<size_t>(later)].seconds;
+    const double between = BetweenSeconds(costs, *split, s, stages);
     const auto seconds = [&] { return StageSeconds(costs, *policies, sh, s, stages, between, bandwidth); };
     const auto memory = [&] {
       return StageMemoryBytes(costs, s, stages, CountBlocks(*policies, sh.first, sh.end), microbatches);
