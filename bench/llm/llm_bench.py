@@ -126,6 +126,13 @@ def policies(a, rows, cores):
             base = {} if r is ref else {"baseline": ref["summary"]["peak_resident_activation_bytes"],
                                         "ratio": peak / ref["summary"]["peak_resident_activation_bytes"]}
             rows.append(dict(common, metric="peak_resident_activation_bytes", value=peak, unit="B", **base))
+            if r is ref:
+                # Per layer type, kept (after Tempo) against what autograd saves, bytes a token and block.
+                for layer, (kept, everything) in s.get("saved_activation_bytes_per_token_by_layer", {}).items():
+                    print(f"{'':>6} {'':>10}   {layer:<18} {kept:>8.0f} B/token kept, {everything:>8.0f} saved by autograd"
+                          f" ({kept / everything:.2f})")
+                    rows.append(dict(common, metric="saved_activation_bytes_per_token_by_layer", layer=layer,
+                                     value=kept, unit="B/token/block", baseline=everything, ratio=kept / everything))
             rows.append(dict(common, metric="saved_activation_bytes_per_token", value=mean_per_token,
                              unit="B/token/block", keep_all=s["saved_activation_bytes_per_token_keep_all"],
                              baseline=s["saved_activation_bytes_per_token_save_everything"],

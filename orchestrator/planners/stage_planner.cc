@@ -159,6 +159,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   };
   const auto block = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(block_forward());
+    // The backward regenerates the GELU's output it does not keep (workers/llm/gpt_stage.cc).
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, wide2, lfcproj.w}, {dwide, lfcproj.dw, lfcproj.db}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_bwd, {dwide, wide}, {wide2}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {wide2, y, lfc.w}, {x, lfc.dw, lfc.db}));
@@ -281,9 +283,9 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
       n * c * f;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * (c + 2) * f;
-  // The temporaries (15 C a token), and the forward's shared x2, LayerNorm means and residual stream
-  // into kept blocks (3 C + 2: workers/llm/gpt_stage.cc).
-  int64_t scratch = 15 * n * c * f + 2 * f + n * (3 * c + 2) * f;
+  // The temporaries (15 C a token), and the forward's shared x2, LayerNorm means, GELU output and
+  // residual stream into kept blocks (7 C + 2: workers/llm/gpt_stage.cc).
+  int64_t scratch = 15 * n * c * f + 2 * f + n * (7 * c + 2) * f;
   if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchFloatsPerToken(c, k.heads) * f;
   if (blocks.offload > 0) scratch += n * workers::OffloadPoolFloatsPerToken(c, k.heads, blocks.offload) * f;
   if (last) scratch += 2 * n * k.vocab * f + n + 16;

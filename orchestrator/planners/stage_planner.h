@@ -65,11 +65,12 @@ StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32
 // (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments, and the host copy the weights
 // pass through at start and end (20 bytes a parameter, the last stage's copy of the tied embedding
 // included); the saved activations of min(stages - s,
-// microbatches) micro-batches (per block and token workers::BlockSavedFloatsPerToken: 16 C floats, the
-// LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed one; the
-// stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the recompute
-// scratch when any block recomputes (one kept block's tensors less its input); and the scratch (15 C
-// floats a token, the last stage's logits and their gradient, the tied embedding's exchange buffer).
+// microbatches) micro-batches (per block and token workers::BlockSavedFloatsPerToken: 10 C floats, the
+// LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed or offloaded
+// one; the stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the
+// recompute scratch when any block recomputes (one kept block's tensors), the offload pool when any
+// offloads; and the scratch (15 C floats a token, the forward's shared 7 C + 2, the last stage's logits
+// and their gradient, the tied embedding's exchange buffer).
 int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
                          int32_t microbatches);
 

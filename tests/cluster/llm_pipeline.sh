@@ -78,12 +78,15 @@ for name in ("s1o", "s2o"):
     sp = runs[name].get("spill")
     assert sp and sp["written_bytes"] > 0 and sp["recomputed_blocks"] == 0, (name, sp)
 assert runs["s2a"]["pipeline"]["spill_bandwidth"]["write_bytes_per_second"] > 0, runs["s2a"]["pipeline"]
-# Width 64, 2 heads: a kept block holds 14 x 64 + 2 + 2 floats a token, a recomputed one its input (64).
-kept, inp = 4 * (14 * 64 + 4), 4 * 64
+# Width 64, 2 heads: a kept block holds 10 x 64 + 2 + 2 floats a token, a recomputed one its input (64).
+kept, inp = 4 * (10 * 64 + 4), 4 * 64
 assert keep2["saved_activation_bytes_per_token"] == [kept] * 3, keep2["saved_activation_bytes_per_token"]
 assert runs["s2r"]["saved_activation_bytes_per_token"] == [inp] * 3, runs["s2r"]["saved_activation_bytes_per_token"]
 assert runs["s2m"]["saved_activation_bytes_per_token"] == [inp, kept, inp], runs["s2m"]["saved_activation_bytes_per_token"]
 assert keep2["saved_activation_bytes_per_token_keep_all"] == kept
+by = keep2["saved_activation_bytes_per_token_by_layer"]
+assert sum(v[0] for v in by.values()) == kept, by
+assert sum(v[1] for v in by.values()) == keep2["saved_activation_bytes_per_token_save_everything"], by
 peaks = {n: runs[n]["peak_resident_activation_bytes"] for n in ("s2", "s2m", "s2r")}
 assert peaks["s2r"] < peaks["s2m"] < peaks["s2"], f"recompute does not keep fewer bytes: {peaks}"
 a, b = open(f"{w}/s1.bin", "rb").read(), open(f"{w}/s3.bin", "rb").read()

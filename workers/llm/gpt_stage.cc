@@ -105,7 +105,9 @@ class GptStageExecutor final : public Executor {
   Status Forward(Slot& slot, double scale, double* loss_sum, bool training = true);
   Status Backward(Slot& slot);
   Status BlockForward(const BlockParams& p, BlockActs& a, const Tensor& out);
-  Status BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres);
+  // `gelu_fresh`: a.gelu still holds this block's GELU output (its forward ran just before); otherwise
+  // it is regenerated from a.fch.
+  Status BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres, bool gelu_fresh);
   // The tensors block l of `slot` runs its forward into: the slot's own, or for a recompute block the
   // shared scratch with the slot's kept input as its `x`.
   BlockActs& ActsFor(Slot& slot, size_t l);
@@ -138,7 +140,7 @@ class GptStageExecutor final : public Executor {
   std::vector<BlockParams> blocks_;
   std::vector<BlockPolicy> policies_;  // one per block of blocks_
   BlockActs recompute_;  // the recompute blocks' one scratch (no `x` of its own); empty without any
-  BlockActs lean_;       // x2, mean1, mean2: written by every forward, kept by none
+  BlockActs lean_;       // x2, mean1, mean2, gelu: written by every forward, kept by none
   Tensor resid_[2];      // the residual stream into kept blocks (alternating)
   // The offload blocks' spill file and buffers; null without any.
   std::unique_ptr<storage::SpillStore> spill_store_;
@@ -243,7 +245,8 @@ Status GptStageExecutor::InitialValues(std::vector<float>* host) const {
 // Exactly BlockSavedFloatsPerToken(kKeep) floats a token (plus the input x when `with_input`), which the
 // planner predicts with. What the backward does not need lives in the stage's shared `lean_` tensors
 // (after Tempo): the mid-block residual x2 and the LayerNorm means, since both LayerNorms differentiate
-// from their outputs (llm.layernorm.bwd_from_output).
+// from their outputs (llm.layernorm.bwd_from_output), and the GELU's output, which the backward
+// regenerates from the GELU's input (kept anyway for the GELU's own backward) with the same kernel.
 Status GptStageExecutor::AllocateBlockActs(BlockActs& a, bool with_input) {
   const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
   if (with_input) {
@@ -257,7 +260,6 @@ Status GptStageExecutor::AllocateBlockActs(BlockActs& a, bool with_input) {
   TESSEL_ASSIGN_OR_RETURN(a.ln2, Alloc(DType::kF32, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(a.rstd2, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(a.fch, Alloc(DType::kF32, {n, 4 * c}));
-  TESSEL_ASSIGN_OR_RETURN(a.gelu, Alloc(DType::kF32, {n, 4 * c}));
   ShareLean(a);
   return Status();
 }
@@ -266,6 +268,7 @@ void GptStageExecutor::ShareLean(BlockActs& a) const {
   a.x2 = View(lean_.x2, lean_.x2.shape());
   a.mean1 = View(lean_.mean1, lean_.mean1.shape());
   a.mean2 = View(lean_.mean2, lean_.mean2.shape());
+  a.gelu = View(lean_.gelu, lean_.gelu.shape());
 }
 
 Status GptStageExecutor::AllocateSlots() {
@@ -273,12 +276,13 @@ Status GptStageExecutor::AllocateSlots() {
   const StagePlacement& p = a_.place;
   const int64_t count = std::min<int64_t>(p.stages - p.stage, a_.train.microbatches);
   slots_.resize(static_cast<size_t>(count));
-  // Shared by every block and micro-batch: the forward's x2 and LayerNorm means, and the residual stream
+  // Shared by every block and micro-batch: the forward's x2, LayerNorm means and GELU output, and the residual stream
   // into a kept block (two, so a block's output never lands on its input). A kept block differentiates
   // from its outputs, so its input is not kept; a recomputed or offloaded block keeps its own.
   TESSEL_ASSIGN_OR_RETURN(lean_.x2, Alloc(DType::kF32, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(lean_.mean1, Alloc(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(lean_.mean2, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.gelu, Alloc(DType::kF32, {n, 4 * c}));
   for (Tensor& r : resid_) {
     TESSEL_ASSIGN_OR_RETURN(r, Alloc(DType::kF32, {n, c}));
   }
@@ -443,12 +447,14 @@ Status GptStageExecutor::BlockForward(const BlockParams& p, BlockActs& a, const 
 }
 
 // dres holds the gradient of the block's output on entry and of its input on return.
-Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres) {
+Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tensor& dres, bool gelu_fresh) {
   const tessel_attention_params at{sizeof(tessel_attention_params), a_.model.heads};
   const int64_t n = N(), c = C();
   const auto v = [&](size_t i) -> const Tensor& { return params_.value(i); };
   const auto g = [&](size_t i) -> Tensor& { return params_.grad(i); };
-  // MLP: x3 = x2 + fcproj(gelu(fc(ln2(x2)))).
+  // MLP: x3 = x2 + fcproj(gelu(fc(ln2(x2)))). fcproj's weight gradient needs gelu(fch): the forward's
+  // kernel on the same input, so the same bits as the forward used.
+  if (!gelu_fresh) TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_fwd, {&a.fch}, {&a.gelu}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &a.gelu, &v(p.fcprojw)}, {&tmp_4c_, &g(p.fcprojw), &g(p.fcprojb)}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_bwd, {&tmp_4c_, &a.fch}, {&tmp_4c2_}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&tmp_4c2_, &a.ln2, &v(p.fcw)}, {&tmp_c_, &g(p.fcw), &g(p.fcb)}));
@@ -492,7 +498,6 @@ int64_t GptStageExecutor::ActsOver(float* base, BlockActs* a) const {
   take(&v.ln2, {n, c});
   take(&v.rstd2, {n});
   take(&v.fch, {n, 4 * c});
-  take(&v.gelu, {n, 4 * c});
   if (a != nullptr) ShareLean(*a);
   return at;
 }
@@ -621,6 +626,7 @@ Status GptStageExecutor::Backward(Slot& slot) {
       const int64_t id = SpillId(slot, l);
       TESSEL_ASSIGN_OR_RETURN(float* buffer, pool_->Get(id));
       BlockActs a;
+      bool recomputed = false;
       if (buffer == nullptr) {
         // Not on disk (the disk was full) or damaged there: recomputed from the kept input, as a
         // recompute block would be (the same kernels, so the same numbers).
@@ -630,11 +636,12 @@ Status GptStageExecutor::Backward(Slot& slot) {
         const auto recompute_start = Clock::now();
         TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], a, tmp_c2_));
         recompute_seconds_ += Since(recompute_start);
+        recomputed = true;
       } else {
         ActsOver(buffer, &a);
         a.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
       }
-      TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], a, dres));
+      TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], a, dres, recomputed));
       pool_->Release(id);
       TESSEL_RETURN_IF_ERROR(PrefetchBelow(slot, l));
       continue;
@@ -648,7 +655,8 @@ Status GptStageExecutor::Backward(Slot& slot) {
       TESSEL_RETURN_IF_ERROR(BlockForward(blocks_[l], ActsFor(slot, l), tmp_c2_));
       recompute_seconds_ += Since(recompute_start);
     }
-    TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], ActsFor(slot, l), dres));
+    TESSEL_RETURN_IF_ERROR(
+        BlockBackward(blocks_[l], ActsFor(slot, l), dres, policies_[l] == BlockPolicy::kRecompute));
   }
   if (p.first()) {
     Tensor d3 = View(dres, {a_.train.microbatch, a_.train.seq_len, c});
@@ -853,6 +861,19 @@ Result<Record> GptStageExecutor::Evaluate() {
   // means, and the attention's T x T probabilities per head (H T a token) instead of their log-sum-exps.
   Set(r, "saved_activation_bytes_per_token_save_everything",
       static_cast<int64_t>(sizeof(float) * (16 * C() + 4 + int64_t{a_.model.heads} * a_.train.seq_len)));
+  {
+    // The same two counts by layer type, [kept, saved by autograd], bytes a token and block: the two
+    // LayerNorms (rstd; autograd: input, mean, rstd), attention (qkv, output and per-row log-sum-exps;
+    // autograd: the probabilities instead), the MLP's GELU (its input; autograd: input and output), and
+    // the LayerNorms' outputs, which the qkv and fc matmuls need either way.
+    const double f = sizeof(float), c = static_cast<double>(C()), h = a_.model.heads;
+    Record by;
+    Set(by, "layernorm", std::vector<double>{2 * f, (2 * c + 4) * f});
+    Set(by, "attention", std::vector<double>{(4 * c + h) * f, (4 * c + h * static_cast<double>(a_.train.seq_len)) * f});
+    Set(by, "mlp_gelu", std::vector<double>{4 * c * f, 8 * c * f});
+    Set(by, "layernorm_outputs", std::vector<double>{2 * c * f, 2 * c * f});
+    Set(r, "saved_activation_bytes_per_token_by_layer", by);
+  }
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));
   Set(r, "data_parallel", static_cast<int64_t>(t.data_parallel));
   // The spill store's totals over every worker (zeros where no block offloads).

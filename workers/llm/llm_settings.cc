@@ -30,7 +30,7 @@ std::string_view BlockPolicyName(BlockPolicy policy) {
 }
 
 int64_t BlockSavedFloatsPerToken(BlockPolicy policy, int64_t width, int64_t heads) {
-  return policy == BlockPolicy::kKeep ? 14 * width + 2 + heads : width;
+  return policy == BlockPolicy::kKeep ? 10 * width + 2 + heads : width;
 }
 
 int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads) {

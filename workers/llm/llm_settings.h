@@ -87,10 +87,11 @@ struct StagePlacement {
 enum class BlockPolicy : int32_t { kKeep = 0, kRecompute = 1, kOffload = 2 };
 std::string_view BlockPolicyName(BlockPolicy policy);  // "keep", "recompute", "offload"
 
-// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 14 C (ln1, qkv
-// (3 C), atty, ln2, fch (4 C), gelu (4 C)) + the two LayerNorms' rstd + the heads' log-sum-exps (after
-// Tempo: both LayerNorms differentiate from their outputs, so neither the block's input, nor the
-// mid-block residual, nor the means are kept; attention keeps no T x T matrix); recomputed or offloaded,
+// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 10 C (ln1, qkv
+// (3 C), atty, ln2, fch (4 C)) + the two LayerNorms' rstd + the heads' log-sum-exps (after Tempo: both
+// LayerNorms differentiate from their outputs, so neither the block's input, nor the mid-block residual,
+// nor the means are kept; the GELU's output is regenerated from its input in the backward; attention
+// keeps no T x T matrix); recomputed or offloaded,
 // its input x (C). Against saving everything (16 C + 4 + heads, and T heads for attention's
 // probabilities), the executor allocates exactly these (workers/llm/gpt_stage.cc) and the planner
 // predicts with them (an offloading stage adds its pool: OffloadPoolFloatsPerToken).

@@ -93,8 +93,8 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
   const StageCosts k = Costs(1.0, 0.0, 0.0);
   const int64_t c = k.width, n = k.tokens;
   // Stage 0 of 3 with 4 micro-batches keeps 3 in flight, stage 2 one: the difference per block is two
-  // micro-batches' saved activations (14 C floats a token, the LayerNorms' rstd, the attention's lse).
-  const int64_t per_block_microbatch = n * (14 * c + 2 + k.heads) * 4;
+  // micro-batches' saved activations (10 C floats a token, the LayerNorms' rstd, the attention's lse).
+  const int64_t per_block_microbatch = n * (10 * c + 2 + k.heads) * 4;
   const int64_t params_block = 20 * (12 * c * c + 13 * c);  // value, gradient, 2 moments, host copy
   const int64_t a = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
   const int64_t b = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 5}, 4);
@@ -131,7 +131,7 @@ TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
 TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
   const StageCosts k = Costs(1.0, 0.0, 0.0);
   const int64_t c = k.width, n = k.tokens, slots = 2;  // stage 1 of 3, 4 micro-batches: 2 in flight
-  const int64_t kept = n * (14 * c + 2 + k.heads) * 4, input = n * c * 4;
+  const int64_t kept = n * (10 * c + 2 + k.heads) * 4, input = n * c * 4;
   const int64_t scratch = kept;  // one kept block's tensors
   const int64_t keep4 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 4}, 4);
   const int64_t keep3 = StageMemoryBytes(k, 1, 3, StageBlocks{.keep = 3, .recompute = 1}, 4);
