@@ -1,5 +1,7 @@
 #include "core/cuda_device.h"
 
+#include <utility>
+
 #include "core/allocator.h"
 #include "core/logging.h"
 
@@ -54,6 +56,46 @@ Status RegisterHostMemory(const void* ptr, size_t bytes) {
 void UnregisterHostMemory(const void* ptr) {
   if (CudaAvailable() && ptr != nullptr) cudaHostUnregister(const_cast<void*>(ptr));
 }
+
+namespace {
+Status CudaFailure(std::string_view what, cudaError_t err) {
+  return InternalError(StrCat(what, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+}
+}  // namespace
+
+Result<CudaEvent> CudaEvent::Create() {
+  cudaEvent_t e = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (err != cudaSuccess) return CudaFailure("cudaEventCreate", err);
+  CudaEvent event;
+  event.event_ = e;
+  return event;
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+Status CudaEvent::Record(void* stream) {
+  const cudaError_t err = cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream));
+  return err == cudaSuccess ? Status() : CudaFailure("cudaEventRecord", err);
+}
+
+Status CudaEvent::StreamWait(void* stream) const {
+  const cudaError_t err =
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0);
+  return err == cudaSuccess ? Status() : CudaFailure("cudaStreamWaitEvent", err);
+}
+
+Status CudaEvent::Synchronize() const {
+  const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
+  return err == cudaSuccess ? Status() : CudaFailure("cudaEventSynchronize", err);
+}
+
+Status CopyMemoryAsync(void* dst, const void* src, size_t bytes, void* stream) {
+  const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
+  return err == cudaSuccess ? Status() : CudaFailure(StrCat("cudaMemcpyAsync of ", bytes, " bytes"), err);
+}
 #else
 CudaProbe ProbeCuda() {
   CudaProbe probe;
@@ -69,6 +111,13 @@ CudaStream::~CudaStream() = default;
 
 Status RegisterHostMemory(const void*, size_t) { return Status(); }
 void UnregisterHostMemory(const void*) {}
+
+Result<CudaEvent> CudaEvent::Create() { return InternalError("this Tessel was built without CUDA"); }
+CudaEvent::~CudaEvent() = default;
+Status CudaEvent::Record(void*) { return InternalError("this Tessel was built without CUDA"); }
+Status CudaEvent::StreamWait(void*) const { return InternalError("this Tessel was built without CUDA"); }
+Status CudaEvent::Synchronize() const { return InternalError("this Tessel was built without CUDA"); }
+Status CopyMemoryAsync(void*, const void*, size_t, void*) { return InternalError("this Tessel was built without CUDA"); }
 #endif
 
 CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
@@ -76,6 +125,15 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
     CudaStream old(std::move(*this));
     stream_ = other.stream_;
     other.stream_ = nullptr;
+  }
+  return *this;
+}
+
+CudaEvent& CudaEvent::operator=(CudaEvent&& other) noexcept {
+  if (this != &other) {
+    CudaEvent old(std::move(*this));
+    event_ = other.event_;
+    other.event_ = nullptr;
   }
   return *this;
 }

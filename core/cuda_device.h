@@ -49,4 +49,34 @@ class CudaStream {
   void* stream_ = nullptr;
 };
 
+// An owned CUDA event (no timing) on the current device, for ordering work across streams and threads:
+//   ready.Record(compute);  ready.StreamWait(copy);  // the copy stream starts after what compute queued
+//   CopyMemoryAsync(host, device, bytes, copy);  done.Record(copy);
+//   done.Synchronize();  // on another thread: the copy has landed
+// Record, StreamWait and Synchronize may be called from any thread, but not concurrently with a Record
+// of the same event. Without CUDA, Create fails. Failure: kInternal with CUDA's reason.
+class CudaEvent {
+ public:
+  static Result<CudaEvent> Create();
+  CudaEvent() = default;
+  ~CudaEvent();
+  CudaEvent(CudaEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  CudaEvent& operator=(CudaEvent&& other) noexcept;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  // Captures the work queued on `stream` (a cudaStream_t) so far.
+  Status Record(void* stream);
+  // Work queued on `stream` from now on starts once the captured work is done (the host does not wait).
+  Status StreamWait(void* stream) const;
+  // The calling thread waits for the captured work (at once if nothing was recorded).
+  Status Synchronize() const;
+
+ private:
+  void* event_ = nullptr;  // a cudaEvent_t
+};
+
+// Queues a copy of `bytes` between any two of host and device memory on `stream` (cudaMemcpyAsync) and
+// returns without waiting; pinned host memory makes it truly asynchronous. Fails without CUDA.
+Status CopyMemoryAsync(void* dst, const void* src, size_t bytes, void* stream);
+
 }  // namespace tessel

@@ -75,6 +75,8 @@ class FaultySpillFile final : public SpillFile {
   }
 
   Status Sync() override { return base_->Sync(); }
+  bool InFlight(int64_t slot) const override { return base_->InFlight(slot); }
+  Status Settle(int64_t slot) override { return base_->Settle(slot); }
   int64_t size_bytes() const override { return base_->size_bytes(); }
 
  private:

@@ -130,6 +130,7 @@ class Hdf5SpillFile final : public SpillFile {
   Hdf5SpillFile(std::string path, bool checksum) : path_(std::move(path)), checksum_(checksum) {}
   ~Hdf5SpillFile() override {
     h5::ScopedErrorSilencer silence;
+    CollectAll();  // no write may outlive the buffers and the descriptor
     slots_.clear();  // datasets close before the group and the file
     slots_group_.Reset();
     file_.Reset();
@@ -179,6 +180,10 @@ class Hdf5SpillFile final : public SpillFile {
     const std::string where = Where(slot);
     if (bytes < 0 || (bytes > 0 && data == nullptr))
       return InternalError(StrCat(where, ": bad write of ", bytes, " bytes"));
+    // A slot's chunks are rewritten in place: its earlier writes must be on the disk first.
+    for (InFlightChunk& c : in_flight_) {
+      if (c.slot == slot) Collect(c);
+    }
     auto it = slots_.find(slot);
     if (it != slots_.end() && it->second.bytes != bytes) {
       // A different size: drop the dataset (its chunks go back to the free-space manager).
@@ -213,6 +218,7 @@ class Hdf5SpillFile final : public SpillFile {
       return InternalError(StrCat(where, ": read of ", bytes, " bytes, but the slot holds ", it->second.bytes));
     }
     if (bytes == 0) return Status::Ok();
+    CollectAll();  // the reads below use the bounce buffers, and may read a slot still being written
     // Without a checksum, the chunks come straight back from the disk into an aligned buffer (O_DIRECT,
     // no copy and no page cache), the way they were written.
     if (!checksum_ && direct_ && !it->second.chunk_addresses.empty() &&
@@ -238,6 +244,7 @@ class Hdf5SpillFile final : public SpillFile {
 
   Status Sync() override {
     h5::ScopedErrorSilencer silence;
+    CollectAll();
     if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0) return Hdf5Failure(path_, "cannot flush", errno);
     void* handle = nullptr;
     if (H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
@@ -252,6 +259,24 @@ class Hdf5SpillFile final : public SpillFile {
     return Status::Ok();
   }
 
+  bool InFlight(int64_t slot) const override {
+    for (const InFlightChunk& c : in_flight_) {
+      if (c.done.valid() && c.slot == slot) return true;
+    }
+    return false;
+  }
+
+  Status Settle(int64_t slot) override {
+    for (InFlightChunk& c : in_flight_) {
+      if (c.slot == slot) Collect(c);
+    }
+    auto it = failed_.find(slot);
+    if (it == failed_.end()) return Status::Ok();
+    Status status = std::move(it->second);
+    failed_.erase(it);
+    return status;
+  }
+
   int64_t size_bytes() const override {
     h5::ScopedErrorSilencer silence;
     hsize_t size = 0;
@@ -262,6 +287,7 @@ class Hdf5SpillFile final : public SpillFile {
  private:
   struct Slot {
     h5::Dataset dataset;
+    int64_t slot = 0;
     int64_t bytes = 0;
     int64_t chunk_data = 0;                // data bytes per chunk
     std::vector<int64_t> chunk_addresses;  // empty: written through H5Dwrite
@@ -273,6 +299,7 @@ class Hdf5SpillFile final : public SpillFile {
   Result<Slot> CreateSlot(int64_t slot, int64_t bytes) {
     const std::string where = Where(slot);
     Slot s;
+    s.slot = slot;
     s.bytes = bytes;
     if (bytes == 0) return s;  // no dataset: HDF5 chunks need a non-empty extent
     const int64_t overhead = checksum_ ? kChecksumBytes : 0;
@@ -412,24 +439,35 @@ class Hdf5SpillFile final : public SpillFile {
     return first;
   }
 
+  // A write in flight: one chunk from a bounce buffer, written in the background.
+  struct InFlightChunk {
+    int64_t slot = -1;
+    std::future<Status> done;
+  };
+
+  // Waits for the chunk's write; a failure is kept for Settle of its slot (the first one of the slot).
+  void Collect(InFlightChunk& c) {
+    if (!c.done.valid()) return;
+    Status status = c.done.get();
+    if (!status.ok()) failed_.emplace(c.slot, std::move(status));
+    c.slot = -1;
+  }
+  void CollectAll() {
+    for (InFlightChunk& c : in_flight_) Collect(c);
+  }
+
   // Each chunk in place: runs of whole chunks straight from an aligned caller buffer (no checksum), the
   // others through the aligned bounce buffer (last partial chunk, checksum, unaligned source).
+  // Chunks that go through a bounce buffer are double-buffered: chunk i is written in the background
+  // while chunk i + 1 is copied and summed, across slots too: the last two chunks may still be on their
+  // way when this returns (InFlight, Settle), so a run of writes keeps the disk busy.
   Status WriteChunks(const Slot& s, const uint8_t* data, const std::string& where) {
     const int64_t overhead = checksum_ ? kChecksumBytes : 0;
     const int64_t disk_chunk = s.chunk_data + overhead;
     const int64_t n = static_cast<int64_t>(s.chunk_addresses.size());
     const bool aligned_source = reinterpret_cast<uintptr_t>(data) % kBlock == 0 || !direct_;
-    // Chunks that go through a bounce buffer (a checksum, an unaligned source, a partial last chunk) are
-    // double-buffered: chunk i is written in the background while chunk i + 1 is copied and summed.
     uint8_t* buffers[2] = {bounce_.get(), bounce2_.get()};
-    std::future<Status> pending[2];
-    int turn = 0;
     Status first;
-    const auto settle = [&](std::future<Status>& f) {
-      if (!f.valid()) return;
-      Status st = f.get();
-      if (first.ok() && !st.ok()) first = st;
-    };
     int64_t i = 0;
     while (i < n && first.ok()) {
       const int64_t begin = i * s.chunk_data;
@@ -446,9 +484,9 @@ class Hdf5SpillFile final : public SpillFile {
         i = j;
         continue;
       }
-      settle(pending[turn]);  // this buffer's previous write must be done before it is refilled
-      if (!first.ok()) break;
-      uint8_t* chunk = buffers[turn];
+      InFlightChunk& buffer_write = in_flight_[turn_];
+      Collect(buffer_write);  // this buffer's previous write must be done before it is refilled
+      uint8_t* chunk = buffers[turn_];
       std::memcpy(chunk, data + begin, static_cast<size_t>(length));
       // The tail of a partial chunk is never read, but HDF5 checksums the whole chunk.
       std::memset(chunk + length, 0, static_cast<size_t>(s.chunk_data - length));
@@ -460,14 +498,13 @@ class Hdf5SpillFile final : public SpillFile {
         write_length = std::min(disk_chunk, RoundUp(length, kBlock));
       }
       const int64_t address = s.chunk_addresses[i];
-      pending[turn] = std::async(std::launch::async, [this, chunk, write_length, address, &where] {
+      buffer_write.slot = s.slot;
+      buffer_write.done = std::async(std::launch::async, [this, chunk, write_length, address, where] {
         return PWrite(chunk, write_length, address, where);
       });
-      turn ^= 1;
+      turn_ ^= 1;
       ++i;
     }
-    settle(pending[0]);
-    settle(pending[1]);
     return first;
   }
 
@@ -479,8 +516,11 @@ class Hdf5SpillFile final : public SpillFile {
   Fd data_fd_;           // the data path, O_DIRECT where the filesystem allows it
   bool direct_ = false;  // data_fd_ has O_DIRECT
   std::unique_ptr<uint8_t, AlignedFree> bounce_;
-  std::unique_ptr<uint8_t, AlignedFree> bounce2_;  // the other half of the checksum path's double buffer
+  std::unique_ptr<uint8_t, AlignedFree> bounce2_;  // the other half of the write path's double buffer
   std::map<int64_t, Slot> slots_;
+  InFlightChunk in_flight_[2];  // the writes from bounce_ and bounce2_
+  int turn_ = 0;                // the buffer the next bounced chunk goes to
+  std::map<int64_t, Status> failed_;  // slots whose writes failed, until their Settle
 };
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -88,13 +90,13 @@ class SpillStoreImpl final : public SpillStore {
     }
   }
 
-  Ticket Write(int64_t slot, const void* data, int64_t bytes) override {
-    return Enqueue(Op{0, Op::kWrite, slot, data, nullptr, bytes});
+  Ticket Write(int64_t slot, const void* data, int64_t bytes, std::function<Status()> ready) override {
+    return Enqueue(Op{0, Op::kWrite, slot, data, nullptr, bytes, std::move(ready)});
   }
-  Ticket Read(int64_t slot, void* data, int64_t bytes) override {
-    return Enqueue(Op{0, Op::kRead, slot, nullptr, data, bytes});
+  Ticket Read(int64_t slot, void* data, int64_t bytes, std::function<Status()> ready) override {
+    return Enqueue(Op{0, Op::kRead, slot, nullptr, data, bytes, std::move(ready)});
   }
-  Ticket Sync() override { return Enqueue(Op{0, Op::kSync, -1, nullptr, nullptr, 0}); }
+  Ticket Sync() override { return Enqueue(Op{0, Op::kSync, -1, nullptr, nullptr, 0, {}}); }
 
   Status Wait(Ticket ticket) override {
     const auto t0 = Clock::now();
@@ -136,49 +138,96 @@ class SpillStoreImpl final : public SpillStore {
     const void* src;
     void* dst;
     int64_t bytes;
+    std::function<Status()> ready;  // run first; the operation waits for it
   };
 
   Ticket Enqueue(Op op) {
+    Ticket ticket = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      op.ticket = next_ticket_++;
-      queue_.push_back(op);
+      ticket = op.ticket = next_ticket_++;
+      queue_.push_back(std::move(op));
     }
     work_cv_.notify_one();
-    return op.ticket;
+    return ticket;
   }
 
-  // The I/O thread: every SpillFile call happens here, in queue order.
+  // The I/O thread: every SpillFile call happens here, in queue order. A write's ticket is done once its
+  // bytes are on the disk: while more writes are queued, the file may keep the last ones in flight
+  // (SpillFile::InFlight), and their tickets wait, in order, until they are settled; a read, a sync, a
+  // write of a slot still in flight, or an empty queue settles them all first.
   void Run() {
     while (true) {
       Op op;
       {
         std::unique_lock<std::mutex> lock(mu_);
         work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and nothing left to do
-        op = queue_.front();
+        if (queue_.empty()) break;  // stopping, and nothing left to do
+        op = std::move(queue_.front());
         queue_.pop_front();
       }
+      const bool rewrites = std::any_of(unsettled_.begin(), unsettled_.end(),
+                                        [&](const Executed& d) { return d.op.slot == op.slot; });
+      if (op.kind != Op::kWrite || rewrites) FinishWrites(/*all=*/true);
+      // What the operation waits for (a GPU copy into or out of its buffer) is not I/O time.
+      Status status = op.ready ? op.ready() : Status::Ok();
       const auto t0 = Clock::now();
-      Status status = Execute(op);
+      if (status.ok()) status = Execute(op);
       const double seconds = Since(t0);
-      const int64_t file_bytes = file_->size_bytes();
+      if (op.kind != Op::kWrite) {
+        Complete(Executed{op, std::move(status), seconds});
+        continue;
+      }
+      unsettled_.push_back(Executed{op, std::move(status), seconds});
+      bool more_writes = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (op.kind == Op::kWrite) {
-          stats_.write_seconds += seconds;
-          if (status.ok()) stats_.written_bytes += op.bytes;
-        } else if (op.kind == Op::kRead) {
-          stats_.read_seconds += seconds;
-          if (status.ok()) stats_.read_bytes += op.bytes;
-        }
-        if (IsNoSpace(status)) ++stats_.no_space_errors;
-        stats_.file_bytes = file_bytes;
-        results_.emplace(op.ticket, std::move(status));
-        completed_ = op.ticket;
+        more_writes = !queue_.empty() && queue_.front().kind == Op::kWrite;
       }
-      done_cv_.notify_all();
+      FinishWrites(/*all=*/!more_writes);
     }
+    FinishWrites(/*all=*/true);
+  }
+
+  // An operation executed (a write: and settled), with its status and the I/O thread's time in it.
+  struct Executed {
+    Op op;
+    Status status;
+    double seconds = 0;
+  };
+
+  // Completes the unsettled writes in order: all of them (waiting for the disk), or those no longer in
+  // flight up to the first that is.
+  void FinishWrites(bool all) {
+    while (!unsettled_.empty()) {
+      Executed& d = unsettled_.front();
+      if (!all && file_->InFlight(d.op.slot)) return;
+      const auto t0 = Clock::now();
+      Status settled = file_->Settle(d.op.slot);
+      d.seconds += Since(t0);
+      if (d.status.ok()) d.status = std::move(settled);
+      Complete(std::move(d));
+      unsettled_.pop_front();
+    }
+  }
+
+  void Complete(Executed d) {
+    const int64_t file_bytes = file_->size_bytes();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (d.op.kind == Op::kWrite) {
+        stats_.write_seconds += d.seconds;
+        if (d.status.ok()) stats_.written_bytes += d.op.bytes;
+      } else if (d.op.kind == Op::kRead) {
+        stats_.read_seconds += d.seconds;
+        if (d.status.ok()) stats_.read_bytes += d.op.bytes;
+      }
+      if (IsNoSpace(d.status)) ++stats_.no_space_errors;
+      stats_.file_bytes = file_bytes;
+      results_.emplace(d.op.ticket, std::move(d.status));
+      completed_ = d.op.ticket;
+    }
+    done_cv_.notify_all();
   }
 
   Status Execute(const Op& op) {
@@ -213,6 +262,7 @@ class SpillStoreImpl final : public SpillStore {
   // The I/O thread's own: the size of each slot written, and their sum.
   std::map<int64_t, int64_t> slot_bytes_;
   int64_t in_use_bytes_ = 0;
+  std::deque<Executed> unsettled_;  // writes executed but possibly still in flight, in ticket order
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the queue has work, or the store is stopping

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,7 +36,20 @@ class SpillFile {
  public:
   virtual ~SpillFile() = default;
   // Writes `bytes` bytes as slot `slot`; a slot rewritten with the same size is overwritten in place.
+  // The bytes may still be on their way to the disk when Write returns (copied: `data` is free again);
+  // InFlight says so, and Settle waits for them and returns how they went.
   virtual Status Write(int64_t slot, const void* data, int64_t bytes) = 0;
+  // Whether some of `slot`'s written bytes are still on their way to the disk.
+  virtual bool InFlight(int64_t slot) const {
+    (void)slot;
+    return false;
+  }
+  // Waits until no write of `slot` is in flight; returns the first failure of its writes since its last
+  // Settle (OK if none). Files that write before Write returns keep these defaults.
+  virtual Status Settle(int64_t slot) {
+    (void)slot;
+    return Status::Ok();
+  }
   // Reads slot `slot` (exactly `bytes` bytes, as written) into `data`.
   virtual Status Read(int64_t slot, void* data, int64_t bytes) = 0;
   // Makes every write so far durable (H5Fflush + fsync for a file on disk).
@@ -44,9 +58,11 @@ class SpillFile {
 };
 
 // HDF5 on disk (storage/spill_hdf5.cc): one 1-D uint8 dataset "/slots/<n>" per slot, in chunks of up to
-// 4 MiB allocated when the slot is first written, Fletcher32 when `checksum`. The chunks are written in
-// place with O_DIRECT (buffered where the filesystem refuses it) and read through H5Dread. A slot rewritten
-// with another size is deleted and created again (HDF5 reuses the freed space). Creates or truncates `path`.
+// 4 MiB allocated when the slot is first written, Fletcher32 when `checksum`. The chunks are written and
+// read in place with O_DIRECT (buffered where the filesystem refuses it); chunks copied through a bounce
+// buffer (a checksum, an unaligned caller buffer, a partial last chunk) are double-buffered, and the last
+// two may still be in flight when Write returns (InFlight, Settle). A slot rewritten with another size is
+// deleted and created again (HDF5 reuses the freed space). Creates or truncates `path`.
 // Failure: kStorage naming the path (and slot); a full disk is IsNoSpace; a Fletcher32 mismatch on Read
 // is kStorage "<path>: slot <n>: checksum mismatch ..."; HDF5's error stack is never printed.
 Result<std::unique_ptr<SpillFile>> CreateHdf5SpillFile(const std::string& path, bool checksum);
@@ -98,9 +114,12 @@ class SpillStore {
 
   virtual ~SpillStore() = default;  // finishes queued work, stops the thread, removes the file
 
-  // Queue a write of `bytes` bytes from `data` to `slot`, or a read of `slot` into `data`.
-  virtual Ticket Write(int64_t slot, const void* data, int64_t bytes) = 0;
-  virtual Ticket Read(int64_t slot, void* data, int64_t bytes) = 0;
+  // Queue a write of `bytes` bytes from `data` to `slot`, or a read of `slot` into `data`. `ready`, when
+  // given, runs on the I/O thread first and the operation waits for it (a GPU worker waits there for the
+  // device -> pinned host copy that fills `data`, or for the last copy out of `data` before it is read
+  // into); its failure is the operation's, which then does not touch the file.
+  virtual Ticket Write(int64_t slot, const void* data, int64_t bytes, std::function<Status()> ready = {}) = 0;
+  virtual Ticket Read(int64_t slot, void* data, int64_t bytes, std::function<Status()> ready = {}) = 0;
   // Queue a Sync of the file: once Wait returns OK for it, every write queued before it is on the disk.
   virtual Ticket Sync() = 0;
   // Blocks until the operation is done and returns its status (once per ticket: a second Wait, or a

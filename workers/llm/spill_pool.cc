@@ -35,22 +35,44 @@ Result<std::unique_ptr<SpillPool>> SpillPool::Create(storage::SpillStore* store,
   // Whole pages, so that every write is whole pages from an aligned buffer.
   floats = (floats + 1023) / 1024 * 1024;
   std::unique_ptr<SpillPool> pool(new SpillPool(store, floats, device, log));
+  const bool cpu = device.device == Device::kCpu;
+  if (!cpu) {
+    TESSEL_ASSIGN_OR_RETURN(pool->copy_stream_, CudaStream::Create());
+  }
   pool->buffers_.resize(static_cast<size_t>(buffers));
   for (Buffer& b : pool->buffers_) {
-    const bool cpu = device.device == Device::kCpu;
     TESSEL_ASSIGN_OR_RETURN(b.device, Tensor::Empty(DType::kF32, {floats}, cpu ? PageAligned() : *device.allocator));
     if (!cpu) {
       TESSEL_ASSIGN_OR_RETURN(b.host, Tensor::Empty(DType::kF32, {floats}, PinnedAllocator()));
+      TESSEL_ASSIGN_OR_RETURN(b.ready, CudaEvent::Create());
+      TESSEL_ASSIGN_OR_RETURN(b.copied, CudaEvent::Create());
     }
   }
   return pool;
 }
 
 SpillPool::~SpillPool() {
-  // The I/O thread may still be reading or writing a buffer: wait before the buffers go.
+  // The I/O thread may still be reading or writing a buffer, and the pool's stream copying one: wait
+  // before the buffers go.
   for (Buffer& b : buffers_) {
     if (b.state == State::kWriting || b.state == State::kReading) (void)store_->Wait(b.ticket);
   }
+  if (gpu()) (void)SyncStream(device_.device, copy_stream_.get());
+}
+
+Status SpillPool::Copy(Buffer& b, bool to_host) {
+  TESSEL_RETURN_IF_ERROR(b.ready.Record(device_.stream));
+  TESSEL_RETURN_IF_ERROR(b.ready.StreamWait(copy_stream_.get()));
+  void* dst = to_host ? b.host.raw() : b.device.raw();
+  const void* src = to_host ? b.device.raw() : b.host.raw();
+  TESSEL_RETURN_IF_ERROR(CopyMemoryAsync(dst, src, static_cast<size_t>(bytes()), copy_stream_.get()));
+  TESSEL_RETURN_IF_ERROR(b.copied.Record(copy_stream_.get()));
+  return to_host ? Status() : b.copied.StreamWait(device_.stream);
+}
+
+std::function<Status()> SpillPool::HostReady(Buffer& b) {
+  if (!gpu()) return {};
+  return [copied = &b.copied] { return copied->Synchronize(); };
 }
 
 SpillPool::Buffer* SpillPool::Find(int64_t id, State state) {
@@ -81,7 +103,7 @@ Status SpillPool::FinishWrite(Buffer& b) {
 Status SpillPool::StartRead(Buffer& b, int64_t id) {
   b.state = State::kReading;
   b.id = id;
-  b.ticket = store_->Read(id, io_buffer(b), bytes());
+  b.ticket = store_->Read(id, io_buffer(b), bytes(), HostReady(b));
   return Status();
 }
 
@@ -138,12 +160,9 @@ Status SpillPool::Offload(int64_t id) {
     b->state = State::kFree;
     return Status();
   }
-  if (b->host.raw() != nullptr) {
-    TESSEL_RETURN_IF_ERROR(
-        CopyMemory(b->host.raw(), Device::kCpu, b->device.raw(), b->device.device(), b->device.nbytes(), device_.stream));
-  }
+  if (gpu()) TESSEL_RETURN_IF_ERROR(Copy(*b, /*to_host=*/true));
   b->state = State::kWriting;
-  b->ticket = store_->Write(id, io_buffer(*b), bytes());
+  b->ticket = store_->Write(id, io_buffer(*b), bytes(), HostReady(*b));
   return Status();
 }
 
@@ -199,10 +218,7 @@ Result<float*> SpillPool::Get(int64_t id) {
     return static_cast<float*>(nullptr);
   }
   ++counters_.fetched;
-  if (b->host.raw() != nullptr) {
-    TESSEL_RETURN_IF_ERROR(
-        CopyMemory(b->device.raw(), b->device.device(), b->host.raw(), Device::kCpu, b->device.nbytes(), device_.stream));
-  }
+  if (gpu()) TESSEL_RETURN_IF_ERROR(Copy(*b, /*to_host=*/false));
   b->state = State::kHeld;
   return b->device.data<float>();
 }

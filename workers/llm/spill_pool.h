@@ -17,17 +17,22 @@
 // counted as fallbacks); a read whose Fletcher32 checksum fails is recomputed too (counted). Any other I/O
 // error is kStorage (exit 6).
 //
-// On a GPU each buffer has a pinned host twin: device -> pinned host -> file, and back (the copies wait on
-// the executor's stream).
+// On a GPU each buffer has a pinned host twin: device -> pinned host -> file, and back. The copies run on
+// the pool's own stream, ordered against the executor's by events, so neither the executor's thread nor
+// its stream waits for them: a block's copy out starts once its forward is done on the device, and the
+// I/O thread writes the twin once the copy has landed (SpillStore's `ready`); a block read back is copied
+// in on the pool's stream and the executor's stream waits for that copy before the backward's kernels.
 // Ownership: the pool owns its buffers and borrows the store (which must outlive it). Thread safety: one
 // thread (the executor's). Failure: kStorage as above; kInternal for allocation failures.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "core/cuda_device.h"
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -80,6 +85,9 @@ class SpillPool {
   struct Buffer {
     Tensor device;  // on the executor's device
     Tensor host;    // pinned twin on a GPU; empty on the CPU
+    // On a GPU: `ready` marks the executor's work on `device` before a copy; `copied` the last copy
+    // between `device` and `host` (the host side is free, and the device side filled, once it is done).
+    CudaEvent ready, copied;
     State state = State::kFree;
     int64_t id = -1;
     storage::SpillStore::Ticket ticket = -1;
@@ -97,10 +105,18 @@ class SpillPool {
   Result<Buffer*> Free();
   Status FinishWrite(Buffer& b);
   Status StartRead(Buffer& b, int64_t id);
+  bool gpu() const { return copy_stream_.get() != nullptr; }
+  // On a GPU: queues the copy of `b` between device and host on the pool's stream after what the
+  // executor's stream has queued so far (to_host: out for a write; otherwise in, and the executor's stream
+  // waits for it).
+  Status Copy(Buffer& b, bool to_host);
+  // What the I/O thread waits for before touching `b.host`: its last copy (nothing on the CPU).
+  std::function<Status()> HostReady(Buffer& b);
 
   storage::SpillStore* store_;
   int64_t floats_;
   DeviceContext device_;
+  CudaStream copy_stream_;  // on a GPU: the copies between the buffers and their twins
   const Logger* log_;
   std::vector<Buffer> buffers_;
   std::map<int64_t, bool> on_disk_;  // id -> its last write completed (false: in flight or lost)

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -404,6 +406,81 @@ TEST(SpillStore, ErrorOfOneTicketDoesNotPoisonLater) {
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(*back == c);
   EXPECT_TRUE(WriteNow(*store, 2, b).ok());
+}
+
+// A file that leaves every write in flight until its slot is settled, and fails the writes of one slot
+// only when they settle, as the HDF5 file's background chunk writes can.
+class DeferredFile final : public SpillFile {
+ public:
+  explicit DeferredFile(int64_t failing_slot) : base_(NewMemorySpillFile()), failing_slot_(failing_slot) {}
+  Status Write(int64_t slot, const void* data, int64_t bytes) override {
+    in_flight_.insert(slot);
+    return base_->Write(slot, data, bytes);
+  }
+  Status Read(int64_t slot, void* data, int64_t bytes) override { return base_->Read(slot, data, bytes); }
+  Status Sync() override { return base_->Sync(); }
+  int64_t size_bytes() const override { return base_->size_bytes(); }
+  bool InFlight(int64_t slot) const override { return in_flight_.count(slot) > 0; }
+  Status Settle(int64_t slot) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    settled_.push_back(slot);
+    if (in_flight_.erase(slot) == 0) return Status::Ok();
+    return slot == failing_slot_ ? StorageError("slot 2: write: Input/output error") : Status::Ok();
+  }
+  std::vector<int64_t> settled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return settled_;
+  }
+
+ private:
+  std::unique_ptr<SpillFile> base_;
+  const int64_t failing_slot_;
+  std::set<int64_t> in_flight_;
+  mutable std::mutex mu_;
+  std::vector<int64_t> settled_;
+};
+
+// A write's ticket is done only once its bytes have settled, and a failure that shows only then fails
+// that write's ticket and no other.
+TEST(SpillStore, WritesInFlightFinishWhenSettledAndFailOnlyTheirTicket) {
+  auto owned = std::make_unique<DeferredFile>(/*failing_slot=*/2);
+  DeferredFile* file = owned.get();
+  std::unique_ptr<SpillStore> store = SpillStore::WithFile(std::move(owned), SpillOptions{"mem", "job-w0", false, 0});
+  const std::vector<uint8_t> a = Pattern(100, 1), b = Pattern(100, 2), c = Pattern(100, 3);
+  const SpillStore::Ticket t1 = store->Write(1, a.data(), 100);
+  const SpillStore::Ticket t2 = store->Write(2, b.data(), 100);
+  const SpillStore::Ticket t3 = store->Write(3, c.data(), 100);
+  EXPECT_TRUE(store->Wait(t1).ok());
+  const std::vector<int64_t> settled = file->settled();
+  EXPECT_NE(std::find(settled.begin(), settled.end(), 1), settled.end()) << "ticket 1 done before slot 1 settled";
+  const Status failed = store->Wait(t2);
+  EXPECT_EQ(failed.code(), Code::kStorage);
+  EXPECT_THAT(failed.message(), HasSubstr("slot 2"));
+  EXPECT_TRUE(store->Wait(t3).ok());
+  const SpillStats stats = store->stats();
+  EXPECT_EQ(stats.written_bytes, 200) << "the failed write's bytes are not counted";
+  Result<std::vector<uint8_t>> back = ReadNow(*store, 3, 100);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == c);
+}
+
+// The HDF5 file with checksums: a slot written twice in one run of queued writes (its first write may
+// still be in flight) holds the second write's bytes.
+TEST(SpillStore, RewriteOfASlotInFlightHoldsTheLastBytes) {
+  ScratchDir dir;
+  std::unique_ptr<SpillStore> store = OpenOrDie(Options(dir, /*checksum=*/true));
+  ASSERT_NE(store, nullptr);
+  const int64_t bytes = 9 * kMiB + 123;  // three chunks, the last partial
+  const std::vector<uint8_t> first = Pattern(bytes, 1), other = Pattern(bytes, 2), second = Pattern(bytes, 3);
+  std::vector<SpillStore::Ticket> tickets = {store->Write(5, first.data(), bytes), store->Write(6, other.data(), bytes),
+                                             store->Write(5, second.data(), bytes)};
+  for (SpillStore::Ticket t : tickets) ASSERT_TRUE(store->Wait(t).ok());
+  Result<std::vector<uint8_t>> back = ReadNow(*store, 5, bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == second);
+  back = ReadNow(*store, 6, bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == other);
 }
 
 TEST(SpillStore, TicketsAreWaitedForOnce) {

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
+
+#include "core/allocator.h"
+#include "core/cuda_device.h"
 
 namespace tessel::workers {
 namespace {
@@ -134,6 +138,45 @@ TEST(SpillPool, AnyOtherIoErrorIsReturned) {
   ASSERT_FALSE(first_error.ok());
   EXPECT_EQ(first_error.code(), Code::kStorage);
   EXPECT_FALSE(storage::IsNoSpace(first_error));
+}
+
+// On a GPU the buffers live in device memory and go through pinned twins on the pool's own stream. The
+// executor's stream here is a non-blocking one of its own (as a worker's is), so nothing but the pool's
+// events orders the copies against it: a block filled on that stream must reach the file whole, and a
+// block read back must be on the device before that stream reads it. Two buffers for six blocks, three
+// steps, so blocks go out and come back through the file.
+TEST(SpillPool, GpuBlocksGoThroughPinnedTwinsOnThePoolsOwnStream) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device is visible: the GPU offload path needs a GPU";
+  Result<CudaStream> stream = CudaStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  const DeviceContext device{Device::kCuda, 0, stream->get(), &CudaAllocator()};
+  auto store = Store();
+  auto pool = SpillPool::Create(store.get(), kFloats, 2, device, nullptr);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  const size_t bytes = kFloats * sizeof(float);
+  std::vector<float> host(kFloats);
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t id = 0; id < 6; ++id) {
+      Result<float*> buffer = (*pool)->Acquire(id);
+      ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
+      Fill(host.data(), id + step);
+      ASSERT_TRUE(CopyMemory(*buffer, Device::kCuda, host.data(), Device::kCpu, bytes, device.stream).ok());
+      ASSERT_TRUE((*pool)->Offload(id).ok());
+    }
+    for (int64_t id = 5; id >= 0; --id) {
+      if (id > 0) {
+        ASSERT_TRUE((*pool)->Prefetch(id - 1).ok());
+      }
+      Result<float*> back = (*pool)->Get(id);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      ASSERT_NE(*back, nullptr);
+      std::fill(host.begin(), host.end(), -1.0f);
+      ASSERT_TRUE(CopyMemory(host.data(), Device::kCpu, *back, Device::kCuda, bytes, device.stream).ok());
+      EXPECT_TRUE(Holds(host.data(), id + step)) << "step " << step << ", block " << id;
+      (*pool)->Release(id);
+    }
+  }
+  EXPECT_GE((*pool)->counters().fetched, 12) << "most blocks must have come back through the file";
 }
 
 }  // namespace
