@@ -77,7 +77,7 @@ def run_tessel(out, stages, threads, steps, extra, layers=4, skip=2):
 POLICY_MODELS = {
     "small": ({}, None, 2),
     "large": ({"model.layers": 12, "model.hidden": 768, "model.heads": 12, "model.context": 256,
-               "train.batch_size": 8, "train.warmup_steps": 1}, 6, 2),
+               "train.batch_size": 12, "train.warmup_steps": 1}, 6, 2),
 }
 
 

@@ -355,13 +355,18 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
         }
       }
       const int64_t least = mem[S - 1][L];
+      // Blocks that all recompute already keep the least they can (spill.policy = "plan" splits so).
+      const bool keep_least = std::all_of(policies.begin(), policies.end(),
+                                          [](workers::BlockPolicy p) { return p == workers::BlockPolicy::kRecompute; });
       return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget,
                                " cannot hold any split of ", layers, " blocks into ", stages,
                                " stages: the split with the smallest largest stage needs ", least,
                                " bytes on that stage, short by ", least - budget, " bytes (",
                                (least - budget + (1 << 20) - 1) >> 20,
-                               " MiB); raise the budget, add stages, shrink train.microbatch_size, or let blocks "
-                               "keep less (spill.policy = \"plan\", \"offload\" or \"recompute\")"));
+                               " MiB); raise the budget, add stages, shrink the micro-batch (train.batch_size, "
+                               "or more pipeline.microbatches)",
+                               keep_least ? "" : ", or let blocks keep less (spill.policy = \"plan\", \"offload\" "
+                                                 "or \"recompute\")"));
     }
     std::vector<int32_t> ends(S);
     int32_t j = layers;

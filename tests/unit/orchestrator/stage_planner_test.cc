@@ -122,6 +122,12 @@ TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
   EXPECT_EQ(refused.status().code(), Code::kUsage);
   EXPECT_NE(refused.status().message().find("job.toml:3:1"), std::string::npos);
   EXPECT_NE(refused.status().message().find("short by"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("keep less"), std::string::npos) << "kept blocks could keep less";
+  // Blocks that all recompute keep the least already: the message does not suggest it.
+  auto least = SplitStages(k, std::vector<workers::BlockPolicy>(8, workers::BlockPolicy::kRecompute), 2, 2, 1000, {}, "job.toml:3:1");
+  ASSERT_FALSE(least.ok());
+  EXPECT_EQ(least.status().message().find("keep less"), std::string::npos) << least.status().message();
+  EXPECT_NE(least.status().message().find("train.batch_size"), std::string::npos) << least.status().message();
   // A fixed split over the budget names its stage.
   auto fixed = SplitStages(k, Keep(8), 2, 2, largest, {7, 1}, "job.toml:3:1");
   ASSERT_FALSE(fixed.ok());
