@@ -72,7 +72,11 @@ Status SpillPool::Copy(Buffer& b, bool to_host) {
 
 std::function<Status()> SpillPool::HostReady(Buffer& b) {
   if (!gpu()) return {};
-  return [copied = &b.copied] { return copied->Synchronize(); };
+  // The I/O thread's current device is the executor's, so that waiting creates no context on another GPU.
+  return [copied = &b.copied, ordinal = device_.ordinal] {
+    TESSEL_RETURN_IF_ERROR(SelectCudaDevice(ordinal));
+    return copied->Synchronize();
+  };
 }
 
 SpillPool::Buffer* SpillPool::Find(int64_t id, State state) {
