@@ -63,9 +63,10 @@ Status CudaFailure(std::string_view what, cudaError_t err) {
 }
 }  // namespace
 
-Result<CudaEvent> CudaEvent::Create() {
+Result<CudaEvent> CudaEvent::Create(bool blocking) {
   cudaEvent_t e = nullptr;
-  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  const cudaError_t err =
+      cudaEventCreateWithFlags(&e, cudaEventDisableTiming | (blocking ? cudaEventBlockingSync : 0u));
   if (err != cudaSuccess) return CudaFailure("cudaEventCreate", err);
   CudaEvent event;
   event.event_ = e;
@@ -112,7 +113,7 @@ CudaStream::~CudaStream() = default;
 Status RegisterHostMemory(const void*, size_t) { return Status(); }
 void UnregisterHostMemory(const void*) {}
 
-Result<CudaEvent> CudaEvent::Create() { return InternalError("this Tessel was built without CUDA"); }
+Result<CudaEvent> CudaEvent::Create(bool) { return InternalError("this Tessel was built without CUDA"); }
 CudaEvent::~CudaEvent() = default;
 Status CudaEvent::Record(void*) { return InternalError("this Tessel was built without CUDA"); }
 Status CudaEvent::StreamWait(void*) const { return InternalError("this Tessel was built without CUDA"); }

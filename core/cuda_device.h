@@ -54,10 +54,11 @@ class CudaStream {
 //   CopyMemoryAsync(host, device, bytes, copy);  done.Record(copy);
 //   done.Synchronize();  // on another thread: the copy has landed
 // Record, StreamWait and Synchronize may be called from any thread, but not concurrently with a Record
-// of the same event. Without CUDA, Create fails. Failure: kInternal with CUDA's reason.
+// of the same event. `blocking`: a thread in Synchronize sleeps instead of spinning (for waits on another
+// thread that may last a whole kernel). Without CUDA, Create fails. Failure: kInternal with CUDA's reason.
 class CudaEvent {
  public:
-  static Result<CudaEvent> Create();
+  static Result<CudaEvent> Create(bool blocking = false);
   CudaEvent() = default;
   ~CudaEvent();
   CudaEvent(CudaEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -245,6 +246,12 @@ class Hdf5SpillFile final : public SpillFile {
   Status Sync() override {
     h5::ScopedErrorSilencer silence;
     CollectAll();
+    if (!failed_.empty()) {
+      // A write that failed in the background and was never settled: the file does not hold it.
+      Status first = std::move(failed_.begin()->second);
+      failed_.clear();
+      return first;
+    }
     if (H5Fflush(file_.get(), H5F_SCOPE_LOCAL) < 0) return Hdf5Failure(path_, "cannot flush", errno);
     void* handle = nullptr;
     if (H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
@@ -261,7 +268,9 @@ class Hdf5SpillFile final : public SpillFile {
 
   bool InFlight(int64_t slot) const override {
     for (const InFlightChunk& c : in_flight_) {
-      if (c.done.valid() && c.slot == slot) return true;
+      if (c.done.valid() && c.slot == slot && c.done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        return true;
+      }
     }
     return false;
   }

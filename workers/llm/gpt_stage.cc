@@ -573,7 +573,7 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, boo
     if (training) {
       TESSEL_RETURN_IF_ERROR(pool_->Offload(id));
     } else {
-      pool_->Release(id);
+      TESSEL_RETURN_IF_ERROR(pool_->Release(id));
     }
   }
   if (p.last()) {
@@ -642,7 +642,7 @@ Status GptStageExecutor::Backward(Slot& slot) {
         a.x = View(slot.blocks[l].x, slot.blocks[l].x.shape());
       }
       TESSEL_RETURN_IF_ERROR(BlockBackward(blocks_[l], a, dres, recomputed));
-      pool_->Release(id);
+      TESSEL_RETURN_IF_ERROR(pool_->Release(id));
       TESSEL_RETURN_IF_ERROR(PrefetchBelow(slot, l));
       continue;
     }

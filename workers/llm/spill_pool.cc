@@ -45,7 +45,7 @@ Result<std::unique_ptr<SpillPool>> SpillPool::Create(storage::SpillStore* store,
     if (!cpu) {
       TESSEL_ASSIGN_OR_RETURN(b.host, Tensor::Empty(DType::kF32, {floats}, PinnedAllocator()));
       TESSEL_ASSIGN_OR_RETURN(b.ready, CudaEvent::Create());
-      TESSEL_ASSIGN_OR_RETURN(b.copied, CudaEvent::Create());
+      TESSEL_ASSIGN_OR_RETURN(b.copied, CudaEvent::Create(/*blocking=*/true));  // the I/O thread sleeps on it
     }
   }
   return pool;
@@ -60,8 +60,13 @@ SpillPool::~SpillPool() {
   if (gpu()) (void)SyncStream(device_.device, copy_stream_.get());
 }
 
+Status SpillPool::ExecutorDone(Buffer& b) { return gpu() ? b.ready.Record(device_.stream) : Status(); }
+
 Status SpillPool::Copy(Buffer& b, bool to_host) {
-  TESSEL_RETURN_IF_ERROR(b.ready.Record(device_.stream));
+  // Out: after the forward that filled the buffer. In: after the last kernels that used the buffer (recorded
+  // when they were queued), not after everything the executor has queued since, so the copy in can run
+  // while the executor's stream is still busy with other blocks.
+  if (to_host) TESSEL_RETURN_IF_ERROR(ExecutorDone(b));
   TESSEL_RETURN_IF_ERROR(b.ready.StreamWait(copy_stream_.get()));
   void* dst = to_host ? b.host.raw() : b.device.raw();
   const void* src = to_host ? b.device.raw() : b.host.raw();
@@ -162,7 +167,7 @@ Status SpillPool::Offload(int64_t id) {
   if (b == nullptr) return InternalError(StrCat("spill pool: Offload(", id, ") without Acquire"));
   if (!spilling_) {
     b->state = State::kFree;
-    return Status();
+    return ExecutorDone(*b);
   }
   if (gpu()) TESSEL_RETURN_IF_ERROR(Copy(*b, /*to_host=*/true));
   b->state = State::kWriting;
@@ -227,10 +232,14 @@ Result<float*> SpillPool::Get(int64_t id) {
   return b->device.data<float>();
 }
 
-void SpillPool::Release(int64_t id) {
+Status SpillPool::Release(int64_t id) {
   for (State state : {State::kHeld, State::kForward}) {
-    if (Buffer* b = Find(id, state)) b->state = State::kFree, b->id = -1;
+    if (Buffer* b = Find(id, state)) {
+      b->state = State::kFree, b->id = -1;
+      TESSEL_RETURN_IF_ERROR(ExecutorDone(*b));
+    }
   }
+  return Status();
 }
 
 Status SpillPool::Drain() {

@@ -69,8 +69,8 @@ class SpillPool {
   // `id`'s activations, or nullptr when the caller must recompute them. Waits for a late read.
   Result<float*> Get(int64_t id);
   // The backward is done with `id`'s buffer (or a forward that is not offloaded, such as validation's, is
-  // done with the buffer it acquired).
-  void Release(int64_t id);
+  // done with the buffer it acquired). On a GPU, once the kernels queued so far are done.
+  Status Release(int64_t id);
   // Waits for every queued write (at the end of a step, so that the file holds what it should).
   Status Drain();
 
@@ -85,8 +85,9 @@ class SpillPool {
   struct Buffer {
     Tensor device;  // on the executor's device
     Tensor host;    // pinned twin on a GPU; empty on the CPU
-    // On a GPU: `ready` marks the executor's work on `device` before a copy; `copied` the last copy
-    // between `device` and `host` (the host side is free, and the device side filled, once it is done).
+    // On a GPU: `ready` marks the last executor work on `device` (recorded when its use ends: Offload,
+    // Release); `copied` the last copy between `device` and `host` (the host side is free, and the
+    // device side filled, once it is done).
     CudaEvent ready, copied;
     State state = State::kFree;
     int64_t id = -1;
@@ -106,6 +107,8 @@ class SpillPool {
   Status FinishWrite(Buffer& b);
   Status StartRead(Buffer& b, int64_t id);
   bool gpu() const { return copy_stream_.get() != nullptr; }
+  // On a GPU: the executor's stream is done with `b.device` once what it has queued so far is done.
+  Status ExecutorDone(Buffer& b);
   // On a GPU: queues the copy of `b` between device and host on the pool's stream after what the
   // executor's stream has queued so far (to_host: out for a write; otherwise in, and the executor's stream
   // waits for it).

@@ -464,15 +464,16 @@ TEST(SpillStore, WritesInFlightFinishWhenSettledAndFailOnlyTheirTicket) {
   EXPECT_TRUE(*back == c);
 }
 
-// The HDF5 file with checksums: a slot written twice in one run of queued writes (its first write may
-// still be in flight) holds the second write's bytes.
+// The HDF5 file with checksums: a slot written twice back to back in one run of queued writes (its first
+// write's last chunks may still be in flight when the second starts) holds the second write's bytes, and
+// a slot written between holds its own.
 TEST(SpillStore, RewriteOfASlotInFlightHoldsTheLastBytes) {
   ScratchDir dir;
   std::unique_ptr<SpillStore> store = OpenOrDie(Options(dir, /*checksum=*/true));
   ASSERT_NE(store, nullptr);
   const int64_t bytes = 9 * kMiB + 123;  // three chunks, the last partial
   const std::vector<uint8_t> first = Pattern(bytes, 1), other = Pattern(bytes, 2), second = Pattern(bytes, 3);
-  std::vector<SpillStore::Ticket> tickets = {store->Write(5, first.data(), bytes), store->Write(6, other.data(), bytes),
+  std::vector<SpillStore::Ticket> tickets = {store->Write(6, other.data(), bytes), store->Write(5, first.data(), bytes),
                                              store->Write(5, second.data(), bytes)};
   for (SpillStore::Ticket t : tickets) ASSERT_TRUE(store->Wait(t).ok());
   Result<std::vector<uint8_t>> back = ReadNow(*store, 5, bytes);

@@ -6,10 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/allocator.h"
 #include "core/cuda_device.h"
+
+#if TESSEL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace tessel::workers {
 namespace {
@@ -55,7 +61,7 @@ int RunStep(SpillPool& pool, int n, int64_t first_id = 0) {
     } else {
       EXPECT_TRUE(Holds(*back, id)) << "block " << id << " came back with other bytes";
     }
-    pool.Release(id);
+    EXPECT_TRUE(pool.Release(id).ok());
   }
   return recompute;
 }
@@ -92,7 +98,7 @@ TEST(SpillPool, ABufferStillHoldingItsBlockIsUsedWithoutARead) {
     ASSERT_TRUE(back.ok());
     ASSERT_NE(*back, nullptr);
     EXPECT_TRUE(Holds(*back, id + 7)) << "block " << id << " came back with last step's bytes";
-    (*pool)->Release(id);
+    EXPECT_TRUE((*pool)->Release(id).ok());
   }
 }
 
@@ -142,27 +148,38 @@ TEST(SpillPool, AnyOtherIoErrorIsReturned) {
 
 // On a GPU the buffers live in device memory and go through pinned twins on the pool's own stream. The
 // executor's stream here is a non-blocking one of its own (as a worker's is), so nothing but the pool's
-// events orders the copies against it: a block filled on that stream must reach the file whole, and a
-// block read back must be on the device before that stream reads it. Two buffers for six blocks, three
-// steps, so blocks go out and come back through the file.
+// events orders the copies against it. Each block is filled by an asynchronous copy queued behind a 20 ms
+// host-side delay on that stream, and Offload is called at once: a copy out that did not wait for the
+// executor's stream would write the buffer's old bytes. Each block read back is checked by a copy on the
+// executor's stream queued right after Get: one that did not wait for the copy in would see stale bytes.
+// 8 MiB blocks, two buffers for six, three steps, so blocks go out and come back through the file.
+#if TESSEL_HAVE_CUDA
 TEST(SpillPool, GpuBlocksGoThroughPinnedTwinsOnThePoolsOwnStream) {
   if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device is visible: the GPU offload path needs a GPU";
+  constexpr int64_t kBig = int64_t{2} << 20;  // floats: 8 MiB
   Result<CudaStream> stream = CudaStream::Create();
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  auto* exec = static_cast<cudaStream_t>(stream->get());
   const DeviceContext device{Device::kCuda, 0, stream->get(), &CudaAllocator()};
   auto store = Store();
-  auto pool = SpillPool::Create(store.get(), kFloats, 2, device, nullptr);
+  auto pool = SpillPool::Create(store.get(), kBig, 2, device, nullptr);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  const size_t bytes = kFloats * sizeof(float);
-  std::vector<float> host(kFloats);
+  const size_t bytes = kBig * sizeof(float);
+  float* pinned = nullptr;  // one pinned source a block, and one to check into
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 7 * bytes), cudaSuccess);
+  const auto value = [](int64_t id, int step, int64_t i) { return static_cast<float>((id + 7 * step) * 1000003 + i % 999983); };
+  const auto delay = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   for (int step = 0; step < 3; ++step) {
     for (int64_t id = 0; id < 6; ++id) {
+      float* src = pinned + id * kBig;
+      for (int64_t i = 0; i < kBig; ++i) src[i] = value(id, step, i);
       Result<float*> buffer = (*pool)->Acquire(id);
       ASSERT_TRUE(buffer.ok()) << buffer.status().ToString();
-      Fill(host.data(), id + step);
-      ASSERT_TRUE(CopyMemory(*buffer, Device::kCuda, host.data(), Device::kCpu, bytes, device.stream).ok());
+      ASSERT_EQ(cudaLaunchHostFunc(exec, delay, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaMemcpyAsync(*buffer, src, bytes, cudaMemcpyHostToDevice, exec), cudaSuccess);
       ASSERT_TRUE((*pool)->Offload(id).ok());
     }
+    float* check = pinned + 6 * kBig;
     for (int64_t id = 5; id >= 0; --id) {
       if (id > 0) {
         ASSERT_TRUE((*pool)->Prefetch(id - 1).ok());
@@ -170,14 +187,20 @@ TEST(SpillPool, GpuBlocksGoThroughPinnedTwinsOnThePoolsOwnStream) {
       Result<float*> back = (*pool)->Get(id);
       ASSERT_TRUE(back.ok()) << back.status().ToString();
       ASSERT_NE(*back, nullptr);
-      std::fill(host.begin(), host.end(), -1.0f);
-      ASSERT_TRUE(CopyMemory(host.data(), Device::kCpu, *back, Device::kCuda, bytes, device.stream).ok());
-      EXPECT_TRUE(Holds(host.data(), id + step)) << "step " << step << ", block " << id;
-      (*pool)->Release(id);
+      std::fill(check, check + kBig, -1.0f);
+      ASSERT_EQ(cudaMemcpyAsync(check, *back, bytes, cudaMemcpyDeviceToHost, exec), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(exec), cudaSuccess);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < kBig; ++i) wrong += check[i] != value(id, step, i);
+      EXPECT_EQ(wrong, 0) << "step " << step << ", block " << id << ": floats that are not the block's own";
+      ASSERT_TRUE((*pool)->Release(id).ok());
     }
   }
   EXPECT_GE((*pool)->counters().fetched, 12) << "most blocks must have come back through the file";
+  pool->reset();
+  cudaFreeHost(pinned);
 }
+#endif
 
 }  // namespace
 }  // namespace tessel::workers
