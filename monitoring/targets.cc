@@ -12,29 +12,13 @@
 #include <system_error>
 
 #include "core/json_writer.h"
+#include "core/file_descriptor.h"
 #include "core/logging.h"
 
 namespace tessel::monitoring {
 namespace {
 
 // Closes a file descriptor on every path out.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() { Close(); }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int Close() {
-    int rc = fd_ >= 0 ? ::close(fd_) : 0;
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 Status WriteAll(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {

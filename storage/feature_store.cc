@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/cuda_device.h"
+#include "core/file_descriptor.h"
 #include "core/logging.h"
 #include "storage/feature_check.h"
 #include "storage/graph.h"
@@ -38,22 +39,6 @@ struct TypeInfo {
   size_t owned_begin = 0;
   size_t owned_end = 0;
   size_t num_owned() const { return owned_end - owned_begin; }
-};
-
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  ~FileDescriptor() { Reset(-1); }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  void Reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
 };
 
 const char* LayoutName(H5D_layout_t layout) {

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/file_descriptor.h"
 #include "core/logging.h"
 #include "storage/feature_check.h"
 
@@ -29,26 +30,6 @@ static_assert(std::endian::native == std::endian::little, "llm.c files are read 
 
 constexpr int64_t kHeaderBytes = kLlmcHeaderInts * static_cast<int64_t>(sizeof(int32_t));
 using Header = std::array<int32_t, kLlmcHeaderInts>;
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports the error close() gives (NFS, some disk-full cases surface only here).
-  int Close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 // An open file and its size. A file that is not a regular file (a directory) is kBadData.
 struct OpenFile {

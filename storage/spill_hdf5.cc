@@ -30,6 +30,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/file_descriptor.h"
 #include "core/logging.h"
 #include "storage/hdf5_util.h"
 #include "storage/spill_store.h"
@@ -103,24 +104,6 @@ Status Hdf5Failure(const std::string& where, std::string_view what, int saved_er
   }
   return h5::WriteError(where, what);
 }
-
-class Fd {
- public:
-  Fd() = default;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -522,7 +505,7 @@ class Hdf5SpillFile final : public SpillFile {
   h5::File file_;
   h5::Group slots_group_;
   h5::PropList dapl_;
-  Fd data_fd_;           // the data path, O_DIRECT where the filesystem allows it
+  FileDescriptor data_fd_;  // the data path, O_DIRECT where the filesystem allows it
   bool direct_ = false;  // data_fd_ has O_DIRECT
   std::unique_ptr<uint8_t, AlignedFree> bounce_;
   std::unique_ptr<uint8_t, AlignedFree> bounce2_;  // the other half of the write path's double buffer
