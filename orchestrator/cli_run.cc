@@ -34,6 +34,8 @@ Status Run(const JobArgs& args) {
   }
   const int rc = workers::RunMpiWorker(*session, *comm);
   if (rc == 0) return Status();
+  // A worker fails only in a job that the coordinator aborts (MPI_Abort): it must not wait in MPI_Finalize.
+  session->SkipFinalize();
   return Status(static_cast<Code>(rc), StrCat("rank ", session->world_rank(), " stopped; the coordinator has the cause"));
 }
 

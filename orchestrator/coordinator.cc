@@ -121,9 +121,13 @@ void WriteStatusFile(const std::string& path, const Status& status) {
   WriteStatusFile(status_file, status);
   // Under `mpirun --enable-recovery` MPI_Abort ends this rank only; a worker that reported an error
   // waits for this shutdown, so tell every rank before aborting (bounded: a dead rank cannot block it).
+  // The {1} says "aborting": a worker that gets it leaves without MPI_Finalize, which would wait for this
+  // rank forever.
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  for (int r = 1; r < world; ++r) (void)workers::SendBytes({}, r, workers::kTagShutdown, std::chrono::milliseconds(200));
+  for (int r = 1; r < world; ++r) {
+    (void)workers::SendBytes({1}, r, workers::kTagShutdown, std::chrono::milliseconds(200));
+  }
   MPI_Abort(MPI_COMM_WORLD, status.exit_code());
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
 }
@@ -149,6 +153,9 @@ class Coordinator {
       : session_(session), spec_(spec), status_file_(request.status_file), resume_(request.resume), log_(log) {}
 
   Status Run();
+  // Whether the workers have been told that the job ended (after that, a failure here concerns only
+  // this rank's outputs).
+  bool workers_released() const { return workers_released_; }
 
  private:
   Status StartMetrics(const std::string& role);
@@ -170,6 +177,7 @@ class Coordinator {
   std::string run_dir_;
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;
+  bool workers_released_ = false;
 };
 
 Status Coordinator::StartMetrics(const std::string& role) {
@@ -426,6 +434,9 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
   }
+  // Every result is in: tell the workers the job ended, so that they go on to MPI_Finalize with this rank.
+  ShutdownWorkers(session_);
+  workers_released_ = true;
   Set(*result, "peak_worker_rss_bytes", peak_rss);
   return Status();
 }
@@ -434,19 +445,23 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
 
 namespace {
 
-Status Coordinate(const RunRequest& request, workers::MpiSession& session) {
+Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool* workers_released) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(request.job_path, request.overrides));
   Logger log("coordinator", ToLogLevel(spec.job.log_level));
   Coordinator c(session, spec, request, log);
-  return c.Run();
+  Status st = c.Run();
+  *workers_released = c.workers_released();
+  return st;
 }
 
 }  // namespace
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session) {
-  Status st = Coordinate(request, session);
-  // Failures after dispatch abort inside; whatever returns here happened before any worker ran.
-  if (!st.ok()) ShutdownWorkers(session);
+  bool workers_released = false;
+  Status st = Coordinate(request, session, &workers_released);
+  // Failures while workers run abort inside; one that returns here came before any worker ran (they wait
+  // for their assignment) or after they were released (writing the summary).
+  if (!st.ok() && !workers_released) ShutdownWorkers(session);
   WriteStatusFile(request.status_file, st);
   return st;
 }

@@ -23,7 +23,7 @@ enum Tag : int {
   kTagProgress = 104,   // first worker -> coordinator: one finished step
   kTagResult = 105,     // worker -> coordinator: final figures
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
-  kTagShutdown = 107,   // coordinator -> worker: stop without running
+  kTagShutdown = 107,   // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
   kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
 };
 

@@ -401,20 +401,37 @@ int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
     log.Error(first.status().ToString());
     return first.status().exit_code();
   }
-  if (first->tag == kTagShutdown) return 0;
+  if (first->tag == kTagShutdown) {
+    // Empty: the coordinator stopped before dispatching (it reports why). {1}: it is aborting the job.
+    return first->bytes.empty() ? 0 : static_cast<int>(Code::kRankFailed);
+  }
   Status st;
   AssignMsg assign;
+  Seconds verdict_wait(0);
   if (first->tag != kTagAssign) {
     st = InternalError(StrCat("expected an assignment, got message tag ", first->tag));
   } else {
     st = Decode(first->bytes, &assign);
     std::vector<uint8_t>().swap(first->bytes);
     if (st.ok()) {
+      // Another rank may still be training or evaluating; the coordinator's watchdog ends it within a
+      // step timeout plus a heartbeat timeout.
+      verdict_wait = Seconds(2 * assign.settings.step_timeout_seconds + 60);
       const Logger run_log(log.prefix(), assign.settings.log_level);
       st = ServeAssignment(session, comm, std::move(assign), &step, run_log);
     }
   }
-  if (st.ok()) return 0;
+  if (st.ok()) {
+    // The result is sent, but another rank can still fail the job. Finalize only once the coordinator says
+    // the job ended; if it aborts instead, MPI_Finalize would wait for it forever.
+    auto verdict = PollMessage(0, kTagShutdown, verdict_wait);
+    if (!verdict.ok()) {
+      log.Warn(StrCat("no word from the coordinator after this rank's result: ", verdict.status().message()));
+    } else if (verdict->bytes.empty()) {
+      return 0;
+    }
+    return static_cast<int>(Code::kRankFailed);
+  }
 
   // A coordinator that already ended the job (another worker's report came first) has told every rank
   // to shut down before aborting: then there is nobody left to tell.

@@ -42,8 +42,10 @@ struct RunHooks {
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
                              WorkerComm& comm, const RunHooks& hooks, const Logger& log);
 
-// The whole life of an MPI worker rank: wait for the assignment, run, report. Returns the process
-// exit code (0 even on failure once the coordinator has been told, since it aborts the job).
+// The whole life of an MPI worker rank: wait for the assignment, run, report. Returns the process exit
+// code: 0 once the job ended, otherwise the failure's (this rank's, or 5 when the coordinator aborted the
+// job for another rank). Non-zero means the coordinator is aborting: the caller must not MPI_Finalize
+// (MpiSession::SkipFinalize).
 int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm);
 
 }  // namespace tessel::workers

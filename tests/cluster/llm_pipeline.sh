@@ -139,7 +139,7 @@ grep -q "not-a-dir/spill" "$TESSEL_WORK/stderr" || fail "the spill directory err
 # A memory budget no split fits: refused by the planner with the shortfall, before any rank starts.
 expect_exit 2 "$TESSEL" plan "$job" "${small[@]}" --set resources.memory_budget_bytes=100KB --workers 1
 grep -q "short by" "$TESSEL_WORK/stderr" || fail "the budget error gives no shortfall: $(cat "$TESSEL_WORK/stderr")"
-expect_exit 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${small[@]}" --set resources.workers=2 \
+expect_exit_within 120 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${small[@]}" --set resources.workers=2 \
   --set pipeline.stages=2 --set resources.memory_budget_bytes=100KB --set job.output_dir="$TESSEL_WORK/budget"
 grep -q "short by" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" || fail "mpirun: the budget error gives no shortfall"
 grep -q "dispatched" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" && fail "a plan over budget was dispatched"

@@ -34,6 +34,7 @@ Result<std::unique_ptr<MpiSession>> MpiSession::Init(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
+  if (skip_finalize_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

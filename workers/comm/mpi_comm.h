@@ -30,8 +30,14 @@ class MpiSession {
   bool thread_multiple() const { return thread_multiple_; }
   const std::string& hostname() const { return hostname_; }
 
+  // Ends this rank without MPI_Finalize: for a rank whose job the coordinator aborted. MPI_Finalize waits
+  // for every rank, and under `mpirun --enable-recovery` a rank gone through MPI_Abort never arrives, so
+  // finalizing would hang this rank (and mpirun with it) for good.
+  void SkipFinalize() { skip_finalize_ = true; }
+
  private:
   MpiSession() = default;
+  bool skip_finalize_ = false;
   int rank_ = 0;
   int size_ = 1;
   bool thread_multiple_ = false;
