@@ -414,9 +414,9 @@ int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
     st = Decode(first->bytes, &assign);
     std::vector<uint8_t>().swap(first->bytes);
     if (st.ok()) {
-      // Another rank may still be training or evaluating; the coordinator's watchdog ends it within a
-      // step timeout plus a heartbeat timeout.
-      verdict_wait = Seconds(2 * assign.settings.step_timeout_seconds + 60);
+      // After this rank's result another rank may still be starting, training or evaluating; the
+      // coordinator's watchdog ends the job within its startup, step and heartbeat timeouts.
+      verdict_wait = Seconds(assign.settings.startup_timeout_seconds + 2 * assign.settings.step_timeout_seconds + 60);
       const Logger run_log(log.prefix(), assign.settings.log_level);
       st = ServeAssignment(session, comm, std::move(assign), &step, run_log);
     }
