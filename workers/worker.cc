@@ -1,7 +1,6 @@
 #include "workers/worker.h"
 
 #include <sched.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda_device.h"
+#include "core/process_memory.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
@@ -30,12 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
-
-int64_t PeakRssBytes() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
-}
 
 // A failure that another worker has already reported (its own cause): this worker stops without a
 // report of its own and waits for the coordinator, so the user sees the root cause, not its echo.
@@ -330,7 +324,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   if (!settings.resume_step_dir.empty()) Set(out, "resumed_from_" + unit, settings.resume_step);
   Merge(out, result);
   Set(out, "device", std::string(DeviceName(device->context.device)));
-  Set(out, "peak_worker_rss_bytes", PeakRssBytes());
+  Set(out, "peak_worker_rss_bytes", PeakResidentBytes());
   if (device->context.device == Device::kCuda) Set(out, "peak_gpu_bytes", CudaPoolPeakBytes());
   return out;
 }

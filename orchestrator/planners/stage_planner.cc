@@ -12,6 +12,8 @@
 #include <limits>
 #include <ostream>
 
+#include "core/cuda_device.h"
+#include "core/process_memory.h"
 #include "core/thread_pool.h"
 #include "storage/llmc.h"
 #include "storage/spill_store.h"
@@ -223,6 +225,12 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const GptConfig& m, cons
   TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
   costs.tokens = n, costs.width = c, costs.heads = h, costs.vocab = v, costs.padded_vocab = m.padded_vocab;
   costs.context = m.context;
+  // What a worker holds besides its tensors, measured in this process, which is like a worker's: the same
+  // plugins and the libraries they link, the BLAS buffers the kernels above touched, the token data. Less
+  // the calibration's own tensors, still alive here.
+  int64_t calibration_bytes = 0;
+  for (const Tensor& t : keep) calibration_bytes += static_cast<int64_t>(t.nbytes());
+  costs.process_bytes = std::max<int64_t>(0, ResidentBytes() - calibration_bytes);
   return costs;
 }
 
@@ -292,7 +300,7 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
   if (stages > 1 && (first || last)) scratch += embedding * f;
   // Values, gradients, AdamW's two moments, and the host copy the stage's weights pass through when they
   // are initialised (and written out at the end): 20 bytes a parameter at the peak.
-  return 5 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch;
+  return 5 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch + k.process_bytes;
 }
 
 Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vector<workers::BlockPolicy>& policies,
@@ -633,6 +641,10 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   log.Info(StrCat("tokens: ", splits.train.size(), " to train on, ", splits.val.size(), " to validate on (",
                   splits.train_name, ")"));
   TESSEL_ASSIGN_OR_RETURN(StageCosts costs, Calibrate(spec, model, train));
+  // A GPU worker's tensors are in device memory, where the process's own host memory does not count.
+  const bool on_cpu = spec.job.device == jobs::DeviceChoice::kCpu ||
+                      (spec.job.device == jobs::DeviceChoice::kAuto && !ProbeCuda().usable());
+  if (!on_cpu) costs.process_bytes = 0;
   TESSEL_ASSIGN_OR_RETURN(std::vector<StageShare> split,
                           SplitStages(costs, policies, stages, train.microbatches,
                                       spec.resources.memory_budget_bytes, spec.pipeline.layers,
@@ -717,6 +729,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Set(pipeline, "calibrated_block_forward_seconds", costs.block_forward_seconds);
   Set(pipeline, "calibrated_head_seconds", costs.head_seconds);
   Set(pipeline, "calibrated_embedding_seconds", costs.embed_seconds);
+  Set(pipeline, "process_bytes", costs.process_bytes);
   Set(plan.summary, "model", "gpt2");
   Set(plan.summary, "pipeline", pipeline);
   const int64_t c = model.width;
@@ -778,6 +791,11 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
                   FindNumber(*pipeline, "predicted_step_seconds").value_or(0), spec.pipeline.microbatches,
                   spec.pipeline.stages);
     out << buf;
+  }
+  const int64_t process = pipeline ? static_cast<int64_t>(FindNumber(*pipeline, "process_bytes").value_or(0)) : 0;
+  if (process > 0) {
+    out << "memory includes the process's own " << FormatBytes(process)
+        << " (libraries, BLAS buffers, token data: measured here)\n";
   }
   if (spec.resources.memory_budget_bytes > 0) {
     out << "memory budget per worker: " << FormatBytes(spec.resources.memory_budget_bytes) << "\n";

@@ -7,14 +7,15 @@
 // [resources] memory_budget_bytes per worker, by a dynamic program over contiguous block ranges. Times
 // come from a micro-benchmark run here, on this rank, with the job's kernels and threads: every op of a
 // block, of the head and of the embedding at the job's micro-batch shape, best of a few runs. Memory is
-// counted: parameters, gradients and AdamW moments (16 bytes a parameter), the saved activations of the
+// counted: the process's own resident memory on a CPU worker (measured by the calibration), parameters,
+// gradients and AdamW moments (16 bytes a parameter), the saved activations of the
 // min(stages - s, microbatches) micro-batches 1F1B keeps in flight on stage s under each block's policy
 // (keep: every tensor; recompute: the block's input, plus one shared scratch per stage), and the scratch
 // buffers. A recompute block costs one more block forward per micro-batch (its forward again, in the
 // backward). The step time is predicted as (microbatches + stages - 1) x the slowest stage (1F1B's bubble).
 //
-// The block policies come from [spill] policy and layer_policies (ResolveBlockPolicies); "auto" resolves
-// to keep in this build, and "offload" is refused (kUsage) until the executor has the spill store's path.
+// The block policies come from [spill] policy and layer_policies (ResolveBlockPolicies); "auto"
+// (ChooseAutoPolicies) and "plan" (PlanPolicies) are resolved against the spill bandwidth measured here.
 //
 // Before any rank starts it also reads the tokens and the model.init_from checkpoint, so bad data is
 // exit 3 and a checkpoint of another shape exit 2 here, not on a worker.
@@ -32,6 +33,9 @@ struct StageCosts {
   double block_forward_seconds = 0;  // the forward alone, part of block_seconds: a recompute block's extra
   int64_t tokens = 0;  // N = B x T of a micro-batch
   int64_t width = 0, heads = 0, vocab = 0, padded_vocab = 0, context = 0;
+  // A CPU worker's resident memory besides its tensors (libraries, BLAS buffers, token data), measured by
+  // the calibration; 0 for GPU workers. Part of every stage's memory.
+  int64_t process_bytes = 0;
 };
 
 // The policy of every block of the model (model.layers entries): spill.layer_policies, or spill.policy for
@@ -69,8 +73,8 @@ StageBlocks CountBlocks(const std::vector<workers::BlockPolicy>& policies, int32
 // LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed or offloaded
 // one; the stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the
 // recompute scratch when any block recomputes (one kept block's tensors), the offload pool when any
-// offloads; and the scratch (15 C floats a token, the forward's shared 7 C + 2, the last stage's logits
-// and their gradient, the tied embedding's exchange buffer).
+// offloads; the scratch (15 C floats a token, the forward's shared 7 C + 2, the last stage's logits
+// and their gradient, the tied embedding's exchange buffer); and costs.process_bytes.
 int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
                          int32_t microbatches);
 

@@ -145,6 +145,9 @@ grep -q "short by" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" || fail "mpirun: 
 grep -q "dispatched" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" && fail "a plan over budget was dispatched"
 "$TESSEL" plan "$job" "${small[@]}" --workers 1 > "$TESSEL_WORK/plan.txt" 2>&1
 grep -q "predicted step" "$TESSEL_WORK/plan.txt" || fail "tessel plan printed no prediction: $(cat "$TESSEL_WORK/plan.txt")"
+# On a CPU worker the prediction includes the process's own memory, measured by the calibration.
+grep -Eq "memory includes the process's own [0-9.]+ MiB" "$TESSEL_WORK/plan.txt" \
+  || fail "tessel plan does not count the process's own memory: $(cat "$TESSEL_WORK/plan.txt")"
 "$TESSEL" plan "$job" "${small[@]}" --set 'spill.layer_policies=["recompute", "keep", "recompute"]' --workers 1 \
   > "$TESSEL_WORK/plan.txt" 2>&1
 grep -q "keep 1, recompute 2" "$TESSEL_WORK/plan.txt" || fail "tessel plan shows no policies: $(cat "$TESSEL_WORK/plan.txt")"

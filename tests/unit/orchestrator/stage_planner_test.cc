@@ -105,6 +105,15 @@ TEST(StageMemoryBytes, CountsParametersInFlightMicroBatchesAndTheTiedCopy) {
             (20 + 4) * embedding - 20 * (embedding + k.context * c) - n * 4);
   // More micro-batches than stages do not add memory beyond min(stages - s, M).
   EXPECT_EQ(StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 2), StageMemoryBytes(k, 0, 2, StageBlocks{.keep = 4}, 8));
+  // A CPU worker's own resident memory (libraries, BLAS buffers: costs.process_bytes) counts once a stage.
+  StageCosts with_process = k;
+  with_process.process_bytes = 123456789;
+  for (int32_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(StageMemoryBytes(with_process, s, 3, StageBlocks{.keep = 4}, 4) -
+                  StageMemoryBytes(k, s, 3, StageBlocks{.keep = 4}, 4),
+              with_process.process_bytes)
+        << "stage " << s;
+  }
 }
 
 TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
