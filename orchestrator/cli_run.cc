@@ -32,11 +32,12 @@ Status Run(const JobArgs& args) {
   if (!is_worker) {
     return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume}, *session);
   }
-  const int rc = workers::RunMpiWorker(*session, *comm);
-  if (rc == 0) return Status();
-  // A worker fails only in a job that the coordinator aborts (MPI_Abort): it must not wait in MPI_Finalize.
+  const Status st = workers::RunMpiWorker(*session, *comm);
+  if (st.ok()) return st;
+  // A worker fails only in a job that the coordinator aborts (MPI_Abort) or that lost its coordinator: it
+  // must not wait in MPI_Finalize.
   session->SkipFinalize();
-  return Status(static_cast<Code>(rc), StrCat("rank ", session->world_rank(), " stopped; the coordinator has the cause"));
+  return Status(st.code(), StrCat("rank ", session->world_rank(), ": ", st.message()));
 }
 
 Status Validate(const JobArgs& args) {

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "core/json_writer.h"
@@ -131,6 +133,49 @@ void WriteStatusFile(const std::string& path, const Status& status) {
   MPI_Abort(MPI_COMM_WORLD, status.exit_code());
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
 }
+
+// While the coordinator runs (planning included) every worker hears from it each heartbeat interval, so
+// that a coordinator that dies (killed, out of memory) does not leave its workers training or waiting
+// under `mpirun --enable-recovery`: a worker presumes it dead after timeouts.heartbeat_timeout_seconds of
+// silence and exits 5 (workers/worker.cc, CoordinatorWatch). A thread of its own, so that a long plan or
+// a big assignment does not hold the beats back; it needs MPI_THREAD_MULTIPLE.
+class AliveBeats {
+ public:
+  AliveBeats(int world, double interval_seconds, double silence_limit_seconds)
+      : world_(world), interval_(interval_seconds), beat_(workers::Encode(workers::AliveMsg{silence_limit_seconds})) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~AliveBeats() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  AliveBeats(const AliveBeats&) = delete;
+  AliveBeats& operator=(const AliveBeats&) = delete;
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report.
+      for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_);
+      lock.lock();
+      cv_.wait_for(lock, interval_, [this] { return stop_; });
+    }
+  }
+
+  const int world_;
+  const Seconds interval_;
+  const std::vector<uint8_t> beat_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 void ShutdownWorkers(const workers::MpiSession& session) {
   for (int r = 1; r < session.world_size(); ++r) {
@@ -448,6 +493,11 @@ namespace {
 Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool* workers_released) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(request.job_path, request.overrides));
   Logger log("coordinator", ToLogLevel(spec.job.log_level));
+  std::unique_ptr<AliveBeats> beats;
+  if (session.world_size() > 1 && session.thread_multiple()) {
+    beats = std::make_unique<AliveBeats>(session.world_size(), spec.timeouts.heartbeat_interval_seconds,
+                                         spec.timeouts.heartbeat_timeout_seconds);
+  }
   Coordinator c(session, spec, request, log);
   Status st = c.Run();
   *workers_released = c.workers_released();

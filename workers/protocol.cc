@@ -76,6 +76,19 @@ Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m) {
   return Finish(r);
 }
 
+std::vector<uint8_t> Encode(const AliveMsg& m) {
+  ByteWriter w = Begin();
+  w.Put(m.silence_limit_seconds);
+  return w.Take();
+}
+
+Status Decode(const std::vector<uint8_t>& b, AliveMsg* m) {
+  ByteReader r(b.data(), b.size());
+  CheckMagic(r);
+  m->silence_limit_seconds = r.Get<double>("silence limit");
+  return Finish(r);
+}
+
 std::vector<uint8_t> Encode(const ProgressMsg& m) {
   ByteWriter w = Begin();
   w.Put(m.step);

@@ -25,6 +25,7 @@ enum Tag : int {
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
   kTagShutdown = 107,   // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
   kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
+  kTagAlive = 109,      // coordinator -> worker: it lives (every heartbeat interval while it runs)
 };
 
 struct HelloMsg {
@@ -42,6 +43,12 @@ struct AssignMsg {
 
 struct HeartbeatMsg {
   int64_t step = 0;
+};
+
+// The coordinator's beat: a worker that has heard one presumes the coordinator dead after
+// `silence_limit_seconds` (timeouts.heartbeat_timeout_seconds) without another.
+struct AliveMsg {
+  double silence_limit_seconds = 0;
 };
 
 struct ProgressMsg {
@@ -71,6 +78,7 @@ struct ErrorMsg {
 std::vector<uint8_t> Encode(const HelloMsg& m);
 std::vector<uint8_t> Encode(const AssignMsg& m);
 std::vector<uint8_t> Encode(const HeartbeatMsg& m);
+std::vector<uint8_t> Encode(const AliveMsg& m);
 std::vector<uint8_t> Encode(const ProgressMsg& m);
 std::vector<uint8_t> Encode(const ResultMsg& m);
 std::vector<uint8_t> Encode(const ErrorMsg& m);
@@ -78,6 +86,7 @@ std::vector<uint8_t> Encode(const CheckpointMsg& m);
 Status Decode(const std::vector<uint8_t>& b, HelloMsg* m);
 Status Decode(const std::vector<uint8_t>& b, AssignMsg* m);
 Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m);
+Status Decode(const std::vector<uint8_t>& b, AliveMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ResultMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ErrorMsg* m);

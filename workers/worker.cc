@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <condition_variable>
@@ -92,10 +94,66 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerCo
   return device;
 }
 
-// Sends a heartbeat to the coordinator every interval until stopped. Needs MPI_THREAD_MULTIPLE.
+// Whether the coordinator still lives, from its beats (kTagAlive, sent while it runs). Until the first
+// beat it is presumed alive: a coordinator without MPI_THREAD_MULTIPLE never beats.
+// Thread safety: one thread at a time (the main thread, or the heartbeat thread while it runs).
+class CoordinatorWatch {
+ public:
+  // Takes one beat that arrived.
+  void Heard(const Message& m) {
+    AliveMsg alive;
+    if (Decode(m.bytes, &alive).ok()) limit_seconds_ = alive.silence_limit_seconds;
+    last_ = Clock::now();
+    heard_ = true;
+  }
+  // Takes the beats that have arrived, then judges: kRankFailed once the coordinator has been silent for
+  // longer than the limit its beats carry. The beats are taken first, so that this rank's own stall (a
+  // loaded machine) does not read as the coordinator's silence.
+  Status Check() {
+    for (;;) {
+      TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, kTagAlive));
+      if (m.source < 0) break;
+      Heard(m);
+    }
+    if (!heard_) return Status();
+    const double silent = Seconds(Clock::now() - last_).count();
+    if (silent <= limit_seconds_) return Status();
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the coordinator (rank 0) has sent nothing for %.1f s (timeouts.heartbeat_timeout_seconds = %g)",
+                  silent, limit_seconds_);
+    return RankFailedError(StrCat(buf, ": presumed dead; stopping this rank"));
+  }
+
+ private:
+  bool heard_ = false;
+  double limit_seconds_ = 0;
+  Clock::time_point last_;
+};
+
+// The coordinator's next message with `tag` (MPI_ANY_TAG: any but a beat), waiting up to `limit` while
+// watching its beats: source = -1 when the limit passed, kRankFailed when the coordinator died.
+Result<Message> AwaitCoordinator(CoordinatorWatch& watch, int tag, Seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  Backoff backoff;
+  for (;;) {
+    TESSEL_RETURN_IF_ERROR(watch.Check());
+    TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag));
+    if (m.source >= 0 && m.tag == kTagAlive) {
+      watch.Heard(m);
+      continue;
+    }
+    if (m.source >= 0 || Clock::now() > deadline) return m;
+    backoff.Wait();
+  }
+}
+
+// Sends a heartbeat to the coordinator every interval until stopped, and ends this process (exit 5) when
+// the coordinator has died: under `mpirun --enable-recovery` nobody else would, and the rank would train
+// on, or wait, for nothing. Needs MPI_THREAD_MULTIPLE.
 class HeartbeatThread {
  public:
-  HeartbeatThread(std::atomic<int64_t>* step, Seconds interval) : step_(step), interval_(interval) {
+  HeartbeatThread(std::atomic<int64_t>* step, Seconds interval, CoordinatorWatch* watch, const Logger& log)
+      : step_(step), interval_(interval), watch_(watch), log_(log) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~HeartbeatThread() { Stop(); }
@@ -115,6 +173,14 @@ class HeartbeatThread {
       lock.unlock();
       // A failed heartbeat is not fatal here: the coordinator's timeout decides.
       (void)SendBytes(Encode(HeartbeatMsg{step_->load()}), 0, kTagHeartbeat, interval_ * 4);
+      if (const Status alive = watch_->Check(); !alive.ok()) {
+        // The training thread may be inside a kernel or a collective: end the process from here. Nothing
+        // is lost that a live coordinator would have kept: checkpoints are renamed into place whole, and
+        // the next run on this node removes the dead run's spill file.
+        log_.Error(alive.message());
+        std::fflush(stderr);
+        std::_Exit(alive.exit_code());
+      }
       lock.lock();
       cv_.wait_for(lock, interval_, [this] { return stop_; });
     }
@@ -122,6 +188,8 @@ class HeartbeatThread {
 
   std::atomic<int64_t>* step_;
   Seconds interval_;
+  CoordinatorWatch* watch_;
+  const Logger& log_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -333,7 +401,7 @@ namespace {
 
 // Everything between receiving the assignment and the result; errors are reported by the caller.
 Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assign, std::atomic<int64_t>* step,
-                       const Logger& log) {
+                       CoordinatorWatch& watch, const Logger& log) {
   const WorkerSettings& settings = assign.settings;
   TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(assign.kind));
   ByteReader reader(assign.payload.data(), assign.payload.size());
@@ -366,7 +434,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   hooks.metrics = &metrics;
   hooks.run_dir = assign.run_dir;
   if (session.thread_multiple()) {
-    heartbeat = std::make_unique<HeartbeatThread>(step, interval);
+    heartbeat = std::make_unique<HeartbeatThread>(step, interval, &watch, log);
   } else {
     log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per step");
   }
@@ -386,18 +454,17 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
 
 }  // namespace
 
-int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
+Status RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
   const Logger log(StrCat("rank ", session.world_rank()), LogLevel::kInfo);
+  const Status aborted(Code::kRankFailed, "stopped; the coordinator has the cause");
   std::atomic<int64_t> step{0};
+  CoordinatorWatch watch;
   // The coordinator validates and plans first; that can take a while on a big graph.
-  auto first = PollMessage(0, MPI_ANY_TAG, std::chrono::hours(24));
-  if (!first.ok()) {
-    log.Error(first.status().ToString());
-    return first.status().exit_code();
-  }
+  auto first = AwaitCoordinator(watch, MPI_ANY_TAG, std::chrono::hours(24));
+  if (!first.ok()) return first.status();
   if (first->tag == kTagShutdown) {
     // Empty: the coordinator stopped before dispatching (it reports why). {1}: it is aborting the job.
-    return first->bytes.empty() ? 0 : static_cast<int>(Code::kRankFailed);
+    return first->bytes.empty() ? Status() : aborted;
   }
   Status st;
   AssignMsg assign;
@@ -412,41 +479,37 @@ int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
       // coordinator's watchdog ends the job within its startup, step and heartbeat timeouts.
       verdict_wait = Seconds(assign.settings.startup_timeout_seconds + 2 * assign.settings.step_timeout_seconds + 60);
       const Logger run_log(log.prefix(), assign.settings.log_level);
-      st = ServeAssignment(session, comm, std::move(assign), &step, run_log);
+      st = ServeAssignment(session, comm, std::move(assign), &step, watch, run_log);
     }
   }
   if (st.ok()) {
     // The result is sent, but another rank can still fail the job. Finalize only once the coordinator says
     // the job ended; if it aborts instead, MPI_Finalize would wait for it forever.
-    auto verdict = PollMessage(0, kTagShutdown, verdict_wait);
-    if (!verdict.ok()) {
-      log.Warn(StrCat("no word from the coordinator after this rank's result: ", verdict.status().message()));
-    } else if (verdict->bytes.empty()) {
-      return 0;
+    auto verdict = AwaitCoordinator(watch, kTagShutdown, verdict_wait);
+    if (!verdict.ok()) return verdict.status();
+    if (verdict->source < 0) {
+      return RankFailedError(StrCat("no word from the coordinator ", verdict_wait.count(), " s after this rank's result"));
     }
-    return static_cast<int>(Code::kRankFailed);
+    return verdict->bytes.empty() ? Status() : aborted;
   }
 
   // A coordinator that already ended the job (another worker's report came first) has told every rank
   // to shut down before aborting: then there is nobody left to tell.
   if (auto pending = TryReceive(0, kTagShutdown); pending.ok() && pending->source >= 0) {
     log.Debug(StrCat("the job is already ending; not reporting: ", st.message()));
-    return st.exit_code();
+    return Status(st.code(), aborted.message());
   }
   if (IsPeerFailure(st)) {
     log.Debug(st.message());
   } else {
     // Tell the coordinator; it prints the error once and aborts the job with the right exit code.
     ErrorMsg err{st.exit_code(), step.load(), st.message()};
-    if (!SendBytes(Encode(err), 0, kTagError, std::chrono::seconds(5)).ok()) {
-      log.Error(st.ToString());
-      return st.exit_code();
-    }
+    if (!SendBytes(Encode(err), 0, kTagError, std::chrono::seconds(5)).ok()) return st;
   }
   // Wait (bounded) for the coordinator's shutdown rather than racing it to MPI_Finalize.
-  auto reply = PollMessage(0, kTagShutdown, std::chrono::seconds(60));
-  (void)reply;
-  return st.exit_code();
+  auto reply = AwaitCoordinator(watch, kTagShutdown, std::chrono::seconds(60));
+  if (!reply.ok()) return Status(st.code(), StrCat(reply.status().message(), "; this rank had failed: ", st.message()));
+  return Status(st.code(), aborted.message());
 }
 
 }  // namespace tessel::workers

@@ -42,10 +42,11 @@ struct RunHooks {
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
                              WorkerComm& comm, const RunHooks& hooks, const Logger& log);
 
-// The whole life of an MPI worker rank: wait for the assignment, run, report. Returns the process exit
-// code: 0 once the job ended, otherwise the failure's (this rank's, or 5 when the coordinator aborted the
-// job for another rank). Non-zero means the coordinator is aborting: the caller must not MPI_Finalize
-// (MpiSession::SkipFinalize).
-int RunMpiWorker(MpiSession& session, MpiWorkerComm& comm);
+// The whole life of an MPI worker rank: wait for the assignment, run, report. OK once the job ended;
+// otherwise the rank's exit code and what to print: "stopped; the coordinator has the cause" when the
+// coordinator reports it, or the cause itself when the coordinator cannot (it died, or the rank could not
+// reach it). Not OK means the coordinator is aborting or gone: the caller must not MPI_Finalize
+// (MpiSession::SkipFinalize). A rank whose coordinator dies mid-run exits 5 from its heartbeat thread.
+Status RunMpiWorker(MpiSession& session, MpiWorkerComm& comm);
 
 }  // namespace tessel::workers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A worker killed with SIGKILL mid-run:
+# A worker killed with SIGKILL mid-run (and, last, the coordinator):
 #  - under mpirun --enable-recovery the coordinator's heartbeat notices within the timeout, names the rank
 #    and the step, and ends the job with MPI_Abort(5). Open MPI 4.1's mpirun then exits 0 (it ignores
 #    exit codes under --enable-recovery), so scripts/tessel-mpirun returns the coordinator's code: 5;
@@ -35,8 +35,8 @@ rank_pid() {  # $1 = launcher pid, $2 = world rank: that rank's process among th
   done
 }
 
-run_and_kill() {  # $@ = launcher; sets rc, elapsed_ms (kill to exit), report_ms (kill to the coordinator's
-                  # "no heartbeat" line, or empty); log in $TESSEL_WORK/log
+run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); sets rc, elapsed_ms (kill to
+                  # exit), report_ms (kill to the "$report_pattern" line, or empty); log in $TESSEL_WORK/log
   local log=$TESSEL_WORK/log
   "$@" "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 </dev/null &
   local launcher=$!
@@ -46,29 +46,31 @@ run_and_kill() {  # $@ = launcher; sets rc, elapsed_ms (kill to exit), report_ms
   fi
   sleep 1
   local victim
-  victim=$(rank_pid "$launcher" 2)
-  [ -n "$victim" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "cannot find world rank 2"; }
+  victim=$(rank_pid "$launcher" "$victim_rank")
+  [ -n "$victim" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "cannot find world rank $victim_rank"; }
   local t0
   t0=$(now_ms)
   kill -9 "$victim"
   # Wait no longer than the exit limit: a launcher still alive then has failed the test already.
   report_ms=
   while kill -0 "$launcher" 2>/dev/null && [ $(( $(now_ms) - t0 )) -le "$exit_limit_ms" ]; do
-    [ -z "$report_ms" ] && grep -q "no heartbeat" "$log" && report_ms=$(( $(now_ms) - t0 ))
+    [ -z "$report_ms" ] && grep -q "$report_pattern" "$log" && report_ms=$(( $(now_ms) - t0 ))
     sleep 0.05
   done
   if kill -0 "$launcher" 2>/dev/null; then
     kill -9 $(descendants $launcher) $launcher 2>/dev/null
-    tail -5 "$log"; fail "the job was still running $(secs "$exit_limit_ms") s after rank 2 was killed (heartbeat timeout ${heartbeat_timeout_s} s)"
+    tail -5 "$log"; fail "the job was still running $(secs "$exit_limit_ms") s after rank $victim_rank was killed (heartbeat timeout ${heartbeat_timeout_s} s)"
   fi
   elapsed_ms=$(( $(now_ms) - t0 ))
-  [ -z "$report_ms" ] && grep -q "no heartbeat" "$log" && report_ms=$elapsed_ms
+  [ -z "$report_ms" ] && grep -q "$report_pattern" "$log" && report_ms=$elapsed_ms
   set +e
   wait "$launcher"
   rc=$?
   set -e
 }
 
+victim_rank=2
+report_pattern="no heartbeat"
 run_and_kill env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3
 cat "$TESSEL_WORK/log" | grep -v "^\s*$" | tail -n 12
 [ "$rc" -eq 5 ] || fail "with --enable-recovery tessel-mpirun exited $rc, expected 5"
@@ -86,3 +88,21 @@ grep -Eqi "rank 2" "$TESSEL_WORK/log" || fail "Open MPI's message does not name 
 # Open MPI sees the death at once (no heartbeat involved): allow only the margin.
 [ "$elapsed_ms" -le "$exit_margin_ms" ] || fail "plain mpirun took $(secs "$elapsed_ms") s to end the job (limit $(secs "$exit_margin_ms") s)"
 pass "plain mpirun: exit 137 after $(secs "$elapsed_ms") s, Open MPI names rank 2"
+
+# The coordinator killed with SIGKILL (out of memory, say): under --enable-recovery nothing else ends the
+# workers. Each hears the coordinator's beats every heartbeat interval, presumes it dead after the
+# heartbeat timeout of silence, says so and exits 5; tessel-mpirun finds no status and returns 5.
+victim_rank=0
+report_pattern="the coordinator (rank 0) has sent nothing"
+run_and_kill env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3
+cat "$TESSEL_WORK/log" | grep -v "^\s*$" | tail -n 6
+[ "$rc" -eq 5 ] || fail "with the coordinator killed tessel-mpirun exited $rc, expected 5"
+for r in 1 2; do
+  grep -Eq "rank $r: the coordinator \(rank 0\) has sent nothing for [0-9.]+ s .*presumed dead" "$TESSEL_WORK/log" \
+    || fail "rank $r did not say that the coordinator is presumed dead"
+done
+[ "$report_ms" -le "$report_limit_ms" ] ||
+  fail "the workers reported the coordinator $(secs "$report_ms") s after the kill (limit: heartbeat timeout ${heartbeat_timeout_s} s + $(secs "$report_margin_ms") s)"
+[ "$elapsed_ms" -le "$exit_limit_ms" ] ||
+  fail "the job exited $(secs "$elapsed_ms") s after the coordinator was killed (limit: heartbeat timeout ${heartbeat_timeout_s} s + $(secs "$exit_margin_ms") s)"
+pass "coordinator killed: both workers said so $(secs "$report_ms") s after the kill and the job ended with exit 5 after $(secs "$elapsed_ms") s (heartbeat timeout ${heartbeat_timeout_s} s)"

@@ -244,23 +244,6 @@ Status MpiWorkerComm::AllToAllV(const float* send_buf, const std::vector<int64_t
                   "MPI_Alltoallv (halo exchange)");
 }
 
-namespace {
-
-// Sleeps with a growing backoff, capped so latency stays low.
-class Backoff {
- public:
-  void Wait() {
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
-    delay_us_ = std::min<int64_t>(delay_us_ * 2, 20000);
-  }
-  void Reset() { delay_us_ = 50; }
-
- private:
-  int64_t delay_us_ = 50;
-};
-
-}  // namespace
-
 Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return InternalError("message of " + std::to_string(bytes.size()) + " bytes exceeds MPI's 2 GiB limit");

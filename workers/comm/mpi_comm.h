@@ -6,10 +6,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -103,6 +105,19 @@ Status MpiCheck(int rc, const char* what);
 // Sends bytes to `dest` with `tag` on MPI_COMM_WORLD and waits for completion by polling
 // (MPI_Test + backoff sleep) up to `timeout`.
 Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout);
+
+// The sleep between polls: 50 us, doubling to 20 ms, so latency stays low without busy-waiting.
+class Backoff {
+ public:
+  void Wait() {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+    delay_us_ = std::min<int64_t>(delay_us_ * 2, 20000);
+  }
+  void Reset() { delay_us_ = 50; }
+
+ private:
+  int64_t delay_us_ = 50;
+};
 
 struct Message {
   int source = -1;

@@ -63,6 +63,10 @@ TEST(Protocol, HelloHeartbeatProgressResultAndErrorRoundTrip) {
   ASSERT_TRUE(Decode(Encode(hb), &hb2).ok());
   EXPECT_EQ(hb2.step, 17);
 
+  AliveMsg alive{7.5}, alive2;
+  ASSERT_TRUE(Decode(Encode(alive), &alive2).ok());
+  EXPECT_EQ(alive2.silence_limit_seconds, 7.5);
+
   ProgressMsg p{12, 0.5, 0.25, FullRecord()}, p2;
   ASSERT_TRUE(Decode(Encode(p), &p2).ok());
   EXPECT_EQ(p2.step, 12);
