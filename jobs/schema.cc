@@ -333,9 +333,12 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
       TESSEL_JOB_FIELD(metrics.pushgateway, Any(), "Pushgateway URL for the final metrics; \"\" = none."),
       // [timeouts]
-      TESSEL_JOB_FIELD(timeouts.heartbeat_interval_seconds, Above(0), "Seconds between heartbeats of each rank."),
+      TESSEL_JOB_FIELD(timeouts.heartbeat_interval_seconds, Above(0),
+                       "Seconds between heartbeats of each rank (workers to the coordinator, and the coordinator "
+                       "to every worker)."),
       TESSEL_JOB_FIELD(timeouts.heartbeat_timeout_seconds, Above(0),
-                       "A rank silent this long has failed (exit 5); > 2 x the interval."),
+                       "A rank silent this long has failed (exit 5): a worker, for the coordinator, which aborts "
+                       "the job; the coordinator, for each worker, which then stops; > 2 x the interval."),
       TESSEL_JOB_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
       TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank."),
   };

@@ -161,8 +161,10 @@ class AliveBeats {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
-      // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report.
-      for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_);
+      // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report. A beat is small
+      // and goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead
+      // rank from delaying the others' beats.
+      for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
       lock.lock();
       cv_.wait_for(lock, interval_, [this] { return stop_; });
     }
