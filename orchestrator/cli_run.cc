@@ -35,8 +35,10 @@ Status Run(const JobArgs& args) {
   const Status st = workers::RunMpiWorker(*session, *comm);
   if (st.ok()) return st;
   // A worker fails only in a job that the coordinator aborts (MPI_Abort) or that lost its coordinator: it
-  // must not wait in MPI_Finalize.
+  // must not wait in MPI_Finalize, nor for a send to a dead peer that the communicator would cancel and
+  // wait for when destroyed (Open MPI cannot cancel a large send). The process ends next.
   session->SkipFinalize();
+  (void)comm.release();
   return Status(st.code(), StrCat("rank ", session->world_rank(), ": ", st.message()));
 }
 

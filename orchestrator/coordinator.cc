@@ -127,8 +127,9 @@ void WriteStatusFile(const std::string& path, const Status& status) {
   // rank forever.
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  static const std::vector<uint8_t> kAborting{1};  // outlives a cancelled send
   for (int r = 1; r < world; ++r) {
-    (void)workers::SendBytes({1}, r, workers::kTagShutdown, std::chrono::milliseconds(200));
+    (void)workers::SendBytes(kAborting, r, workers::kTagShutdown, std::chrono::milliseconds(200));
   }
   MPI_Abort(MPI_COMM_WORLD, status.exit_code());
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
@@ -141,8 +142,12 @@ void WriteStatusFile(const std::string& path, const Status& status) {
 // a big assignment does not hold the beats back; it needs MPI_THREAD_MULTIPLE.
 class AliveBeats {
  public:
+  // The beat's bytes are never freed: a beat that times out is cancelled, and Open MPI may not be done with
+  // a cancelled send's buffer.
   AliveBeats(int world, double interval_seconds, double silence_limit_seconds)
-      : world_(world), interval_(interval_seconds), beat_(workers::Encode(workers::AliveMsg{silence_limit_seconds})) {
+      : world_(world),
+        interval_(interval_seconds),
+        beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~AliveBeats() {
@@ -172,7 +177,7 @@ class AliveBeats {
 
   const int world_;
   const Seconds interval_;
-  const std::vector<uint8_t> beat_;
+  const std::vector<uint8_t>& beat_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -492,7 +497,9 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
 
 namespace {
 
-Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool* workers_released) {
+// Sets *workers_told once the workers have had their last word (the job ended, or it failed before they
+// ran); failures while they run abort inside.
+Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool* workers_told) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(request.job_path, request.overrides));
   Logger log("coordinator", ToLogLevel(spec.job.log_level));
   std::unique_ptr<AliveBeats> beats;
@@ -502,18 +509,19 @@ Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool*
   }
   Coordinator c(session, spec, request, log);
   Status st = c.Run();
-  *workers_released = c.workers_released();
+  // A failure before the workers ran (they wait for their assignment): tell them while the beats go on,
+  // so that none reads the silence after the beats as the coordinator's death.
+  if (!st.ok() && !c.workers_released()) ShutdownWorkers(session);
+  *workers_told = true;
   return st;
 }
 
 }  // namespace
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session) {
-  bool workers_released = false;
-  Status st = Coordinate(request, session, &workers_released);
-  // Failures while workers run abort inside; one that returns here came before any worker ran (they wait
-  // for their assignment) or after they were released (writing the summary).
-  if (!st.ok() && !workers_released) ShutdownWorkers(session);
+  bool workers_told = false;
+  Status st = Coordinate(request, session, &workers_told);
+  if (!st.ok() && !workers_told) ShutdownWorkers(session);  // the job file did not load
   WriteStatusFile(request.status_file, st);
   return st;
 }

@@ -99,13 +99,16 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerCo
 // Thread safety: one thread at a time (the main thread, or the heartbeat thread while it runs).
 class CoordinatorWatch {
  public:
-  // Takes one beat that arrived.
+  // Takes one beat that arrived (one that does not decode is ignored).
   void Heard(const Message& m) {
     AliveMsg alive;
-    if (Decode(m.bytes, &alive).ok()) limit_seconds_ = alive.silence_limit_seconds;
+    if (!Decode(m.bytes, &alive).ok() || !(alive.silence_limit_seconds > 0)) return;
+    limit_seconds_ = alive.silence_limit_seconds;
     last_ = Clock::now();
     heard_ = true;
   }
+  // Whether the coordinator beats: then its death ends every wait, and none needs a limit of its own.
+  bool heard() const { return heard_; }
   // Takes the beats that have arrived, then judges: kRankFailed once the coordinator has been silent for
   // longer than the limit its beats carry. The beats are taken first, so that this rank's own stall (a
   // loaded machine) does not read as the coordinator's silence.
@@ -131,18 +134,21 @@ class CoordinatorWatch {
 };
 
 // The coordinator's next message with `tag` (MPI_ANY_TAG: any but a beat), waiting up to `limit` while
-// watching its beats: source = -1 when the limit passed, kRankFailed when the coordinator died.
+// watching its beats: source = -1 when the limit passed, kRankFailed when the coordinator died. The
+// message is looked for before the silence is judged, so that a last word sent just before the beats
+// stopped is taken, not read as death.
 Result<Message> AwaitCoordinator(CoordinatorWatch& watch, int tag, Seconds limit) {
   const auto deadline = Clock::now() + limit;
   Backoff backoff;
   for (;;) {
-    TESSEL_RETURN_IF_ERROR(watch.Check());
     TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag));
     if (m.source >= 0 && m.tag == kTagAlive) {
       watch.Heard(m);
       continue;
     }
-    if (m.source >= 0 || Clock::now() > deadline) return m;
+    if (m.source >= 0) return m;
+    TESSEL_RETURN_IF_ERROR(watch.Check());
+    if (Clock::now() > deadline) return m;
     backoff.Wait();
   }
 }
@@ -484,7 +490,10 @@ Status RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
   }
   if (st.ok()) {
     // The result is sent, but another rank can still fail the job. Finalize only once the coordinator says
-    // the job ended; if it aborts instead, MPI_Finalize would wait for it forever.
+    // the job ended; if it aborts instead, MPI_Finalize would wait for it forever. A coordinator that beats
+    // is waited for as long as it lives (leaving without MPI_Finalize while it finalizes would hang it);
+    // one that does not, up to its watchdog's limits.
+    if (watch.heard()) verdict_wait = std::chrono::hours(24);
     auto verdict = AwaitCoordinator(watch, kTagShutdown, verdict_wait);
     if (!verdict.ok()) return verdict.status();
     if (verdict->source < 0) {

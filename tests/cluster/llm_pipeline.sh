@@ -143,7 +143,7 @@ expect_exit_within 120 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job"
   --set pipeline.stages=2 --set resources.memory_budget_bytes=100KB --set job.output_dir="$TESSEL_WORK/budget"
 grep -q "short by" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" || fail "mpirun: the budget error gives no shortfall"
 grep -q "dispatched" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" && fail "a plan over budget was dispatched"
-"$TESSEL" plan "$job" "${small[@]}" --workers 1 > "$TESSEL_WORK/plan.txt" 2>&1
+"$TESSEL" plan "$job" "${small[@]}" --set job.device=cpu --workers 1 > "$TESSEL_WORK/plan.txt" 2>&1
 grep -q "predicted step" "$TESSEL_WORK/plan.txt" || fail "tessel plan printed no prediction: $(cat "$TESSEL_WORK/plan.txt")"
 # On a CPU worker the prediction includes the process's own memory, measured by the calibration.
 grep -Eq "memory includes the process's own [0-9.]+ MiB" "$TESSEL_WORK/plan.txt" \
