@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A worker killed with SIGKILL mid-run (and, last, the coordinator):
+# A worker killed with SIGKILL mid-run (and, last, the coordinator: mid-run and while it plans):
 #  - under mpirun --enable-recovery the coordinator's heartbeat notices within the timeout, names the rank
 #    and the step, and ends the job with MPI_Abort(5). Open MPI 4.1's mpirun then exits 0 (it ignores
 #    exit codes under --enable-recovery), so scripts/tessel-mpirun returns the coordinator's code: 5;
@@ -106,3 +106,29 @@ done
 [ "$elapsed_ms" -le "$exit_limit_ms" ] ||
   fail "the job exited $(secs "$elapsed_ms") s after the coordinator was killed (limit: heartbeat timeout ${heartbeat_timeout_s} s + $(secs "$exit_margin_ms") s)"
 pass "coordinator killed: both workers said so $(secs "$report_ms") s after the kill and the job ended with exit 5 after $(secs "$elapsed_ms") s (heartbeat timeout ${heartbeat_timeout_s} s)"
+
+# The coordinator killed while it plans (before any assignment): the workers, waiting for theirs, hear
+# its beats stop and exit 5 the same way. A large model makes the planner's calibration last seconds.
+log=$TESSEL_WORK/plan-kill.log
+env TESSEL="$TESSEL" scripts/tessel-mpirun -np 2 jobs/examples/gpt-demo.toml --set model.layers=12 --set model.hidden=768 \
+  --set model.heads=12 --set train.batch_size=32 --set metrics.port_base=0 --set "timeouts.heartbeat_timeout_seconds=$heartbeat_timeout_s" \
+  --set "timeouts.heartbeat_interval_seconds=$heartbeat_interval_s" --set job.output_dir="$TESSEL_WORK/plan-kill" \
+  >"$log" 2>&1 </dev/null &
+launcher=$!
+for _ in $(seq 1 600); do grep -q "tokens:" "$log" && break; sleep 0.05; done
+coordinator=$(rank_pid "$launcher" 0)
+[ -n "$coordinator" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; cat "$log"; fail "cannot find the coordinator"; }
+t0=$(now_ms)
+kill -9 "$coordinator"
+while kill -0 "$launcher" 2>/dev/null && [ $(( $(now_ms) - t0 )) -le "$exit_limit_ms" ]; do sleep 0.05; done
+if kill -0 "$launcher" 2>/dev/null; then
+  kill -9 $(descendants $launcher) $launcher 2>/dev/null
+  tail -5 "$log"; fail "the worker still ran $(secs "$exit_limit_ms") s after the coordinator was killed while planning"
+fi
+elapsed_ms=$(( $(now_ms) - t0 ))
+set +e; wait "$launcher"; rc=$?; set -e
+grep -q "dispatched" "$log" && fail "the coordinator had dispatched before the kill: make the plan longer"
+[ "$rc" -eq 5 ] || { cat "$log"; fail "with the coordinator killed while planning tessel-mpirun exited $rc, expected 5"; }
+grep -Eq "rank 1: the coordinator \(rank 0\) has sent nothing for [0-9.]+ s .*presumed dead" "$log" \
+  || { cat "$log"; fail "the waiting worker did not say that the coordinator is presumed dead"; }
+pass "coordinator killed while planning: the waiting worker said so and the job ended with exit 5 after $(secs "$elapsed_ms") s"
