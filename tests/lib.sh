@@ -3,6 +3,8 @@
 #   TESSEL           the tessel binary
 #   TESSEL_DATA_DIR  the shared datasets (../shared/data)
 #   TESSEL_WORK      a scratch directory for this test
+#   TESSEL_REQUIRE_DATA=1  a missing dataset fails the test instead of skipping it (CI sets it: CI always
+#                    has ../shared/data, so a missing file there is a broken checkout, not a reason to skip)
 set -euo pipefail
 TESSEL_SOURCE_DIR=${TESSEL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 TESSEL=${TESSEL:-$TESSEL_SOURCE_DIR/build/bin/tessel}
@@ -64,4 +66,13 @@ expect_stderr() {
 # json FILE EXPR: prints a Python expression over the parsed JSON document `s`.
 json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-need_aifb() { [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ] || skip "no AIFB data at $TESSEL_DATA_DIR/aifb"; }
+# Missing data is never a pass. A test (or the part of it) that cannot run for lack of a dataset ends with
+# missing_data, which skips (exit 77, CTest "skipped") naming what is missing, or fails under
+# TESSEL_REQUIRE_DATA=1.
+data_required() { [ "${TESSEL_REQUIRE_DATA:-0}" = 1 ]; }
+missing_data() {
+  data_required && fail "$* (TESSEL_REQUIRE_DATA=1: missing data is a failure)"
+  skip "$*"
+}
+have_aifb() { [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ]; }
+need_aifb() { have_aifb || missing_data "no AIFB data at $TESSEL_DATA_DIR/aifb"; }

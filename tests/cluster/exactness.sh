@@ -5,10 +5,13 @@
 #   float summation order leaves), and the test predictions agree exactly (test_correct, test_total);
 # - RGAT and HGT: every epoch's loss agrees to 1e-4 relative (their softmax backward sums more terms in
 #   an order that follows the partition), and test_total is the same.
-# Uses AIFB when the shared data is present, else the generated demo graph: it says which, before the
-# runs and in its PASS lines.
+# Uses AIFB when the shared data is present. Without it, the generated demo graph stands in and the test
+# ends skipped (exit 77), naming the missing path: the synthetic runs say the orchestration is exact, but
+# the AIFB check did not run. With TESSEL_REQUIRE_DATA=1 a missing AIFB fails at once. It says which graph,
+# before the runs and in its PASS lines.
 source "$(dirname "$0")/../lib.sh"
-if [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ]; then
+data_required && need_aifb
+if have_aifb; then
   graph=aifb
   graph_note="AIFB ($TESSEL_DATA_DIR/aifb)"
   # One import, shared by every run.
@@ -73,3 +76,5 @@ print(f"PASS [{graph_note}] {model}: {len(ref['epoch_loss'])} epochs equal acros
       + "; final losses " + ", ".join(f"np{np}={s['epoch_loss'][-1]:.6f}" for np, s in runs.items()))
 PY
 done
+[ $graph = aifb ] ||
+  missing_data "the synthetic fallback passed, but the AIFB check did not run: no AIFB data at $TESSEL_DATA_DIR/aifb"

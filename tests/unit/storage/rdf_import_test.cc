@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/unit/storage/test_util.h"
+#include "tests/unit/test_data.h"
 
 namespace tessel::storage {
 namespace {
@@ -237,8 +238,8 @@ TEST(RdfImport, MissingTriplesFileIsBadData) {
 // tokenises the same file with a regular expression): 8,285 nodes; 29,043 distinct triples over 45
 // predicates; 91 relations; 140 train / 36 test labelled nodes; 4 classes.
 TEST(RdfImport, AifbHasTheKnownCounts) {
-  const std::string dir = testing::DataDir() + "/aifb";
-  if (!testing::HaveFile(dir + "/aifb_stripped.nt.gz")) GTEST_SKIP() << "AIFB not found under " << dir;
+  const std::string dir = test_data::DataDir() + "/aifb";
+  TESSEL_NEED_DATA_FILE(dir + "/aifb_stripped.nt.gz");
   RdfImportOptions opts;
   opts.triples = dir + "/aifb_stripped.nt.gz";
   opts.train_labels = dir + "/trainingSet.tsv";

@@ -64,9 +64,6 @@ inline constexpr bool kSanitizerBuild = true;
 inline constexpr bool kSanitizerBuild = false;
 #endif
 
-inline std::string DataDir() { return TESSEL_DATA_DIR; }
-inline bool HaveFile(const std::string& path) { return std::filesystem::exists(path); }
-
 // A small valid two-type graph with features, labels and masks, for round trips and corruption.
 inline HeteroGraph SmallGraph() {
   HeteroGraph g;
