@@ -6,15 +6,18 @@
 #   TESSEL_REQUIRE_DATA=1  a missing dataset fails the test instead of skipping it (CI sets it: CI always
 #                    has ../shared/data, so a missing file there is a broken checkout, not a reason to skip)
 set -euo pipefail
+
+# The mpirun flags come from scripts/lib.sh, the one place they are defined (the tests add --enable-recovery
+# where they want it; kill_worker.sh also runs without it).
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+read -ra MPIRUN_FLAGS <<< "$(tessel_mpirun_base_flags)"
+
 TESSEL_SOURCE_DIR=${TESSEL_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 TESSEL=${TESSEL:-$TESSEL_SOURCE_DIR/build/bin/tessel}
 TESSEL_DATA_DIR=${TESSEL_DATA_DIR:-$TESSEL_SOURCE_DIR/../shared/data}
 TESSEL_WORK=${TESSEL_WORK:-$(mktemp -d)}
 rm -rf "$TESSEL_WORK" && mkdir -p "$TESSEL_WORK"
 cd "$TESSEL_SOURCE_DIR"
-
-MPIRUN_FLAGS=(--oversubscribe --mca btl_vader_single_copy_mechanism none)
-[ "$(id -u)" -eq 0 ] && MPIRUN_FLAGS+=(--allow-run-as-root)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
