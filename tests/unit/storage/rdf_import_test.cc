@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <chrono>
-#include <cstdio>
 #include <map>
 #include <set>
 
@@ -244,15 +242,8 @@ TEST(RdfImport, AifbHasTheKnownCounts) {
   opts.triples = dir + "/aifb_stripped.nt.gz";
   opts.train_labels = dir + "/trainingSet.tsv";
   opts.test_labels = dir + "/testSet.tsv";
-  const auto start = std::chrono::steady_clock::now();
-  Result<HeteroGraph> g = ImportRdf(opts);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Result<HeteroGraph> g = ImportRdf(opts);  // its time: bench/run.sh graph, case aifb_import
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  if (testing::kSanitizerBuild) {
-    std::printf("sanitizer build: the 2 s import time limit is not checked (took %.2f s)\n", seconds);
-  } else {
-    EXPECT_LT(seconds, 2.0) << "import took " << seconds << " s";
-  }
   EXPECT_EQ(g->num_nodes(), 8285);
   int64_t base = 0, inverse = 0, self = 0, base_edges = 0;
   for (const auto& r : g->relations) {
