@@ -24,6 +24,9 @@
 #   spill          the spill store (storage/spill_store.h): write (until fsync) and read (after the page cache
 #                  is dropped) of 2 GiB in 8 and 64 MiB slots, checksum off and on, against raw O_DIRECT
 #                  writes and reads of the same bytes in the same directory; ratio = spill / raw
+#   graph          building graphs in process, on one thread: storage::ImportRdf on AIFB against zlib
+#                  decompressing the same .nt.gz, and storage::GenerateGraph at 1M nodes against writing
+#                  as many bytes of fresh memory; targets 2 s and 60 s (the bounds the unit tests asserted)
 #   partition: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
@@ -44,7 +47,8 @@
 #   --out-mib N        bytes of rows per gather call (default 256; 64 with --quick)
 #   --rows LIST        row sizes in bytes (default 128,256,512,1024,2048)
 #   --pages P          huge, 4k or both (default both: the table with and without transparent huge pages)
-#   --reps N           repetitions, medians reported (default 7; 5 with --quick; spill: 5, 3 with --quick)
+#   --reps N           repetitions, medians reported (default 7; 5 with --quick; spill: 5, 3 with --quick;
+#                      graph: 5 imports and 3 generations, 3 and 1 with --quick)
 #   llm only:
 #   --sections LIST    subset of stages,planner,policies (default all)
 #   --policies LIST    spill.policy values of the policy rows (default keep,offload,recompute,auto)
@@ -54,11 +58,14 @@
 #   --total-mib N      bytes per case (default 2048; 512 with --quick)
 #   --slot-mib LIST    slot sizes in MiB (default 8,64)
 #   --checksum C       off, on or both (default both)
+#   graph only (with --reps and --wait-idle):
+#   --data-dir DIR     the shared datasets (default: the build's TESSEL_DATA_DIR, ../shared/data); AIFB
+#                      missing there is a row with status "missing" and exit 1
 #
 # It builds only the binaries it runs (cmake --build build --target tessel tessel-bench-limits; for gather
-# tessel-bench-gather and libtessel_gather.so; for spill tessel-bench-spill) in an existing build
-# directory, and for the rgnn families sets up build/bench-venv (and build/bench-venv-dgl when DGL is a
-# selected peer) from PyPI (bench/peers/setup.sh).
+# tessel-bench-gather and libtessel_gather.so; for spill tessel-bench-spill; for graph tessel-bench-graph)
+# in an existing build directory, and for the rgnn families sets up build/bench-venv (and
+# build/bench-venv-dgl when DGL is a selected peer) from PyPI (bench/peers/setup.sh).
 # Exit: 0 every measurement ran, 1 one failed (the table and JSON say which), 2 usage or setup error.
 set -euo pipefail
 
@@ -66,7 +73,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build"
 
 usage() {
-  sed -n '2,61p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 family=""
@@ -74,6 +81,7 @@ args=()
 gather_args=()
 llm_extra=()
 spill_args=()
+graph_args=()
 rgnn_only=""
 wait_idle=0
 peers="pyg,dgl,torch"
@@ -103,6 +111,10 @@ while (( $# )); do
       [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
       spill_args+=("$1" "$2")
       shift ;;
+    --data-dir)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
+      graph_args+=("$1" "$2")
+      shift ;;
     --json)
       [[ $# -ge 2 ]] || { echo "run.sh: --json needs a FILE" >&2; exit 2; }
       # The harness runs from another directory: make the path absolute now.
@@ -125,6 +137,7 @@ case "$family" in
   sampled|peers-sampled) ;;
   llm|peers-llm) ;;
   spill) ;;
+  graph) ;;
   partition)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
@@ -136,14 +149,18 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   echo "run.sh: no build directory at $BUILD: run scripts/test.sh or scripts/demo.sh first" >&2
   exit 2
 fi
-if [[ "$family" == spill ]]; then
-  # --reps is shared with gather; the other gather options are not the spill family's.
+if [[ "$family" == spill || "$family" == graph ]]; then
+  # --reps is shared with gather; the other gather options are not the spill or graph family's.
   for ((i = 0; i < ${#gather_args[@]}; i += 2)); do
     if [[ "${gather_args[i]}" != --reps ]]; then
       echo "run.sh: ${gather_args[i]} is an option of the gather family" >&2
       exit 2
     fi
-    spill_args+=("${gather_args[i]}" "${gather_args[i + 1]}")
+    if [[ "$family" == spill ]]; then
+      spill_args+=("${gather_args[i]}" "${gather_args[i + 1]}")
+    else
+      graph_args+=("${gather_args[i]}" "${gather_args[i + 1]}")
+    fi
   done
   gather_args=()
 fi
@@ -155,7 +172,11 @@ if [[ "$family" != spill && ${#spill_args[@]} -gt 0 ]]; then
   echo "run.sh: ${spill_args[0]} is an option of the spill family" >&2
   exit 2
 fi
-if [[ "$family" == spill && -n "$rgnn_only" ]]; then
+if [[ "$family" != graph && ${#graph_args[@]} -gt 0 ]]; then
+  echo "run.sh: ${graph_args[0]} is an option of the graph family" >&2
+  exit 2
+fi
+if [[ ( "$family" == spill || "$family" == graph ) && -n "$rgnn_only" ]]; then
   echo "run.sh: $rgnn_only is an option of the rgnn families" >&2
   exit 2
 fi
@@ -196,6 +217,23 @@ if [[ "$family" == spill ]]; then
   done
   echo "[bench] ${spill_cmd[*]} ${spill_args[*]}" >&2
   exec "${spill_cmd[@]}" "${spill_args[@]}"
+fi
+if [[ "$family" == graph ]]; then
+  echo "[bench] cmake --build build --target tessel-bench-graph" >&2
+  if ! cmake --build "$BUILD" --target tessel-bench-graph --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && commit="$commit+dirty"
+  graph_cmd=("$BUILD/bin/tessel-bench-graph" --json "${json:-$BUILD/bench/results/graph.json}" --commit "$commit"
+             --wait-idle "${wait_idle%.*}")
+  for a in "${args[@]}"; do
+    [[ "$a" == --quick ]] && graph_cmd+=(--quick)
+  done
+  echo "[bench] ${graph_cmd[*]} ${graph_args[*]}" >&2
+  exec "${graph_cmd[@]}" "${graph_args[@]}"
 fi
 if [[ "$family" == sampled || "$family" == peers-sampled ]]; then
   echo "[bench] cmake --build build --target tessel tessel_gather" >&2

@@ -1,5 +1,8 @@
-# Fails when a *_test.cc under the source tree is not compiled into a registered test binary.
+# Fails when a test file under the source tree is not registered with CTest:
+#   - a *_test.cc that is not compiled into a test binary of tessel_add_test();
+#   - a tests/cluster/*.sh or tests/integration/*.sh that is not a tessel_add_script_test() script.
 # Usage: cmake -DSOURCE_DIR=<checkout> -DREGISTERED=<build>/registered_tests.txt -P CheckTestsRegistered.cmake
+# (REGISTERED lists the absolute paths of both kinds, one a line.)
 # The exclusions (build*/ folders, hidden folders) are matched against the path relative to SOURCE_DIR,
 # so a checkout that itself lives under e.g. /builds/... (GitLab CI) or /home/u/.src/... is still checked.
 if(NOT SOURCE_DIR OR NOT REGISTERED)
@@ -8,8 +11,11 @@ endif()
 cmake_policy(SET CMP0009 NEW)  # do not follow symlinks (e.g. build/bench-venv/lib64) while globbing
 get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 file(GLOB_RECURSE all_tests RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/*_test.cc")
+file(GLOB all_scripts RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/tests/cluster/*.sh"
+     "${SOURCE_DIR}/tests/integration/*.sh")
 file(STRINGS "${REGISTERED}" registered)
 set(missing "")
+set(missing_scripts "")
 set(checked 0)
 foreach(rel ${all_tests})
   if(rel MATCHES "(^|/)build[^/]*/" OR rel MATCHES "(^|/)\\.")
@@ -22,12 +28,32 @@ foreach(rel ${all_tests})
     list(APPEND missing "${t}")
   endif()
 endforeach()
+list(LENGTH all_scripts scripts_checked)
+foreach(rel ${all_scripts})
+  set(t "${SOURCE_DIR}/${rel}")
+  list(FIND registered "${t}" idx)
+  if(idx EQUAL -1)
+    list(APPEND missing_scripts "${t}")
+  endif()
+endforeach()
+set(problems "")
 if(missing)
   string(REPLACE ";" "\n  " pretty "${missing}")
-  message(FATAL_ERROR "these *_test.cc files are not registered with tessel_add_test():\n  ${pretty}")
+  string(APPEND problems "these *_test.cc files are not registered with tessel_add_test():\n  ${pretty}\n")
+endif()
+if(missing_scripts)
+  string(REPLACE ";" "\n  " pretty "${missing_scripts}")
+  string(APPEND problems "these shell tests are not registered with tessel_add_script_test() "
+                         "(tests/integration/CMakeLists.txt):\n  ${pretty}\n")
+endif()
+if(problems)
+  message(FATAL_ERROR "${problems}")
 endif()
 if(checked EQUAL 0)
   message(FATAL_ERROR "no *_test.cc files found under ${SOURCE_DIR} (outside build*/ and hidden folders): "
                       "nothing was checked")
 endif()
-message(STATUS "all ${checked} *_test.cc files under ${SOURCE_DIR} are registered")
+if(scripts_checked EQUAL 0)
+  message(FATAL_ERROR "no tests/cluster/*.sh or tests/integration/*.sh under ${SOURCE_DIR}: nothing was checked")
+endif()
+message(STATUS "all ${checked} *_test.cc files and ${scripts_checked} shell tests under ${SOURCE_DIR} are registered")

@@ -19,12 +19,24 @@ tessel_build() {
   cmake --build "$TESSEL_BUILD" --parallel "$(tessel_jobs)"
 }
 
-# The flags every Tessel mpirun needs. --enable-recovery lets the survivors of a dead rank keep running
-# so the coordinator can report which rank died (without it Open MPI tears the job down itself, exit 137).
-tessel_mpirun_flags() {
-  # --bind-to none: Open MPI binds each rank to one core by default, which would put a worker's
-  # threads_per_worker threads on that one core.
-  local flags=(--enable-recovery --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
+# The mpirun flags, defined here only: scripts/tessel-mpirun uses tessel_mpirun_flags, and the shell tests
+# (tests/lib.sh, MPIRUN_FLAGS) tessel_mpirun_base_flags.
+#
+# tessel_mpirun_base_flags: what any mpirun of Tessel on one machine needs, printed on one line.
+#   --oversubscribe: more ranks than cores (a coordinator and its workers on a laptop or a 2-core VM);
+#   --bind-to none: Open MPI binds each rank to one core by default, which would put a worker's
+#     threads_per_worker threads on that one core;
+#   --mca btl_vader_single_copy_mechanism none: containers that forbid process_vm_readv;
+#   --allow-run-as-root: as root.
+tessel_mpirun_base_flags() {
+  local flags=(--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
   [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
   echo "${flags[@]}"
+}
+
+# tessel_mpirun_flags: the base flags plus --enable-recovery, which lets the survivors of a dead rank keep
+# running so the coordinator can report which rank died (without it Open MPI tears the job down itself,
+# exit 137). Tests that check that teardown use the base flags alone.
+tessel_mpirun_flags() {
+  echo --enable-recovery "$(tessel_mpirun_base_flags)"
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/test_data.h"
+
 namespace tessel::jobs {
 namespace {
 
@@ -443,7 +445,8 @@ TEST(Examples, EveryExampleParsesAndValidates) {
     if (entry.path().extension() == ".toml") examples.push_back(entry.path());
   }
   ASSERT_GE(examples.size(), 2u) << "no job files under " << dir;
-  const bool have_data = std::filesystem::exists(std::filesystem::path(TESSEL_DATA_DIR) / "aifb");
+  const std::string aifb = test_data::DataDir() + "/aifb";
+  const bool have_data = std::filesystem::exists(aifb);
   const std::filesystem::path old_cwd = std::filesystem::current_path();
   std::filesystem::current_path(TESSEL_SOURCE_DIR);
   for (const auto& path : examples) {
@@ -457,7 +460,7 @@ TEST(Examples, EveryExampleParsesAndValidates) {
     EXPECT_TRUE(LoadJobFile(path.string(), {"job.seed=3", "train.epochs=1"}).ok());
   }
   std::filesystem::current_path(old_cwd);
-  if (!have_data) GTEST_SKIP() << "data paths not checked: no " << TESSEL_DATA_DIR << "/aifb";
+  if (!have_data) TESSEL_MISSING_DATA("the examples parse, but their data paths were not checked: no " << aifb);
 }
 
 }  // namespace

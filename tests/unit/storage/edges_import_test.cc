@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tests/unit/storage/test_util.h"
+#include "tests/unit/test_data.h"
 
 namespace tessel::storage {
 namespace {
@@ -127,8 +128,8 @@ TEST(EdgesImport, TarGzArchiveMembersInSortedOrder) {
 // FB15k-237 (data README, and recounted independently with Python's tarfile): 14,541 entities, 237
 // relations, 272,115 + 17,535 + 20,466 = 310,116 triples, all distinct.
 TEST(EdgesImport, Fb15k237HasTheKnownCounts) {
-  const std::string path = testing::DataDir() + "/fb15k-237/FB15k-237.tar.gz";
-  if (!testing::HaveFile(path)) GTEST_SKIP() << "FB15k-237 not found at " << path;
+  const std::string path = test_data::DataDir() + "/fb15k-237/FB15k-237.tar.gz";
+  TESSEL_NEED_DATA_FILE(path);
   EdgesImportOptions opts;
   opts.inputs = {path};
   Result<HeteroGraph> g = ImportEdges(opts);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/unit/storage/test_util.h"
+#include "tests/unit/test_data.h"
 
 namespace tessel::storage {
 namespace {
@@ -110,10 +111,9 @@ TEST(LlmcText, DirectoryIsBadData) {
   ExpectError(ReadTextTokens(dir.path().string()).status(), Code::kBadData, dir.path().string(), "not a regular file");
 }
 
-TEST(LlmcText, ReadsTinyShakespeareFromTheRepositoryRoot) {
-  // The path as a job names it from the source root: ../shared/data/tinyshakespeare/input.txt.
-  const std::string path = std::string(TESSEL_SOURCE_DIR) + "/../shared/data/tinyshakespeare/input.txt";
-  if (!testing::HaveFile(path)) GTEST_SKIP() << path << " is absent (the shared datasets are not checked out)";
+TEST(LlmcText, ReadsTinyShakespeare) {
+  const std::string path = test_data::DataDir() + "/tinyshakespeare/input.txt";
+  TESSEL_NEED_DATA_FILE(path);
   Result<std::vector<int32_t>> tokens = ReadTextTokens(path);
   ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
   EXPECT_EQ(static_cast<int64_t>(tokens->size()), static_cast<int64_t>(std::filesystem::file_size(path)));

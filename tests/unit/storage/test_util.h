@@ -55,18 +55,6 @@ inline std::string ReadBytes(const std::string& path) {
   return ss.str();
 }
 
-// True in a TESSEL_SANITIZE build (tessel_add_test defines TESSEL_SANITIZE_BUILD=1 there). ASan + UBSan make
-// the code several times slower, so a test checks its timing bound only when this is false; its functional
-// checks run in both builds.
-#ifdef TESSEL_SANITIZE_BUILD
-inline constexpr bool kSanitizerBuild = true;
-#else
-inline constexpr bool kSanitizerBuild = false;
-#endif
-
-inline std::string DataDir() { return TESSEL_DATA_DIR; }
-inline bool HaveFile(const std::string& path) { return std::filesystem::exists(path); }
-
 // A small valid two-type graph with features, labels and masks, for round trips and corruption.
 inline HeteroGraph SmallGraph() {
   HeteroGraph g;
