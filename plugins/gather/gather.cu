@@ -92,6 +92,6 @@ struct GatherRowsCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(GatherRowsCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(GatherRowsCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::gather

@@ -42,6 +42,6 @@ struct GatherRowsCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(GatherRowsCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(GatherRowsCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::gather

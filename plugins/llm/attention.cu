@@ -177,7 +177,7 @@ struct AttentionBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AttentionFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(AttentionBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(AttentionFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(AttentionBwdCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

@@ -118,7 +118,7 @@ void AttentionBwdCpu::Run(const KernelArgs& args) {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AttentionFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(AttentionBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(AttentionFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(AttentionBwdCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

@@ -75,7 +75,7 @@ struct EncoderBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(EncoderFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(EncoderBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(EncoderFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(EncoderBwdCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

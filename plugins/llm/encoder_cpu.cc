@@ -65,7 +65,7 @@ struct EncoderBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(EncoderFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(EncoderBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(EncoderFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(EncoderBwdCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

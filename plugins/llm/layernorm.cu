@@ -162,8 +162,8 @@ struct LayernormBwdFromOutputCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(LayernormFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(LayernormBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormBwdFromOutputCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

@@ -116,8 +116,8 @@ struct LayernormBwdFromOutputCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(LayernormFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(LayernormBwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(LayernormBwdFromOutputCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

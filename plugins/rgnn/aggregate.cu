@@ -81,7 +81,7 @@ struct AggregateBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AggregateFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(AggregateBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(AggregateFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(AggregateBwdCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -83,7 +83,7 @@ struct AggregateBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AggregateFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(AggregateBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(AggregateFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(AggregateBwdCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn

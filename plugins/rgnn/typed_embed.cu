@@ -86,7 +86,7 @@ struct TypedEmbedBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedEmbedFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(TypedEmbedBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedEmbedFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedEmbedBwdCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -80,7 +80,7 @@ struct TypedEmbedBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedEmbedFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(TypedEmbedBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedEmbedFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedEmbedBwdCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn

@@ -110,7 +110,7 @@ struct TypedLinearBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedLinearFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(TypedLinearBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedLinearFwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedLinearBwdCuda, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -134,7 +134,7 @@ struct TypedLinearBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedLinearFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(TypedLinearBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedLinearFwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_UNBOUND_KERNEL(TypedLinearBwdCpu, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn
