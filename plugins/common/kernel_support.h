@@ -250,16 +250,6 @@ tessel_status* Entry(void* state, const tessel_kernel_call* call) noexcept {
   });
 }
 
-// The shim of a kernel that binds its own arguments (Kernel::Decl(), Kernel::Run<T>(args)): the plugins
-// not yet moved to binders.
-template <class Kernel, int32_t kDevice>
-tessel_status* UnboundEntry(void* state, const tessel_kernel_call* call) noexcept {
-  return RunGuarded(call, [&] {
-    const KernelArgs args(call, kDevice, Kernel::Decl(), state);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { Kernel::template Run<decltype(zero)>(args); });
-  });
-}
-
 // The kernel_state of every CUDA kernel of a plugin (cuda_support.cu, CUDA builds only): its pool of
 // cuBLAS handles per (device, stream). Owned by the plugin (static storage), valid while it is loaded.
 void* CudaState();
@@ -272,11 +262,6 @@ struct KernelRegistration {
 template <class Kernel, template <typename> class Args, int32_t kDevice>
 KernelRegistration Register() {
   return KernelRegistration{&Args<float>::Decl(), &Entry<Kernel, Args, kDevice>};
-}
-
-template <class Kernel, int32_t kDevice>
-KernelRegistration RegisterUnbound() {
-  return KernelRegistration{&Kernel::Decl(), &UnboundEntry<Kernel, kDevice>};
 }
 
 // Registers every kernel of `table` for `device` with the op's declared name, schema and parameter
@@ -296,7 +281,3 @@ tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistra
 // registration table. Use at namespace tessel::kernels scope (or a namespace inside it), after the class.
 #define TESSEL_DEFINE_KERNEL(NAME, ARGS, DEVICE) \
   KernelRegistration NAME##Kernel() { return Register<NAME, ARGS, DEVICE>(); }
-
-// The same for a kernel class that binds its own arguments (RegisterUnbound).
-#define TESSEL_DEFINE_UNBOUND_KERNEL(NAME, DEVICE) \
-  KernelRegistration NAME##Kernel() { return RegisterUnbound<NAME, DEVICE>(); }
