@@ -22,11 +22,19 @@ void CheckOffsets(const int64_t* ptr, int64_t n, int64_t total, const char* name
 
 void CheckIndices(const int64_t* idx, int64_t n, int64_t bound, const char* name) {
   for (int64_t i = 0; i < n; ++i) {
-    if (idx[i] < 0 || idx[i] >= bound) {
-      Fail(TESSEL_STATUS_BAD_DATA, std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                                       " is out of range [0, " + std::to_string(bound) + ")");
-    }
+    if (idx[i] < 0 || idx[i] >= bound) FailIndexOutOfRange(name, i, idx[i], bound);
   }
+}
+
+void CheckIndices(const int32_t* idx, int64_t n, int64_t bound, const char* name) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= bound) FailIndexOutOfRange(name, i, idx[i], bound);
+  }
+}
+
+void FailIndexOutOfRange(const char* name, int64_t i, int64_t value, int64_t bound) {
+  Fail(TESSEL_STATUS_BAD_DATA, std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(value) +
+                                   " is out of range [0, " + std::to_string(bound) + ")");
 }
 
 std::vector<RowBlock> RelationBlocks(const int64_t* rel_ptr, int64_t num_relations, int64_t max_rows) {

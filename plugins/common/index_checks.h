@@ -14,6 +14,10 @@ void CheckOffsets(const int64_t* ptr, int64_t n, int64_t total, const char* name
 
 // Every idx[i] in [0, bound).
 void CheckIndices(const int64_t* idx, int64_t n, int64_t bound, const char* name);
+void CheckIndices(const int32_t* idx, int64_t n, int64_t bound, const char* name);
+
+// CheckIndices' error for name[i] = value outside [0, bound), for a kernel that finds it itself.
+[[noreturn]] void FailIndexOutOfRange(const char* name, int64_t i, int64_t value, int64_t bound);
 
 // A run of compact rows [begin, end) that all belong to one relation.
 struct RowBlock {

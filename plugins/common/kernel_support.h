@@ -1,18 +1,33 @@
 // The C++ side of the plugin boundary, shared by the built-in plugins (libtessel_nn, libtessel_rgnn) and
 // linked into each as a static library (hidden, like everything but tessel_plugin_init).
 //
-// A kernel is a class with the op it implements and one body templated over the floating dtype:
+// An op's arguments are bound once, by its binder: a struct templated over the floating dtype, in the
+// plugin's `<op>_args.h`, that names the op and reads, binds and checks every tensor and parameter of a
+// call. The CPU and CUDA kernels of the op and every dtype share it; a kernel is a class with one body,
+// templated over the dtype, that receives the bound arguments and only computes:
 //
-//   struct ReluFwd {
-//     static const tessel_op_decl& Decl() { return tessel_op_nn_relu_fwd; }
-//     template <typename T> static void Run(const KernelArgs& args);   // may throw
+//   template <typename T>
+//   struct AddArgs {                                   // nn/elementwise_args.h
+//     static const tessel_op_decl& Decl() { return tessel_op_nn_add; }
+//     static AddArgs Bind(const KernelArgs& args);     // binds A, B and C [N]; may throw
+//     int64_t n;
+//     const T *a, *b;
+//     T* c;
 //   };
-//   const KernelRegistration kCpu[] = {Register<ReluFwd, TESSEL_DEVICE_CPU>(), ...};
-//   RegisterKernels(host, kCpu, TESSEL_DEVICE_CPU, /*state=*/nullptr);
+//   struct AddCpu {                                    // nn/elementwise_cpu.cc (elementwise.cu: AddCuda)
+//     template <typename T>
+//     static void Run(const KernelArgs& args, const AddArgs<T>& t);  // may throw
+//   };
+//   TESSEL_DEFINE_KERNEL(AddCpu, AddArgs, TESSEL_DEVICE_CPU)
 //
-// Entry<Op, Device> is the one shim between the C ABI and such a class: it checks the call against the
-// op's declaration, dispatches on the dtype of the first input (every op's first input is T) and turns
-// whatever the body throws into a host status, so no exception reaches the host.
+// Bind may return a base of Args<T> that several ops share (nn/activation_args.h): Run takes what Bind
+// returns.
+//
+// Entry<Kernel, Args, Device> is the one shim between the C ABI and such a pair: it checks the call
+// against the op's declaration, dispatches on the dtype of the first input (every op's first input is T),
+// binds the arguments, runs the body and turns whatever they throw into a host status, so no exception
+// reaches the host. A binder checks the values the kernel indexes with (ids, offsets) only where they
+// are host memory (KernelArgs::data_check): CUDA kernels trust them.
 // Thread safety: a KernelArgs belongs to one call; ParallelFor may be called from the kernel's thread.
 #pragma once
 
@@ -110,6 +125,12 @@ void DispatchFloating(int32_t dtype, F&& f) {
 // Whether a GEMM operand is transposed (blas.h on CPU, cuda_support.h on CUDA).
 enum class Trans { kNo, kYes };
 
+// How much of a call a binder checks (KernelArgs::data_check).
+enum class DataCheck {
+  kFull,        // shapes, parameters, and the values a kernel indexes with (ids, offsets): host memory
+  kShapesOnly,  // shapes and parameters only: the data is on the device, and the kernels trust it
+};
+
 // A dimension slot for KernelArgs::In/Out: -1 means "not yet known, bind it"; any other value must
 // match. `int64_t n = kUnbound;` reads better at the call site than a bare -1.
 inline constexpr int64_t kUnbound = -1;
@@ -147,6 +168,9 @@ class KernelArgs {
     CheckParams(sizeof(P));
     return *static_cast<const P*>(call_->params);
   }
+
+  // kFull for a CPU kernel, whose binder also reads its index arrays; kShapesOnly for a CUDA kernel.
+  DataCheck data_check() const { return device_ == TESSEL_DEVICE_CPU ? DataCheck::kFull : DataCheck::kShapesOnly; }
 
   void* cuda_stream() const { return call_->cuda_stream; }
   int32_t device_ordinal() const { return call_->device_ordinal; }
@@ -213,12 +237,16 @@ class Workspace {
   T* ptr_;
 };
 
-// The shim every kernel goes through (see the top of this file).
-template <class Op, int32_t kDevice>
+// The shim every kernel goes through (see the top of this file). Args<float>::Decl() names the op: the
+// declaration does not depend on the dtype.
+template <class Kernel, template <typename> class Args, int32_t kDevice>
 tessel_status* Entry(void* state, const tessel_kernel_call* call) noexcept {
   return RunGuarded(call, [&] {
-    const KernelArgs args(call, kDevice, Op::Decl(), state);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) { Op::template Run<decltype(zero)>(args); });
+    const KernelArgs args(call, kDevice, Args<float>::Decl(), state);
+    DispatchFloating(args.in(0).dtype, [&](auto zero) {
+      using T = decltype(zero);
+      Kernel::Run(args, Args<T>::Bind(args));
+    });
   });
 }
 
@@ -231,9 +259,9 @@ struct KernelRegistration {
   tessel_kernel_fn fn;
 };
 
-template <class Op, int32_t kDevice>
+template <class Kernel, template <typename> class Args, int32_t kDevice>
 KernelRegistration Register() {
-  return KernelRegistration{&Op::Decl(), &Entry<Op, kDevice>};
+  return KernelRegistration{&Args<float>::Decl(), &Entry<Kernel, Args, kDevice>};
 }
 
 // Registers every kernel of `table` for `device` with the op's declared name, schema and parameter
@@ -248,8 +276,8 @@ tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistra
 
 }  // namespace tessel::kernels
 
-// Defines `tessel::kernels::KernelRegistration NAMEKernel()` for the kernel class NAME on DEVICE, which
-// the plugin's init function collects into its registration table. Use at namespace tessel::kernels
-// scope (or a namespace inside it), after the class.
-#define TESSEL_DEFINE_KERNEL(NAME, DEVICE) \
-  KernelRegistration NAME##Kernel() { return Register<NAME, DEVICE>(); }
+// Defines `tessel::kernels::KernelRegistration NAMEKernel()` for the kernel class NAME, whose arguments
+// the binder template ARGS binds, on DEVICE; the plugin's init function collects it into its
+// registration table. Use at namespace tessel::kernels scope (or a namespace inside it), after the class.
+#define TESSEL_DEFINE_KERNEL(NAME, ARGS, DEVICE) \
+  KernelRegistration NAME##Kernel() { return Register<NAME, ARGS, DEVICE>(); }

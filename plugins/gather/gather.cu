@@ -9,13 +9,13 @@
 // aligned 128-byte segments: over PCIe a misaligned read costs one more transaction per load.
 //
 // Ids are checked on the device: a row with a bad id is skipped and the smallest such position is
-// recorded; the kernel then waits for its stream and reports it as bad data.
+// recorded; the kernel then waits for its stream and reports it as bad data. Arguments: gather_args.h.
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "cuda_support.h"
-#include "kernels.h"
+#include "gather_args.h"
+#include "index_checks.h"
 
 namespace tessel::kernels::gather {
 namespace {
@@ -59,20 +59,16 @@ unsigned GatherBlocks(int64_t m) {
 }
 
 struct GatherRowsCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_gather_rows; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, m = kUnbound;
-    const T* table = args.In<T>(0, "table", {&n, &d});
-    const int64_t* ids = args.In<int64_t>(1, "ids", {&m});
-    T* y = args.Out<T>(0, "Y", {&m, &d});
+  static void Run(const KernelArgs& args, const GatherRowsArgs<T>& a) {
+    const int64_t n = a.n, m = a.m, row_bytes = a.RowBytes();
+    const int64_t* ids = a.ids;
     if (m == 0) return;
     cudaStream_t stream = StreamOf(args);
-    const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
     Workspace<unsigned long long> first_bad_row(args, 1);
     CheckCuda(cudaMemsetAsync(first_bad_row.get(), 0xff, sizeof(unsigned long long), stream), "clear the bad-id flag");
-    const auto* src = reinterpret_cast<const char*>(table);
-    auto* dst = reinterpret_cast<char*>(y);
+    const auto* src = reinterpret_cast<const char*>(a.table);
+    auto* dst = reinterpret_cast<char*>(a.y);
     if (row_bytes % 16 == 0 && Aligned(src, 16) && Aligned(dst, 16)) {
       GatherRowsKernel<uint4>
           <<<GatherBlocks(m), kThreads, 0, stream>>>(src, n, row_bytes, ids, m, dst, first_bad_row.get());
@@ -83,15 +79,13 @@ struct GatherRowsCuda {
     CheckLaunch("GatherRowsKernel");
     const int64_t bad_row = CopyToHost(reinterpret_cast<const int64_t*>(first_bad_row.get()), 1, stream)[0];
     if (static_cast<unsigned long long>(bad_row) != kNoBadRow) {
-      const int64_t bad_id = CopyToHost(ids + bad_row, 1, stream)[0];
-      Fail(TESSEL_STATUS_BAD_DATA, "ids[" + std::to_string(bad_row) + "] = " + std::to_string(bad_id) +
-                                       " is out of range [0, " + std::to_string(n) + ")");
+      FailIndexOutOfRange("ids", bad_row, CopyToHost(ids + bad_row, 1, stream)[0], n);
     }
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(GatherRowsCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GatherRowsCuda, GatherRowsArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::gather

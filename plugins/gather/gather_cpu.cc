@@ -1,12 +1,13 @@
 // gather.rows on CPU: the host's pool copies runs of rows straight from the table into Y (row_gather.h).
 // Each chunk checks its own ids before it copies a row, so a bad id is found without a serial pass
 // over the ids; the message then names the first bad position (the serial check runs only on failure).
+// Arguments: gather_args.h.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
+#include "gather_args.h"
 #include "index_checks.h"
-#include "kernels.h"
 #include "row_gather.h"
 
 namespace tessel::kernels::gather {
@@ -16,17 +17,13 @@ namespace {
 constexpr int64_t kChunkBytes = int64_t{256} << 10;
 
 struct GatherRowsCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_gather_rows; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, m = kUnbound;
-    const T* table = args.In<T>(0, "table", {&n, &d});
-    const int64_t* ids = args.In<int64_t>(1, "ids", {&m});
-    T* y = args.Out<T>(0, "Y", {&m, &d});
-    const int64_t row_bytes = d * static_cast<int64_t>(sizeof(T));
-    const Stores stores = ChooseStores(y, row_bytes, m);
-    const auto* src = reinterpret_cast<const char*>(table);
-    auto* dst = reinterpret_cast<char*>(y);
+  static void Run(const KernelArgs& args, const GatherRowsArgs<T>& a) {
+    const int64_t n = a.n, m = a.m, row_bytes = a.RowBytes();
+    const int64_t* ids = a.ids;
+    const Stores stores = ChooseStores(a.y, row_bytes, m);
+    const auto* src = reinterpret_cast<const char*>(a.table);
+    auto* dst = reinterpret_cast<char*>(a.y);
     std::atomic<bool> bad_id{false};
     args.ParallelFor(m, std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, row_bytes)),
                      [&](int64_t begin, int64_t end) {
@@ -42,6 +39,6 @@ struct GatherRowsCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(GatherRowsCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(GatherRowsCpu, GatherRowsArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::gather

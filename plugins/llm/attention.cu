@@ -4,8 +4,9 @@
 //  - backward, per query row i: D_i = dY_i . Y_i, ds_j = p_j (dY_i . v_j - D_i), dq_i = scale sum_j ds_j k_j;
 //    then per key row j: dk_j = scale sum_{i >= j} ds_ij q_i, dv_j = sum_{i >= j} p_ij dY_i (recomputing
 //    p_ij from lse and ds_ij from D). Every element of dqkv is written.
+// Arguments: attention_args.h.
+#include "attention_args.h"
 #include "cuda_rows.cuh"
-#include "kernels.h"
 
 namespace tessel::kernels::llm {
 namespace {
@@ -128,56 +129,44 @@ __global__ void AttentionBwdKeyKernel(const T* dy, const T* qkv, const T* lse, c
 Dims DimsOf(const AttentionShape& a) { return Dims{a.b, a.s, a.c, a.h, a.hs, a.q}; }
 
 struct AttentionFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_attention_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    const AttentionShape a = CheckedAttentionShape(args, args.in(0), args.out(0));
-    int64_t b = a.b, s = a.s, c = a.c, h = a.h, q = a.q;
-    const T* qkv = args.In<T>(0, "qkv", {&b, &s, &q});
-    T* y = args.Out<T>(0, "Y", {&b, &s, &c});
-    T* lse = args.Out<T>(1, "lse", {&b, &h, &s});
+  static void Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) {
+    const int64_t b = a.shape.b, s = a.shape.s, h = a.shape.h;
     if (b * s == 0) return;
-    const size_t shared = sizeof(T) * static_cast<size_t>(a.hs + s);
+    const size_t shared = sizeof(T) * static_cast<size_t>(a.shape.hs + s);
     AllowSharedMemory(AttentionFwdKernel<T>, shared);
-    const T scale = T(1) / std::sqrt(static_cast<T>(a.hs));
+    const T scale = T(1) / std::sqrt(static_cast<T>(a.shape.hs));
     AttentionFwdKernel<T><<<static_cast<unsigned>(b * h * s), kAttentionThreads, shared, StreamOf(args)>>>(
-        qkv, DimsOf(a), scale, y, lse);
+        a.qkv, DimsOf(a.shape), scale, a.y, a.lse);
     CheckLaunch("AttentionFwdKernel");
   }
 };
 
 struct AttentionBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_attention_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    const AttentionShape a = CheckedAttentionShape(args, args.in(1), args.in(0));
-    int64_t b = a.b, s = a.s, c = a.c, h = a.h, q = a.q;
-    const T* dy = args.In<T>(0, "dY", {&b, &s, &c});
-    const T* qkv = args.In<T>(1, "qkv", {&b, &s, &q});
-    const T* y = args.In<T>(2, "Y", {&b, &s, &c});
-    const T* lse = args.In<T>(3, "lse", {&b, &h, &s});
-    T* dqkv = args.Out<T>(0, "dqkv", {&b, &s, &q});
+  static void Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) {
+    const int64_t b = a.shape.b, s = a.shape.s, h = a.shape.h;
     if (b * s == 0) return;
     cudaStream_t stream = StreamOf(args);
-    const T scale = T(1) / std::sqrt(static_cast<T>(a.hs));
+    const T scale = T(1) / std::sqrt(static_cast<T>(a.shape.hs));
     const unsigned rows = static_cast<unsigned>(b * h * s);
     Workspace<T> dvec(args, b * h * s);
-    const size_t query_shared = sizeof(T) * static_cast<size_t>(2 * a.hs + s);
+    const size_t query_shared = sizeof(T) * static_cast<size_t>(2 * a.shape.hs + s);
     AllowSharedMemory(AttentionBwdQueryKernel<T>, query_shared);
-    AttentionBwdQueryKernel<T>
-        <<<rows, kAttentionThreads, query_shared, stream>>>(dy, qkv, y, lse, DimsOf(a), scale, dqkv, dvec.get());
+    AttentionBwdQueryKernel<T><<<rows, kAttentionThreads, query_shared, stream>>>(
+        a.dy, a.qkv, a.y, a.lse, DimsOf(a.shape), scale, a.dqkv, dvec.get());
     CheckLaunch("AttentionBwdQueryKernel");
-    const size_t key_shared = sizeof(T) * static_cast<size_t>(2 * a.hs + 2 * s);
+    const size_t key_shared = sizeof(T) * static_cast<size_t>(2 * a.shape.hs + 2 * s);
     AllowSharedMemory(AttentionBwdKeyKernel<T>, key_shared);
-    AttentionBwdKeyKernel<T>
-        <<<rows, kAttentionThreads, key_shared, stream>>>(dy, qkv, lse, dvec.get(), DimsOf(a), scale, dqkv);
+    AttentionBwdKeyKernel<T><<<rows, kAttentionThreads, key_shared, stream>>>(a.dy, a.qkv, a.lse, dvec.get(),
+                                                                              DimsOf(a.shape), scale, a.dqkv);
     CheckLaunch("AttentionBwdKeyKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AttentionFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(AttentionBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AttentionFwdCuda, AttentionFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AttentionBwdCuda, AttentionBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

@@ -9,12 +9,13 @@
 // dS = P (dP - D) with D_i = dY_i . Y_i, dQ = scale dS K (written), dK += scale dS^T Q, dV += P^T dY
 // (dK and dV start at zero). Work items are (b, h) pairs, each owning its columns of dqkv.
 // Every item computes the same way whichever thread runs it, so the results do not depend on the threads.
+// Arguments: attention_args.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "attention_args.h"
 #include "blas.h"
-#include "kernels.h"
 #include "row_math.h"
 
 namespace tessel::kernels::llm {
@@ -23,19 +24,17 @@ namespace {
 constexpr int64_t kQueryRows = 64;
 
 struct AttentionFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_attention_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args);
+  static void Run(const KernelArgs& args, const AttentionFwdArgs<T>& a);
 };
 
 template <typename T>
-void AttentionFwdCpu::Run(const KernelArgs& args) {
-  const AttentionShape a = CheckedAttentionShape(args, args.in(0), args.out(0));
-  int64_t b = a.b, s = a.s, c = a.c, h = a.h, q = a.q;
-  const T* qkv = args.In<T>(0, "qkv", {&b, &s, &q});
-  T* y = args.Out<T>(0, "Y", {&b, &s, &c});
-  T* lse = args.Out<T>(1, "lse", {&b, &h, &s});
-  const int64_t hs = a.hs, blocks = (s + kQueryRows - 1) / kQueryRows;
+void AttentionFwdCpu::Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) {
+  const int64_t b = a.shape.b, s = a.shape.s, c = a.shape.c, h = a.shape.h, q = a.shape.q;
+  const T* qkv = a.qkv;
+  T* y = a.y;
+  T* lse = a.lse;
+  const int64_t hs = a.shape.hs, blocks = (s + kQueryRows - 1) / kQueryRows;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   args.ParallelFor(b * h * blocks, 1, [&](int64_t u0, int64_t u1) {
     std::vector<T> scores(static_cast<size_t>(kQueryRows * s));
@@ -64,21 +63,19 @@ void AttentionFwdCpu::Run(const KernelArgs& args) {
 }
 
 struct AttentionBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_attention_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args);
+  static void Run(const KernelArgs& args, const AttentionBwdArgs<T>& a);
 };
 
 template <typename T>
-void AttentionBwdCpu::Run(const KernelArgs& args) {
-  const AttentionShape a = CheckedAttentionShape(args, args.in(1), args.in(0));
-  int64_t b = a.b, s = a.s, c = a.c, h = a.h, q = a.q;
-  const T* dy = args.In<T>(0, "dY", {&b, &s, &c});
-  const T* qkv = args.In<T>(1, "qkv", {&b, &s, &q});
-  const T* y = args.In<T>(2, "Y", {&b, &s, &c});
-  const T* lse = args.In<T>(3, "lse", {&b, &h, &s});
-  T* dqkv = args.Out<T>(0, "dqkv", {&b, &s, &q});
-  const int64_t hs = a.hs, blocks = (s + kQueryRows - 1) / kQueryRows;
+void AttentionBwdCpu::Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) {
+  const int64_t b = a.shape.b, s = a.shape.s, c = a.shape.c, h = a.shape.h, q = a.shape.q;
+  const T* dy = a.dy;
+  const T* qkv = a.qkv;
+  const T* y = a.y;
+  const T* lse = a.lse;
+  T* dqkv = a.dqkv;
+  const int64_t hs = a.shape.hs, blocks = (s + kQueryRows - 1) / kQueryRows;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
   args.ParallelFor(b * h, 1, [&](int64_t u0, int64_t u1) {
     std::vector<T> probs(static_cast<size_t>(kQueryRows * s)), dprobs(static_cast<size_t>(kQueryRows * s));
@@ -118,7 +115,7 @@ void AttentionBwdCpu::Run(const KernelArgs& args) {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AttentionFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(AttentionBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(AttentionFwdCpu, AttentionFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(AttentionBwdCpu, AttentionBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

@@ -1,10 +1,10 @@
-// llm.encoder.fwd/.bwd on CUDA. The tokens stay on the device and are not checked against V on the
-// host (the CPU kernel does that); a token outside [0, V) is never read through: its row of Y becomes
-// NaN, and the backward skips it. The backward sums in the CPU kernel's order, deterministically: one
-// thread per column of dwte walks every position in order, one thread per (t, column) of dwpe walks the
-// sequences in order.
+// llm.encoder.fwd/.bwd on CUDA (arguments: encoder_args.h). The tokens stay on the device and are not
+// checked against V on the host (the CPU kernel's binder does that); a token outside [0, V) is never read
+// through: its row of Y becomes NaN, and the backward skips it. The backward sums in the CPU kernel's
+// order, deterministically: one thread per column of dwte walks every position in order, one thread per
+// (t, column) of dwpe walks the sequences in order.
 #include "cuda_rows.cuh"
-#include "kernels.h"
+#include "encoder_args.h"
 
 namespace tessel::kernels::llm {
 namespace {
@@ -39,43 +39,32 @@ __global__ void EncoderBwdWpeKernel(const T* dy, int64_t b, int64_t s, int64_t c
 }
 
 struct EncoderFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_encoder_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t v = kUnbound, c = kUnbound, p = kUnbound, b = kUnbound, s = kUnbound;
-    const T* wte = args.In<T>(0, "wte", {&v, &c});
-    const T* wpe = args.In<T>(1, "wpe", {&p, &c});
-    const int32_t* tokens = args.In<int32_t>(2, "tokens", {&b, &s});
-    T* y = args.Out<T>(0, "Y", {&b, &s, &c});
-    CheckPositions(args, s, p);
+  static void Run(const KernelArgs& args, const EncoderFwdArgs<T>& a) {
+    const int64_t b = a.b, s = a.s, c = a.c;
     if (b * s * c == 0) return;
-    EncoderFwdKernel<T><<<Blocks(b * s * c), kThreads, 0, StreamOf(args)>>>(wte, wpe, tokens, b * s, s, c, v, y);
+    EncoderFwdKernel<T>
+        <<<Blocks(b * s * c), kThreads, 0, StreamOf(args)>>>(a.wte, a.wpe, a.tokens, b * s, s, c, a.v, a.y);
     CheckLaunch("EncoderFwdKernel");
   }
 };
 
 struct EncoderBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_encoder_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t b = kUnbound, s = kUnbound, c = kUnbound, v = kUnbound, p = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&b, &s, &c});
-    const int32_t* tokens = args.In<int32_t>(1, "tokens", {&b, &s});
-    T* dwte = args.Out<T>(0, "dwte", {&v, &c});
-    T* dwpe = args.Out<T>(1, "dwpe", {&p, &c});
-    CheckPositions(args, s, p);
+  static void Run(const KernelArgs& args, const EncoderBwdArgs<T>& a) {
+    const int64_t b = a.b, s = a.s, c = a.c;
     if (b * s * c == 0) return;
     cudaStream_t stream = StreamOf(args);
-    EncoderBwdWteKernel<T><<<Blocks(c), kThreads, 0, stream>>>(dy, tokens, b * s, c, v, dwte);
+    EncoderBwdWteKernel<T><<<Blocks(c), kThreads, 0, stream>>>(a.dy, a.tokens, b * s, c, a.v, a.dwte);
     CheckLaunch("EncoderBwdWteKernel");
-    EncoderBwdWpeKernel<T><<<Blocks(s * c), kThreads, 0, stream>>>(dy, b, s, c, dwpe);
+    EncoderBwdWpeKernel<T><<<Blocks(s * c), kThreads, 0, stream>>>(a.dy, b, s, c, a.dwpe);
     CheckLaunch("EncoderBwdWpeKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(EncoderFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(EncoderBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(EncoderFwdCuda, EncoderFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(EncoderBwdCuda, EncoderBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

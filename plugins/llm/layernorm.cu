@@ -1,8 +1,8 @@
 // llm.layernorm.fwd/.bwd on CUDA: one block per row (block reductions in a fixed order). The backward's
 // dw and db are summed like the CPU kernel's: partial sums over fixed blocks of rows, then the blocks in
-// order, so they are deterministic.
+// order, so they are deterministic. Arguments: layernorm_args.h.
 #include "cuda_rows.cuh"
-#include "kernels.h"
+#include "layernorm_args.h"
 
 namespace tessel::kernels::llm {
 namespace {
@@ -98,72 +98,47 @@ __global__ void LayernormBwdReduceKernel(const T* partial, int64_t blocks, int64
 }
 
 struct LayernormFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, c = kUnbound;
-    const T eps = static_cast<T>(CheckedLayernormEps(args));
-    const T* x = args.In<T>(0, "X", {&n, &c});
-    const T* w = args.In<T>(1, "w", {&c});
-    const T* b = args.In<T>(2, "b", {&c});
-    T* y = args.Out<T>(0, "Y", {&n, &c});
-    T* mean = args.Out<T>(1, "mean", {&n});
-    T* rstd = args.Out<T>(2, "rstd", {&n});
-    if (c == 0) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "llm.layernorm.fwd: C must be >= 1");
-    if (n == 0) return;
-    LayernormFwdKernel<T><<<RowBlocks(n), kRowThreads, 0, StreamOf(args)>>>(x, w, b, eps, n, c, y, mean, rstd);
+  static void Run(const KernelArgs& args, const LayernormFwdArgs<T>& a) {
+    if (a.n == 0) return;
+    LayernormFwdKernel<T>
+        <<<RowBlocks(a.n), kRowThreads, 0, StreamOf(args)>>>(a.x, a.w, a.b, a.eps, a.n, a.c, a.y, a.mean, a.rstd);
     CheckLaunch("LayernormFwdKernel");
   }
 };
 
 // Both backward ops (see Centred).
-template <typename T>
-void LayernormBackward(const KernelArgs& args, bool from_output) {
-  int64_t n = kUnbound, c = kUnbound;
-  const T* dy = args.In<T>(0, "dY", {&n, &c});
-  const T* x = args.In<T>(1, from_output ? "Y" : "X", {&n, &c});
-  const T* w = args.In<T>(2, "w", {&c});
-  const T* b = from_output ? args.In<T>(3, "b", {&c}) : nullptr;
-  const T* mean = from_output ? nullptr : args.In<T>(3, "mean", {&n});
-  const T* rstd = args.In<T>(4, "rstd", {&n});
-  T* dx = args.Out<T>(0, "dX", {&n, &c});
-  T* dw = args.Out<T>(1, "dw", {&c});
-  T* db = args.Out<T>(2, "db", {&c});
-  if (n == 0 || c == 0) return;
-  // A zero in w is the caller's to avoid (the op's contract); on the GPU it shows as inf/nan in dX rather
-  // than a host-side check that would need w copied back.
-  const Centred<T> xc{x, mean, w, b, rstd, c};
-  cudaStream_t stream = StreamOf(args);
-  LayernormBwdRowsKernel<T><<<RowBlocks(n), kRowThreads, 0, stream>>>(dy, xc, w, rstd, n, c, dx);
-  CheckLaunch("LayernormBwdRowsKernel");
-  const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
-  Workspace<T> partial(args, blocks * 2 * c);
-  LayernormBwdPartialKernel<T><<<Blocks(blocks * c), kThreads, 0, stream>>>(dy, xc, rstd, n, c, partial.get());
-  CheckLaunch("LayernormBwdPartialKernel");
-  LayernormBwdReduceKernel<T><<<Blocks(2 * c), kThreads, 0, stream>>>(partial.get(), blocks, c, dw, db);
-  CheckLaunch("LayernormBwdReduceKernel");
-}
-
-struct LayernormBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd; }
+struct LayernormBackwardCuda {
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    LayernormBackward<T>(args, false);
+  static void Run(const KernelArgs& args, const LayernormBackwardArgs<T>& a) {
+    const int64_t n = a.n, c = a.c;
+    const T* dy = a.dy;
+    const T* w = a.w;
+    const T* rstd = a.rstd;
+    if (n == 0 || c == 0) return;
+    // A zero in w is the caller's to avoid (the op's contract); on the GPU it shows as inf/nan in dX rather
+    // than a host-side check that would need w copied back.
+    const Centred<T> xc{a.x, a.mean, w, a.b, rstd, c};
+    cudaStream_t stream = StreamOf(args);
+    LayernormBwdRowsKernel<T><<<RowBlocks(n), kRowThreads, 0, stream>>>(dy, xc, w, rstd, n, c, a.dx);
+    CheckLaunch("LayernormBwdRowsKernel");
+    const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+    Workspace<T> partial(args, blocks * 2 * c);
+    LayernormBwdPartialKernel<T><<<Blocks(blocks * c), kThreads, 0, stream>>>(dy, xc, rstd, n, c, partial.get());
+    CheckLaunch("LayernormBwdPartialKernel");
+    LayernormBwdReduceKernel<T><<<Blocks(2 * c), kThreads, 0, stream>>>(partial.get(), blocks, c, a.dw, a.db);
+    CheckLaunch("LayernormBwdReduceKernel");
   }
 };
 
-struct LayernormBwdFromOutputCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_bwd_from_output; }
-  template <typename T>
-  static void Run(const KernelArgs& args) {
-    LayernormBackward<T>(args, true);
-  }
-};
+// The two backward ops, one body.
+struct LayernormBwdCuda : LayernormBackwardCuda {};
+struct LayernormBwdFromOutputCuda : LayernormBackwardCuda {};
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(LayernormFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(LayernormBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(LayernormFwdCuda, LayernormFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(LayernormBwdCuda, LayernormBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCuda, LayernormBwdFromOutputArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::llm

@@ -1,9 +1,8 @@
 // optim.adam.step and optim.adamw.step on CUDA: elementwise and in place. The hyperparameters come from
-// the host's parameter struct; the bias corrections are computed once on the host, in double, as on the CPU.
-#include <cmath>
-
+// the host's parameter struct; the bias corrections are computed once on the host, in double, by the
+// binder the CPU kernels share (adam_args.h).
+#include "adam_args.h"
 #include "cuda_support.h"
-#include "kernels.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -50,66 +49,42 @@ __global__ void AdamwKernel(T* param, const T* grad, T* m, T* v, int64_t p, Adam
 }
 
 struct AdamwStepCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_optim_adamw_step; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t p = kUnbound;
-    T* param = args.InMutable<T>(0, "param", {&p});
-    const T* grad = args.In<T>(1, "grad", {&p});
-    T* m = args.InMutable<T>(2, "m", {&p});
-    T* v = args.InMutable<T>(3, "v", {&p});
-    const AdamwConstants<T> c = CheckedAdamwConstants<T>(args);
-    if (p == 0) return;
-    AdamwKernel<T><<<Blocks(p), kThreads, 0, StreamOf(args)>>>(param, grad, m, v, p, c);
+  static void Run(const KernelArgs& args, const ElementwiseStep<T, AdamwConstants<T>>& a) {
+    if (a.p == 0) return;
+    AdamwKernel<T><<<Blocks(a.p), kThreads, 0, StreamOf(args)>>>(a.param, a.grad, a.m, a.v, a.p, a.c);
     CheckLaunch("AdamwKernel");
   }
 };
 
 struct AdamStepRowsCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step_rows; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t p = kUnbound, d = kUnbound, z = kUnbound;
-    T* param = args.InMutable<T>(0, "param", {&p, &d});
-    const T* grad_rows = args.In<T>(1, "grad_rows", {&z, &d});
-    const int32_t* row_of = args.In<int32_t>(2, "row_of", {&p});
-    T* m = args.InMutable<T>(3, "m", {&p, &d});
-    T* v = args.InMutable<T>(4, "v", {&p, &d});
-    const tessel_adam_params& h = CheckedAdamParams(args);
-    if (p * d == 0) return;
-    const double step = static_cast<double>(h.step);
-    AdamRowsKernel<T><<<Blocks(p * d), kThreads, 0, StreamOf(args)>>>(
-        param, grad_rows, row_of, m, v, p, d, static_cast<T>(h.lr / (1 - std::pow(h.beta1, step))),
-        static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step))), static_cast<T>(1 - h.beta1), static_cast<T>(h.beta2),
-        static_cast<T>(1 - h.beta2), static_cast<T>(h.weight_decay), static_cast<T>(h.eps));
+  static void Run(const KernelArgs& args, const AdamStepRowsArgs<T>& a) {
+    const AdamConstants<T>& c = a.c;
+    if (a.p * a.d == 0) return;
+    AdamRowsKernel<T><<<Blocks(a.p * a.d), kThreads, 0, StreamOf(args)>>>(
+        a.param, a.grad_rows, a.row_of, a.m, a.v, a.p, a.d, c.step_size, c.bias2_sqrt, c.one_minus_beta1, c.beta2,
+        c.one_minus_beta2, c.weight_decay, c.eps);
     CheckLaunch("AdamRowsKernel");
   }
 };
 
 struct AdamStepCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_optim_adam_step; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t p = kUnbound;
-    T* param = args.InMutable<T>(0, "param", {&p});
-    const T* grad = args.In<T>(1, "grad", {&p});
-    T* m = args.InMutable<T>(2, "m", {&p});
-    T* v = args.InMutable<T>(3, "v", {&p});
-    const tessel_adam_params& h = CheckedAdamParams(args);
-    if (p == 0) return;
-    const double step = static_cast<double>(h.step);
-    AdamKernel<T><<<Blocks(p), kThreads, 0, StreamOf(args)>>>(
-        param, grad, m, v, p, static_cast<T>(h.lr / (1 - std::pow(h.beta1, step))),
-        static_cast<T>(std::sqrt(1 - std::pow(h.beta2, step))), static_cast<T>(1 - h.beta1), static_cast<T>(h.beta2),
-        static_cast<T>(1 - h.beta2), static_cast<T>(h.weight_decay), static_cast<T>(h.eps));
+  static void Run(const KernelArgs& args, const ElementwiseStep<T, AdamConstants<T>>& a) {
+    const AdamConstants<T>& c = a.c;
+    if (a.p == 0) return;
+    AdamKernel<T><<<Blocks(a.p), kThreads, 0, StreamOf(args)>>>(a.param, a.grad, a.m, a.v, a.p, c.step_size,
+                                                                c.bias2_sqrt, c.one_minus_beta1, c.beta2,
+                                                                c.one_minus_beta2, c.weight_decay, c.eps);
     CheckLaunch("AdamKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AdamStepCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(AdamStepRowsCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(AdamwStepCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AdamStepCuda, AdamStepArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AdamStepRowsCuda, AdamStepRowsArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AdamwStepCuda, AdamwStepArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

@@ -1,8 +1,9 @@
 // nn.add and nn.sum_squares on CUDA. sum_squares runs a fixed grid (the same partition of the elements
 // for every call of a size): each block sums its grid-stride slice in double and reduces it in shared
-// memory to one partial, then one block reduces the partials, so the result is deterministic.
+// memory to one partial, then one block reduces the partials, so the result is deterministic. Arguments:
+// elementwise_args.h.
 #include "cuda_support.h"
-#include "kernels.h"
+#include "elementwise_args.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -48,38 +49,29 @@ __global__ void SumPartialsKernel(const double* partial, double* s) {
 }
 
 struct AddCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_add; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound;
-    const T* a = args.In<T>(0, "A", {&n});
-    const T* b = args.In<T>(1, "B", {&n});
-    T* c = args.Out<T>(0, "C", {&n});
-    if (n == 0) return;
-    AddKernel<T><<<Blocks(n), kThreads, 0, StreamOf(args)>>>(a, b, n, c);
+  static void Run(const KernelArgs& args, const AddArgs<T>& t) {
+    if (t.n == 0) return;
+    AddKernel<T><<<Blocks(t.n), kThreads, 0, StreamOf(args)>>>(t.a, t.b, t.n, t.c);
     CheckLaunch("AddKernel");
   }
 };
 
 struct SumSquaresCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_sum_squares; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, one = 1;
-    const T* x = args.In<T>(0, "X", {&n});
-    double* s = args.Out<double>(0, "S", {&one});
+  static void Run(const KernelArgs& args, const SumSquaresArgs<T>& a) {
     cudaStream_t stream = StreamOf(args);
     Workspace<double> partial(args, kSumBlocks);
-    SumSquaresPartialKernel<T><<<kSumBlocks, kSumThreads, 0, stream>>>(x, n, partial.get());
+    SumSquaresPartialKernel<T><<<kSumBlocks, kSumThreads, 0, stream>>>(a.x, a.n, partial.get());
     CheckLaunch("SumSquaresPartialKernel");
-    SumPartialsKernel<<<1, kSumThreads, 0, stream>>>(partial.get(), s);
+    SumPartialsKernel<<<1, kSumThreads, 0, stream>>>(partial.get(), a.s);
     CheckLaunch("SumPartialsKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AddCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(SumSquaresCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(AddCuda, AddArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(SumSquaresCuda, SumSquaresArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

@@ -1,10 +1,11 @@
 // nn.add and nn.sum_squares on CPU, in chunks on the host's pool. sum_squares accumulates in double over
 // chunks of a fixed size (not a share of the threads), then adds the chunks' sums in order: the same
-// bits at every thread count, which a gradient norm that decides clipping needs.
+// bits at every thread count, which a gradient norm that decides clipping needs. Arguments:
+// elementwise_args.h.
 #include <algorithm>
 #include <vector>
 
-#include "kernels.h"
+#include "elementwise_args.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -14,15 +15,13 @@ constexpr int64_t kElementGrain = 1 << 15;
 constexpr int64_t kSumChunk = 1 << 16;
 
 struct AddCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_add; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound;
-    const T* a = args.In<T>(0, "A", {&n});
-    const T* b = args.In<T>(1, "B", {&n});
-    T* c = args.Out<T>(0, "C", {&n});
+  static void Run(const KernelArgs& args, const AddArgs<T>& t) {
+    const T* a = t.a;
+    const T* b = t.b;
+    T* c = t.c;
     // No restrict: C may be A or B, and each element is read before it is written.
-    args.ParallelFor(n, kElementGrain, [&](int64_t i0, int64_t i1) {
+    args.ParallelFor(t.n, kElementGrain, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) c[i] = a[i] + b[i];
     });
   }
@@ -49,12 +48,10 @@ double SumSquaresSpan(int64_t n, const T* x) {
 }
 
 struct SumSquaresCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_sum_squares; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, one = 1;
-    const T* x = args.In<T>(0, "X", {&n});
-    double* s = args.Out<double>(0, "S", {&one});
+  static void Run(const KernelArgs& args, const SumSquaresArgs<T>& a) {
+    const int64_t n = a.n;
+    const T* x = a.x;
     const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
     std::vector<double> partial(static_cast<size_t>(chunks));
     args.ParallelFor(chunks, 1, [&](int64_t j0, int64_t j1) {
@@ -65,13 +62,13 @@ struct SumSquaresCpu {
     });
     double sum = 0;
     for (double p : partial) sum += p;
-    s[0] = sum;
+    a.s[0] = sum;
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AddCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(SumSquaresCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(AddCpu, AddArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(SumSquaresCpu, SumSquaresArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

@@ -1,11 +1,11 @@
 // nn.embedding.fwd/.bwd on CPU: a row gather, and its adjoint, a row scatter-add. The backward groups
 // the rows of dY by id once (a stable counting sort), then each task owns whole rows of dW and sums
-// their contributions in index order: race-free and bit-identical for any number of threads.
+// their contributions in index order: race-free and bit-identical for any number of threads. Arguments
+// and the id checks: embedding_args.h.
 #include <algorithm>
 #include <vector>
 
-#include "index_checks.h"
-#include "kernels.h"
+#include "embedding_args.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -16,29 +16,25 @@ constexpr int64_t kElementGrain = 1 << 14;
 int64_t RowGrain(int64_t d) { return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, d)); }
 
 struct EmbeddingFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_embedding_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t v = kUnbound, d = kUnbound, m = kUnbound;
-    const T* w = args.In<T>(0, "W", {&v, &d});
-    const int64_t* ids = args.In<int64_t>(1, "ids", {&m});
-    T* y = args.Out<T>(0, "Y", {&m, &d});
-    CheckIndices(ids, m, v, "ids");
-    args.ParallelFor(m, RowGrain(d), [&](int64_t i0, int64_t i1) {
+  static void Run(const KernelArgs& args, const EmbeddingFwdArgs<T>& a) {
+    const int64_t d = a.d;
+    const T* w = a.w;
+    const int64_t* ids = a.ids;
+    T* y = a.y;
+    args.ParallelFor(a.m, RowGrain(d), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) std::copy_n(w + ids[i] * d, d, y + i * d);
     });
   }
 };
 
 struct EmbeddingBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_embedding_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t m = kUnbound, d = kUnbound, v = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&m, &d});
-    const int64_t* ids = args.In<int64_t>(1, "ids", {&m});
-    T* dw = args.Out<T>(0, "dW", {&v, &d});
-    CheckIndices(ids, m, v, "ids");
+  static void Run(const KernelArgs& args, const EmbeddingBwdArgs<T>& a) {
+    const int64_t m = a.m, d = a.d, v = a.v;
+    const T* dy = a.dy;
+    const int64_t* ids = a.ids;
+    T* dw = a.dw;
 
     // rows_of[start[id] .. start[id + 1]) = the rows m with ids[m] == id, in increasing m.
     std::vector<int64_t> start(static_cast<size_t>(v) + 1, 0);
@@ -65,7 +61,7 @@ struct EmbeddingBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(EmbeddingFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(EmbeddingBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(EmbeddingFwdCpu, EmbeddingFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(EmbeddingBwdCpu, EmbeddingBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

@@ -1,7 +1,7 @@
 // nn.gelu.fwd/.bwd on CUDA: the exact (erf) GELU; nn.gelu_tanh.fwd/.bwd: GPT-2's tanh approximation, the
-// same expressions as gelu_cpu.cc (llm.c's). Elementwise grid-stride loops.
+// same expressions as gelu_cpu.cc (llm.c's). Elementwise grid-stride loops (arguments: activation_args.h).
+#include "activation_args.h"
 #include "cuda_support.h"
-#include "kernels.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -47,64 +47,46 @@ __global__ void GeluTanhBwdKernel(const T* dy, const T* x, int64_t n, T* dx) {
 }
 
 struct GeluFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* x = args.In<T>(0, "X", {&n, &d});
-    T* y = args.Out<T>(0, "Y", {&n, &d});
-    if (n * d == 0) return;
-    GeluFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(x, n * d, y);
+  static void Run(const KernelArgs& args, const ActivationFwdArgs<T>& a) {
+    if (a.count == 0) return;
+    GeluFwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.x, a.count, a.y);
     CheckLaunch("GeluFwdKernel");
   }
 };
 
 struct GeluBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &d});
-    const T* x = args.In<T>(1, "X", {&n, &d});
-    T* dx = args.Out<T>(0, "dX", {&n, &d});
-    if (n * d == 0) return;
-    GeluBwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(dy, x, n * d, dx);
+  static void Run(const KernelArgs& args, const ActivationBwdArgs<T>& a) {
+    if (a.count == 0) return;
+    GeluBwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.dy, a.saved, a.count, a.dx);
     CheckLaunch("GeluBwdKernel");
   }
 };
 
 struct GeluTanhFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_tanh_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* x = args.In<T>(0, "X", {&n, &d});
-    T* y = args.Out<T>(0, "Y", {&n, &d});
-    if (n * d == 0) return;
-    GeluTanhFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(x, n * d, y);
+  static void Run(const KernelArgs& args, const ActivationFwdArgs<T>& a) {
+    if (a.count == 0) return;
+    GeluTanhFwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.x, a.count, a.y);
     CheckLaunch("GeluTanhFwdKernel");
   }
 };
 
 struct GeluTanhBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_gelu_tanh_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &d});
-    const T* x = args.In<T>(1, "X", {&n, &d});
-    T* dx = args.Out<T>(0, "dX", {&n, &d});
-    if (n * d == 0) return;
-    GeluTanhBwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(dy, x, n * d, dx);
+  static void Run(const KernelArgs& args, const ActivationBwdArgs<T>& a) {
+    if (a.count == 0) return;
+    GeluTanhBwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.dy, a.saved, a.count, a.dx);
     CheckLaunch("GeluTanhBwdKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(GeluFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(GeluBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(GeluTanhFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(GeluTanhBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GeluFwdCuda, GeluFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GeluBwdCuda, GeluBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GeluTanhFwdCuda, GeluTanhFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(GeluTanhBwdCuda, GeluTanhBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

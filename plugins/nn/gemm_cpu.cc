@@ -1,34 +1,30 @@
 // nn.gemm on CPU: C = alpha op(A) op(B) + beta C through OpenBLAS, split on the host's pool. Tall
 // products are split by rows of C; short, deep ones (a weight gradient X^T dY) by the inner dimension,
 // with the partial products summed in a fixed order so the result does not depend on the threads.
+// Arguments: gemm_args.h.
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "blas.h"
+#include "gemm_args.h"
 #include "index_checks.h"
-#include "kernels.h"
 
 namespace tessel::kernels::nn {
 namespace {
 
 struct GemmCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_gemm; }
   template <typename T>
-  static void Run(const KernelArgs& args);
+  static void Run(const KernelArgs& args, const GemmArgs<T>& g);
 };
 
 template <typename T>
-void GemmCpu::Run(const KernelArgs& args) {
-  const GemmShape s = CheckedGemmShape(args);
-  const tessel_gemm_params& p = args.Params<tessel_gemm_params>();
-  int64_t a_rows = kUnbound, a_cols = kUnbound, b_rows = kUnbound, b_cols = kUnbound, m = s.m, n = s.n;
-  const T* a = args.In<T>(0, "A", {&a_rows, &a_cols});
-  const T* b = args.In<T>(1, "B", {&b_rows, &b_cols});
-  T* c = args.Out<T>(0, "C", {&m, &n});
-  const Trans ta = p.trans_a ? Trans::kYes : Trans::kNo, tb = p.trans_b ? Trans::kYes : Trans::kNo;
-  const T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
-  const int64_t k = s.k;
+void GemmCpu::Run(const KernelArgs& args, const GemmArgs<T>& g) {
+  const int64_t m = g.m, n = g.n, k = g.k, a_cols = g.lda, b_cols = g.ldb;
+  const T* a = g.a;
+  const T* b = g.b;
+  T* c = g.c;
+  const Trans ta = g.ta, tb = g.tb;
+  const T alpha = g.alpha, beta = g.beta;
   // op(A) rows i0..i1 start at row i0 of A, or at column i0 when A is transposed.
   const auto a_rows_from = [&](int64_t i0) { return ta == Trans::kYes ? a + i0 : a + i0 * a_cols; };
   const auto a_inner_from = [&](int64_t k0) { return ta == Trans::kYes ? a + k0 * a_cols : a + k0; };
@@ -67,27 +63,6 @@ void GemmCpu::Run(const KernelArgs& args) {
 
 }  // namespace
 
-GemmShape CheckedGemmShape(const KernelArgs& args) {
-  const tessel_gemm_params& p = args.Params<tessel_gemm_params>();
-  if ((p.trans_a != 0 && p.trans_a != 1) || (p.trans_b != 0 && p.trans_b != 1)) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "nn.gemm: trans_a and trans_b must be 0 or 1");
-  }
-  const tessel_tensor &a = args.in(0), &b = args.in(1), &c = args.out(0);
-  if (a.ndim != 2 || b.ndim != 2 || c.ndim != 2) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "nn.gemm: A, B and C are 2-D");
-  GemmShape s;
-  s.m = p.trans_a ? a.shape[1] : a.shape[0];
-  s.k = p.trans_a ? a.shape[0] : a.shape[1];
-  const int64_t kb = p.trans_b ? b.shape[1] : b.shape[0];
-  s.n = p.trans_b ? b.shape[0] : b.shape[1];
-  if (kb != s.k || c.shape[0] != s.m || c.shape[1] != s.n) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         "nn.gemm: op(A) is [" + std::to_string(s.m) + ", " + std::to_string(s.k) + "], op(B) [" + std::to_string(kb) +
-             ", " + std::to_string(s.n) + "] and C [" + std::to_string(c.shape[0]) + ", " + std::to_string(c.shape[1]) +
-             "]: the shapes do not chain");
-  }
-  return s;
-}
-
-TESSEL_DEFINE_KERNEL(GemmCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(GemmCpu, GemmArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

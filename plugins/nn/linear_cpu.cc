@@ -6,11 +6,11 @@
 //   backward  row blocks of dX = dY W, and blocks of 64 rows of dW += dY^T X (beta = 1), each with the
 //             same columns of db += the column sums of dY, rows in order. Both kinds of block go to one
 //             ParallelFor, the large dW blocks first, so the pool balances them together.
+// Arguments: linear_args.h.
 #include <algorithm>
-#include <string>
 
 #include "blas.h"
-#include "kernels.h"
+#include "linear_args.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -27,14 +27,13 @@ constexpr int64_t kOutBlock = 64;
 int64_t Blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }
 
 struct LinearFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_linear_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, k = kUnbound, o = kUnbound;
-    const T* x = args.In<T>(0, "X", {&n, &k});
-    const T* w = args.In<T>(1, "W", {&o, &k});
-    const T* b = args.In<T>(2, "b", {&o});
-    T* y = args.Out<T>(0, "Y", {&n, &o});
+  static void Run(const KernelArgs& args, const LinearFwdArgs<T>& a) {
+    const int64_t n = a.n, k = a.k, o = a.o;
+    const T* x = a.x;
+    const T* w = a.w;
+    const T* b = a.b;
+    T* y = a.y;
     args.ParallelFor(Blocks(n, kRowBlock), 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t i0 = blk * kRowBlock, rows = std::min(kRowBlock, n - i0);
@@ -58,18 +57,17 @@ void AddColumnSums(const T* dy, int64_t n, int64_t o, int64_t o0, int64_t o1, T*
 }
 
 struct LinearBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_linear_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, k = kUnbound, o = kUnbound, dx_rows = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &o});
-    const T* x = args.In<T>(1, "X", {&n, &k});
-    const T* w = args.In<T>(2, "W", {&o, &k});
-    T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-    T* dw = args.Out<T>(1, "dW", {&o, &k});
-    T* db = args.Out<T>(2, "db", {&o});
+  static void Run(const KernelArgs& args, const LinearBwdArgs<T>& a) {
+    const int64_t n = a.n, k = a.k, o = a.o;
+    const T* dy = a.dy;
+    const T* x = a.x;
+    const T* w = a.w;
+    T* dx = a.dx;
+    T* dw = a.dw;
+    T* db = a.db;
     const int64_t dw_blocks = Blocks(o, kOutBlock);
-    const int64_t dx_blocks = LinearBwdWantsDx(dx_rows, n) ? Blocks(n, kRowBlock) : 0;
+    const int64_t dx_blocks = a.want_dx ? Blocks(n, kRowBlock) : 0;
     // The weight-gradient blocks (the larger: all N rows deep) first, so that the pool's last chunks
     // are the small dX blocks that even out the threads.
     args.ParallelFor(dw_blocks + dx_blocks, 1, [&](int64_t t0, int64_t t1) {
@@ -89,15 +87,7 @@ struct LinearBwdCpu {
 
 }  // namespace
 
-bool LinearBwdWantsDx(int64_t dx_rows, int64_t n) {
-  if (dx_rows != 0 && dx_rows != n) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows (skip) or as many as dY (" + std::to_string(n) +
-                                             "), has " + std::to_string(dx_rows));
-  }
-  return dx_rows > 0;
-}
-
-TESSEL_DEFINE_KERNEL(LinearFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(LinearBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(LinearFwdCpu, LinearFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(LinearBwdCpu, LinearBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

@@ -1,6 +1,6 @@
-// nn.relu.fwd/.bwd on CUDA: elementwise grid-stride loops.
+// nn.relu.fwd/.bwd on CUDA: elementwise grid-stride loops (arguments: activation_args.h).
+#include "activation_args.h"
 #include "cuda_support.h"
-#include "kernels.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -20,35 +20,26 @@ __global__ void ReluBwdKernel(const T* dy, const T* y, int64_t n, T* dx) {
 }
 
 struct ReluFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_relu_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* x = args.In<T>(0, "X", {&n, &d});
-    T* y = args.Out<T>(0, "Y", {&n, &d});
-    if (n * d == 0) return;
-    ReluFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(x, n * d, y);
+  static void Run(const KernelArgs& args, const ActivationFwdArgs<T>& a) {
+    if (a.count == 0) return;
+    ReluFwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.x, a.count, a.y);
     CheckLaunch("ReluFwdKernel");
   }
 };
 
 struct ReluBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_relu_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &d});
-    const T* y = args.In<T>(1, "Y", {&n, &d});
-    T* dx = args.Out<T>(0, "dX", {&n, &d});
-    if (n * d == 0) return;
-    ReluBwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(dy, y, n * d, dx);
+  static void Run(const KernelArgs& args, const ActivationBwdArgs<T>& a) {
+    if (a.count == 0) return;
+    ReluBwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.dy, a.saved, a.count, a.dx);
     CheckLaunch("ReluBwdKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(ReluFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(ReluBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(ReluFwdCuda, ReluFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(ReluBwdCuda, ReluBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

@@ -1,7 +1,7 @@
 // nn.softmax_xent.fwd_bwd on CUDA: one thread per row (log-sum-exp in double), then one block sums the
-// per-row results in a fixed order, so the loss is deterministic.
+// per-row results in a fixed order, so the loss is deterministic (arguments: softmax_xent_args.h).
 #include "cuda_support.h"
-#include "kernels.h"
+#include "softmax_xent_args.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -67,35 +67,24 @@ __global__ void XentReduceKernel(const double* row_loss, const int64_t* row_corr
 }
 
 struct SoftmaxXentCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_nn_softmax_xent; }
   template <typename T>
-  static void Run(const KernelArgs& args);
-};
-
-template <typename T>
-void SoftmaxXentCuda::Run(const KernelArgs& args) {
-  int64_t n = kUnbound, c = kUnbound, one = 1;
-  const T* logits = args.In<T>(0, "logits", {&n, &c});
-  const int64_t* labels = args.In<int64_t>(1, "labels", {&n});
-  const uint8_t* mask = args.In<uint8_t>(2, "mask", {&n});
-  const double scale = args.Params<tessel_softmax_xent_params>().scale;
-  double* loss_sum = args.Out<double>(0, "loss_sum", {&one});
-  int64_t* correct = args.Out<int64_t>(1, "correct", {&one});
-  T* dlogits = args.Out<T>(2, "dlogits", {&n, &c});
-  cudaStream_t stream = StreamOf(args);
-  Workspace<double> row_loss(args, n);
-  Workspace<int64_t> row_correct(args, n);
-  if (n > 0) {
-    XentRowsKernel<T><<<Blocks(n), kThreads, 0, stream>>>(logits, labels, mask, scale, n, c, dlogits, row_loss.get(),
-                                                          row_correct.get());
-    CheckLaunch("XentRowsKernel");
+  static void Run(const KernelArgs& args, const SoftmaxXentArgs<T>& a) {
+    const int64_t n = a.n;
+    cudaStream_t stream = StreamOf(args);
+    Workspace<double> row_loss(args, n);
+    Workspace<int64_t> row_correct(args, n);
+    if (n > 0) {
+      XentRowsKernel<T><<<Blocks(n), kThreads, 0, stream>>>(a.logits, a.labels, a.mask, a.scale, n, a.c, a.dlogits,
+                                                            row_loss.get(), row_correct.get());
+      CheckLaunch("XentRowsKernel");
+    }
+    XentReduceKernel<<<1, kReduceThreads, 0, stream>>>(row_loss.get(), row_correct.get(), n, a.loss_sum, a.correct);
+    CheckLaunch("XentReduceKernel");
   }
-  XentReduceKernel<<<1, kReduceThreads, 0, stream>>>(row_loss.get(), row_correct.get(), n, loss_sum, correct);
-  CheckLaunch("XentReduceKernel");
-}
+};
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(SoftmaxXentCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(SoftmaxXentCuda, SoftmaxXentArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

@@ -1,8 +1,9 @@
-// What the fused CUDA kernels (rgcn_fused.cu, rgat.cu, hgt.cu) share: the walk over a layout side's items
-// (segments or pairs) in relation order, chunk by chunk (Sweep: one host sync reads the runs, a counting
-// sort orders them by relation, a second sync uploads the order; per chunk a kernel maps its rows to items
-// and relations by binary search over the runs), row gathers and atomic scatters through that mapping, warp
-// helpers (lanes, sums, dot products) and an atomic max with the CPU kernels' comparison.
+// What the fused CUDA kernels (rgcn_fused.cu, rgat_fwd.cu, rgat_bwd.cu, hgt.cu) share: the walk over a
+// layout side's items (segments or pairs) in relation order, chunk by chunk (Sweep: one host sync reads
+// the runs, a counting sort orders them by relation, a second sync uploads the order; per chunk a kernel
+// maps its rows to items and relations by binary search over the runs), row gathers and atomic scatters
+// through that mapping, warp helpers (lanes, sums, dot products) and an atomic max with the CPU kernels'
+// comparison.
 // Thread safety: a Sweep belongs to one call and its stream; the rest are pure functions and kernels over
 // caller-owned memory. Scratch comes from the call's workspace (Workspace<T>), never from cudaMalloc.
 // Include from .cu files only. Everything here is inline, a template or static, so that the .cu files of

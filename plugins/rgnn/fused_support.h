@@ -1,4 +1,4 @@
-// Helpers shared by the fused CPU kernels (rgcn_fused_cpu.cc, rgat_cpu.cc, hgt_cpu.cc): tile sizes, the
+// Helpers shared by the fused CPU kernels (rgcn_fused_cpu.cc, rgat_*_cpu.cc, hgt_cpu.cc): tile sizes, the
 // fixed grouping of blocks for gradient partial sums, row prefetches. (The row loops are
 // plugins/common/row_ops.h.)
 // Thread safety: pure functions over caller-owned memory.

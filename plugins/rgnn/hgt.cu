@@ -26,93 +26,26 @@
 //       and Dq = sum_e dscore Q[dst] (dalpha = V' . dAgg[dst]); dV[src] += B msg^T, dK[src] += ps Dq att^T.
 //
 // Sums in float are reordered against the CPU kernels (atomics, cuBLAS blocking, warp reductions); outputs
-// are nondeterministic in the last bits. The kernels trust the layout's indices (LayoutCheck::kStructure);
-// the host checks only what it indexes itself (the run offsets and relations it sorts).
+// are nondeterministic in the last bits. The kernels trust the layout's indices (the binder, hgt_args.h,
+// checks them on the CPU only); the host checks only what it indexes itself (the run offsets and relations
+// it sorts).
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "cuda_support.h"
 #include "fused_cuda.cuh"
-#include "kernels.h"
-#include "segment_layout.h"
+#include "hgt_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
-
-using std::to_string;
 
 // The shared helpers (fused_cuda.cuh): chunks in relation order, warps, row gathers and scatters.
 using fused_cuda::AtomicMax, fused_cuda::ChunkRows, fused_cuda::DstSide, fused_cuda::Exp, fused_cuda::FillKernel,
     fused_cuda::Gather, fused_cuda::GlobalWarp, fused_cuda::kWarp, fused_cuda::Lane, fused_cuda::ScatterAdd,
     fused_cuda::SrcSide, fused_cuda::Sweep, fused_cuda::WarpBlocks, fused_cuda::WarpDot, fused_cuda::WarpStride,
     fused_cuda::ZeroAsync;
-
-// ---------------------------------------------------------------------------------------------------
-// Inputs (as hgt_cpu.cc; the layout's indices themselves are trusted).
-
-template <typename T>
-struct HgtInputs {
-  int64_t m = kUnbound, n = kUnbound, r = kUnbound, h = kUnbound, dh = kUnbound, f = kUnbound;
-  const T* k = nullptr;      // [M, F]
-  const T* q = nullptr;      // [N, F]
-  const T* v = nullptr;      // [M, F]
-  const T* att = nullptr;    // [R, H, Dh, Dh]
-  const T* msg = nullptr;    // [R, H, Dh, Dh]
-  const T* prior = nullptr;  // [R, H]
-  T scale = T(1);            // 1 / sqrt(Dh)
-  bool reorder = true;
-  DstLayout dl;
-  SrcLayout sl;
-
-  const T* Att(int64_t rel, int64_t head) const { return att + (rel * h + head) * dh * dh; }
-  const T* Msg(int64_t rel, int64_t head) const { return msg + (rel * h + head) * dh * dh; }
-};
-
-// Reads and checks Kx, Qx, Vx, att, msg, prior (from input `first`), the DST layout, dedge_pair and the
-// SRC layout (from input `layout`) and the params. `n` and `f` may already be bound by the caller.
-template <typename T>
-HgtInputs<T> ReadInputs(const KernelArgs& args, int first, int layout, int64_t n, int64_t f) {
-  const auto& params = args.Params<tessel_hgt_params>();
-  const std::string op = args.op().name;
-  if (params.heads < 1) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": heads must be at least 1, is " + to_string(params.heads));
-  }
-  if (params.reorder != 0 && params.reorder != 1) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": reorder must be 0 or 1, is " + to_string(params.reorder));
-  }
-  HgtInputs<T> in;
-  in.n = n;
-  in.f = f;
-  in.h = params.heads;
-  in.reorder = params.reorder == 1;
-  in.k = args.In<T>(first, "Kx", {&in.m, &in.f});
-  in.q = args.In<T>(first + 1, "Qx", {&in.n, &in.f});
-  in.v = args.In<T>(first + 2, "Vx", {&in.m, &in.f});
-  in.att = args.In<T>(first + 3, "att", {&in.r, &in.h, &in.dh, &in.dh});
-  in.msg = args.In<T>(first + 4, "msg", {&in.r, &in.h, &in.dh, &in.dh});
-  in.prior = args.In<T>(first + 5, "prior", {&in.r, &in.h});
-  if (in.dh < 1 || in.f != in.h * in.dh) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": the feature width F = " + to_string(in.f) + " must be heads (" +
-                                             to_string(in.h) + ") x the head width of att (" + to_string(in.dh) +
-                                             "), with a head width of at least 1");
-  }
-  in.scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(in.dh)));
-  in.dl = ReadDstLayout(args, layout, in.n, in.m, in.r, LayoutCheck::kStructure);
-  in.sl = ReadSrcLayout(args, layout + 8, in.m, in.r, in.dl.num_segs, LayoutCheck::kStructure);
-  if (in.sl.num_edges != in.dl.num_edges) {
-    Fail(TESSEL_STATUS_BAD_DATA, "segment layout: sedge_seg has " + to_string(in.sl.num_edges) + " edges, dedge_src " +
-                                     to_string(in.dl.num_edges));
-  }
-  // Bound for its shape only: the CUDA kernels reach a dst-major edge's pair through the SRC layout.
-  ReadEdgePair(args, layout + 7, in.dl.num_edges, in.sl.num_pairs, LayoutCheck::kStructure);
-  if ((in.dl.num_segs > 0 && in.dl.num_runs == 0) || (in.sl.num_pairs > 0 && in.sl.num_runs == 0)) {
-    Fail(TESSEL_STATUS_BAD_DATA, "segment layout: items but no runs");
-  }
-  return in;
-}
 
 // out[rows x F] head by head: out_h = x_h mats[r, h] (Trans::kNo) or x_h mats[r, h]^T (Trans::kYes), for each
 // relation slice of the current chunk; x and out are [chunk, F] tiles, mats [R, H, Dh, Dh].
@@ -295,12 +228,12 @@ void ForwardMaterialised(const KernelArgs& args, const HgtInputs<T>& in, T* agg,
 }
 
 template <typename T>
-void Forward(const KernelArgs& args) {
-  const HgtInputs<T> in = ReadInputs<T>(args, 0, 6, kUnbound, kUnbound);
-  int64_t n = in.n, f = in.f, h = in.h;
-  T* agg = args.Out<T>(0, "Agg", {&n, &f});
-  T* row_max = args.Out<T>(1, "row_max", {&n, &h});
-  T* row_sum = args.Out<T>(2, "row_sum", {&n, &h});
+void Forward(const KernelArgs& args, const HgtFwdArgs<T>& a) {
+  const HgtInputs<T>& in = a.in;
+  const int64_t n = in.n, f = in.f, h = in.h;
+  T* agg = a.agg;
+  T* row_max = a.row_max;
+  T* row_sum = a.row_sum;
   cudaStream_t stream = StreamOf(args);
   const int64_t nh = n * h;
   ZeroAsync(agg, n * f, sizeof(T), stream, "zero Agg");
@@ -501,20 +434,19 @@ void BackwardSrc(const KernelArgs& args, const HgtInputs<T>& in, const BackwardA
 }
 
 template <typename T>
-void Backward(const KernelArgs& args) {
-  int64_t n = kUnbound, f = kUnbound;
-  const T* dagg = args.In<T>(0, "dAgg", {&n, &f});
-  const HgtInputs<T> in = ReadInputs<T>(args, 1, 10, n, f);
-  int64_t m = in.m, r = in.r, h = in.h, dh = in.dh;
-  const T* agg = args.In<T>(7, "Agg", {&n, &f});
-  const T* row_max = args.In<T>(8, "row_max", {&n, &h});
-  const T* row_sum = args.In<T>(9, "row_sum", {&n, &h});
-  T* dk = args.Out<T>(0, "dK", {&m, &f});
-  T* dq = args.Out<T>(1, "dQ", {&n, &f});
-  T* dv = args.Out<T>(2, "dV", {&m, &f});
-  T* datt = args.Out<T>(3, "datt", {&r, &h, &dh, &dh});
-  T* dmsg = args.Out<T>(4, "dmsg", {&r, &h, &dh, &dh});
-  T* dprior = args.Out<T>(5, "dprior", {&r, &h});
+void Backward(const KernelArgs& args, const HgtBwdArgs<T>& a) {
+  const HgtInputs<T>& in = a.in;
+  const int64_t n = in.n, f = in.f, m = in.m, r = in.r, h = in.h, dh = in.dh;
+  const T* dagg = a.dagg;
+  const T* agg = a.agg;
+  const T* row_max = a.row_max;
+  const T* row_sum = a.row_sum;
+  T* dk = a.dk;
+  T* dq = a.dq;
+  T* dv = a.dv;
+  T* datt = a.datt;
+  T* dmsg = a.dmsg;
+  T* dprior = a.dprior;
   cudaStream_t stream = StreamOf(args);
   ZeroAsync(dk, m * f, sizeof(T), stream, "zero dK");
   ZeroAsync(dq, n * f, sizeof(T), stream, "zero dQ");
@@ -545,24 +477,22 @@ void Backward(const KernelArgs& args) {
 }
 
 struct HgtFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    Forward<T>(args);
+  static void Run(const KernelArgs& args, const HgtFwdArgs<T>& a) {
+    Forward<T>(args, a);
   }
 };
 
 struct HgtBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    Backward<T>(args);
+  static void Run(const KernelArgs& args, const HgtBwdArgs<T>& a) {
+    Backward<T>(args, a);
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(HgtFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(HgtBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(HgtFwdCuda, HgtFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(HgtBwdCuda, HgtBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

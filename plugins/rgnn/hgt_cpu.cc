@@ -15,83 +15,19 @@
 //       (summed in group order, so the bits do not depend on the number of threads);
 //   D2, source blocks: dK and dV, from k' = K att and m' = V msg per tile of pairs.
 // Every output row is written by the one block that owns it: no atomics, a fixed order of sums.
+// Arguments, the layout and its checks: hgt_args.h.
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "blas.h"
 #include "fused_support.h"
-#include "kernels.h"
+#include "hgt_args.h"
 #include "row_ops.h"
-#include "segment_layout.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
-
-// The arguments both kernels share: features, relation weights, the layout and the params.
-template <typename T>
-struct HgtInputs {
-  int64_t m = kUnbound, n = kUnbound, r = kUnbound, h = kUnbound, dh = kUnbound, f = kUnbound;
-  const T* k = nullptr;  // [M, F]
-  const T* q = nullptr;  // [N, F]
-  const T* v = nullptr;  // [M, F]
-  const T* att = nullptr;
-  const T* msg = nullptr;
-  const T* prior = nullptr;
-  T scale = T(1);  // 1 / sqrt(Dh)
-  bool reorder = true;
-  DstLayout dl;
-  SrcLayout sl;
-  const int32_t* edge_pair = nullptr;  // [E]: the pair of each dst-major edge
-
-  const T* Att(int64_t rel, int64_t head) const { return att + (rel * h + head) * dh * dh; }
-  const T* Msg(int64_t rel, int64_t head) const { return msg + (rel * h + head) * dh * dh; }
-  // prior[r, h] / sqrt(Dh) of every head of relation `rel`.
-  void Scales(int64_t rel, T* ps) const {
-    for (int64_t c = 0; c < h; ++c) ps[c] = prior[rel * h + c] * scale;
-  }
-};
-
-// Reads and checks Kx, Qx, Vx, att, msg, prior (from input `first`), the DST layout, dedge_pair and the
-// SRC layout (from input `layout`) and the params. `n` and `f` may already be bound by the caller.
-template <typename T>
-HgtInputs<T> ReadInputs(const KernelArgs& args, int first, int layout, int64_t n, int64_t f) {
-  const auto& params = args.Params<tessel_hgt_params>();
-  const std::string op = args.op().name;
-  if (params.heads < 1) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": heads must be at least 1, is " + std::to_string(params.heads));
-  }
-  if (params.reorder != 0 && params.reorder != 1) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": reorder must be 0 or 1, is " + std::to_string(params.reorder));
-  }
-  HgtInputs<T> in;
-  in.n = n;
-  in.f = f;
-  in.h = params.heads;
-  in.reorder = params.reorder == 1;
-  in.k = args.In<T>(first, "Kx", {&in.m, &in.f});
-  in.q = args.In<T>(first + 1, "Qx", {&in.n, &in.f});
-  in.v = args.In<T>(first + 2, "Vx", {&in.m, &in.f});
-  in.att = args.In<T>(first + 3, "att", {&in.r, &in.h, &in.dh, &in.dh});
-  in.msg = args.In<T>(first + 4, "msg", {&in.r, &in.h, &in.dh, &in.dh});
-  in.prior = args.In<T>(first + 5, "prior", {&in.r, &in.h});
-  if (in.dh < 1 || in.f != in.h * in.dh) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, op + ": the feature width F = " + std::to_string(in.f) + " must be heads (" +
-                                             std::to_string(in.h) + ") x the head width of att (" +
-                                             std::to_string(in.dh) + "), with a head width of at least 1");
-  }
-  in.scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(in.dh)));
-  in.dl = ReadDstLayout(args, layout, in.n, in.m, in.r, LayoutCheck::kFull);
-  in.sl = ReadSrcLayout(args, layout + 8, in.m, in.r, in.dl.num_segs, LayoutCheck::kFull);
-  if (in.sl.num_edges != in.dl.num_edges) {
-    Fail(TESSEL_STATUS_BAD_DATA, "segment layout: sedge_seg has " + std::to_string(in.sl.num_edges) +
-                                     " edges, dedge_src " + std::to_string(in.dl.num_edges));
-  }
-  in.edge_pair = ReadEdgePair(args, layout + 7, in.dl.num_edges, in.sl.num_pairs, LayoutCheck::kFull);
-  return in;
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Forward
@@ -488,46 +424,26 @@ void Backward(const KernelArgs& args, const HgtInputs<T>& in, const T* dagg, con
 }
 
 struct HgtFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    const HgtInputs<T> in = ReadInputs<T>(args, 0, 6, kUnbound, kUnbound);
-    int64_t n = in.n, f = in.f, h = in.h;
-    T* agg = args.Out<T>(0, "Agg", {&n, &f});
-    T* row_max = args.Out<T>(1, "row_max", {&n, &h});
-    T* row_sum = args.Out<T>(2, "row_sum", {&n, &h});
-    if (in.reorder) {
-      ForwardReordered(args, in, agg, row_max, row_sum);
+  static void Run(const KernelArgs& args, const HgtFwdArgs<T>& a) {
+    if (a.in.reorder) {
+      ForwardReordered(args, a.in, a.agg, a.row_max, a.row_sum);
     } else {
-      ForwardMaterialised(args, in, agg, row_max, row_sum);
+      ForwardMaterialised(args, a.in, a.agg, a.row_max, a.row_sum);
     }
   }
 };
 
 struct HgtBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_hgt_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, f = kUnbound;
-    const T* dagg = args.In<T>(0, "dAgg", {&n, &f});
-    const HgtInputs<T> in = ReadInputs<T>(args, 1, 10, n, f);
-    int64_t m = in.m, r = in.r, h = in.h, dh = in.dh;
-    const T* agg = args.In<T>(7, "Agg", {&n, &f});
-    const T* row_max = args.In<T>(8, "row_max", {&n, &h});
-    const T* row_sum = args.In<T>(9, "row_sum", {&n, &h});
-    T* dk = args.Out<T>(0, "dK", {&m, &f});
-    T* dq = args.Out<T>(1, "dQ", {&n, &f});
-    T* dv = args.Out<T>(2, "dV", {&m, &f});
-    T* datt = args.Out<T>(3, "datt", {&r, &h, &dh, &dh});
-    T* dmsg = args.Out<T>(4, "dmsg", {&r, &h, &dh, &dh});
-    T* dprior = args.Out<T>(5, "dprior", {&r, &h});
-    Backward(args, in, dagg, agg, row_max, row_sum, dk, dq, dv, datt, dmsg, dprior);
+  static void Run(const KernelArgs& args, const HgtBwdArgs<T>& a) {
+    Backward(args, a.in, a.dagg, a.agg, a.row_max, a.row_sum, a.dk, a.dq, a.dv, a.datt, a.dmsg, a.dprior);
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(HgtFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(HgtBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(HgtFwdCpu, HgtFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(HgtBwdCpu, HgtBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn

@@ -25,15 +25,14 @@
 // result atomically into H[seg_dst[s]] or dW[r][row_id[pair_src[u]]] (dW zeroed first).
 //
 // Sums in float are reordered against the CPU kernels (atomics, cuBLAS blocking); outputs are
-// nondeterministic in the last bits. The kernels trust the layout's indices (LayoutCheck::kStructure); the
-// host checks only what it indexes itself (the run offsets and relations it sorts).
+// nondeterministic in the last bits. The kernels trust the layout's indices (the binder, rgcn_fused_args.h,
+// checks them on the CPU only); the host checks only what it indexes itself (the run offsets and relations
+// it sorts).
 #include <algorithm>
-#include <string>
 
 #include "cuda_support.h"
 #include "fused_cuda.cuh"
-#include "kernels.h"
-#include "segment_layout.h"
+#include "rgcn_fused_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -117,14 +116,19 @@ __global__ void EmbedBackwardRowsKernel(const T* dh, int64_t d, const T* seg_nor
   }
 }
 
+struct RgcnFwdCuda {
+  template <typename T>
+  static void Run(const KernelArgs& args, const RgcnFwdArgs<T>& in);
+};
+
 template <typename T>
-void RgcnForward(const KernelArgs& args) {
-  int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, s = kUnbound, n = kUnbound;
-  const T* x = args.In<T>(0, "X", {&m, &k});
-  const T* w = args.In<T>(1, "W", {&r, &k, &d});
-  const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-  T* h = args.Out<T>(0, "H", {&n, &d});
-  const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kStructure);
+void RgcnFwdCuda::Run(const KernelArgs& args, const RgcnFwdArgs<T>& in) {
+  const int64_t k = in.k, r = in.r, d = in.d, n = in.n;
+  const T* x = in.x;
+  const T* w = in.w;
+  const T* seg_norm = in.seg_norm;
+  T* h = in.h;
+  const DstLayout& l = in.l;
   cudaStream_t stream = StreamOf(args);
   ZeroAsync(h, n * d, sizeof(T), stream, "zero H");
   if (l.num_segs == 0 || k == 0 || d == 0) return;  // H = 0
@@ -140,22 +144,23 @@ void RgcnForward(const KernelArgs& args) {
   });
 }
 
+struct RgcnBwdCuda {
+  template <typename T>
+  static void Run(const KernelArgs& args, const RgcnBwdArgs<T>& a);
+};
+
 template <typename T>
-void RgcnBackward(const KernelArgs& args) {
-  int64_t n = kUnbound, d = kUnbound, m = kUnbound, k = kUnbound, r = kUnbound, s = kUnbound, dx_rows = kUnbound;
-  const T* dh = args.In<T>(0, "dH", {&n, &d});
-  const T* x = args.In<T>(1, "X", {&m, &k});
-  const T* w = args.In<T>(2, "W", {&r, &k, &d});
-  const T* seg_norm = args.In<T>(3, "seg_norm", {&s});
-  const int32_t* seg_dst = args.In<int32_t>(4, "seg_dst", {&s});
-  T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-  if (dx_rows != 0 && dx_rows != m) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
-  }
-  T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
-  const SrcLayout l = ReadSrcLayout(args, 5, m, r, s, LayoutCheck::kStructure);
-  const bool want_dx = dx_rows > 0;
+void RgcnBwdCuda::Run(const KernelArgs& args, const RgcnBwdArgs<T>& a) {
+  const int64_t d = a.d, m = a.m, k = a.k, r = a.r;
+  const T* dh = a.dh;
+  const T* x = a.x;
+  const T* w = a.w;
+  const T* seg_norm = a.seg_norm;
+  const int32_t* seg_dst = a.seg_dst;
+  T* dx = a.dx;
+  T* dw = a.dw;
+  const SrcLayout& l = a.l;
+  const bool want_dx = dx != nullptr;
   cudaStream_t stream = StreamOf(args);
   ZeroAsync(dw, r * k * d, sizeof(T), stream, "zero dW");
   if (want_dx) ZeroAsync(dx, m * k, sizeof(T), stream, "zero dX");
@@ -179,102 +184,50 @@ void RgcnBackward(const KernelArgs& args) {
   });
 }
 
-template <typename T>
-void RgcnEmbedForward(const KernelArgs& args) {
-  int64_t r = kUnbound, v = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, n = kUnbound;
-  const T* w = args.In<T>(0, "W", {&r, &v, &d});
-  const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
-  const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-  T* h = args.Out<T>(0, "H", {&n, &d});
-  const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kStructure);
-  cudaStream_t stream = StreamOf(args);
-  ZeroAsync(h, n * d, sizeof(T), stream, "zero H");
-  if (l.num_segs * d == 0) return;
-  if (l.num_runs == 0) Fail(TESSEL_STATUS_BAD_DATA, "segment layout: segments but no dst runs");
-  EmbedForwardKernel<T><<<Blocks(l.num_segs * d), kThreads, 0, stream>>>(w, v, d, row_id, seg_norm, l, h);
-  CheckLaunch("EmbedForwardKernel");
-}
-
-template <typename T>
-void RgcnEmbedBackward(const KernelArgs& args) {
-  int64_t n = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, r = kUnbound, v = kUnbound;
-  const T* dh = args.In<T>(0, "dH", {&n, &d});
-  const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
-  const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-  const int32_t* seg_dst = args.In<int32_t>(3, "seg_dst", {&s});
-  T* dw = args.Out<T>(0, "dW", {&r, &v, &d});
-  const SrcLayout l = ReadSrcLayout(args, 4, m, r, s, LayoutCheck::kStructure);
-  cudaStream_t stream = StreamOf(args);
-  ZeroAsync(dw, r * v * d, sizeof(T), stream, "zero dW");
-  if (l.num_pairs * d == 0) return;
-  if (l.num_runs == 0) Fail(TESSEL_STATUS_BAD_DATA, "segment layout: pairs but no src runs");
-  EmbedBackwardKernel<T><<<Blocks(l.num_pairs * d), kThreads, 0, stream>>>(dh, d, seg_norm, seg_dst, row_id, v, l, dw);
-  CheckLaunch("EmbedBackwardKernel");
-}
-
-template <typename T>
-void RgcnEmbedBackwardRows(const KernelArgs& args) {
-  int64_t n = kUnbound, d = kUnbound, s = kUnbound, u = kUnbound;
-  const T* dh = args.In<T>(0, "dH", {&n, &d});
-  const T* seg_norm = args.In<T>(1, "seg_norm", {&s});
-  const int32_t* seg_dst = args.In<int32_t>(2, "seg_dst", {&s});
-  T* rows = args.Out<T>(0, "dRows", {&u, &d});
-  const SrcLayout l = ReadSrcLayout(args, 3, kUnbound, kUnbound, s, LayoutCheck::kStructure);
-  if (l.num_pairs != u) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         "output 'dRows' must have one row per pair (" + std::to_string(l.num_pairs) + "), has " + std::to_string(u));
-  }
-  if (u * d == 0) return;
-  EmbedBackwardRowsKernel<T><<<Blocks(u * d), kThreads, 0, StreamOf(args)>>>(dh, d, seg_norm, seg_dst, l, rows);
-  CheckLaunch("EmbedBackwardRowsKernel");
-}
-
-struct RgcnFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_fwd; }
-  template <typename T>
-  static void Run(const KernelArgs& args) {
-    RgcnForward<T>(args);
-  }
-};
-
-struct RgcnBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_bwd; }
-  template <typename T>
-  static void Run(const KernelArgs& args) {
-    RgcnBackward<T>(args);
-  }
-};
-
 struct RgcnEmbedFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    RgcnEmbedForward<T>(args);
+  static void Run(const KernelArgs& args, const RgcnEmbedFwdArgs<T>& a) {
+    const int64_t d = a.d;
+    const DstLayout& l = a.l;
+    cudaStream_t stream = StreamOf(args);
+    ZeroAsync(a.h, a.n * d, sizeof(T), stream, "zero H");
+    if (l.num_segs * d == 0) return;
+    EmbedForwardKernel<T><<<Blocks(l.num_segs * d), kThreads, 0, stream>>>(a.w, a.v, d, a.row_id, a.seg_norm, l, a.h);
+    CheckLaunch("EmbedForwardKernel");
   }
 };
 
 struct RgcnEmbedBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    RgcnEmbedBackward<T>(args);
+  static void Run(const KernelArgs& args, const RgcnEmbedBwdArgs<T>& a) {
+    const int64_t d = a.d;
+    const SrcLayout& l = a.l;
+    cudaStream_t stream = StreamOf(args);
+    ZeroAsync(a.dw, a.r * a.v * d, sizeof(T), stream, "zero dW");
+    if (l.num_pairs * d == 0) return;
+    EmbedBackwardKernel<T>
+        <<<Blocks(l.num_pairs * d), kThreads, 0, stream>>>(a.dh, d, a.seg_norm, a.seg_dst, a.row_id, a.v, l, a.dw);
+    CheckLaunch("EmbedBackwardKernel");
   }
 };
 
 struct RgcnEmbedBwdRowsCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd_rows; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    RgcnEmbedBackwardRows<T>(args);
+  static void Run(const KernelArgs& args, const RgcnEmbedBwdRowsArgs<T>& a) {
+    const int64_t u = a.u, d = a.d;
+    if (u * d == 0) return;
+    EmbedBackwardRowsKernel<T>
+        <<<Blocks(u * d), kThreads, 0, StreamOf(args)>>>(a.dh, d, a.seg_norm, a.seg_dst, a.l, a.rows);
+    CheckLaunch("EmbedBackwardRowsKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(RgcnFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(RgcnBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(RgcnEmbedFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(RgcnEmbedBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(RgcnEmbedBwdRowsCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(RgcnFwdCuda, RgcnFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(RgcnBwdCuda, RgcnBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(RgcnEmbedFwdCuda, RgcnEmbedFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdCuda, RgcnEmbedBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdRowsCuda, RgcnEmbedBwdRowsArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -2,14 +2,14 @@
 // (<tessel/ops/rgnn.h>). Forward aggregates each segment's inputs first and applies W_r to the
 // aggregate (one GEMM per tile of a run's segments), so no pairs x width tensor ever exists; backward
 // walks the source side the same way. Blocks run in parallel; each owns its output rows, so nothing is
-// written by two threads and sums run in a fixed order.
+// written by two threads and sums run in a fixed order. Arguments, the layout and its checks:
+// rgcn_fused_args.h.
 #include <vector>
 
 #include "blas.h"
 #include "fused_support.h"
-#include "kernels.h"
+#include "rgcn_fused_args.h"
 #include "row_ops.h"
-#include "segment_layout.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -147,117 +147,47 @@ void BackwardRows(const KernelArgs& args, const T* dh, int64_t d, const T* seg_n
   });
 }
 
-void CheckRowIds(const int64_t* row_id, int64_t m, int64_t v) {
-  for (int64_t i = 0; i < m; ++i) {
-    if (row_id[i] < 0 || row_id[i] >= v) {
-      Fail(TESSEL_STATUS_BAD_DATA, "row_id[" + std::to_string(i) + "] = " + std::to_string(row_id[i]) +
-                                       " is out of range [0, " + std::to_string(v) + ")");
-    }
-  }
-}
-
-void CheckSegDst(const int32_t* seg_dst, int64_t s, int64_t n) {
-  for (int64_t i = 0; i < s; ++i) {
-    if (seg_dst[i] < 0 || seg_dst[i] >= n) {
-      Fail(TESSEL_STATUS_BAD_DATA, "seg_dst[" + std::to_string(i) + "] = " + std::to_string(seg_dst[i]) +
-                                       " is out of range [0, " + std::to_string(n) + ")");
-    }
-  }
-}
-
 struct RgcnFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, s = kUnbound, n = kUnbound;
-    const T* x = args.In<T>(0, "X", {&m, &k});
-    const T* w = args.In<T>(1, "W", {&r, &k, &d});
-    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-    T* h = args.Out<T>(0, "H", {&n, &d});
-    const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kFull);
-    ForwardFeatures(args, x, k, w, d, seg_norm, l, h);
+  static void Run(const KernelArgs& args, const RgcnFwdArgs<T>& a) {
+    ForwardFeatures(args, a.x, a.k, a.w, a.d, a.seg_norm, a.l, a.h);
   }
 };
 
 struct RgcnBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, m = kUnbound, k = kUnbound, r = kUnbound, s = kUnbound, dx_rows = kUnbound;
-    const T* dh = args.In<T>(0, "dH", {&n, &d});
-    const T* x = args.In<T>(1, "X", {&m, &k});
-    const T* w = args.In<T>(2, "W", {&r, &k, &d});
-    const T* seg_norm = args.In<T>(3, "seg_norm", {&s});
-    const int32_t* seg_dst = args.In<int32_t>(4, "seg_dst", {&s});
-    T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-    if (dx_rows != 0 && dx_rows != m) {
-      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-           "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
-    }
-    T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
-    CheckSegDst(seg_dst, s, n);
-    const SrcLayout l = ReadSrcLayout(args, 5, m, r, s, LayoutCheck::kFull);
-    BackwardFeatures(args, dh, d, x, k, w, r, seg_norm, seg_dst, l, dx_rows > 0 ? dx : nullptr, dw);
+  static void Run(const KernelArgs& args, const RgcnBwdArgs<T>& a) {
+    BackwardFeatures(args, a.dh, a.d, a.x, a.k, a.w, a.r, a.seg_norm, a.seg_dst, a.l, a.dx, a.dw);
   }
 };
 
 struct RgcnEmbedFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t r = kUnbound, v = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, n = kUnbound;
-    const T* w = args.In<T>(0, "W", {&r, &v, &d});
-    const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
-    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-    T* h = args.Out<T>(0, "H", {&n, &d});
-    CheckRowIds(row_id, m, v);
-    const DstLayout l = ReadDstLayout(args, 3, n, m, r, LayoutCheck::kFull);
-    ForwardOneHot(args, w, v, d, row_id, seg_norm, l, h);
+  static void Run(const KernelArgs& args, const RgcnEmbedFwdArgs<T>& a) {
+    ForwardOneHot(args, a.w, a.v, a.d, a.row_id, a.seg_norm, a.l, a.h);
   }
 };
 
 struct RgcnEmbedBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, m = kUnbound, s = kUnbound, r = kUnbound, v = kUnbound;
-    const T* dh = args.In<T>(0, "dH", {&n, &d});
-    const int64_t* row_id = args.In<int64_t>(1, "row_id", {&m});
-    const T* seg_norm = args.In<T>(2, "seg_norm", {&s});
-    const int32_t* seg_dst = args.In<int32_t>(3, "seg_dst", {&s});
-    T* dw = args.Out<T>(0, "dW", {&r, &v, &d});
-    CheckRowIds(row_id, m, v);
-    CheckSegDst(seg_dst, s, n);
-    const SrcLayout l = ReadSrcLayout(args, 4, m, r, s, LayoutCheck::kFull);
-    BackwardOneHot(args, dh, d, row_id, r, v, seg_norm, seg_dst, l, dw);
+  static void Run(const KernelArgs& args, const RgcnEmbedBwdArgs<T>& a) {
+    BackwardOneHot(args, a.dh, a.d, a.row_id, a.r, a.v, a.seg_norm, a.seg_dst, a.l, a.dw);
   }
 };
 
 struct RgcnEmbedBwdRowsCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_rgcn_embed_bwd_rows; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, s = kUnbound, u = kUnbound;
-    const T* dh = args.In<T>(0, "dH", {&n, &d});
-    const T* seg_norm = args.In<T>(1, "seg_norm", {&s});
-    const int32_t* seg_dst = args.In<int32_t>(2, "seg_dst", {&s});
-    T* rows = args.Out<T>(0, "dRows", {&u, &d});
-    CheckSegDst(seg_dst, s, n);
-    const SrcLayout l = ReadSrcLayout(args, 3, kUnbound, kUnbound, s, LayoutCheck::kFull);
-    if (l.num_pairs != u) {
-      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-           "output 'dRows' must have one row per pair (" + std::to_string(l.num_pairs) + "), has " + std::to_string(u));
-    }
-    BackwardRows(args, dh, d, seg_norm, seg_dst, l, rows);
+  static void Run(const KernelArgs& args, const RgcnEmbedBwdRowsArgs<T>& a) {
+    BackwardRows(args, a.dh, a.d, a.seg_norm, a.seg_dst, a.l, a.rows);
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(RgcnFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(RgcnBwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(RgcnEmbedFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(RgcnEmbedBwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(RgcnEmbedBwdRowsCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnFwdCpu, RgcnFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnBwdCpu, RgcnBwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedFwdCpu, RgcnEmbedFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdCpu, RgcnEmbedBwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(RgcnEmbedBwdRowsCpu, RgcnEmbedBwdRowsArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn

@@ -62,7 +62,7 @@ void CheckIndices(const I* idx, int64_t n, int64_t bound, const char* name) {
 
 }  // namespace
 
-DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m, int64_t r, LayoutCheck check) {
+DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m, int64_t r) {
   DstLayout l;
   int64_t b1 = kUnbound, q = kUnbound, q1 = kUnbound, s = kUnbound, s1 = kUnbound, e = kUnbound;
   l.blk_row = args.In<int64_t>(first, "dblk_row", {&b1});
@@ -79,7 +79,7 @@ DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m,
   l.num_segs = s;
   l.num_edges = e;
   if (l.num_blocks < 0) Bad("dblk_row is empty");
-  if (check == LayoutCheck::kStructure) return l;
+  if (args.data_check() != DataCheck::kFull) return l;
   CheckOffsets(l.blk_row, l.num_blocks, n, "dblk_row");
   CheckOffsets(l.blk_run, l.num_blocks, q, "dblk_run");
   CheckOffsets(l.run_seg, q, s, "drun_seg");
@@ -89,7 +89,7 @@ DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m,
   return l;
 }
 
-SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r, int64_t num_segs, LayoutCheck check) {
+SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r, int64_t num_segs) {
   SrcLayout l;
   int64_t c1 = kUnbound, p = kUnbound, p1 = kUnbound, u = kUnbound, u1 = kUnbound, e = kUnbound;
   l.blk_row = args.In<int64_t>(first, "sblk_row", {&c1});
@@ -106,7 +106,7 @@ SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r,
   l.num_pairs = u;
   l.num_edges = e;
   if (l.num_blocks < 0) Bad("sblk_row is empty");
-  if (check == LayoutCheck::kStructure) return l;
+  if (args.data_check() != DataCheck::kFull) return l;
   CheckOffsets(l.blk_row, l.num_blocks, m, "sblk_row");
   CheckOffsets(l.blk_run, l.num_blocks, p, "sblk_run");
   CheckOffsets(l.run_pair, p, u, "srun_pair");
@@ -116,9 +116,9 @@ SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r,
   return l;
 }
 
-const int32_t* ReadEdgePair(const KernelArgs& args, int index, int64_t e, int64_t num_pairs, LayoutCheck check) {
+const int32_t* ReadEdgePair(const KernelArgs& args, int index, int64_t e, int64_t num_pairs) {
   const int32_t* pairs = args.In<int32_t>(index, "dedge_pair", {&e});
-  if (check == LayoutCheck::kFull) CheckIndices(pairs, e, num_pairs, "dedge_pair");
+  if (args.data_check() == DataCheck::kFull) CheckIndices(pairs, e, num_pairs, "dedge_pair");
   return pairs;
 }
 

@@ -35,17 +35,16 @@ struct SrcLayout {
   const int32_t* edge_seg = nullptr;   // [E]
 };
 
-// How much to check: the full check reads every index once (CPU kernels); kStructure only binds the
-// sizes (CUDA kernels, which trust the host's layout).
-enum class LayoutCheck { kFull, kStructure };
+// How much each reader checks follows args.data_check(): kFull reads every index once (CPU kernels);
+// kShapesOnly only binds the sizes (CUDA kernels, which trust the host's layout).
 
 // The 7 DST tensors starting at input `first`. `n` (output rows), `m` (input rows) and `r` (relations)
 // are the call's sizes, already bound by its other tensors.
-DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m, int64_t r, LayoutCheck check);
+DstLayout ReadDstLayout(const KernelArgs& args, int first, int64_t n, int64_t m, int64_t r);
 // The 7 SRC tensors starting at input `first`; `num_segs` is the DST layout's S (edge_seg's bound).
-SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r, int64_t num_segs, LayoutCheck check);
+SrcLayout ReadSrcLayout(const KernelArgs& args, int first, int64_t m, int64_t r, int64_t num_segs);
 
-// The pair of each dst-major edge (RGAT): `e` entries, each < num_pairs.
-const int32_t* ReadEdgePair(const KernelArgs& args, int index, int64_t e, int64_t num_pairs, LayoutCheck check);
+// The pair of each dst-major edge (RGAT, HGT): `e` entries, each < num_pairs.
+const int32_t* ReadEdgePair(const KernelArgs& args, int index, int64_t e, int64_t num_pairs);
 
 }  // namespace tessel::kernels::rgnn

@@ -1,11 +1,9 @@
 // rgnn.typed_gate.fwd/.bwd and rgnn.block_diag.fwd/.bwd on CUDA, trusting node_type. Elementwise ops are
 // one thread per element in grid-stride loops; the gate's backward gives each row to a warp (coalesced
 // columns, a shuffle reduction of the row's dY . (O - X)), sums the rows per type in shared memory when
-// the types fit, and adds each block's sums to dskip with atomics.
-#include <string>
-
+// the types fit, and adds each block's sums to dskip with atomics. Arguments: small_ops_args.h.
 #include "cuda_support.h"
-#include "kernels.h"
+#include "small_ops_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -91,46 +89,21 @@ __global__ void BlockDiagBwdKernel(const T* dw, int64_t r, int64_t b, int64_t p,
   }
 }
 
-// K == B*P and D == B*Q, else an invalid-argument error naming both shapes (as on CPU).
-void CheckBlockShapes(const char* op, int64_t r, int64_t b, int64_t p, int64_t q, int64_t k, int64_t d) {
-  if (k != b * p || d != b * q) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         std::string(op) + ": W has shape [" + std::to_string(r) + ", " + std::to_string(k) + ", " + std::to_string(d) +
-             "], but blocks of shape [R, B, P, Q] = [" + std::to_string(r) + ", " + std::to_string(b) + ", " +
-             std::to_string(p) + ", " + std::to_string(q) + "] need [R, B*P, B*Q] = [" + std::to_string(r) + ", " +
-             std::to_string(b * p) + ", " + std::to_string(b * q) + "]");
-  }
-}
-
 struct TypedGateFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_gate_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, g = kUnbound;
-    const T* o = args.In<T>(0, "O", {&n, &d});
-    const T* x = args.In<T>(1, "X", {&n, &d});
-    const T* skip = args.In<T>(2, "skip", {&g});
-    const int32_t* node_type = args.In<int32_t>(3, "node_type", {&n});
-    T* y = args.Out<T>(0, "Y", {&n, &d});
+  static void Run(const KernelArgs& args, const TypedGateFwdArgs<T>& a) {
+    const int64_t n = a.n, d = a.d;
     if (n * d == 0) return;
-    GateFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(o, x, skip, node_type, n, d, y);
+    GateFwdKernel<T><<<Blocks(n * d), kThreads, 0, StreamOf(args)>>>(a.o, a.x, a.skip, a.node_type, n, d, a.y);
     CheckLaunch("GateFwdKernel");
   }
 };
 
 struct TypedGateBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_gate_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, g = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &d});
-    const T* o = args.In<T>(1, "O", {&n, &d});
-    const T* x = args.In<T>(2, "X", {&n, &d});
-    const T* skip = args.In<T>(3, "skip", {&g});
-    const int32_t* node_type = args.In<int32_t>(4, "node_type", {&n});
-    T* d_o = args.Out<T>(0, "dO", {&n, &d});
-    T* dx = args.Out<T>(1, "dX", {&n, &d});
-    T* dskip = args.Out<T>(2, "dskip", {&g});
+  static void Run(const KernelArgs& args, const TypedGateBwdArgs<T>& a) {
+    const int64_t n = a.n, d = a.d, g = a.g;
+    T* dskip = a.dskip;
     cudaStream_t stream = StreamOf(args);
     if (g > 0) CheckCuda(cudaMemsetAsync(dskip, 0, g * sizeof(T), stream), "zero dskip");
     if (n == 0) return;
@@ -139,45 +112,38 @@ struct TypedGateBwdCuda {
     const unsigned blocks = static_cast<unsigned>(wanted < kMaxGateBlocks ? wanted : kMaxGateBlocks);
     const bool shared_sums = g <= kMaxSharedTypes;
     const size_t shared_bytes = shared_sums ? static_cast<size_t>(g) * sizeof(T) : 0;
-    GateBwdKernel<T>
-        <<<blocks, kThreads, shared_bytes, stream>>>(dy, o, x, skip, node_type, n, d, g, shared_sums, d_o, dx, dskip);
+    GateBwdKernel<T><<<blocks, kThreads, shared_bytes, stream>>>(a.dy, a.o, a.x, a.skip, a.node_type, n, d, g,
+                                                                 shared_sums, a.d_o, a.dx, dskip);
     CheckLaunch("GateBwdKernel");
   }
 };
 
 struct BlockDiagFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_block_diag_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t r = kUnbound, b = kUnbound, p = kUnbound, q = kUnbound, k = kUnbound, d = kUnbound;
-    const T* blocks = args.In<T>(0, "blocks", {&r, &b, &p, &q});
-    T* w = args.Out<T>(0, "W", {&r, &k, &d});
-    CheckBlockShapes("rgnn.block_diag.fwd", r, b, p, q, k, d);
-    if (r * k * d == 0) return;
-    BlockDiagFwdKernel<T><<<Blocks(r * k * d), kThreads, 0, StreamOf(args)>>>(blocks, r, b, p, q, w);
+  static void Run(const KernelArgs& args, const BlockDiagFwdArgs<T>& a) {
+    const BlockDiagShape& s = a.shape;
+    if (s.r * s.k * s.d == 0) return;
+    BlockDiagFwdKernel<T><<<Blocks(s.r * s.k * s.d), kThreads, 0, StreamOf(args)>>>(a.blocks, s.r, s.b, s.p, s.q, a.w);
     CheckLaunch("BlockDiagFwdKernel");
   }
 };
 
 struct BlockDiagBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_block_diag_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t r = kUnbound, k = kUnbound, d = kUnbound, b = kUnbound, p = kUnbound, q = kUnbound;
-    const T* dw = args.In<T>(0, "dW", {&r, &k, &d});
-    T* dblocks = args.Out<T>(0, "dblocks", {&r, &b, &p, &q});
-    CheckBlockShapes("rgnn.block_diag.bwd", r, b, p, q, k, d);
-    if (r * b * p * q == 0) return;
-    BlockDiagBwdKernel<T><<<Blocks(r * b * p * q), kThreads, 0, StreamOf(args)>>>(dw, r, b, p, q, dblocks);
+  static void Run(const KernelArgs& args, const BlockDiagBwdArgs<T>& a) {
+    const BlockDiagShape& s = a.shape;
+    if (s.r * s.b * s.p * s.q == 0) return;
+    BlockDiagBwdKernel<T>
+        <<<Blocks(s.r * s.b * s.p * s.q), kThreads, 0, StreamOf(args)>>>(a.dw, s.r, s.b, s.p, s.q, a.dblocks);
     CheckLaunch("BlockDiagBwdKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedGateFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(TypedGateBwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(BlockDiagFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(BlockDiagBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedGateFwdCuda, TypedGateFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedGateBwdCuda, TypedGateBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(BlockDiagFwdCuda, BlockDiagFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(BlockDiagBwdCuda, BlockDiagBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -1,12 +1,12 @@
 // rgnn.typed_gate.fwd/.bwd and rgnn.block_diag.fwd/.bwd on CPU: row loops on the host's pool. The
 // gate's dskip is summed per fixed block of rows (the blocks depend on N and D only, never on the
-// threads), then over the blocks in order, so it is deterministic.
+// threads), then over the blocks in order, so it is deterministic. Arguments and the node-type checks:
+// small_ops_args.h.
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <vector>
 
-#include "kernels.h"
+#include "small_ops_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -18,15 +18,6 @@ constexpr int64_t kMaxGateBlocks = 64;
 
 int64_t RowGrain(int64_t d) { return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, d)); }
 
-void CheckNodeTypes(const int32_t* node_type, int64_t n, int64_t g) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (node_type[i] < 0 || node_type[i] >= g) {
-      Fail(TESSEL_STATUS_BAD_DATA, "node_type[" + std::to_string(i) + "] = " + std::to_string(node_type[i]) +
-                                       " is out of range [0, " + std::to_string(g) + ")");
-    }
-  }
-}
-
 // sigmoid(skip[t]) for every type t.
 template <typename T>
 std::vector<T> Gates(const T* skip, int64_t g) {
@@ -36,17 +27,14 @@ std::vector<T> Gates(const T* skip, int64_t g) {
 }
 
 struct TypedGateFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_gate_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, g = kUnbound;
-    const T* o = args.In<T>(0, "O", {&n, &d});
-    const T* x = args.In<T>(1, "X", {&n, &d});
-    const T* skip = args.In<T>(2, "skip", {&g});
-    const int32_t* node_type = args.In<int32_t>(3, "node_type", {&n});
-    T* y = args.Out<T>(0, "Y", {&n, &d});
-    CheckNodeTypes(node_type, n, g);
-    const std::vector<T> gate = Gates(skip, g);
+  static void Run(const KernelArgs& args, const TypedGateFwdArgs<T>& a) {
+    const int64_t n = a.n, d = a.d;
+    const T* o = a.o;
+    const T* x = a.x;
+    const int32_t* node_type = a.node_type;
+    T* y = a.y;
+    const std::vector<T> gate = Gates(a.skip, a.g);
     args.ParallelFor(n, RowGrain(d), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const T b = gate[node_type[i]], a = T(1) - b;
@@ -60,20 +48,16 @@ struct TypedGateFwdCpu {
 };
 
 struct TypedGateBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_gate_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t n = kUnbound, d = kUnbound, g = kUnbound;
-    const T* dy = args.In<T>(0, "dY", {&n, &d});
-    const T* o = args.In<T>(1, "O", {&n, &d});
-    const T* x = args.In<T>(2, "X", {&n, &d});
-    const T* skip = args.In<T>(3, "skip", {&g});
-    const int32_t* node_type = args.In<int32_t>(4, "node_type", {&n});
-    T* d_o = args.Out<T>(0, "dO", {&n, &d});
-    T* dx = args.Out<T>(1, "dX", {&n, &d});
-    T* dskip = args.Out<T>(2, "dskip", {&g});
-    CheckNodeTypes(node_type, n, g);
-    const std::vector<T> gate = Gates(skip, g);
+  static void Run(const KernelArgs& args, const TypedGateBwdArgs<T>& a) {
+    const int64_t n = a.n, d = a.d, g = a.g;
+    const T* dy = a.dy;
+    const T* o = a.o;
+    const T* x = a.x;
+    const int32_t* node_type = a.node_type;
+    T* d_o = a.d_o;
+    T* dx = a.dx;
+    const std::vector<T> gate = Gates(a.skip, g);
 
     // Fixed blocks of rows; block k sums sum_c dY (O - X) per type into partial[k * g + t].
     const int64_t blocks = std::max<int64_t>(1, std::min(kMaxGateBlocks, (n + RowGrain(d) - 1) / RowGrain(d)));
@@ -105,30 +89,17 @@ struct TypedGateBwdCpu {
       double sum = 0;
       for (int64_t k = 0; k < blocks; ++k) sum += partial[static_cast<size_t>(k * g + t)];
       const double b = static_cast<double>(gate[t]);
-      dskip[t] = static_cast<T>(sum * b * (1 - b));
+      a.dskip[t] = static_cast<T>(sum * b * (1 - b));
     }
   }
 };
 
-// K == B*P and D == B*Q, else an invalid-argument error naming both shapes.
-void CheckBlockShapes(const char* op, int64_t r, int64_t b, int64_t p, int64_t q, int64_t k, int64_t d) {
-  if (k != b * p || d != b * q) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         std::string(op) + ": W has shape [" + std::to_string(r) + ", " + std::to_string(k) + ", " + std::to_string(d) +
-             "], but blocks of shape [R, B, P, Q] = [" + std::to_string(r) + ", " + std::to_string(b) + ", " +
-             std::to_string(p) + ", " + std::to_string(q) + "] need [R, B*P, B*Q] = [" + std::to_string(r) + ", " +
-             std::to_string(b * p) + ", " + std::to_string(b * q) + "]");
-  }
-}
-
 struct BlockDiagFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_block_diag_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t r = kUnbound, b = kUnbound, p = kUnbound, q = kUnbound, k = kUnbound, d = kUnbound;
-    const T* blocks = args.In<T>(0, "blocks", {&r, &b, &p, &q});
-    T* w = args.Out<T>(0, "W", {&r, &k, &d});
-    CheckBlockShapes("rgnn.block_diag.fwd", r, b, p, q, k, d);
+  static void Run(const KernelArgs& args, const BlockDiagFwdArgs<T>& a) {
+    const int64_t r = a.shape.r, b = a.shape.b, p = a.shape.p, q = a.shape.q, k = a.shape.k, d = a.shape.d;
+    const T* blocks = a.blocks;
+    T* w = a.w;
     // Row (rel, row) of W: zero but for block row / P, which holds row row % P of that block.
     args.ParallelFor(r * k, RowGrain(d), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -142,13 +113,11 @@ struct BlockDiagFwdCpu {
 };
 
 struct BlockDiagBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_block_diag_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    int64_t r = kUnbound, k = kUnbound, d = kUnbound, b = kUnbound, p = kUnbound, q = kUnbound;
-    const T* dw = args.In<T>(0, "dW", {&r, &k, &d});
-    T* dblocks = args.Out<T>(0, "dblocks", {&r, &b, &p, &q});
-    CheckBlockShapes("rgnn.block_diag.bwd", r, b, p, q, k, d);
+  static void Run(const KernelArgs& args, const BlockDiagBwdArgs<T>& a) {
+    const int64_t r = a.shape.r, k = a.shape.k, d = a.shape.d, b = a.shape.b, p = a.shape.p, q = a.shape.q;
+    const T* dw = a.dw;
+    T* dblocks = a.dblocks;
     // Row (rel, blk, row) of dblocks is the piece of row blk * P + row of dW[rel] at columns blk * Q.
     args.ParallelFor(r * b * p, RowGrain(q), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -161,9 +130,9 @@ struct BlockDiagBwdCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedGateFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(TypedGateBwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(BlockDiagFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(BlockDiagBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedGateFwdCpu, TypedGateFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedGateBwdCpu, TypedGateBwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(BlockDiagFwdCpu, BlockDiagFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(BlockDiagBwdCpu, BlockDiagBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn

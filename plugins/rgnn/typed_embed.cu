@@ -1,7 +1,7 @@
 // rgnn.typed_embed.fwd/.bwd on CUDA: one thread per (compact row, column); the relation of a compact
-// row is found by binary search in uniq_ptr.
+// row is found by binary search in uniq_ptr. Arguments: typed_embed_args.h.
 #include "cuda_support.h"
-#include "kernels.h"
+#include "typed_embed_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -37,56 +37,33 @@ __global__ void EmbedBwdKernel(const T* dy, const int64_t* uniq_ptr, int64_t r, 
   }
 }
 
-template <typename T>
-void TypedEmbedFwd(const KernelArgs& args) {
-  int64_t r = kUnbound, v = kUnbound, d = kUnbound, u = kUnbound, m = kUnbound;
-  const T* w = args.In<T>(0, "W", {&r, &v, &d});
-  int64_t r1 = r + 1;
-  const int64_t* uniq_ptr = args.In<int64_t>(1, "uniq_ptr", {&r1});
-  const int64_t* uniq_src = args.In<int64_t>(2, "uniq_src", {&u});
-  const int64_t* row_id = args.In<int64_t>(3, "row_id", {&m});
-  T* y = args.Out<T>(0, "Y", {&u, &d});
-  if (u * d == 0) return;
-  EmbedFwdKernel<T><<<Blocks(u * d), kThreads, 0, StreamOf(args)>>>(w, uniq_ptr, r, uniq_src, row_id, u, v, d, y);
-  CheckLaunch("EmbedFwdKernel");
-}
-
-template <typename T>
-void TypedEmbedBwd(const KernelArgs& args) {
-  int64_t u = kUnbound, d = kUnbound, m = kUnbound, v = kUnbound, r1 = kUnbound;
-  const T* dy = args.In<T>(0, "dY", {&u, &d});
-  const int64_t* uniq_ptr = args.In<int64_t>(1, "uniq_ptr", {&r1});
-  int64_t r = r1 - 1;
-  if (r < 0) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "input 'uniq_ptr' must have at least one element");
-  const int64_t* uniq_src = args.In<int64_t>(2, "uniq_src", {&u});
-  const int64_t* row_id = args.In<int64_t>(3, "row_id", {&m});
-  T* dw = args.Out<T>(0, "dW", {&r, &v, &d});
-  cudaStream_t stream = StreamOf(args);
-  CheckCuda(cudaMemsetAsync(dw, 0, r * v * d * sizeof(T), stream), "zero dW");
-  if (u * d == 0) return;
-  EmbedBwdKernel<T><<<Blocks(u * d), kThreads, 0, stream>>>(dy, uniq_ptr, r, uniq_src, row_id, u, v, d, dw);
-  CheckLaunch("EmbedBwdKernel");
-}
-
 struct TypedEmbedFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedEmbedFwd<T>(args);
+  static void Run(const KernelArgs& args, const TypedEmbedFwdArgs<T>& a) {
+    const int64_t u = a.u, d = a.d;
+    if (u * d == 0) return;
+    EmbedFwdKernel<T>
+        <<<Blocks(u * d), kThreads, 0, StreamOf(args)>>>(a.w, a.uniq_ptr, a.r, a.uniq_src, a.row_id, u, a.v, d, a.y);
+    CheckLaunch("EmbedFwdKernel");
   }
 };
 
 struct TypedEmbedBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_embed_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedEmbedBwd<T>(args);
+  static void Run(const KernelArgs& args, const TypedEmbedBwdArgs<T>& a) {
+    const int64_t u = a.u, d = a.d;
+    cudaStream_t stream = StreamOf(args);
+    CheckCuda(cudaMemsetAsync(a.dw, 0, a.r * a.v * d * sizeof(T), stream), "zero dW");
+    if (u * d == 0) return;
+    EmbedBwdKernel<T>
+        <<<Blocks(u * d), kThreads, 0, stream>>>(a.dy, a.uniq_ptr, a.r, a.uniq_src, a.row_id, u, a.v, d, a.dw);
+    CheckLaunch("EmbedBwdKernel");
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedEmbedFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(TypedEmbedBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedEmbedFwdCuda, TypedEmbedFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedEmbedBwdCuda, TypedEmbedBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -1,9 +1,10 @@
 // rgnn.typed_linear.fwd/.bwd on CUDA: gather the compact rows' inputs once, then one cuBLAS GEMM per
 // relation on contiguous row ranges. The relation offsets are read on the host (one sync per call).
+// Arguments: typed_linear_args.h.
 #include <vector>
 
 #include "cuda_support.h"
-#include "kernels.h"
+#include "typed_linear_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -31,18 +32,15 @@ void Gather(const T* x, const int64_t* rows, int64_t n, int64_t k, T* out, cudaS
 }
 
 template <typename T>
-void TypedLinearFwd(const KernelArgs& args, CudaKernelState& state) {
-  int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, u = kUnbound;
-  const T* x = args.In<T>(0, "X", {&m, &k});
-  const T* w = args.In<T>(1, "W", {&r, &k, &d});
-  int64_t r1 = r + 1;
-  const int64_t* uniq_ptr = args.In<int64_t>(2, "uniq_ptr", {&r1});
-  const int64_t* uniq_src = args.In<int64_t>(3, "uniq_src", {&u});
-  T* y = args.Out<T>(0, "Y", {&u, &d});
+void TypedLinearFwd(const KernelArgs& args, const TypedLinearFwdArgs<T>& a, CudaKernelState& state) {
+  const int64_t k = a.k, r = a.r, d = a.d, u = a.u;
+  const T* w = a.w;
+  const int64_t* uniq_ptr = a.uniq_ptr;
+  T* y = a.y;
   cudaStream_t stream = StreamOf(args);
   const std::vector<int64_t> ptr = CopyToHost(uniq_ptr, r + 1, stream);
   Workspace<T> gathered(args, u * k);
-  Gather(x, uniq_src, u, k, gathered.get(), stream);
+  Gather(a.x, a.uniq_src, u, k, gathered.get(), stream);
   CublasPool::Lease blas = state.blas.Acquire(stream);
   for (int64_t rel = 0; rel < r; ++rel) {
     const int64_t n = ptr[rel + 1] - ptr[rel];
@@ -53,23 +51,18 @@ void TypedLinearFwd(const KernelArgs& args, CudaKernelState& state) {
 }
 
 template <typename T>
-void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
-  int64_t u = kUnbound, d = kUnbound, m = kUnbound, k = kUnbound, r = kUnbound;
-  const T* dy = args.In<T>(0, "dY", {&u, &d});
-  const T* x = args.In<T>(1, "X", {&m, &k});
-  const T* w = args.In<T>(2, "W", {&r, &k, &d});
-  int64_t r1 = r + 1;
-  const int64_t* uniq_ptr = args.In<int64_t>(3, "uniq_ptr", {&r1});
-  const int64_t* uniq_src = args.In<int64_t>(4, "uniq_src", {&u});
-  int64_t dx_rows = kUnbound;
-  T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-  if (dx_rows != 0 && dx_rows != m)
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows or as many as X");
-  T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
+void TypedLinearBwd(const KernelArgs& args, const TypedLinearBwdArgs<T>& a, CudaKernelState& state) {
+  const int64_t u = a.u, d = a.d, m = a.m, k = a.k, r = a.r;
+  const T* dy = a.dy;
+  const T* w = a.w;
+  const int64_t* uniq_ptr = a.uniq_ptr;
+  const int64_t* uniq_src = a.uniq_src;
+  T* dx = a.dx;
+  T* dw = a.dw;
   cudaStream_t stream = StreamOf(args);
   const std::vector<int64_t> ptr = CopyToHost(uniq_ptr, r + 1, stream);
   Workspace<T> rows(args, u * k);  // the gathered inputs, then G = dY_r W_r^T
-  Gather(x, uniq_src, u, k, rows.get(), stream);
+  Gather(a.x, uniq_src, u, k, rows.get(), stream);
   CheckCuda(cudaMemsetAsync(dw, 0, r * k * d * sizeof(T), stream), "zero dW");
   CublasPool::Lease blas = state.blas.Acquire(stream);
   for (int64_t rel = 0; rel < r; ++rel) {
@@ -78,7 +71,7 @@ void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
     GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, k, d, n, T(1), rows.get() + ptr[rel] * k, k, dy + ptr[rel] * d, d,
                  T(0), dw + rel * k * d, d);
   }
-  if (dx_rows == 0) return;
+  if (dx == nullptr) return;
   for (int64_t rel = 0; rel < r; ++rel) {
     const int64_t n = ptr[rel + 1] - ptr[rel];
     if (n <= 0) continue;
@@ -93,24 +86,22 @@ void TypedLinearBwd(const KernelArgs& args, CudaKernelState& state) {
 }
 
 struct TypedLinearFwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_fwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedLinearFwd<T>(args, StateOf(args));
+  static void Run(const KernelArgs& args, const TypedLinearFwdArgs<T>& a) {
+    TypedLinearFwd<T>(args, a, StateOf(args));
   }
 };
 
 struct TypedLinearBwdCuda {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedLinearBwd<T>(args, StateOf(args));
+  static void Run(const KernelArgs& args, const TypedLinearBwdArgs<T>& a) {
+    TypedLinearBwd<T>(args, a, StateOf(args));
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedLinearFwdCuda, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(TypedLinearBwdCuda, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedLinearFwdCuda, TypedLinearFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL(TypedLinearBwdCuda, TypedLinearBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::rgnn

@@ -1,11 +1,12 @@
 // rgnn.typed_linear.fwd/.bwd on CPU: gather the rows of each relation, then one GEMM per block of
-// rows of a relation (compact materialization: once per unique (relation, source) pair).
+// rows of a relation (compact materialization: once per unique (relation, source) pair). Arguments and
+// the index checks: typed_linear_args.h.
 #include <algorithm>
 #include <vector>
 
 #include "blas.h"
 #include "index_checks.h"
-#include "kernels.h"
+#include "typed_linear_args.h"
 
 namespace tessel::kernels::rgnn {
 namespace {
@@ -15,31 +16,29 @@ void GatherRows(const T* x, int64_t k, const int64_t* rows, int64_t n, T* out) {
   for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows[i] * k, k, out + i * k);
 }
 
-template <typename T>
-void TypedLinearFwd(const KernelArgs& args) {
-  int64_t m = kUnbound, k = kUnbound, r = kUnbound, d = kUnbound, u = kUnbound;
-  const T* x = args.In<T>(0, "X", {&m, &k});
-  const T* w = args.In<T>(1, "W", {&r, &k, &d});
-  int64_t r1 = r + 1;
-  const int64_t* uniq_ptr = args.In<int64_t>(2, "uniq_ptr", {&r1});
-  const int64_t* uniq_src = args.In<int64_t>(3, "uniq_src", {&u});
-  T* y = args.Out<T>(0, "Y", {&u, &d});
-  CheckOffsets(uniq_ptr, r, u, "uniq_ptr");
-  CheckIndices(uniq_src, u, m, "uniq_src");
-
-  const std::vector<RowBlock> blocks = RelationBlocks(uniq_ptr, r, GemmBlockRows(k, d));
-  args.ParallelFor(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> gathered;
-    for (int64_t b = b0; b < b1; ++b) {
-      const RowBlock& blk = blocks[b];
-      const int64_t n = blk.end - blk.begin;
-      gathered.resize(n * k);
-      GatherRows(x, k, uniq_src + blk.begin, n, gathered.data());
-      Gemm<T>(Trans::kNo, Trans::kNo, n, d, k, T(1), gathered.data(), k, w + blk.relation * k * d, d, T(0),
-              y + blk.begin * d, d);
-    }
-  });
-}
+struct TypedLinearFwdCpu {
+  template <typename T>
+  static void Run(const KernelArgs& args, const TypedLinearFwdArgs<T>& a) {
+    const int64_t k = a.k, r = a.r, d = a.d;
+    const T* x = a.x;
+    const T* w = a.w;
+    const int64_t* uniq_ptr = a.uniq_ptr;
+    const int64_t* uniq_src = a.uniq_src;
+    T* y = a.y;
+    const std::vector<RowBlock> blocks = RelationBlocks(uniq_ptr, r, GemmBlockRows(k, d));
+    args.ParallelFor(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
+      std::vector<T> gathered;
+      for (int64_t b = b0; b < b1; ++b) {
+        const RowBlock& blk = blocks[b];
+        const int64_t n = blk.end - blk.begin;
+        gathered.resize(n * k);
+        GatherRows(x, k, uniq_src + blk.begin, n, gathered.data());
+        Gemm<T>(Trans::kNo, Trans::kNo, n, d, k, T(1), gathered.data(), k, w + blk.relation * k * d, d, T(0),
+                y + blk.begin * d, d);
+      }
+    });
+  }
+};
 
 // dW[r] = X_r^T dY_r. One relation per task, so each dW[r] has one writer; its row blocks accumulate.
 template <typename T>
@@ -94,47 +93,17 @@ void InputGrad(const KernelArgs& args, const T* dy, const T* w, const int64_t* u
   });
 }
 
-template <typename T>
-void TypedLinearBwd(const KernelArgs& args) {
-  int64_t u = kUnbound, d = kUnbound, m = kUnbound, k = kUnbound, r = kUnbound;
-  const T* dy = args.In<T>(0, "dY", {&u, &d});
-  const T* x = args.In<T>(1, "X", {&m, &k});
-  const T* w = args.In<T>(2, "W", {&r, &k, &d});
-  int64_t r1 = r + 1;
-  const int64_t* uniq_ptr = args.In<int64_t>(3, "uniq_ptr", {&r1});
-  const int64_t* uniq_src = args.In<int64_t>(4, "uniq_src", {&u});
-  int64_t dx_rows = kUnbound;
-  T* dx = args.Out<T>(0, "dX", {&dx_rows, &k});
-  if (dx_rows != 0 && dx_rows != m) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         "output 'dX' must have 0 rows (skip) or as many as X (" + std::to_string(m) + ")");
-  }
-  T* dw = args.Out<T>(1, "dW", {&r, &k, &d});
-  CheckOffsets(uniq_ptr, r, u, "uniq_ptr");
-  CheckIndices(uniq_src, u, m, "uniq_src");
-  WeightGrad(args, dy, x, uniq_ptr, uniq_src, r, k, d, dw);
-  if (dx_rows > 0) InputGrad(args, dy, w, uniq_ptr, uniq_src, m, r, k, d, u, dx);
-}
-
-struct TypedLinearFwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_fwd; }
-  template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedLinearFwd<T>(args);
-  }
-};
-
 struct TypedLinearBwdCpu {
-  static const tessel_op_decl& Decl() { return tessel_op_rgnn_typed_linear_bwd; }
   template <typename T>
-  static void Run(const KernelArgs& args) {
-    TypedLinearBwd<T>(args);
+  static void Run(const KernelArgs& args, const TypedLinearBwdArgs<T>& a) {
+    WeightGrad(args, a.dy, a.x, a.uniq_ptr, a.uniq_src, a.r, a.k, a.d, a.dw);
+    if (a.dx != nullptr) InputGrad(args, a.dy, a.w, a.uniq_ptr, a.uniq_src, a.m, a.r, a.k, a.d, a.u, a.dx);
   }
 };
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(TypedLinearFwdCpu, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(TypedLinearBwdCpu, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedLinearFwdCpu, TypedLinearFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL(TypedLinearBwdCpu, TypedLinearBwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::rgnn
