@@ -14,6 +14,7 @@ packages=(
   libtomlplusplus-dev
   libopenblas-dev
   zlib1g-dev
+  nlohmann-json3-dev
   libbenchmark-dev
   prometheus
   python3
