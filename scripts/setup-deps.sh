@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev
   zlib1g-dev
   nlohmann-json3-dev
+  libarchive-dev
   libbenchmark-dev
   prometheus
   python3
