@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/json.h"
+
 namespace tessel {
 namespace {
 
@@ -55,34 +57,16 @@ Record DecodeRecordAt(ByteReader& in, int depth) {
   return record;
 }
 
-void WriteValue(const RecordValue& v, JsonWriter& out) {
-  std::visit(
-      [&](const auto& x) {
+Json ValueJson(const RecordValue& v) {
+  return std::visit(
+      [](const auto& x) -> Json {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, int64_t>) {
-          out.Int(x);
-        } else if constexpr (std::is_same_v<T, double>) {
-          out.Number(x);
-        } else if constexpr (std::is_same_v<T, bool>) {
-          out.Bool(x);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          out.String(x);
-        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-          out.BeginArray();
-          for (double d : x) out.Number(d);
-          out.EndArray();
+        if constexpr (std::is_same_v<T, Record>) {
+          return RecordJson(x);
         } else if constexpr (std::is_same_v<T, NumberRows>) {
-          out.BeginArray();
-          for (const std::vector<double>& row : x.rows) {
-            out.BeginArray();
-            for (double d : row) out.Number(d);
-            out.EndArray();
-          }
-          out.EndArray();
+          return x.rows;
         } else {
-          out.BeginObject();
-          WriteRecordFields(x, out);
-          out.EndObject();
+          return x;
         }
       },
       v.data);
@@ -156,11 +140,10 @@ void EncodeRecord(const Record& record, ByteWriter& out) {
 
 Record DecodeRecord(ByteReader& in) { return DecodeRecordAt(in, 0); }
 
-void WriteRecordFields(const Record& record, JsonWriter& out) {
-  for (const RecordField& f : record) {
-    out.Key(f.name);
-    WriteValue(f.value, out);
-  }
+Json RecordJson(const Record& record) {
+  Json out = Json::object();
+  for (const RecordField& f : record) out[f.name] = ValueJson(f.value);
+  return out;
 }
 
 std::string FormatScalars(const Record& record) {

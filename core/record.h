@@ -1,11 +1,12 @@
 // Record: an ordered list of named values (numbers, strings, number arrays, nested records). Executors
 // report their results and per-step figures as Records, and planners their facts; the coordinator
 // merges them into summary.json without knowing what they mean. Records cross ranks through
-// EncodeRecord/DecodeRecord and become JSON through WriteRecord.
+// EncodeRecord/DecodeRecord and become JSON through RecordJson.
 // Thread safety: values. Failure: DecodeRecord fails the ByteReader on malformed bytes.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "core/byte_io.h"
-#include "core/json_writer.h"
 
 namespace tessel {
 
@@ -57,8 +57,10 @@ std::optional<double> FindNumber(const Record& record, std::string_view name);
 void EncodeRecord(const Record& record, ByteWriter& out);
 Record DecodeRecord(ByteReader& in);
 
-// Writes the fields into the currently open JSON object (the caller opens and closes it).
-void WriteRecordFields(const Record& record, JsonWriter& out);
+// The record as a JSON object (core/json.h's Json), fields in record order: int64 as integers, doubles
+// as doubles (NaN and infinities are written as null), number arrays as arrays, NumberRows as arrays of
+// arrays, nested records as objects.
+nlohmann::ordered_json RecordJson(const Record& record);
 
 // "name value, name value" for log lines: numbers with up to 4 decimals; arrays and records skipped.
 std::string FormatScalars(const Record& record);

@@ -11,8 +11,8 @@
 #include <set>
 #include <system_error>
 
-#include "core/json_writer.h"
 #include "core/file_descriptor.h"
+#include "core/json.h"
 #include "core/logging.h"
 
 namespace tessel::monitoring {
@@ -57,22 +57,14 @@ Result<std::string> FormatTargets(const std::string& job, const std::vector<Targ
     }
   }
 
-  JsonWriter json(/*pretty=*/true);
-  json.BeginArray();
+  Json entries = Json::array();
   for (const Target& t : sorted) {
     const bool ipv6 = t.host.find(':') != std::string::npos;
-    json.BeginObject();
-    json.Key("targets")
-        .BeginArray()
-        .String(ipv6 ? StrCat("[", t.host, "]:", t.port) : StrCat(t.host, ":", t.port))
-        .EndArray();
-    json.Key("labels").BeginObject();
-    json.Field("job", job).Field("rank", std::to_string(t.rank)).Field("role", t.role);
-    json.EndObject();
-    json.EndObject();
+    entries.push_back(
+        {{"targets", Json::array({ipv6 ? StrCat("[", t.host, "]:", t.port) : StrCat(t.host, ":", t.port)})},
+         {"labels", {{"job", job}, {"rank", std::to_string(t.rank)}, {"role", t.role}}}});
   }
-  json.EndArray();
-  return json.str() + "\n";
+  return FormatJson(entries, JsonLayout::kIndented) + "\n";
 }
 
 Status WriteTargetsFile(const std::string& path, const std::string& job, const std::vector<Target>& targets) {

@@ -5,8 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/json_reader.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "orchestrator/run_output.h"
 
 namespace tessel::orchestrator {
@@ -49,29 +48,30 @@ std::string Verify(const std::string& step_dir, int64_t step, int32_t* workers) 
   if (!text.ok()) return "no manifest.json (the run stopped while writing it)";
   auto doc = ParseJson(*text, manifest);
   if (!doc.ok()) return doc.status().message();
-  const JsonValue* format = doc->Find("format");
-  const JsonValue* at = doc->Find("step");
-  const JsonValue* shards = doc->Find("shards");
-  if (format == nullptr || !format->is_string() || format->string() != kFormat || at == nullptr || !at->is_number() ||
-      static_cast<int64_t>(at->number()) != step || shards == nullptr || !shards->is_array()) {
+  // The member `key` of an object when it is an integer (the manifest's numbers all are), else null.
+  auto integer = [](const Json& object, const char* key) -> const Json* {
+    return object.contains(key) && object.at(key).is_number_integer() ? &object.at(key) : nullptr;
+  };
+  const Json& d = *doc;
+  const Json* at = integer(d, "step");
+  if (!d.contains("format") || d.at("format") != kFormat || at == nullptr || at->get<int64_t>() != step ||
+      !d.contains("shards") || !d.at("shards").is_array()) {
     return manifest + " is not a Tessel checkpoint manifest of step " + std::to_string(step);
   }
-  *workers = static_cast<int32_t>(shards->items().size());
-  for (size_t w = 0; w < shards->items().size(); ++w) {
-    const JsonValue& s = shards->items()[w];
-    const JsonValue* bytes = s.Find("bytes");
-    const JsonValue* crc = s.Find("crc32");
-    if (bytes == nullptr || crc == nullptr || !bytes->is_number() || !crc->is_number()) {
-      return StrCat(manifest, ": shard ", w, " has no bytes/crc32");
-    }
+  const Json& shards = d.at("shards");
+  *workers = static_cast<int32_t>(shards.size());
+  for (size_t w = 0; w < shards.size(); ++w) {
+    const Json* bytes = integer(shards[w], "bytes");
+    const Json* crc = integer(shards[w], "crc32");
+    if (bytes == nullptr || crc == nullptr) return StrCat(manifest, ": shard ", w, " has no bytes/crc32");
     const std::string shard = storage::CheckpointShardPath(step_dir, static_cast<int32_t>(w));
     auto digest = storage::DigestFile(shard);
     if (!digest.ok()) return digest.status().message();
-    if (digest->bytes != static_cast<int64_t>(bytes->number())) {
-      return StrCat(shard, " has ", digest->bytes, " bytes, the manifest says ", static_cast<int64_t>(bytes->number()));
+    if (digest->bytes != bytes->get<int64_t>()) {
+      return StrCat(shard, " has ", digest->bytes, " bytes, the manifest says ", bytes->get<int64_t>());
     }
-    if (digest->crc32 != static_cast<uint32_t>(crc->number())) {
-      return StrCat(shard, ": CRC-32 ", digest->crc32, " differs from the manifest's ", static_cast<uint32_t>(crc->number()),
+    if (digest->crc32 != crc->get<uint32_t>()) {
+      return StrCat(shard, ": CRC-32 ", digest->crc32, " differs from the manifest's ", crc->get<uint32_t>(),
                     " (damaged on disk)");
     }
   }
@@ -83,19 +83,15 @@ std::string Verify(const std::string& step_dir, int64_t step, int32_t* workers) 
 Status CommitCheckpoint(const std::string& dir, const std::string& job, int64_t step,
                         const std::vector<storage::FileDigest>& shards, int32_t keep, const Logger& log) {
   const std::string step_dir = storage::CheckpointStepDir(dir, step);
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("format", kFormat).Field("version", int64_t{1}).Field("job", job).Field("step", step);
-  w.Key("shards").BeginArray();
+  Json manifest = {{"format", kFormat}, {"version", 1}, {"job", job}, {"step", step}, {"shards", Json::array()}};
   for (size_t i = 0; i < shards.size(); ++i) {
-    w.BeginObject()
-        .Field("file", fs::path(storage::CheckpointShardPath(step_dir, static_cast<int32_t>(i))).filename().string())
-        .Field("bytes", shards[i].bytes)
-        .Field("crc32", static_cast<int64_t>(shards[i].crc32))
-        .EndObject();
+    manifest["shards"].push_back(
+        {{"file", fs::path(storage::CheckpointShardPath(step_dir, static_cast<int32_t>(i))).filename().string()},
+         {"bytes", shards[i].bytes},
+         {"crc32", shards[i].crc32}});
   }
-  w.EndArray().EndObject();
-  TESSEL_RETURN_IF_ERROR(WriteFileAtomically(step_dir + "/manifest.json", w.str() + "\n"));
+  TESSEL_RETURN_IF_ERROR(
+      WriteFileAtomically(step_dir + "/manifest.json", FormatJson(manifest, JsonLayout::kIndented) + "\n"));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(dir + "/latest", StrCat("step-", step, "\n")));
   log.Info(StrCat("checkpoint of step ", step, ": ", step_dir));
   // Keep the newest `keep` complete checkpoints; anything older goes, complete or not.

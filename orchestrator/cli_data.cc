@@ -45,7 +45,8 @@ void RegisterImportRdf(CLI::App& import, Status* result) {
   auto opts = std::make_shared<storage::RdfImportOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* cmd = import.add_subcommand("rdf", "Import an N-Triples file (.nt or .nt.gz) with optional label TSVs");
-  cmd->add_option("--triples", opts->triples, "N-Triples file, plain or gzip")->required();
+  cmd->add_option("--triples", opts->triples, "N-Triples file, plain or compressed (gzip, bzip2, xz, zstd)")
+      ->required();
   cmd->add_option("--train-labels", opts->train_labels, "TSV with a header: entity column, label column");
   cmd->add_option("--val-labels", opts->val_labels, "TSV of validation labels (same format)");
   cmd->add_option("--test-labels", opts->test_labels, "TSV of test labels (same format)");
@@ -63,7 +64,7 @@ void RegisterImportEdges(CLI::App& import, Status* result) {
   auto opts = std::make_shared<storage::EdgesImportOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* cmd = import.add_subcommand(
-      "edges", "Import head<TAB>relation<TAB>tail edge lists (plain, .gz, or .tar.gz of .txt/.tsv members)");
+      "edges", "Import head<TAB>relation<TAB>tail edge lists (plain, compressed, or a tar(.gz) of .txt/.tsv members)");
   cmd->add_option("--input", opts->inputs, "Edge-list file or archive (repeatable)")->required();
   cmd->add_option("--member", opts->members, "Archive member to read (repeatable; default: every .txt/.tsv)");
   cmd->add_flag("--add-inverse", opts->add_inverse, "Add an inverse relation R^-1 per relation");

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/graph_partitioner.h"
@@ -72,40 +72,33 @@ Status CommitDirectory(const fs::path& tmp, const fs::path& dir) {
 
 std::string PartitionJson(const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,
                           int64_t random_edge_cut, const std::vector<storage::WorkerPartition>& parts) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Field("graph", opts.graph);
-  w.Field("graph_name", g.name);
-  w.Field("nodes", g.num_nodes());
-  w.Field("edges", g.num_edges());
-  w.Field("method", r.method);
-  w.Field("parts", r.num_parts);
-  w.Field("seed", static_cast<int64_t>(opts.seed));
-  w.Field("edge_cut", r.edge_cut);
-  w.Field("random_edge_cut", random_edge_cut);
-  w.Field("cut_ratio", static_cast<double>(r.edge_cut) / static_cast<double>(random_edge_cut));
-  w.Key("constraints").BeginArray();
-  for (const std::string& name : r.constraint_names) w.String(name);
-  w.EndArray();
-  w.Field("imbalance", r.imbalance);
-  w.Field("rebalance_moves", r.rebalance_moves);
-  w.Field("seconds", r.seconds);
-  w.Key("per_part").BeginArray();
+  Json doc = Json::object();
+  doc["graph"] = opts.graph;
+  doc["graph_name"] = g.name;
+  doc["nodes"] = g.num_nodes();
+  doc["edges"] = g.num_edges();
+  doc["method"] = r.method;
+  doc["parts"] = r.num_parts;
+  doc["seed"] = static_cast<int64_t>(opts.seed);
+  doc["edge_cut"] = r.edge_cut;
+  doc["random_edge_cut"] = random_edge_cut;
+  doc["cut_ratio"] = static_cast<double>(r.edge_cut) / static_cast<double>(random_edge_cut);
+  doc["constraints"] = r.constraint_names;
+  doc["imbalance"] = r.imbalance;
+  doc["rebalance_moves"] = r.rebalance_moves;
+  doc["seconds"] = r.seconds;
+  Json& per_part = doc["per_part"] = Json::array();
   for (const storage::WorkerPartition& p : parts) {
     int64_t train = 0;
     for (size_t i = 0; i < p.train_mask.size(); ++i) train += (p.train_mask[i] && p.labels[i] >= 0) ? 1 : 0;
-    w.BeginObject();
-    w.Field("part", p.part);
-    w.Field("file", StrCat("part-", p.part, ".h5"));
-    w.Field("owned", p.num_owned);
-    w.Field("halo", p.num_rows() - p.num_owned);
-    w.Field("edges", static_cast<int64_t>(p.src.size()));
-    w.Field("train", train);
-    w.EndObject();
+    per_part.push_back({{"part", p.part},
+                        {"file", StrCat("part-", p.part, ".h5")},
+                        {"owned", p.num_owned},
+                        {"halo", p.num_rows() - p.num_owned},
+                        {"edges", static_cast<int64_t>(p.src.size())},
+                        {"train", train}});
   }
-  w.EndArray();
-  w.EndObject();
-  return w.str() + "\n";
+  return FormatJson(doc, JsonLayout::kIndented) + "\n";
 }
 
 void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,

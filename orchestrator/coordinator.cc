@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "core/version.h"
 #include "jobs/spec.h"
@@ -112,9 +112,8 @@ class ProgressPrinter {
 // do, so scripts/tessel-mpirun reads the exit code from here.
 void WriteStatusFile(const std::string& path, const Status& status) {
   if (path.empty()) return;
-  JsonWriter w(false);
-  w.BeginObject().Field("exit_code", status.exit_code()).Field("error", status.message()).EndObject();
-  (void)WriteFileAtomically(path, w.str() + "\n");
+  const Json doc = {{"exit_code", status.exit_code()}, {"error", status.message()}};
+  (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
 }
 
 [[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {

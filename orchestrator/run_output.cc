@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 
 namespace tessel::orchestrator {
@@ -69,11 +69,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
 }
 
 Status WriteSummary(const std::string& run_dir, const Record& summary) {
-  JsonWriter w;
-  w.BeginObject();
-  WriteRecordFields(summary, w);
-  w.EndObject();
-  return WriteFileAtomically(run_dir + "/summary.json", w.str() + "\n");
+  return WriteFileAtomically(run_dir + "/summary.json", FormatJson(RecordJson(summary), JsonLayout::kIndented) + "\n");
 }
 
 }  // namespace tessel::orchestrator

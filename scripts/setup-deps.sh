@@ -14,6 +14,8 @@ packages=(
   libtomlplusplus-dev
   libopenblas-dev
   zlib1g-dev
+  nlohmann-json3-dev
+  libarchive-dev
   libbenchmark-dev
   prometheus
   python3

@@ -36,7 +36,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -270,85 +270,103 @@ class Bench {
 
 double Round(double v, double scale = 1000) { return std::round(v * scale) / scale; }
 
-void CommonKeys(JsonWriter& w, const Options& o, const CaseResult& c) {
-  w.Field("bench", "gather").Field("case", "rows_" + std::to_string(c.row_bytes) + "B");
-  w.Field("row_bytes", c.row_bytes).Field("rows", c.rows).Field("table_rows", c.table_rows);
-  w.Field("table_bytes", o.table_bytes).Field("threads", static_cast<int64_t>(o.threads));
-  w.Field("repetitions", static_cast<int64_t>(o.repetitions)).Field("seed", static_cast<int64_t>(o.seed));
-  w.Field("counts", "read + write").Field("load_avg", c.load_avg).Field("busy_before", Round(c.busy_before));
-  w.Field("others_busy", Round(c.others_busy));
-  if (!o.commit.empty()) w.Field("commit", o.commit);
+Json CommonKeys(const Options& o, const CaseResult& c) {
+  Json row = {{"bench", "gather"},
+              {"case", "rows_" + std::to_string(c.row_bytes) + "B"},
+              {"row_bytes", c.row_bytes},
+              {"rows", c.rows},
+              {"table_rows", c.table_rows},
+              {"table_bytes", o.table_bytes},
+              {"threads", o.threads},
+              {"repetitions", o.repetitions},
+              {"seed", static_cast<int64_t>(o.seed)},
+              {"counts", "read + write"},
+              {"load_avg", c.load_avg},
+              {"busy_before", Round(c.busy_before)},
+              {"others_busy", Round(c.others_busy)}};
+  if (!o.commit.empty()) row["commit"] = o.commit;
+  return row;
 }
 
-void WriteCaseRows(JsonWriter& w, const Options& o, const CaseResult& c) {
+// The value of a row: null when the measurement failed.
+Json ValueOrNull(bool ok, double value) { return ok ? Json(value) : Json(); }
+
+void WriteCaseRows(Json& rows, const Options& o, const CaseResult& c) {
   const double stream = Median(c.stream), stream_nt = Median(c.stream_nt);
   const double limit = std::max(stream, stream_nt);
   auto copy_row = [&](const char* metric, const std::vector<double>& samples, const char* method) {
-    w.BeginObject();
-    CommonKeys(w, o, c);
-    w.Field("metric", metric).Field("value", Round(Median(samples))).Field("unit", "GB/s");
-    w.Field("method", method).Field("samples", samples);
-    w.EndObject();
+    Json row = CommonKeys(o, c);
+    row.update(Json{{"metric", metric},
+                    {"value", Round(Median(samples))},
+                    {"unit", "GB/s"},
+                    {"method", method},
+                    {"samples", samples}});
+    rows.push_back(std::move(row));
   };
   copy_row("stream_copy_gbps", c.stream, "memcpy, the batch's bytes, same split and threads (tessel-bench-limits)");
   copy_row("stream_copy_nt_gbps", c.stream_nt, "non-temporal stores, the batch's bytes, same split and threads");
   for (const PagesResult& p : c.by_pages) {
     const double naive = Median(p.naive), gather = Median(p.gather);
     const bool ok = p.error.empty() && !p.gather.empty();
-    w.BeginObject();
-    CommonKeys(w, o, c);
-    w.Field("metric", "naive_memcpy_gbps").Field("pages", PagesName(p.pages));
-    w.Field("huge_page_fraction", Round(p.huge_fraction));
-    w.Key("value");
-    ok ? w.Number(Round(naive)) : w.Null();
-    w.Field("unit", "GB/s").Field("samples", p.naive);
-    w.Field("baseline", Round(stream)).Field("baseline_metric", "stream_copy_gbps");
-    w.Field("ratio", Round(naive / stream));
-    w.EndObject();
+    Json row = CommonKeys(o, c);
+    row.update(Json{{"metric", "naive_memcpy_gbps"},
+                    {"pages", PagesName(p.pages)},
+                    {"huge_page_fraction", Round(p.huge_fraction)},
+                    {"value", ValueOrNull(ok, Round(naive))},
+                    {"unit", "GB/s"},
+                    {"samples", p.naive},
+                    {"baseline", Round(stream)},
+                    {"baseline_metric", "stream_copy_gbps"},
+                    {"ratio", Round(naive / stream)}});
+    rows.push_back(std::move(row));
 
-    w.BeginObject();
-    CommonKeys(w, o, c);
-    w.Field("metric", "gather_gbps").Field("pages", PagesName(p.pages));
-    w.Field("huge_page_fraction", Round(p.huge_fraction));
-    w.Key("value");
-    ok ? w.Number(Round(gather)) : w.Null();
-    w.Field("unit", "GB/s").Field("samples", p.gather);
-    w.Field("status", ok ? "ok" : "error");
-    if (!ok) w.Field("error", p.error);
-    w.Field("baseline", Round(naive)).Field("baseline_metric", "naive_memcpy_gbps");
-    w.Field("ratio", Round(gather / naive));
-    w.Field("fraction_of_stream_copy", Round(gather / stream));
-    w.Field("fraction_of_stream_copy_nt", Round(gather / stream_nt));
-    w.Field("fraction_of_limit", Round(gather / limit));
+    row = CommonKeys(o, c);
+    row.update(Json{{"metric", "gather_gbps"},
+                    {"pages", PagesName(p.pages)},
+                    {"huge_page_fraction", Round(p.huge_fraction)},
+                    {"value", ValueOrNull(ok, Round(gather))},
+                    {"unit", "GB/s"},
+                    {"samples", p.gather},
+                    {"status", ok ? "ok" : "error"}});
+    if (!ok) row["error"] = p.error;
+    row.update(Json{{"baseline", Round(naive)},
+                    {"baseline_metric", "naive_memcpy_gbps"},
+                    {"ratio", Round(gather / naive)},
+                    {"fraction_of_stream_copy", Round(gather / stream)},
+                    {"fraction_of_stream_copy_nt", Round(gather / stream_nt)},
+                    {"fraction_of_limit", Round(gather / limit)}});
     if (c.row_bytes == kTargetRowBytes) {
-      w.Field("target_fraction_of_stream_copy", kTargetOfStream).Field("target_ratio", kTargetOfNaive);
-      w.Field("meets_target", ok && gather >= kTargetOfStream * stream && gather >= kTargetOfNaive * naive);
+      row.update(Json{{"target_fraction_of_stream_copy", kTargetOfStream},
+                      {"target_ratio", kTargetOfNaive},
+                      {"meets_target", ok && gather >= kTargetOfStream * stream && gather >= kTargetOfNaive * naive}});
     }
-    w.EndObject();
+    rows.push_back(std::move(row));
   }
 }
 
-void WriteGpuRows(JsonWriter& w, const Options& o, const GpuReport& g) {
+void WriteGpuRows(Json& rows, const Options& o, const GpuReport& g) {
   auto begin = [&](const char* case_name, const char* metric) {
-    w.BeginObject();
-    w.Field("bench", "gather").Field("case", case_name).Field("metric", metric);
-    w.Field("threads", static_cast<int64_t>(o.threads));
-    if (!o.commit.empty()) w.Field("commit", o.commit);
+    Json row = {{"bench", "gather"}, {"case", case_name}, {"metric", metric}, {"threads", o.threads}};
+    if (!o.commit.empty()) row["commit"] = o.commit;
+    return row;
   };
   if (!g.skipped.empty()) {
-    begin("gpu", "gpu");
-    w.Key("value").Null();
-    w.Field("unit", "").Field("status", "skipped").Field("error", g.skipped);
-    w.EndObject();
+    Json row = begin("gpu", "gpu");
+    row.update(Json{{"value", nullptr}, {"unit", ""}, {"status", "skipped"}, {"error", g.skipped}});
+    rows.push_back(std::move(row));
     return;
   }
   const double h2d = Median(g.h2d_gbps);
-  begin("gpu", "h2d_pinned_gbps");
-  w.Field("device", g.device).Field("value", Round(h2d)).Field("unit", "GB/s").Field("bytes", g.h2d_bytes);
-  w.Field("samples", g.h2d_gbps).Field("counts", "bytes copied");
-  w.Field("status", g.h2d_error.empty() ? "ok" : "error");
-  if (!g.h2d_error.empty()) w.Field("error", g.h2d_error);
-  w.EndObject();
+  Json row = begin("gpu", "h2d_pinned_gbps");
+  row.update(Json{{"device", g.device},
+                  {"value", Round(h2d)},
+                  {"unit", "GB/s"},
+                  {"bytes", g.h2d_bytes},
+                  {"samples", g.h2d_gbps},
+                  {"counts", "bytes copied"},
+                  {"status", g.h2d_error.empty() ? "ok" : "error"}});
+  if (!g.h2d_error.empty()) row["error"] = g.h2d_error;
+  rows.push_back(std::move(row));
   for (const GpuCase& c : g.cases) {
     const std::string name = "gpu_rows_" + std::to_string(c.row_bytes) + "B";
     const double useful = static_cast<double>(c.rows * c.row_bytes);
@@ -356,19 +374,24 @@ void WriteGpuRows(JsonWriter& w, const Options& o, const GpuReport& g) {
     const bool ok = c.error.empty() && !c.zero_copy_ms.empty();
     for (int staged = 0; staged < 2; ++staged) {
       const double ms = staged ? st_ms : zc_ms;
-      begin(name.c_str(), staged ? "staged_gather_gbps" : "zero_copy_gather_gbps");
-      w.Field("device", g.device).Field("row_bytes", c.row_bytes).Field("rows", c.rows);
-      w.Key("value");
-      ok ? w.Number(Round(useful / (ms / 1e3) / 1e9)) : w.Null();
-      w.Field("unit", "GB/s").Field("counts", "useful row bytes (rows x row_bytes), end to end");
-      w.Field("ms", Round(ms)).Field("samples_ms", staged ? c.staged_ms : c.zero_copy_ms);
-      w.Field("status", ok ? "ok" : "error");
-      if (!ok) w.Field("error", c.error);
+      row = begin(name.c_str(), staged ? "staged_gather_gbps" : "zero_copy_gather_gbps");
+      row.update(Json{{"device", g.device},
+                      {"row_bytes", c.row_bytes},
+                      {"rows", c.rows},
+                      {"value", ValueOrNull(ok, Round(useful / (ms / 1e3) / 1e9))},
+                      {"unit", "GB/s"},
+                      {"counts", "useful row bytes (rows x row_bytes), end to end"},
+                      {"ms", Round(ms)},
+                      {"samples_ms", staged ? c.staged_ms : c.zero_copy_ms},
+                      {"status", ok ? "ok" : "error"}});
+      if (!ok) row["error"] = c.error;
       if (!staged && ok) {
-        w.Field("baseline", Round(useful / (st_ms / 1e3) / 1e9)).Field("baseline_metric", "staged_gather_gbps");
-        w.Field("ratio", Round(st_ms / zc_ms)).Field("fraction_of_limit", Round(useful / (zc_ms / 1e3) / 1e9 / h2d));
+        row.update(Json{{"baseline", Round(useful / (st_ms / 1e3) / 1e9)},
+                        {"baseline_metric", "staged_gather_gbps"},
+                        {"ratio", Round(st_ms / zc_ms)},
+                        {"fraction_of_limit", Round(useful / (zc_ms / 1e3) / 1e9 / h2d)}});
       }
-      w.EndObject();
+      rows.push_back(std::move(row));
     }
   }
 }
@@ -586,16 +609,14 @@ int Main(int argc, char** argv) {
   PrintGpu(gpu);
   for (const GpuCase& c : gpu.cases) failures += c.error.empty() ? 0 : 1;
 
-  JsonWriter w;
-  w.BeginArray();
-  for (const CaseResult& c : results) WriteCaseRows(w, options, c);
-  WriteGpuRows(w, options, gpu);
-  w.EndArray();
+  Json rows = Json::array();
+  for (const CaseResult& c : results) WriteCaseRows(rows, options, c);
+  WriteGpuRows(rows, options, gpu);
   std::error_code ec;
   const std::filesystem::path json(options.json);
   if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
   std::ofstream file(options.json);
-  file << w.str() << "\n";
+  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
   if (!file) {
     std::fprintf(stderr, "tessel-bench-gather: cannot write %s\n", options.json.c_str());
     return 2;

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "storage/spill_store.h"
 
@@ -193,30 +193,38 @@ std::string CaseName(const CaseResult& c) {
   return StrCat("slots_", c.slot_bytes / kMiB, "MiB", c.checksum ? "_checksum" : "");
 }
 
-void WriteRows(JsonWriter& w, const Options& o, const CaseResult& c) {
+void WriteRows(Json& rows, const Options& o, const CaseResult& c) {
   const bool ok = c.error.empty();
   auto row = [&](const char* metric, const std::vector<double>& samples, const std::vector<double>* raw,
                  const char* raw_metric, const char* method) {
-    w.BeginObject();
-    w.Field("bench", "spill").Field("case", CaseName(c)).Field("metric", metric);
-    w.Key("value");
-    ok ? w.Number(Round(Median(samples))) : w.Null();
-    w.Field("unit", "GB/s").Field("samples", samples).Field("method", method);
-    w.Field("slot_bytes", c.slot_bytes).Field("total_bytes", o.total_bytes / c.slot_bytes * c.slot_bytes);
-    w.Field("checksum", c.checksum).Field("raw_io", c.raw_direct ? "O_DIRECT" : "buffered + fsync (O_DIRECT refused)");
-    w.Field("dir", o.dir).Field("repetitions", static_cast<int64_t>(o.repetitions));
-    w.Field("status", ok ? "ok" : "error");
-    if (!ok) w.Field("error", c.error);
+    Json r = {{"bench", "spill"},
+              {"case", CaseName(c)},
+              {"metric", metric},
+              {"value", ok ? Json(Round(Median(samples))) : Json()},
+              {"unit", "GB/s"},
+              {"samples", samples},
+              {"method", method},
+              {"slot_bytes", c.slot_bytes},
+              {"total_bytes", o.total_bytes / c.slot_bytes * c.slot_bytes},
+              {"checksum", c.checksum},
+              {"raw_io", c.raw_direct ? "O_DIRECT" : "buffered + fsync (O_DIRECT refused)"},
+              {"dir", o.dir},
+              {"repetitions", o.repetitions},
+              {"status", ok ? "ok" : "error"}};
+    if (!ok) r["error"] = c.error;
     if (raw != nullptr && ok) {
       const double base = Median(*raw);
-      w.Field("baseline", Round(base)).Field("baseline_metric", raw_metric);
-      w.Field("ratio", Round(Median(samples) / base)).Field("fraction_of_limit", Round(Median(samples) / base));
+      r.update(Json{{"baseline", Round(base)},
+                    {"baseline_metric", raw_metric},
+                    {"ratio", Round(Median(samples) / base)},
+                    {"fraction_of_limit", Round(Median(samples) / base)}});
       if (std::string_view(metric) == "spill_write_gbps") {
-        w.Field("target_ratio", kTargetWriteOfRaw).Field("meets_target", Median(samples) >= kTargetWriteOfRaw * base);
+        r.update(
+            Json{{"target_ratio", kTargetWriteOfRaw}, {"meets_target", Median(samples) >= kTargetWriteOfRaw * base}});
       }
     }
-    if (!o.commit.empty()) w.Field("commit", o.commit);
-    w.EndObject();
+    if (!o.commit.empty()) r["commit"] = o.commit;
+    rows.push_back(std::move(r));
   };
   row("raw_write_gbps", c.raw_write, nullptr, "", "slot-sized pwrite, O_DIRECT, fsync at the end (the limit)");
   row("raw_read_gbps", c.raw_read, nullptr, "", "slot-sized pread, O_DIRECT (the limit)");
@@ -370,14 +378,12 @@ int Main(int argc, char** argv) {
     }
   }
   PrintTable(options, results);
-  JsonWriter w;
-  w.BeginArray();
-  for (const CaseResult& c : results) WriteRows(w, options, c);
-  w.EndArray();
+  Json rows = Json::array();
+  for (const CaseResult& c : results) WriteRows(rows, options, c);
   const std::filesystem::path json(options.json);
   if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
   std::ofstream file(options.json);
-  file << w.str() << "\n";
+  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
   if (!file) {
     std::fprintf(stderr, "tessel-bench-spill: cannot write %s\n", options.json.c_str());
     return 2;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/json.h"
+
 namespace tessel {
 namespace {
 
@@ -43,14 +45,7 @@ TEST(Record, RoundTripsThroughBytes) {
   const Record r = DecodeRecord(in);
   ASSERT_TRUE(in.ok()) << in.error();
   EXPECT_TRUE(in.done());
-  JsonWriter a(false), b(false);
-  a.BeginObject();
-  WriteRecordFields(Sample(), a);
-  a.EndObject();
-  b.BeginObject();
-  WriteRecordFields(r, b);
-  b.EndObject();
-  EXPECT_EQ(a.str(), b.str());
+  EXPECT_EQ(RecordJson(Sample()), RecordJson(r));
   for (size_t n = 0; n < bytes.size(); ++n) {
     ByteReader cut(bytes.data(), n);
     (void)DecodeRecord(cut);
@@ -59,13 +54,10 @@ TEST(Record, RoundTripsThroughBytes) {
 }
 
 TEST(Record, WritesJsonInOrder) {
-  JsonWriter w(false);
-  w.BeginObject();
-  WriteRecordFields(Sample(), w);
-  w.EndObject();
-  EXPECT_EQ(w.str(),
-            "{\"loss\":[1,0.5],\"accuracy\":0.75,\"correct\":3,\"name\":\"aifb\",\"ok\":true,"
-            "\"partition\":{\"edge_cut\":12},\"val_loss\":[[10,2.5],[20,2.25]]}");
+  // Doubles stay doubles ("1.0", "10.0") and int64 fields stay integers ("3", "12").
+  EXPECT_EQ(FormatJson(RecordJson(Sample()), JsonLayout::kCompact),
+            "{\"loss\":[1.0,0.5],\"accuracy\":0.75,\"correct\":3,\"name\":\"aifb\",\"ok\":true,"
+            "\"partition\":{\"edge_cut\":12},\"val_loss\":[[10.0,2.5],[20.0,2.25]]}");
   EXPECT_EQ(FormatScalars(Sample()), "accuracy 0.7500, correct 3, name aifb");
 }
 

@@ -6,138 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
+
 namespace tessel::monitoring {
 namespace {
-
-// A strict little JSON parser (RFC 8259 minus number edge cases), enough to prove the file is JSON and to
-// read back what it says.
-struct Json {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject } type = Type::kNull;
-  std::string string;
-  std::vector<Json> array;
-  std::map<std::string, Json> object;
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(const std::string& text) : s_(text) {}
-
-  // Returns false (with error()) unless the whole text is exactly one JSON value.
-  bool Parse(Json& out) {
-    if (!Value(out)) return false;
-    Space();
-    return pos_ == s_.size() || Fail("trailing characters");
-  }
-  const std::string& error() const { return error_; }
-
- private:
-  bool Fail(const std::string& what) {
-    error_ = what + " at offset " + std::to_string(pos_);
-    return false;
-  }
-  void Space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
-  }
-  bool Literal(const std::string& word) {
-    if (s_.compare(pos_, word.size(), word) != 0) return Fail("bad literal");
-    pos_ += word.size();
-    return true;
-  }
-  bool String(std::string& out) {
-    if (s_[pos_] != '"') return Fail("expected string");
-    for (++pos_; pos_ < s_.size(); ++pos_) {
-      const char c = s_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) return Fail("raw control character in string");
-      if (c == '\\') {
-        if (++pos_ >= s_.size()) break;
-        const char e = s_[pos_];
-        if (e == 'u') {
-          if (pos_ + 4 >= s_.size()) break;
-          out += static_cast<char>(std::stoi(s_.substr(pos_ + 1, 4), nullptr, 16));  // ASCII is enough here
-          pos_ += 4;
-        } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
-          const std::map<char, char> unescape{{'b', '\b'}, {'f', '\f'}, {'n', '\n'}, {'r', '\r'}, {'t', '\t'}};
-          out += unescape.count(e) ? unescape.at(e) : e;
-        } else {
-          return Fail("bad escape");
-        }
-      } else {
-        out += c;
-      }
-    }
-    return Fail("unterminated string");
-  }
-  bool Value(Json& out) {
-    Space();
-    if (pos_ >= s_.size()) return Fail("unexpected end");
-    const char c = s_[pos_];
-    if (c == '{') {
-      out.type = Json::Type::kObject;
-      ++pos_;
-      Space();
-      if (s_[pos_] == '}') return ++pos_, true;
-      while (true) {
-        Space();
-        std::string key;
-        if (!String(key)) return false;
-        Space();
-        if (s_[pos_++] != ':') return Fail("expected ':'");
-        if (out.object.count(key)) return Fail("duplicate key " + key);
-        if (!Value(out.object[key])) return false;
-        Space();
-        if (s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (s_[pos_] == '}') return ++pos_, true;
-        return Fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      out.type = Json::Type::kArray;
-      ++pos_;
-      Space();
-      if (s_[pos_] == ']') return ++pos_, true;
-      while (true) {
-        out.array.emplace_back();
-        if (!Value(out.array.back())) return false;
-        Space();
-        if (s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (s_[pos_] == ']') return ++pos_, true;
-        return Fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      out.type = Json::Type::kString;
-      return String(out.string);
-    }
-    if (c == 't') return out.type = Json::Type::kBool, Literal("true");
-    if (c == 'f') return out.type = Json::Type::kBool, Literal("false");
-    if (c == 'n') return out.type = Json::Type::kNull, Literal("null");
-    const size_t start = pos_;
-    while (pos_ < s_.size() && std::string("+-0123456789.eE").find(s_[pos_]) != std::string::npos) ++pos_;
-    if (pos_ == start) return Fail("unexpected character");
-    out.type = Json::Type::kNumber;
-    return true;
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-  std::string error_;
-};
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -159,20 +35,20 @@ class TargetsFileTest : public ::testing::Test {
   // Parses the file and returns its entries, checking the file_sd shape on the way.
   std::vector<Json> ReadEntries(const std::filesystem::path& path) {
     const std::string text = ReadFile(path);
-    Json root;
-    JsonParser parser(text);
-    EXPECT_TRUE(parser.Parse(root)) << parser.error() << "\n" << text;
-    EXPECT_EQ(root.type, Json::Type::kArray) << text;
-    for (const Json& entry : root.array) {
-      EXPECT_EQ(entry.type, Json::Type::kObject);
-      EXPECT_EQ(entry.object.size(), 2u) << "an entry has exactly targets and labels";
-      EXPECT_EQ(entry.object.at("targets").type, Json::Type::kArray);
-      EXPECT_EQ(entry.object.at("labels").type, Json::Type::kObject);
-      for (const auto& [key, label] : entry.object.at("labels").object) {
-        EXPECT_EQ(label.type, Json::Type::kString) << "file_sd label values must be strings: " << key;
+    auto root = ParseJson(text, path.string());
+    EXPECT_TRUE(root.ok()) << root.status().ToString() << "\n" << text;
+    if (!root.ok()) return {};
+    EXPECT_TRUE(root->is_array()) << text;
+    for (const Json& entry : *root) {
+      EXPECT_TRUE(entry.is_object());
+      EXPECT_EQ(entry.size(), 2u) << "an entry has exactly targets and labels";
+      EXPECT_TRUE(entry.at("targets").is_array());
+      EXPECT_TRUE(entry.at("labels").is_object());
+      for (const auto& [key, label] : entry.at("labels").items()) {
+        EXPECT_TRUE(label.is_string()) << "file_sd label values must be strings: " << key;
       }
     }
-    return root.array;
+    return root->get<std::vector<Json>>();
   }
 
   std::filesystem::path dir_;
@@ -190,13 +66,13 @@ TEST_F(TargetsFileTest, OneEntryPerRankWithLabels) {
   const std::vector<std::string> roles{"coordinator", "worker", "worker"};
   for (size_t i = 0; i < entries.size(); ++i) {  // sorted by rank
     const Json& entry = entries[i];
-    ASSERT_EQ(entry.object.at("targets").array.size(), 1u);
-    EXPECT_EQ(entry.object.at("targets").array[0].string, hosts[i]);
-    const auto& labels = entry.object.at("labels").object;
+    ASSERT_EQ(entry.at("targets").size(), 1u);
+    EXPECT_EQ(entry.at("targets")[0], hosts[i]);
+    const Json& labels = entry.at("labels");
     EXPECT_EQ(labels.size(), 3u);
-    EXPECT_EQ(labels.at("job").string, "demo-run");
-    EXPECT_EQ(labels.at("rank").string, std::to_string(i));
-    EXPECT_EQ(labels.at("role").string, roles[i]);
+    EXPECT_EQ(labels.at("job"), "demo-run");
+    EXPECT_EQ(labels.at("rank"), std::to_string(i));
+    EXPECT_EQ(labels.at("role"), roles[i]);
   }
   // Nothing but the file is left behind.
   size_t files = 0;
@@ -229,8 +105,8 @@ TEST_F(TargetsFileTest, RewriteReplacesTheFileAndEscapesTheJobName) {
   ASSERT_TRUE(WriteTargetsFile(path.string(), odd_job, {{"::1", 9100, 0, "embedded"}}).ok());
   const std::vector<Json> entries = ReadEntries(path);
   ASSERT_EQ(entries.size(), 1u);
-  EXPECT_EQ(entries[0].object.at("labels").object.at("job").string, odd_job);
-  EXPECT_EQ(entries[0].object.at("targets").array.at(0).string, "[::1]:9100");
+  EXPECT_EQ(entries[0].at("labels").at("job"), odd_job);
+  EXPECT_EQ(entries[0].at("targets").at(0), "[::1]:9100");
 }
 
 TEST_F(TargetsFileTest, NoTargetsIsAnEmptyList) {
