@@ -313,20 +313,62 @@ def measure_limits(quick: bool, errors: list) -> dict:
             if lim["sgemm_avx512"]["gflops"] > lim["sgemm"]["gflops"]:
                 lim["sgemm"] = lim["sgemm_avx512"]
             # The copy does not depend on the core type: a second sample of a limit that varies with the
-            # host's load (40 to 70 GB/s seen on this VM); keep the better.
+            # host's load (40 to 70 GB/s seen on this VM); keep the better, and the same for every level.
             for key in ("stream_copy", "stream_update"):
                 if key in second and second[key]["gbps"] > lim.get(key, {}).get("gbps", 0):
                     lim[key] = second[key]
-    # The memory limit: the better of the copy and the in-place update (bench/README.md).
-    lim["memory"] = max((dict(lim[k], kind=k) for k in ("stream_copy", "stream_update") if k in lim),
-                        key=lambda m: m["gbps"])
+            better = {lv["name"]: lv for lv in second.get("levels", [])}
+            lim["levels"] = [max(lv, better.get(lv["name"], lv), key=lambda x: x["gbps"])
+                             for lv in lim.get("levels", [])]
+    lim["levels"] = memory_levels(lim)
+    lim["memory"] = dict(lim["levels"][-1], kind=lim["levels"][-1]["source"])
     return lim
+
+
+def memory_levels(lim: dict) -> list:
+    """The levels the floor charges, innermost first, each {name, capacity_bytes (0: DRAM), gbps, source}:
+    tessel-bench-limits' cache levels and DRAM, DRAM's limit the better of its own kernels and the stream
+    copy and update (which a second sample may have raised). An older binary without levels: DRAM alone,
+    the better of the copy and the update."""
+    streams = [(lim[k]["gbps"], k) for k in ("stream_copy", "stream_update") if k in lim]
+    levels = [dict(lv) for lv in lim.get("levels", [])]
+    if not levels or levels[-1].get("capacity_bytes"):
+        levels.append({"name": "DRAM", "capacity_bytes": 0, "gbps": 0, "source": "none"})
+    dram = levels[-1]
+    for gbps, kind in streams:
+        if gbps > dram["gbps"]:
+            dram.update(gbps=gbps, source=kind)
+    return levels
+
+
+def level_traffic(components: list, levels: list) -> list:
+    """The bytes each memory level must carry in one epoch, innermost first (bench/README.md "A floor that
+    is a floor"). components: (name, bytes, working set bytes, reuse), reuse "stream" (every byte of the
+    working set moved bytes / working set times, as Adam moves its parameters and moments) or "gather" (the
+    same rows read again and again, as the edges read their source rows).
+    - The innermost level carries every byte: every load and store of the core goes through it.
+    - A level further out carries only what the levels inside it cannot hold, together (`inside` bytes):
+      of a streamed working set W, at least W - inside bytes are not inside when the pass starts and must
+      come in, and as many leave, each time it is moved; of a gathered one, at least the W - inside bytes
+      that are not inside must come in once (reuse is served from inside, however the rows are ordered).
+    Capacities are the whole levels', summed, as if exclusive: generous to the hardware, so a floor."""
+    out = []
+    inside = 0
+    for i, lv in enumerate(levels):
+        total = 0
+        for _, traffic, ws, reuse in components:
+            if i == 0:
+                total += traffic
+            elif ws > inside:
+                total += (ws - inside) * (traffic / ws if reuse == "stream" else 1)
+        out.append(int(total))
+        inside += lv.get("capacity_bytes") or 0
+    return out
 
 
 def lower_bound(model: str, stats: dict, hidden: int, layers: int, lim: dict) -> dict:
     """A floor on one epoch's time of MODELS.md's model (bench/README.md "fraction_of_limit"): GEMM flops at
-    the sgemm limit vs compulsory memory traffic at the memory limit (the better of stream copy and stream
-    update), whichever is larger.
+    the sgemm limit vs compulsory memory traffic at each memory level's limit, whichever is larger.
     Flops, counting only the dense products: every per-relation product applied once per unique (relation,
     node) pair, on whichever side has fewer (Hector's compact materialization; with linear-operator
     reordering RGAT's attention logits and HGT's rel_att / rel_msg can move to either side): RGCN's and
@@ -335,19 +377,22 @@ def lower_bound(model: str, stats: dict, hidden: int, layers: int, lim: dict) ->
     nobody needs; a one-hot layer 1 is a row gather (no flops).
     Traffic, the bytes no kernel can avoid moving:
     - Adam reads and writes every parameter and both moments once (24 bytes a parameter; the gradient is
-      assumed fused);
+      assumed fused); its working set is the 12 bytes a parameter it updates;
     - every layer reads each edge's source row at least once in the forward pass and once in the backward
       pass (4 bytes a value): the layer's input row (for a one-hot layer, the row of W_r it selects, as
-      wide as the output), and for HGT the source's k and v rows. The edge index arrays and the
-      destination side are left out, so this stays a floor. A row read from cache counts at the DRAM
-      copy rate, which on a graph that fits in cache makes the floor higher than the hardware's."""
+      wide as the output), and for HGT the source's k and v rows. Its working set is the rows read: one per
+      source node (per unique (relation, source) pair for a one-hot layer). The edge index arrays and the
+      destination side are left out, so this stays a floor.
+    Each memory level carries the share of that traffic the levels inside it cannot hold (level_traffic),
+    at its own limit measured in the same run; the memory time is the slowest level's."""
     onehot = stats["feature_dim"] == 0
     n, R, T, C = stats["nodes"], stats["relations"], stats.get("node_types", 1), stats["classes"]
     E = stats["edges"]
+    sources = stats.get("source_nodes", n)
     ps, pd = stats["unique_rel_src_pairs"], stats["unique_rel_dst_pairs"]
     flops = 0
     params = 0
-    edge_values = 0  # values read per epoch by the edges' source-row gathers
+    edges = []  # per layer: (values read by the source-row gathers per epoch, values in the rows read)
     if model == "hgt":
         dims = [stats["feature_dim"]] + [hidden] * layers
         d = hidden // HEADS
@@ -357,7 +402,7 @@ def lower_bound(model: str, stats: dict, hidden: int, layers: int, lim: dict) ->
             kqv = 2 * n * 3 * k * D
             rest = 2 * n * D * D + 2 * 2 * min(ps, pd) * HEADS * d * d
             flops += kqv * (2 if layer == 0 else 3) + rest * 3
-            edge_values += 2 * E * 2 * D  # k and v rows, forward and backward
+            edges.append((2 * E * 2 * D, sources * 2 * D))  # k and v rows, forward and backward
         params += hidden * C
         flops += 2 * n * hidden * C * 3
     else:
@@ -367,18 +412,26 @@ def lower_bound(model: str, stats: dict, hidden: int, layers: int, lim: dict) ->
             d_in, d_out = dims[layer], dims[layer + 1]
             params += R * d_in * d_out + (2 * R * d_out if model == "rgat" else 0)
             one_hot_layer = layer == 0 and onehot
-            edge_values += 2 * E * (d_out if one_hot_layer else d_in)
             if one_hot_layer:
+                edges.append((2 * E * d_out, ps * d_out))
                 continue
+            edges.append((2 * E * d_in, sources * d_in))
             flops += 2 * pairs * d_in * d_out * (2 if layer == 0 else 3)
     adam_bytes = 24 * params
-    edge_bytes = 4 * edge_values
-    traffic = adam_bytes + edge_bytes
-    out = {"flops": flops, "bytes": traffic, "adam_bytes": adam_bytes, "edge_bytes": edge_bytes, "params": params}
+    edge_bytes = 4 * sum(v for v, _ in edges)
+    components = [("adam", adam_bytes, 12 * params, "stream")] + [
+        (f"edges.layer{i}", 4 * v, 4 * rows, "gather") for i, (v, rows) in enumerate(edges)]
+    out = {"flops": flops, "bytes": adam_bytes + edge_bytes, "adam_bytes": adam_bytes, "edge_bytes": edge_bytes,
+           "params": params, "working_set_bytes": {name: ws for name, _, ws, _ in components}}
     if lim:
+        levels = lim["levels"]
         t_gemm = flops / (lim["sgemm"]["gflops"] * 1e9)
-        t_mem = traffic / (lim["memory"]["gbps"] * 1e9)
-        out.update(seconds=max(t_gemm, t_mem), bound="gemm" if t_gemm >= t_mem else "memory")
+        traffic = level_traffic(components, levels)
+        times = [b / (lv["gbps"] * 1e9) for b, lv in zip(traffic, levels)]
+        slowest = max(range(len(levels)), key=lambda i: times[i])
+        out.update(seconds=max(t_gemm, times[slowest]), bound="gemm" if t_gemm >= times[slowest] else "memory",
+                   bound_level=levels[slowest]["name"], level_bytes={lv["name"]: b for lv, b in zip(levels, traffic)},
+                   level_ms={lv["name"]: round(1e3 * t, 3) for lv, t in zip(levels, times)})
     return out
 
 
@@ -502,6 +555,13 @@ def fraction(bound: dict, ms) -> float | None:
     return round(bound["seconds"] / (ms / 1e3), 4)
 
 
+def bound_keys(bound: dict) -> dict:
+    """The lower_bound_ms row's account of the floor."""
+    keys = ("bound", "bound_level", "flops", "bytes", "adam_bytes", "edge_bytes", "params", "working_set_bytes",
+            "level_bytes", "level_ms")
+    return {k: bound.get(k) for k in keys}
+
+
 def mib(b):
     return r3(b / 2**20) if b else None
 
@@ -570,9 +630,7 @@ def point_rows(bench: str, suite: str, model: str, case: str, layers: int, size:
               "graph": rel(graph), "graph_source": fingerprint(graph), "threads": THREADS, "commit": COMMIT}
     rows = [{**common, "metric": "lower_bound_ms", "phase": "epoch",
              "value": r3(1e3 * bound["seconds"]) if "seconds" in bound else None, "unit": "ms",
-             "bound": bound.get("bound"), "flops": bound["flops"], "bytes": bound["bytes"],
-             "adam_bytes": bound["adam_bytes"], "edge_bytes": bound["edge_bytes"],
-             "params": bound["params"], "graph_stats": stats}]
+             **bound_keys(bound), "graph_stats": stats}]
     for (system, _, variant, name, prefix, candidate), p in peers:
         rows += system_rows(common, prefix, name, p, bound, {"baseline_candidate": candidate, **peer_extra(p)})
     t_rows = system_rows(common, "tessel", "tessel", tessel, bound, {"version": tessel.get("version")})
@@ -628,9 +686,7 @@ def scale_rows(bench: str, model: str, graph: str, stats: dict, bound: dict, res
     status = {"status": res.get("status"), **({"error": res["error"]} if res.get("error") else {})}
     rows = [{**common, "metric": "lower_bound_ms", "phase": "epoch",
              "value": r3(1e3 * bound["seconds"]) if "seconds" in bound else None, "unit": "ms",
-             "bound": bound.get("bound"), "flops": bound["flops"], "bytes": bound["bytes"],
-             "adam_bytes": bound["adam_bytes"], "edge_bytes": bound["edge_bytes"], "params": bound["params"],
-             "graph_stats": stats}]
+             **bound_keys(bound), "graph_stats": stats}]
     rows.append({**common, "metric": "tessel_epoch_ms", "phase": "epoch", "unit": "ms", **status,
                  "value": r3(res.get("median_ms")) if ok else None, "min_ms": r3(res.get("min_ms")) if ok else None,
                  "epoch_ms": [r3(1e3 * t) for t in res.get("epoch_seconds") or []],
@@ -679,7 +735,7 @@ def report(family: str, rows: list, lim: dict) -> None:
         if family == "peers-rgnn":
             header += [v[3] for v in variants] + ["best peer", "ratio", "mem lower"]
         else:
-            header += ["lower bound", "fraction_of_limit"]
+            header += ["lower bound", "bound by", "fraction_of_limit"]
         table = []
         for p in pts:
             get = lambda metric: idx.get(p + (metric,))
@@ -698,7 +754,9 @@ def report(family: str, rows: list, lim: dict) -> None:
                 line += [t.get("baseline_system", "n/a"), fmt(t.get("ratio"), ".3f"),
                          {True: "yes", False: "no"}.get(rss.get("lower_than_baseline"), "n/a")]
             else:
-                line += [fmt(get("lower_bound_ms")["value"]), fmt(t.get("fraction_of_limit"), ".3f")]
+                lb = get("lower_bound_ms")
+                line += [fmt(lb["value"]), lb.get("bound_level") if lb.get("bound") == "memory" else lb.get("bound"),
+                         fmt(t.get("fraction_of_limit"), ".3f")]
             table.append(line)
         print_table(header, table)
         if family == "peers-rgnn":
@@ -759,7 +817,7 @@ def report(family: str, rows: list, lim: dict) -> None:
               f"({lim['sgemm_default']['blas'].split()[-2]} kernels{extra}); "
               f"stream copy {lim['stream_copy']['gbps']:.1f} GB/s"
               + (f", stream update {lim['stream_update']['gbps']:.1f} GB/s" if "stream_update" in lim else "")
-              + f" (memory limit: {lim['memory']['kind']})")
+              + "; per level " + ", ".join(f"{lv['name']} {lv['gbps']:.1f}" for lv in lim["levels"]) + " GB/s")
 
 
 def limit_rows(bench: str, lim: dict) -> list:
@@ -781,9 +839,19 @@ def limit_rows(bench: str, lim: dict) -> list:
                      "value": lim["stream_update"]["gbps"], "unit": "GB/s", "threads": THREADS,
                      "median_gbps": lim["stream_update"].get("median_gbps"),
                      "note": "in place, bytes read + bytes written"})
+    for lv in lim["levels"]:
+        row = {"bench": bench, "case": "machine", "metric": f"{lv['name']}_gbps", "value": lv["gbps"], "unit": "GB/s",
+               "threads": THREADS, "source": lv["source"], "capacity_bytes": lv.get("capacity_bytes") or None,
+               "buffer_bytes": lv.get("buffer_bytes"),
+               "note": "the level's limit: its fastest kernel over a buffer that fits in it, bytes read + written"}
+        for kernel in ("read", "copy", "update"):
+            if kernel in lv:
+                row[f"{kernel}_gbps"] = lv[kernel]["gbps"]
+                row[f"{kernel}_median_gbps"] = lv[kernel]["median_gbps"]
+        rows.append(row)
     rows.append({"bench": bench, "case": "machine", "metric": "memory_gbps", "value": lim["memory"]["gbps"],
                  "unit": "GB/s", "threads": THREADS, "source": lim["memory"]["kind"],
-                 "note": "the memory limit of fraction_of_limit: the better of copy and update"})
+                 "note": "DRAM's limit: the better of its read, copy and update and the stream copy and update"})
     return rows
 
 
