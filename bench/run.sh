@@ -62,10 +62,10 @@
 #   --data-dir DIR     the shared datasets (default: the build's TESSEL_DATA_DIR, ../shared/data); AIFB
 #                      missing there is a row with status "missing" and exit 1
 #
-# It builds only the binaries it runs (cmake --build build --target tessel tessel-bench-limits; for gather
-# tessel-bench-gather and libtessel_gather.so; for spill tessel-bench-spill; for graph tessel-bench-graph)
-# in an existing build directory, and for the rgnn families sets up build/bench-venv (and
-# build/bench-venv-dgl when DGL is a selected peer) from PyPI (bench/peers/setup.sh).
+# It builds only the binaries it runs (rgnn families: tessel, tessel-bench-limits and the plugins tessel_nn
+# and tessel_rgnn; gather: tessel-bench-gather and libtessel_gather.so; spill: tessel-bench-spill; graph:
+# tessel-bench-graph) in an existing build directory, and for the rgnn families sets up build/bench-venv
+# (and build/bench-venv-dgl when DGL is a selected peer) from PyPI (bench/peers/setup.sh).
 # Exit: 0 every measurement ran, 1 one failed (the table and JSON say which), 2 usage or setup error.
 set -euo pipefail
 
@@ -265,8 +265,10 @@ if [[ "$family" == llm || "$family" == peers-llm ]]; then
   llm_args+=(${llm_extra[@]+"${llm_extra[@]}"})
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/llm/llm_bench.py" "${llm_args[@]}"
 fi
-echo "[bench] cmake --build build --target tessel tessel-bench-limits" >&2
-if ! cmake --build "$BUILD" --target tessel tessel-bench-limits --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+# The plugins too: `tessel run` loads its kernels from build/plugins (without them every run exits 4).
+echo "[bench] cmake --build build --target tessel tessel-bench-limits tessel_nn tessel_rgnn" >&2
+if ! cmake --build "$BUILD" --target tessel tessel-bench-limits tessel_nn tessel_rgnn --parallel 2 \
+    >"$BUILD/bench-build.log" 2>&1; then
   tail -n 30 "$BUILD/bench-build.log" >&2
   echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
   exit 2

@@ -1,4 +1,4 @@
-// tessel-bench-limits: measures the two limits bench/run.sh reports fraction_of_limit against, at the
+// tessel-bench-limits: measures the limits bench/run.sh reports fraction_of_limit against, at the
 // thread count of the benchmark (DESIGN.md "Benchmarks"):
 //   - sgemm: OpenBLAS cblas_sgemm, square n x n x n, GFLOP/s (2 n^3 per call), best of the repetitions;
 //   - stream copy: `threads` threads each memcpy one slice of a 256 MiB buffer (far larger than the
@@ -7,11 +7,15 @@
 //   - stream update: the same buffer updated in place (x = 0.999 x + 0.001, read and written once), as
 //     an optimizer step or any in-place elementwise kernel moves memory; same counting and repetitions.
 //     glibc's memcpy uses non-temporal stores on a buffer this size, which this VM serves well below
-//     what a read-modify-write loop gets, so the memory limit is the better of the two.
+//     what a read-modify-write loop gets, so the memory limit is the better of the two;
+//   - levels: each data cache level the threads use (sysfs) and DRAM, with a read, a copy and an update
+//     over a buffer that fits in the level (half its capacity; 256 MiB for DRAM), threads pinned
+//     (memory_levels.h). A level's limit is its fastest kernel; DRAM's also counts the stream copy and
+//     update. The RGNN floor charges each level the bytes that must pass through it (bench/README.md).
 //
 // Usage: tessel-bench-limits [--threads N] [--quick]
-// Prints one JSON object on stdout. Exit 0 on success, 2 on a usage error.
-// Single-threaded driver; the copy spawns its own threads and joins them before returning.
+// Prints one JSON object on stdout. Exit 0 on success, 1 when a buffer cannot be allocated, 2 on a
+// usage error. Single-threaded driver; the measurements spawn their own threads and join them.
 #include <cblas.h>
 
 #include <algorithm>
@@ -25,6 +29,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "memory_levels.h"
 
 namespace {
 
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
       options.threads = std::atoi(argv[++i]);
       if (options.threads < 1 || options.threads > 1024) return Usage("--threads must be 1 .. 1024");
     } else if (arg == "--help" || arg == "-h") {
-      Usage("measures sgemm GFLOP/s and stream copy and update GB/s; prints JSON");
+      Usage("measures sgemm GFLOP/s, stream copy and update GB/s and each memory level's GB/s; prints JSON");
       return 0;
     } else {
       return Usage("unknown argument");
@@ -198,15 +204,48 @@ int main(int argc, char** argv) {
   const GemmResult gemm = MeasureSgemm(n, options.quick ? 0.3 : 1.0);
   const auto [copy, update] =
       MeasureMemory(size_t{256} << 20, options.threads, options.quick ? 2 : 5, options.quick ? 0.15 : 0.3);
+  std::vector<tessel::bench::LevelBandwidth> levels;
+  const size_t level_sample = (options.quick ? size_t{64} : size_t{256}) << 20;  // per thread and sample
+  for (const tessel::bench::CacheLevel& cache : tessel::bench::DiscoverCaches(options.threads)) {
+    levels.push_back(tessel::bench::MeasureLevel(cache.name, cache.capacity_bytes, cache.capacity_bytes / 2,
+                                                 options.threads, level_sample, options.quick ? 1 : 2,
+                                                 options.quick ? 5 : 10));
+  }
+  levels.push_back(tessel::bench::MeasureLevel("DRAM", 0, size_t{256} << 20, options.threads, level_sample,
+                                               options.quick ? 1 : 3, options.quick ? 3 : 5));
   std::printf(
       "{\"threads\": %d, \"quick\": %s,\n"
       " \"sgemm\": {\"n\": %d, \"repetitions\": %d, \"gflops\": %.2f, \"blas\": \"%s\"},\n"
       " \"stream_copy\": {\"buffer_bytes\": %zu, \"rounds\": %d, \"repetitions\": %d, \"gbps\": %.2f,"
       " \"median_gbps\": %.2f, \"counts\": \"read + write\"},\n"
       " \"stream_update\": {\"buffer_bytes\": %zu, \"rounds\": %d, \"repetitions\": %d, \"gbps\": %.2f,"
-      " \"median_gbps\": %.2f, \"counts\": \"read + write\"}}\n",
+      " \"median_gbps\": %.2f, \"counts\": \"read + write\"},\n"
+      " \"levels\": [",
       options.threads, options.quick ? "true" : "false", gemm.n, gemm.repetitions, gemm.best_gflops,
       JsonEscape(openblas_get_config()).c_str(), copy.bytes, copy.rounds, copy.repetitions, copy.best_gbps,
       copy.median_gbps, update.bytes, update.rounds, update.repetitions, update.best_gbps, update.median_gbps);
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const tessel::bench::LevelBandwidth& l = levels[i];
+    // The level's limit: its fastest kernel; for DRAM also the stream copy and update above.
+    std::vector<std::pair<double, const char*>> kernels = {
+        {l.read.best_gbps, "read"}, {l.copy.best_gbps, "copy"}, {l.update.best_gbps, "update"}};
+    if (l.capacity_bytes == 0) {
+      kernels.push_back({copy.best_gbps, "stream_copy"});
+      kernels.push_back({update.best_gbps, "stream_update"});
+    }
+    const auto best = *std::max_element(kernels.begin(), kernels.end());
+    auto kernel_json = [](const tessel::bench::KernelBandwidth& k) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "{\"gbps\": %.2f, \"median_gbps\": %.2f, \"samples\": %d}", k.best_gbps,
+                    k.median_gbps, k.samples);
+      return std::string(buf);
+    };
+    std::printf(
+        "%s\n  {\"name\": \"%s\", \"capacity_bytes\": %zu, \"buffer_bytes\": %zu, \"passes\": %d, \"gbps\": %.2f,"
+        " \"source\": \"%s\",\n   \"read\": %s, \"copy\": %s, \"update\": %s}",
+        i ? "," : "", JsonEscape(l.name).c_str(), l.capacity_bytes, l.buffer_bytes, l.passes, best.first, best.second,
+        kernel_json(l.read).c_str(), kernel_json(l.copy).c_str(), kernel_json(l.update).c_str());
+  }
+  std::printf("]}\n");
   return 0;
 }

@@ -50,7 +50,8 @@ class Graph:
         return int(self.src.shape[0])
 
     def stats(self) -> dict:
-        """Sizes a cost model needs: unique (relation, source) pairs and (relation, destination) pairs."""
+        """Sizes a cost model needs: unique (relation, source) pairs and (relation, destination) pairs, and
+        the nodes that are the source of some edge."""
         pairs_src = 0
         pairs_dst = 0
         for r in range(self.num_relations):
@@ -66,6 +67,7 @@ class Graph:
             "train_nodes": int(self.train.sum()),
             "unique_rel_src_pairs": int(pairs_src),
             "unique_rel_dst_pairs": int(pairs_dst),
+            "source_nodes": int(np.unique(self.src).size),
         }
 
 
