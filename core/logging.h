@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace tessel {
+#include "core/choices.h"
 
-enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+namespace tessel {
 
 class Logger {
  public:

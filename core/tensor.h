@@ -58,4 +58,11 @@ class Tensor {
   std::vector<int64_t> shape_;
 };
 
+// A view of `t`'s memory with another shape (the same element count is the caller's to keep). It borrows:
+// `t`'s memory must outlive the view.
+inline Tensor ViewOf(const Tensor& t, std::vector<int64_t> shape) {
+  return Tensor::Borrow(t.raw(), t.dtype(), std::move(shape), t.device());
+}
+inline Tensor FlatView(const Tensor& t) { return ViewOf(t, {t.numel()}); }
+
 }  // namespace tessel

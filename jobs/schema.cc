@@ -15,60 +15,6 @@
 #include "core/logging.h"
 
 namespace tessel::jobs {
-namespace {
-
-constexpr std::array<std::string_view, 2> kKindNames = {"rgnn", "llm"};
-constexpr std::array<std::string_view, 3> kDeviceNames = {"auto", "cpu", "cuda"};
-constexpr std::array<std::string_view, 7> kFormatNames = {"graph", "rdf", "edges", "synthetic", "text", "llmc",
-                                                           "generated_text"};
-constexpr std::array<std::string_view, 3> kPartitionNames = {"metis", "random", "range"};
-constexpr std::array<std::string_view, 4> kLogLevelNames = {"debug", "info", "warn", "error"};
-constexpr std::array<std::string_view, 4> kModelNames = {"rgcn", "rgat", "hgt", "gpt2"};
-constexpr std::array<std::string_view, 3> kModelInputNames = {"auto", "features", "onehot"};
-constexpr std::array<std::string_view, 2> kHeadMergeNames = {"concat", "mean"};
-constexpr std::array<std::string_view, 2> kTrainModeNames = {"full", "sampled"};
-constexpr std::array<std::string_view, 2> kFanoutPerNames = {"total", "relation"};
-constexpr std::array<std::string_view, 3> kFeatureStoreNames = {"auto", "mapped", "pinned"};
-constexpr std::array<std::string_view, 3> kOptimizerNames = {"adam", "sgd", "adamw"};
-constexpr std::array<std::string_view, 2> kBatchOrderNames = {"sequential", "shuffled"};
-constexpr std::array<std::string_view, 5> kSpillPolicyNames = {"auto", "keep", "offload", "recompute", "plan"};
-
-std::span<const std::string_view> NamesOf(JobKind) { return kKindNames; }
-std::span<const std::string_view> NamesOf(DeviceChoice) { return kDeviceNames; }
-std::span<const std::string_view> NamesOf(DataFormat) { return kFormatNames; }
-std::span<const std::string_view> NamesOf(PartitionMethod) { return kPartitionNames; }
-std::span<const std::string_view> NamesOf(LogLevelChoice) { return kLogLevelNames; }
-std::span<const std::string_view> NamesOf(ModelName) { return kModelNames; }
-std::span<const std::string_view> NamesOf(ModelInput) { return kModelInputNames; }
-std::span<const std::string_view> NamesOf(HeadMerge) { return kHeadMergeNames; }
-std::span<const std::string_view> NamesOf(TrainMode) { return kTrainModeNames; }
-std::span<const std::string_view> NamesOf(FanoutPer) { return kFanoutPerNames; }
-std::span<const std::string_view> NamesOf(FeatureStoreChoice) { return kFeatureStoreNames; }
-std::span<const std::string_view> NamesOf(OptimizerName) { return kOptimizerNames; }
-std::span<const std::string_view> NamesOf(SpillPolicy) { return kSpillPolicyNames; }
-std::span<const std::string_view> NamesOf(BatchOrder) { return kBatchOrderNames; }
-
-template <typename E>
-std::string_view NameOf(E value) {
-  return NamesOf(value)[static_cast<size_t>(value)];
-}
-
-}  // namespace
-
-std::string_view KindName(JobKind kind) { return NameOf(kind); }
-std::string_view DeviceName(DeviceChoice device) { return NameOf(device); }
-std::string_view FormatName(DataFormat format) { return NameOf(format); }
-std::string_view PartitionMethodName(PartitionMethod method) { return NameOf(method); }
-std::string_view LogLevelName(LogLevelChoice level) { return NameOf(level); }
-std::string_view ModelNameText(ModelName model) { return NameOf(model); }
-std::string_view ModelInputName(ModelInput input) { return NameOf(input); }
-std::string_view HeadMergeName(HeadMerge merge) { return NameOf(merge); }
-std::string_view TrainModeName(TrainMode mode) { return NameOf(mode); }
-std::string_view FanoutPerName(FanoutPer per) { return NameOf(per); }
-std::string_view FeatureStoreName(FeatureStoreChoice store) { return NameOf(store); }
-std::string_view OptimizerNameText(OptimizerName optimizer) { return NameOf(optimizer); }
-std::string_view SpillPolicyName(SpillPolicy policy) { return NameOf(policy); }
-std::string_view BatchOrderName(BatchOrder order) { return NameOf(order); }
 
 namespace schema {
 namespace {
@@ -167,9 +113,10 @@ Field MakeField(std::string_view key, Get get, Constraint constraint, std::strin
     f.type_min = B::kMin;
     f.type_max = B::kMax;
   }
+  // An enum takes every name of its choice, unless the row lists the subset a job file may use.
   if constexpr (std::is_enum_v<T>) {
     const auto names = NamesOf(T{});
-    constraint.choices.assign(names.begin(), names.end());
+    if (constraint.choices.empty()) constraint.choices.assign(names.begin(), names.end());
   }
   f.constraint = std::move(constraint);
   f.doc = doc;
@@ -213,7 +160,7 @@ std::vector<Field> BuildFields() {
                        "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
       TESSEL_JOB_FIELD(data.add_inverse, Any(),
                        "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
-      TESSEL_JOB_FIELD(data.feature_store, Any(),
+      TESSEL_JOB_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),
                        "Sampled: where a worker reads its feature rows: \"mapped\" from the graph file in place, "
                        "\"pinned\" into (page-locked) memory, \"auto\" = mapped on CPU, pinned on GPU."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
@@ -239,8 +186,8 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),
       TESSEL_JOB_FIELD(data.synthetic.seed, AtLeast(0), "Seed of the generator, independent of job.seed."),
       // [model]
-      TESSEL_JOB_FIELD(model.name, Any(),
-                       "Architecture: relational GCN, relational GAT, heterogeneous graph transformer (rgnn); gpt2 (llm)."),
+      TESSEL_JOB_FIELD(model.name, NonEmpty(),
+                       "Architecture: \"rgcn\", \"rgat\", \"hgt\" or another registered RGNN model (rgnn); \"gpt2\" (llm)."),
       TESSEL_JOB_FIELD(model.layers, AtLeast(1),
                        "Message-passing layers (RGCN/RGAT: the last outputs class scores; HGT: a classifier follows); "
                        "gpt2: blocks."),
@@ -285,9 +232,9 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
       TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),
                        "llm: sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)."),
-      TESSEL_JOB_FIELD(train.beta1, AtLeast(0).Below(1), "llm: AdamW beta1."),
-      TESSEL_JOB_FIELD(train.beta2, AtLeast(0).Below(1), "llm: AdamW beta2."),
-      TESSEL_JOB_FIELD(train.eps, AtLeast(0), "llm: AdamW epsilon."),
+      TESSEL_JOB_FIELD(train.beta1, AtLeast(0).Below(1), "Adam (rgnn) and AdamW (llm) beta1."),
+      TESSEL_JOB_FIELD(train.beta2, AtLeast(0).Below(1), "Adam (rgnn) and AdamW (llm) beta2."),
+      TESSEL_JOB_FIELD(train.eps, AtLeast(0), "Adam (rgnn) and AdamW (llm) epsilon."),
       TESSEL_JOB_FIELD(train.weight_decay, AtLeast(0), "llm: AdamW decoupled weight decay, on the 2-D parameters."),
       TESSEL_JOB_FIELD(train.grad_clip, AtLeast(0), "llm: clip the global gradient norm to this; 0 = no clipping."),
       TESSEL_JOB_FIELD(train.warmup_steps, AtLeast(0), "llm: steps of linear learning-rate warm-up."),

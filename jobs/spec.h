@@ -22,52 +22,30 @@
 #include <string_view>
 #include <vector>
 
+#include "core/choices.h"
 #include "core/status.h"
 
 namespace tessel::jobs {
 
 inline constexpr int kJobFileVersion = 1;
+// The model an llm job trains (model.name).
+inline constexpr std::string_view kGptModelName = "gpt2";
 
-enum class JobKind { kRgnn, kLlm };
-enum class DeviceChoice { kAuto, kCpu, kCuda };
-enum class DataFormat {
-  kGraph,      // an existing Tessel graph file (.h5)
-  kRdf,        // RDF N-Triples plus train/test label TSVs (e.g. AIFB), imported on first use
-  kEdges,      // TSV edge lists, imported on first use
-  kSynthetic,  // generated from [data.synthetic]
-  // llm jobs:
-  kText,           // a raw text file, each byte one token ([data] text)
-  kLlmc,           // llm.c token files ([data] train_tokens, val_tokens)
-  kGeneratedText,  // text generated in memory ([data] generated_bytes, data.synthetic.seed)
-};
-enum class PartitionMethod { kMetis, kRandom, kRange };
-enum class LogLevelChoice { kDebug, kInfo, kWarn, kError };
-enum class ModelName { kRgcn, kRgat, kHgt, kGpt2 };
-enum class ModelInput { kAuto, kFeatures, kOneHot };
-enum class HeadMerge { kConcat, kMean };
-enum class TrainMode { kFull, kSampled };
-enum class FanoutPer { kTotal, kRelation };
-enum class FeatureStoreChoice { kAuto, kMapped, kPinned };
-enum class OptimizerName { kAdam, kSgd, kAdamw };
-enum class BatchOrder { kSequential, kShuffled };
-enum class SpillPolicy { kAuto, kKeep, kOffload, kRecompute, kPlan };
-
-// The TOML spelling of each enum value ("rgnn", "cuda", ...). Strings from a job file become these enums
-// once, when it is parsed; nothing else compares setting strings.
-std::string_view KindName(JobKind kind);
-std::string_view DeviceName(DeviceChoice device);
-std::string_view FormatName(DataFormat format);
-std::string_view PartitionMethodName(PartitionMethod method);
-std::string_view LogLevelName(LogLevelChoice level);
-std::string_view ModelNameText(ModelName model);
-std::string_view ModelInputName(ModelInput input);
-std::string_view HeadMergeName(HeadMerge merge);
-std::string_view TrainModeName(TrainMode mode);
-std::string_view FanoutPerName(FanoutPer per);
-std::string_view FeatureStoreName(FeatureStoreChoice store);
-std::string_view OptimizerNameText(OptimizerName optimizer);
-std::string_view SpillPolicyName(SpillPolicy policy);
-std::string_view BatchOrderName(BatchOrder order);
+// The choices a job makes are the enums of core/choices.h, named in this namespace too. Their TOML
+// spellings are their NamesOf() (NameOf(value) gives one); nothing else compares setting strings.
+using tessel::BatchOrder;
+using tessel::DataFormat;
+using tessel::DeviceChoice;
+using tessel::FanoutPer;
+using tessel::FeatureStoreChoice;
+using tessel::HeadMerge;
+using tessel::JobKind;
+using tessel::LogLevel;
+using tessel::ModelInput;
+using tessel::OptimizerName;
+using tessel::PartitionMethod;
+using tessel::SpillPolicy;
+using tessel::TrainMode;
 
 struct JobSection {
   std::string name;               // required; letters, digits, '.', '_' and '-' only (it names the run directory)
@@ -76,7 +54,7 @@ struct JobSection {
   DeviceChoice device = DeviceChoice::kAuto;
   double time_limit_seconds = 0;   // 0 = none
   std::string output_dir;          // "" = runs/<name>-<UTC timestamp>, resolved by the runner
-  LogLevelChoice log_level = LogLevelChoice::kInfo;
+  LogLevel log_level = LogLevel::kInfo;
   bool operator==(const JobSection&) const = default;
 };
 
@@ -122,7 +100,7 @@ struct DataSection {
 };
 
 struct ModelSection {
-  ModelName name = ModelName::kRgcn;
+  std::string name = "rgcn";  // an rgnn job: a registered RGNN model; an llm job: kGptModelName
   int32_t layers = 2;
   int32_t hidden = 16;
   ModelInput input = ModelInput::kAuto;

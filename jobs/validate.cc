@@ -33,7 +33,7 @@ void Require(const JobSpec& spec, bool present, std::string_view key, std::strin
   const bool has_section = spec.origins.contains("data");
   errors->Add(KeyOrigin(spec, has_section ? "data" : "data.format"),
               StrCat("missing required key '", key, "' (", what,
-                     "): data.format = ", schema::QuoteToml(FormatName(spec.data.format)), " needs it"));
+                     "): data.format = ", schema::QuoteToml(NameOf(spec.data.format)), " needs it"));
 }
 
 void CheckDataSection(const JobSpec& spec, ErrorList* errors) {
@@ -117,14 +117,14 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
       break;
     }
   }
-  if (spec.model.name == ModelName::kGpt2) {
-    errors->Add(at("model.name"), "model.name = \"gpt2\" is an llm model; an rgnn job trains \"rgcn\", \"rgat\" or \"hgt\"");
+  if (spec.model.name == kGptModelName) {
+    errors->Add(at("model.name"), "model.name = \"gpt2\" is an llm model; an rgnn job trains an RGNN model (\"rgcn\", \"rgat\", \"hgt\", ...)");
   }
   switch (spec.data.format) {
     case DataFormat::kText:
     case DataFormat::kLlmc:
     case DataFormat::kGeneratedText:
-      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(NameOf(spec.data.format)),
                                             " holds tokens for an llm job; an rgnn job reads a graph"));
       break;
     default:
@@ -157,35 +157,10 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
     }
   }
   if (spec.train.optimizer != OptimizerName::kAdam) {
-    not_yet("train.optimizer", schema::QuoteToml(OptimizerNameText(spec.train.optimizer)), "use \"adam\"");
+    not_yet("train.optimizer", schema::QuoteToml(NameOf(spec.train.optimizer)), "use \"adam\"");
   }
-  const ModelSection& m = spec.model;
-  const std::string model = schema::QuoteToml(ModelNameText(m.name));
-  if (m.num_bases > 0 && m.num_blocks > 0) {
-    errors->Add(at_either("model.num_blocks", "model.num_bases"),
-               StrCat("model.num_bases = ", m.num_bases, " and model.num_blocks = ", m.num_blocks,
-                      ": choose one decomposition of the relation weights"));
-  }
-  if (m.name != ModelName::kRgcn) {
-    const std::pair<std::string_view, int32_t> decompositions[] = {{"model.num_bases", m.num_bases},
-                                                                   {"model.num_blocks", m.num_blocks}};
-    for (const auto& [key, value] : decompositions) {
-      if (value > 0) {
-        errors->Add(at(key), StrCat(key, " decomposes RGCN's relation weights; model.name = ", model, " has none"));
-      }
-    }
-  }
-  if (m.name == ModelName::kRgcn && m.heads != 1) {
-    errors->Add(at("model.heads"), StrCat("model.heads = ", m.heads, ": RGCN has no attention heads; use 1"));
-  }
-  const bool heads_split_hidden =
-      m.name == ModelName::kHgt || (m.name == ModelName::kRgat && m.head_merge == HeadMerge::kConcat && m.layers > 1);
-  if (heads_split_hidden && m.hidden % m.heads != 0) {
-    errors->Add(at_either("model.heads", "model.hidden"),
-               StrCat("model.hidden = ", m.hidden, " is not divisible by model.heads = ", m.heads, ": ", model,
-                      m.name == ModelName::kHgt ? "" : " with head_merge = \"concat\"",
-                      " splits the hidden width across the heads"));
-  }
+  // The rules of one model (heads, weight decompositions) are the model's own: the graph planner checks
+  // them (workers/rgnn/model.h, RgnnModel::Check), and `tessel validate` runs it.
 }
 
 // The rules of an llm job (jobs/README.md rule 11).
@@ -197,8 +172,8 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
   const ModelSection& m = spec.model;
   const TrainSection& t = spec.train;
   const PipelineSection& p = spec.pipeline;
-  if (m.name != ModelName::kGpt2) {
-    errors->Add(at("model.name"), StrCat("model.name = ", schema::QuoteToml(ModelNameText(m.name)),
+  if (m.name != kGptModelName) {
+    errors->Add(at("model.name"), StrCat("model.name = ", schema::QuoteToml(m.name),
                                          " is an rgnn model; an llm job trains model.name = \"gpt2\""));
   }
   switch (spec.data.format) {
@@ -207,12 +182,12 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
     case DataFormat::kGeneratedText:
       break;
     default:
-      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+      errors->Add(at("data.format"), StrCat("data.format = ", schema::QuoteToml(NameOf(spec.data.format)),
                                             " is a graph; an llm job reads \"text\", \"llmc\" or \"generated_text\""));
   }
   if ((spec.data.format == DataFormat::kText || spec.data.format == DataFormat::kGeneratedText) && m.vocab_size < 256) {
     errors->Add(at_either("model.vocab_size", "data.format"),
-                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = ", schema::QuoteToml(FormatName(spec.data.format)),
+                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = ", schema::QuoteToml(NameOf(spec.data.format)),
                        " has byte tokens 0..255; use >= 256"));
   }
   if (m.hidden % m.heads != 0) {
@@ -225,7 +200,7 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
                 StrCat("train.seq_len = ", t.seq_len, " is longer than model.context = ", m.context, " positions"));
   }
   if (t.optimizer != OptimizerName::kAdamw) {
-    errors->Add(at("train.optimizer"), StrCat("train.optimizer = ", schema::QuoteToml(OptimizerNameText(t.optimizer)),
+    errors->Add(at("train.optimizer"), StrCat("train.optimizer = ", schema::QuoteToml(NameOf(t.optimizer)),
                                               ": an llm job trains with \"adamw\""));
   }
   if (t.warmup_steps > t.steps) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,6 @@ namespace tessel::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using orchestrator::PartitionMethod;
 using orchestrator::PartitionResult;
 
 struct PartitionOptions {
@@ -150,7 +150,9 @@ Status WriteTextFile(const fs::path& path, const std::string& text) {
 
 Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   const auto start = std::chrono::steady_clock::now();
-  TESSEL_ASSIGN_OR_RETURN(PartitionMethod method, orchestrator::ParsePartitionMethod(opts.method));
+  const std::optional<PartitionMethod> chosen = ChoiceNamed<PartitionMethod>(opts.method);
+  if (!chosen) return UsageError(StrCat("unknown partition method '", opts.method, "' (expected metis, random or range)"));
+  const PartitionMethod method = *chosen;
   const fs::path out = fs::path(opts.out).lexically_normal();
   if (out.filename().empty() || out.filename() == "." || out.filename() == "..")
     return UsageError(StrCat("--out ", opts.out, " does not name a directory"));

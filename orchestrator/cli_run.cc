@@ -5,7 +5,7 @@
 #include "jobs/spec.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/coordinator.h"
-#include "orchestrator/planners/planner.h"
+#include "orchestrator/planners/registry.h"
 #include "workers/comm/mpi_comm.h"
 #include "workers/worker.h"
 
@@ -45,11 +45,11 @@ Status Run(const JobArgs& args) {
 Status Validate(const JobArgs& args) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(args.job, args.sets));
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
-  std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << jobs::KindName(spec.job.kind) << ", "
-            << jobs::ModelNameText(spec.model.name) << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
-            << (spec.job.kind == jobs::JobKind::kLlm ? StrCat(spec.train.steps, " steps, ", spec.pipeline.stages, " stages")
-                                                     : StrCat(spec.train.epochs, " epochs"))
-            << ", data " << jobs::FormatName(spec.data.format) << ", " << spec.resources.workers << " workers)\n";
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<orchestrator::Planner> planner, orchestrator::MakePlanner(spec));
+  TESSEL_RETURN_IF_ERROR(planner->Check(spec));
+  std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << NameOf(spec.job.kind) << ", "
+            << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
+            << planner->Length(spec) << ", data " << NameOf(spec.data.format) << ", " << spec.resources.workers << " workers)\n";
   return Status();
 }
 

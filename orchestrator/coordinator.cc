@@ -21,7 +21,7 @@
 #include "monitoring/metrics.h"
 #include "monitoring/targets.h"
 #include "orchestrator/checkpoints.h"
-#include "orchestrator/planners/planner.h"
+#include "orchestrator/planners/registry.h"
 #include "orchestrator/run_output.h"
 #include "workers/comm/comm.h"
 #include "workers/protocol.h"
@@ -35,28 +35,14 @@ using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 using workers::ProgressMsg;
 
-LogLevel ToLogLevel(jobs::LogLevelChoice level) {
-  switch (level) {
-    case jobs::LogLevelChoice::kDebug: return LogLevel::kDebug;
-    case jobs::LogLevelChoice::kWarn: return LogLevel::kWarn;
-    case jobs::LogLevelChoice::kError: return LogLevel::kError;
-    case jobs::LogLevelChoice::kInfo: break;
-  }
-  return LogLevel::kInfo;
-}
-
 // What every worker runtime needs from the job, whatever it trains.
 workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
   workers::WorkerSettings s;
   s.job_name = spec.job.name;
   s.seed = spec.job.seed;
-  s.log_level = ToLogLevel(spec.job.log_level);
+  s.log_level = spec.job.log_level;
   s.threads = spec.resources.threads_per_worker;
-  switch (spec.job.device) {
-    case jobs::DeviceChoice::kAuto: s.device = workers::DeviceRequest::kAuto; break;
-    case jobs::DeviceChoice::kCpu: s.device = workers::DeviceRequest::kCpu; break;
-    case jobs::DeviceChoice::kCuda: s.device = workers::DeviceRequest::kCuda; break;
-  }
+  s.device = spec.job.device;
   s.memory_budget_bytes = spec.resources.memory_budget_bytes;
   s.plugin_paths = spec.plugins.paths;
   s.plugin_search_dirs = spec.plugins.search_dirs;
@@ -316,7 +302,7 @@ Status Coordinator::Run() {
   const double wall = Seconds(Clock::now() - start).count();
   Record summary;
   Set(summary, "job", spec_.job.name);
-  Set(summary, "kind", std::string(jobs::KindName(spec_.job.kind)));
+  Set(summary, "kind", std::string(NameOf(spec_.job.kind)));
   Set(summary, "workers", static_cast<int64_t>(num_workers));
   Set(summary, "seed", static_cast<int64_t>(spec_.job.seed));
   Set(summary, "wall_seconds", wall);
@@ -500,7 +486,7 @@ namespace {
 // ran); failures while they run abort inside.
 Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool* workers_told) {
   TESSEL_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::LoadJobFile(request.job_path, request.overrides));
-  Logger log("coordinator", ToLogLevel(spec.job.log_level));
+  Logger log("coordinator", spec.job.log_level);
   std::unique_ptr<AliveBeats> beats;
   if (session.world_size() > 1 && session.thread_multiple()) {
     beats = std::make_unique<AliveBeats>(session.world_size(), spec.timeouts.heartbeat_interval_seconds,

@@ -344,25 +344,6 @@ int64_t CountDistinctCutPairs(const storage::HeteroGraph& g, const std::vector<i
 
 }  // namespace
 
-Result<PartitionMethod> ParsePartitionMethod(const std::string& name) {
-  if (name == "metis") return PartitionMethod::kMetis;
-  if (name == "random") return PartitionMethod::kRandom;
-  if (name == "range") return PartitionMethod::kRange;
-  return UsageError(StrCat("unknown partition method '", name, "' (expected metis, random or range)"));
-}
-
-const char* PartitionMethodName(PartitionMethod method) {
-  switch (method) {
-    case PartitionMethod::kMetis:
-      return "metis";
-    case PartitionMethod::kRandom:
-      return "random";
-    case PartitionMethod::kRange:
-      return "range";
-  }
-  return "?";
-}
-
 int64_t EdgeCut(const storage::HeteroGraph& g, const std::vector<int32_t>& part_of) {
   if (static_cast<int64_t>(part_of.size()) != g.num_nodes()) return -1;
   if (g.num_nodes() <= (int64_t{1} << 32)) {
@@ -395,7 +376,7 @@ Result<PartitionResult> PartitionGraph(const storage::HeteroGraph& g, int32_t nu
 
   PartitionResult result;
   result.num_parts = num_parts;
-  result.method = PartitionMethodName(method);
+  result.method = NameOf(method);
   const VertexWeights vw = ComputeVertexWeights(g);
   result.constraint_names = vw.names;
 

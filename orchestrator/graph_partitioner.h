@@ -9,16 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.h"
 #include "core/status.h"
 #include "storage/graph.h"
 
 namespace tessel::orchestrator {
-
-enum class PartitionMethod { kMetis, kRandom, kRange };
-
-// "metis" | "random" | "range"; anything else is kUsage.
-Result<PartitionMethod> ParsePartitionMethod(const std::string& name);
-const char* PartitionMethodName(PartitionMethod method);
 
 // The largest imbalance the partitioner aims for on every constraint (max part / mean part).
 inline constexpr double kMaxImbalance = 1.05;

@@ -24,6 +24,7 @@ copy "$build/bin/tessel" "$out/build/bin/tessel"
 for p in "$build"/plugins/libtessel_*.so; do copy "$p" "$out/build/plugins/$(basename "$p")"; done
 bins=("$out/build/bin/tessel")
 for t in plugins/nn/nn_kernels_test plugins/rgnn/rgnn_kernels_test plugins/common/plugin_common_test \
+         plugins/llm/llm_kernels_test plugins/gather/gather_kernels_test \
          workers/rgnn/workers_rgnn_test workers/plugin_host/plugin_host_test workers/llm/spill_pool_test \
          workers/llm/workers_llm_test storage/spill_store_test; do
   [ -x "$build/tests/unit/$t" ] || continue

@@ -208,6 +208,10 @@ Status ReadFully(int fd, void* dst, uint64_t bytes, uint64_t offset, std::string
 
 Result<FeatureStore> FeatureStore::Open(const std::string& graph_path, std::vector<int64_t> owned_ids,
                                         const Options& options) {
+  if (options.mode != Mode::kMapped && options.mode != Mode::kPinned) {
+    return InternalError(StrCat("feature store over ", graph_path, ": mode \"", NameOf(options.mode),
+                                "\" is not one it serves (mapped, pinned)"));
+  }
   for (size_t i = 1; i < owned_ids.size(); ++i) {
     if (owned_ids[i] <= owned_ids[i - 1]) {
       return InternalError(StrCat("feature store over ", graph_path,

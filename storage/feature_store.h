@@ -47,13 +47,15 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/choices.h"
 #include "core/status.h"
 
 namespace tessel::storage {
 
 class FeatureStore {
  public:
-  enum class Mode { kMapped, kPinned };
+  // kMapped or kPinned (the store serves no other; the planner resolves data.feature_store = "auto").
+  using Mode = FeatureStoreChoice;
   // kMapped only: whether Open also registers the mapped tables with CUDA (core/cuda_device.h
   // RegisterHostMemory), so a GPU kernel reads rows in place. That pins every page of those tables, the
   // rows of other workers included. Without CUDA or a usable GPU it does nothing.

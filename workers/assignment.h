@@ -14,38 +14,45 @@
 #include <vector>
 
 #include "core/byte_io.h"
+#include "core/choices.h"
+#include "core/fields.h"
 #include "core/logging.h"
 
 namespace tessel::workers {
 
-enum class DeviceRequest : int32_t { kAuto = 0, kCpu = 1, kCuda = 2 };
-std::string_view DeviceRequestName(DeviceRequest request);
-
+// Checkpoints: every `checkpoint_every_steps` steps (0 = never) each worker writes its shard under
+// `checkpoint_dir`. A resumed run loads its shard from `resume_step_dir` ("" = a fresh start) and
+// continues after `resume_step`. memory_budget_bytes 0 = unlimited; metrics_port_base 0 = no exporter.
+// The fields are declared once, in this list (core/fields.h), with no defaults: the coordinator's
+// SettingsFor fills them from the validated job.
+#define TESSEL_WORKER_SETTINGS_FIELDS(X)           \
+  X(std::string, job_name)                         \
+  X(uint64_t, seed)                                \
+  X(LogLevel, log_level)                           \
+  X(int32_t, threads)                              \
+  X(DeviceChoice, device)                          \
+  X(int64_t, memory_budget_bytes)                  \
+  X(std::vector<std::string>, plugin_paths)        \
+  X(std::vector<std::string>, plugin_search_dirs)  \
+  X(std::string, metrics_bind)                     \
+  X(int32_t, metrics_port_base)                    \
+  X(double, heartbeat_interval_seconds)            \
+  X(double, step_timeout_seconds)                  \
+  X(double, startup_timeout_seconds)               \
+  X(std::string, checkpoint_dir)                   \
+  X(int32_t, checkpoint_every_steps)               \
+  X(std::string, resume_step_dir)                  \
+  X(int64_t, resume_step)
 struct WorkerSettings {
-  std::string job_name;
-  uint64_t seed = 0;
-  LogLevel log_level = LogLevel::kInfo;
-  int32_t threads = 1;
-  DeviceRequest device = DeviceRequest::kAuto;
-  int64_t memory_budget_bytes = 0;  // 0 = unlimited
-  std::vector<std::string> plugin_paths;
-  std::vector<std::string> plugin_search_dirs;
-  std::string metrics_bind = "127.0.0.1";
-  int32_t metrics_port_base = 0;  // 0 = no exporter
-  double heartbeat_interval_seconds = 1;
-  double step_timeout_seconds = 600;
-  double startup_timeout_seconds = 120;
-  // Checkpoints: every `checkpoint_every_steps` steps (0 = never) each worker writes its shard under
-  // `checkpoint_dir`. A resumed run loads its shard from `resume_step_dir` and continues after `resume_step`.
-  std::string checkpoint_dir;
-  int32_t checkpoint_every_steps = 0;
-  std::string resume_step_dir;  // "" = a fresh start
-  int64_t resume_step = 0;
-  bool operator==(const WorkerSettings&) const = default;
+  TESSEL_FIELDS(WorkerSettings, TESSEL_WORKER_SETTINGS_FIELDS)
 };
 
-void EncodeSettings(const WorkerSettings& settings, ByteWriter& out);
-WorkerSettings DecodeSettings(ByteReader& in);
+inline void EncodeSettings(const WorkerSettings& settings, ByteWriter& out) { EncodeFields(settings, out); }
+inline WorkerSettings DecodeSettings(ByteReader& in) {
+  WorkerSettings s;
+  DecodeFields(s, in, "settings");
+  return s;
+}
 
 // One executor's share of the job. Subclasses carry what their executor needs (for full-graph RGNN
 // training: the model settings and the worker's partition).
@@ -57,6 +64,8 @@ class AssignmentPayload {
   virtual void Encode(ByteWriter& out) const = 0;
   // A one-line description for logs ("partition 1 of 2: 4123 owned nodes, ...").
   virtual std::string Describe() const = 0;
+  // Every setting of the payload as key=value pairs, from its field list (core/fields.h), for the debug log.
+  virtual std::string DescribeSettings() const = 0;
 };
 
 }  // namespace tessel::workers

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "core/allocator.h"
+#include "core/byte_io.h"
 #include "core/logging.h"
 #include "core/record.h"
 #include "core/status.h"
@@ -28,6 +29,7 @@
 #include "core/thread_pool.h"
 #include "monitoring/metrics.h"
 #include "storage/spill_store.h"
+#include "workers/assignment.h"
 #include "workers/comm/comm.h"
 #include "workers/plugin_host/kernel_registry.h"
 
@@ -107,6 +109,17 @@ class MemoryState final : public StateWriter, public StateReader {
 
  private:
   std::vector<std::pair<std::string, Tensor>> tensors_;
+};
+
+// How the worker runtime makes an executor of one kind from its payload's bytes. Each executor exports
+// its factory (RgnnFullGraphFactory(), LlmStageFactory(), ...); executor_registry.cc lists them.
+struct ExecutorFactory {
+  std::string_view kind;
+  // Decodes a payload that AssignmentPayload::Encode wrote (bad bytes fail the reader).
+  std::unique_ptr<AssignmentPayload> (*decode)(ByteReader& in);
+  // Builds the executor on the context's device; checks the plugins provide every op it needs first.
+  Result<std::unique_ptr<Executor>> (*build)(std::unique_ptr<AssignmentPayload> payload,
+                                             const ExecutorContext& context);
 };
 
 }  // namespace tessel::workers

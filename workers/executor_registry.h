@@ -15,15 +15,6 @@
 
 namespace tessel::workers {
 
-struct ExecutorFactory {
-  std::string_view kind;
-  // Decodes a payload that AssignmentPayload::Encode wrote (bad bytes fail the reader).
-  std::unique_ptr<AssignmentPayload> (*decode)(ByteReader& in);
-  // Builds the executor on the context's device; checks the plugins provide every op it needs first.
-  Result<std::unique_ptr<Executor>> (*build)(std::unique_ptr<AssignmentPayload> payload,
-                                             const ExecutorContext& context);
-};
-
 // The factory for `kind`, or a kInternal error naming the known kinds (ranks running different builds).
 Result<const ExecutorFactory*> FindExecutor(std::string_view kind);
 

@@ -46,9 +46,9 @@ struct WorkerDevice {
   std::unique_ptr<DeviceComm> comm;
 };
 
-Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerComm& comm, const Logger& log) {
+Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceChoice request, WorkerComm& comm, const Logger& log) {
   auto device = std::make_unique<WorkerDevice>();
-  const CudaProbe probe = request == DeviceRequest::kCpu ? CudaProbe{0, "not asked for"} : ProbeCuda();
+  const CudaProbe probe = request == DeviceChoice::kCpu ? CudaProbe{0, "not asked for"} : ProbeCuda();
   std::vector<int64_t> usable(static_cast<size_t>(comm.size()), 0);
   usable[static_cast<size_t>(comm.rank())] = probe.usable() ? 1 : 0;
   TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(usable.data(), static_cast<int64_t>(usable.size())));
@@ -57,7 +57,7 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerCo
     if (usable[static_cast<size_t>(w)] == 0) without.push_back(w);
   }
   bool use_cuda = false;
-  if (request == DeviceRequest::kCuda) {
+  if (request == DeviceChoice::kCuda) {
     if (!probe.usable()) {
       return UsageError(StrCat("job.device = \"cuda\" but this worker has no usable GPU: ", probe.problem));
     }
@@ -65,7 +65,7 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceRequest request, WorkerCo
       return RankFailedError(StrCat("peer: worker ", without.front(), " has no usable GPU; it reports why"));
     }
     use_cuda = true;
-  } else if (request == DeviceRequest::kAuto) {
+  } else if (request == DeviceChoice::kAuto) {
     use_cuda = without.empty();
     if (!use_cuda && probe.usable()) {
       log.Warn(StrCat("job.device = \"auto\": running on CPU, since ", without.size(), " of ", comm.size(),
@@ -333,6 +333,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));
   TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(payload->kind()));
   log.Debug(payload->Describe());
+  if (log.Enabled(LogLevel::kDebug)) log.Debug(StrCat(payload->kind(), " settings: ", payload->DescribeSettings()));
 
   WarnIfBoundToFewerCores(settings.threads, log);
   ThreadPool pool(settings.threads);

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "bench/gather/cpu_activity.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "storage/generator.h"
 #include "storage/graph.h"
@@ -187,32 +187,36 @@ Status RunGenerate(const Options& o, CaseResult* r) {
   return Status::Ok();
 }
 
-void WriteRows(JsonWriter& w, const Options& o, const CaseResult& c) {
+void WriteRows(Json& rows, const Options& o, const CaseResult& c) {
   const bool ok = c.status == "ok";
-  auto common = [&](const char* metric, const std::vector<double>& samples, const std::string& method) {
-    w.Field("bench", "graph").Field("case", c.name).Field("metric", metric);
-    w.Key("value");
-    ok ? w.Number(Round(Median(samples))) : w.Null();
-    w.Field("unit", "s").Field("samples", samples).Field("method", method);
-    w.Field("repetitions", static_cast<int64_t>(samples.size())).Field("threads", int64_t{1});
-    for (const auto& [key, value] : c.facts) w.Field(key, value);
-    w.Field("status", c.status);
-    if (!ok) w.Field("error", c.error);
-    w.Field("busy_before", Round(c.busy_before, 1000)).Field("load_avg", Round(c.load_avg, 100));
-    if (!o.commit.empty()) w.Field("commit", o.commit);
+  auto common = [&](const std::string& metric, const std::vector<double>& samples, const std::string& method) {
+    Json row = {{"bench", "graph"}, {"case", c.name}, {"metric", metric}};
+    row["value"] = ok ? Json(Round(Median(samples))) : Json();
+    row["unit"] = "s";
+    row["samples"] = samples;
+    row["method"] = method;
+    row["repetitions"] = static_cast<int64_t>(samples.size());
+    row["threads"] = int64_t{1};
+    for (const auto& [key, value] : c.facts) row[key] = value;
+    row["status"] = c.status;
+    if (!ok) row["error"] = c.error;
+    row["busy_before"] = Round(c.busy_before, 1000);
+    row["load_avg"] = Round(c.load_avg, 100);
+    if (!o.commit.empty()) row["commit"] = o.commit;
+    return row;
   };
-  w.BeginObject();
-  common(c.limit_metric.c_str(), c.limit_s, c.limit_method + " (the limit)");
-  w.EndObject();
-  w.BeginObject();
-  common(c.measured_metric.c_str(), c.measured_s, c.measured_method);
+  rows.push_back(common(c.limit_metric, c.limit_s, c.limit_method + " (the limit)"));
+  Json measured_row = common(c.measured_metric, c.measured_s, c.measured_method);
   if (ok) {
     const double limit = Median(c.limit_s), measured = Median(c.measured_s);
-    w.Field("baseline", Round(limit)).Field("baseline_metric", c.limit_metric);
-    w.Field("ratio", Round(measured / limit, 100)).Field("fraction_of_limit", Round(limit / measured));
-    w.Field("target_seconds", c.target_seconds).Field("meets_target", measured < c.target_seconds);
+    measured_row["baseline"] = Round(limit);
+    measured_row["baseline_metric"] = c.limit_metric;
+    measured_row["ratio"] = Round(measured / limit, 100);
+    measured_row["fraction_of_limit"] = Round(limit / measured);
+    measured_row["target_seconds"] = c.target_seconds;
+    measured_row["meets_target"] = measured < c.target_seconds;
   }
-  w.EndObject();
+  rows.push_back(std::move(measured_row));
 }
 
 void PrintTable(const std::vector<CaseResult>& results) {
@@ -317,15 +321,13 @@ int Main(int argc, char** argv) {
   for (const CaseResult& c : results) failures += c.status != "ok";
 
   PrintTable(results);
-  JsonWriter w;
-  w.BeginArray();
-  for (const CaseResult& c : results) WriteRows(w, options, c);
-  w.EndArray();
+  Json rows = Json::array();
+  for (const CaseResult& c : results) WriteRows(rows, options, c);
   std::error_code ec;
   const std::filesystem::path json(options.json);
   if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
   std::ofstream file(options.json);
-  file << w.str() << "\n";
+  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
   if (!file) {
     std::fprintf(stderr, "tessel-bench-graph: cannot write %s\n", options.json.c_str());
     return 2;

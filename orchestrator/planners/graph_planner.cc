@@ -8,27 +8,13 @@
 #include "orchestrator/graph_partitioner.h"
 #include "orchestrator/planners/job_graph.h"
 #include "storage/partition.h"
-#include "workers/rgnn/rgnn_executor.h"
+#include "workers/rgnn/model_registry.h"
 
 namespace tessel::orchestrator {
 
 namespace {
 
-using workers::RgnnInput;
-using workers::RgnnModel;
 using workers::RgnnSettings;
-
-PartitionMethod ToMethod(jobs::PartitionMethod m) {
-  switch (m) {
-    case jobs::PartitionMethod::kRandom:
-      return PartitionMethod::kRandom;
-    case jobs::PartitionMethod::kRange:
-      return PartitionMethod::kRange;
-    case jobs::PartitionMethod::kMetis:
-      break;
-  }
-  return PartitionMethod::kMetis;
-}
 
 // A deliberately simple roofline: dense products at kGemmFlops per thread, everything else streams
 // memory at kBandwidth. Good enough to compare plans and catch a budget overrun, not to promise times.
@@ -55,7 +41,7 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
       if (p.src[static_cast<size_t>(e)] != prev) ++c.uniq_pairs, prev = p.src[static_cast<size_t>(e)];
     }
   }
-  const bool onehot = s.input == RgnnInput::kOneHot;
+  const bool onehot = s.input == ModelInput::kOneHot;
   std::vector<int64_t> dims;
   dims.push_back(onehot ? p.total_nodes : p.feature_dim);
   for (int l = 1; l < s.layers; ++l) dims.push_back(s.hidden);
@@ -105,82 +91,97 @@ int64_t UniformFeatureDim(const storage::HeteroGraph& graph) {
 
 }  // namespace
 
-Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim) {
+namespace {
+
+// The job's model and training settings as a worker takes them, model.input not yet resolved.
+RgnnSettings ModelSettingsOf(const jobs::JobSpec& spec) {
   RgnnSettings s;
-  switch (spec.model.name) {
-    case jobs::ModelName::kRgcn:
-      s.model = RgnnModel::kRgcn;
-      break;
-    case jobs::ModelName::kRgat:
-      s.model = RgnnModel::kRgat;
-      break;
-    case jobs::ModelName::kHgt:
-      s.model = RgnnModel::kHgt;
-      break;
-    case jobs::ModelName::kGpt2:
-      return UsageError("model.name = \"gpt2\" is not a graph model");
-  }
+  s.model = spec.model.name;
   s.layers = spec.model.layers;
   s.hidden = spec.model.hidden;
-  switch (spec.model.input) {
-    case jobs::ModelInput::kOneHot:
-      s.input = RgnnInput::kOneHot;
-      break;
-    case jobs::ModelInput::kFeatures:
-      if (feature_dim <= 0) {
-        return UsageError(StrCat(jobs::KeyOrigin(spec, "model.input"),
-                                 ": model.input = \"features\" but the graph's nodes carry no (uniform) features"));
-      }
-      s.input = RgnnInput::kFeatures;
-      break;
-    case jobs::ModelInput::kAuto:
-      s.input = feature_dim > 0 ? RgnnInput::kFeatures : RgnnInput::kOneHot;
-      break;
-  }
+  s.input = spec.model.input;
   s.num_bases = spec.model.num_bases;
   s.num_blocks = spec.model.num_blocks;
   s.heads = spec.model.heads;
-  s.head_merge =
-      spec.model.head_merge == jobs::HeadMerge::kMean ? workers::RgnnHeadMerge::kMean : workers::RgnnHeadMerge::kConcat;
+  s.head_merge = spec.model.head_merge;
   s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
   s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
   s.epochs = spec.train.epochs;
   s.lr = spec.train.lr;
+  s.beta1 = spec.train.beta1;
+  s.beta2 = spec.train.beta2;
+  s.eps = spec.train.eps;
   s.l2 = spec.train.l2;
   return s;
+}
+
+}  // namespace
+
+Result<RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim) {
+  RgnnSettings s = ModelSettingsOf(spec);
+  if (s.input == ModelInput::kFeatures && feature_dim <= 0) {
+    return UsageError(StrCat(jobs::KeyOrigin(spec, "model.input"),
+                             ": model.input = \"features\" but the graph's nodes carry no (uniform) features"));
+  }
+  if (s.input == ModelInput::kAuto) s.input = feature_dim > 0 ? ModelInput::kFeatures : ModelInput::kOneHot;
+  return s;
+}
+
+Status CheckRgnnModel(const jobs::JobSpec& spec, const RgnnSettings& settings, const workers::ModelShape& shape,
+                      std::vector<std::string>* notes) {
+  const workers::RgnnModel* model = workers::FindRgnnModel(settings.model);
+  if (model == nullptr) {
+    std::string names;
+    for (const std::string_view n : workers::RgnnModelNames()) names += StrCat(names.empty() ? "" : ", ", "\"", n, "\"");
+    return UsageError(StrCat(jobs::KeyOrigin(spec, "model.name"), ": model.name = \"", settings.model,
+                             "\" is not an RGNN model of this build (it has ", names, ")"));
+  }
+  std::string lines;
+  for (const workers::SettingProblem& p : model->Check(settings, shape)) {
+    const std::string& key = p.or_key.empty() || spec.origins.contains(p.key) ? p.key : p.or_key;
+    lines += StrCat(lines.empty() ? "" : "\n", jobs::KeyOrigin(spec, key), ": ", p.message);
+  }
+  if (!lines.empty()) return UsageError(lines);
+  if (notes != nullptr) {
+    for (std::string& note : model->Notes(settings, shape)) notes->push_back(std::move(note));
+  }
+  return Status();
+}
+
+Status GraphPlanner::Check(const jobs::JobSpec& spec) const {
+  return CheckRgnnModel(spec, ModelSettingsOf(spec), workers::ModelShape{}, nullptr);
 }
 
 Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
                                        const std::vector<int32_t>& part_of, int32_t num_workers, Plan* plan) {
   const int64_t feature_dim = UniformFeatureDim(graph);
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
+  {
+    workers::ModelShape shape;
+    shape.input_dim = settings.input == ModelInput::kOneHot ? graph.num_nodes() : feature_dim;
+    shape.classes = graph.num_classes;
+    shape.workers = num_workers;
+    shape.full_graph = false;
+    TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan->notes));
+  }
   workers::SamplingSettings sampling;
   sampling.fanouts = spec.train.fanouts;
   if (sampling.fanouts.empty()) sampling.fanouts.assign(static_cast<size_t>(spec.model.layers), 10);
   sampling.eval_fanouts = spec.train.eval_fanouts;
-  sampling.per_relation = spec.train.fanout_per == jobs::FanoutPer::kRelation;
+  sampling.fanout_per = spec.train.fanout_per;
   sampling.batch_size = spec.train.batch_size;
   sampling.prefetch = spec.train.prefetch;
-  const bool features = settings.input == RgnnInput::kFeatures;
+  const bool features = settings.input == ModelInput::kFeatures;
   const bool has_file = !spec.data.graph.empty() && std::filesystem::exists(spec.data.graph);
-  switch (spec.data.feature_store) {
-    case jobs::FeatureStoreChoice::kAuto: {
-      const bool gpu = spec.job.device == jobs::DeviceChoice::kCuda || spec.resources.gpus_per_worker > 0;
-      sampling.store = !has_file ? workers::FeatureStoreMode::kMemory
-                                 : (gpu ? workers::FeatureStoreMode::kPinned : workers::FeatureStoreMode::kMapped);
-      break;
-    }
-    case jobs::FeatureStoreChoice::kMapped:
-    case jobs::FeatureStoreChoice::kPinned:
-      if (features && !has_file) {
-        return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_store"), ": data.feature_store = \"",
-                                 jobs::FeatureStoreName(spec.data.feature_store),
-                                 "\" reads the graph file, but data.graph names none; set data.graph (the import "
-                                 "or generator then writes it there) or use \"auto\""));
-      }
-      sampling.store = spec.data.feature_store == jobs::FeatureStoreChoice::kMapped ? workers::FeatureStoreMode::kMapped
-                                                                                   : workers::FeatureStoreMode::kPinned;
-      break;
+  sampling.store = spec.data.feature_store;
+  if (sampling.store == FeatureStoreChoice::kAuto) {
+    const bool gpu = spec.job.device == DeviceChoice::kCuda || spec.resources.gpus_per_worker > 0;
+    sampling.store = !has_file ? FeatureStoreChoice::kMemory : (gpu ? FeatureStoreChoice::kPinned : FeatureStoreChoice::kMapped);
+  } else if (features && !has_file) {
+    return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_store"), ": data.feature_store = \"",
+                             NameOf(spec.data.feature_store),
+                             "\" reads the graph file, but data.graph names none; set data.graph (the import "
+                             "or generator then writes it there) or use \"auto\""));
   }
   if (has_file) sampling.graph_path = std::filesystem::absolute(spec.data.graph).string();
   const auto sampled =
@@ -201,7 +202,7 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
       for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
         if (part_of[base + i] != w) continue;
         ++owned;
-        if (features && sampling.store == workers::FeatureStoreMode::kMemory) {
+        if (features && sampling.store == FeatureStoreChoice::kMemory) {
           const float* row = nt.features.data() + i * static_cast<size_t>(feature_dim);
           a->owned_features.insert(a->owned_features.end(), row, row + feature_dim);
         }
@@ -215,13 +216,11 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
     plan->workers.push_back(std::move(wp));
   }
   Set(plan->summary, "train_mode", std::string("sampled"));
-  Set(plan->summary, "feature_store", std::string(sampling.store == workers::FeatureStoreMode::kMemory   ? "memory"
-                                                  : sampling.store == workers::FeatureStoreMode::kMapped ? "mapped"
-                                                                                                         : "pinned"));
+  Set(plan->summary, "feature_store", std::string(NameOf(sampling.store)));
   std::string fanouts;
   for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
   plan->notes.push_back(StrCat("sampled training: fanouts [", fanouts, "] ",
-                               sampling.per_relation ? "per relation" : "in total", ", batches of ",
+                               sampling.fanout_per == FanoutPer::kRelation ? "per relation" : "in total", ", batches of ",
                                sampling.batch_size, " seeds, structure replicated (", FormatBytes(structure_bytes),
                                " a worker), prefetch ", sampling.prefetch ? "on" : "off"));
   return Status();
@@ -229,6 +228,7 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
 
 Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
   if (num_workers < 1) return UsageError("the job needs at least one worker");
+  TESSEL_RETURN_IF_ERROR(Check(spec));  // the model's own rules, before the graph is read
   Plan plan;
   plan.step_unit = "epoch";
   plan.num_steps = spec.train.epochs;
@@ -237,7 +237,7 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     // The whole graph lives only in this scope: once partitioned, the workers' shares are all that is kept.
     TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec, log));
     TESSEL_ASSIGN_OR_RETURN(PartitionResult partition,
-                            PartitionGraph(graph, num_workers, ToMethod(spec.partition.method), spec.partition.seed));
+                            PartitionGraph(graph, num_workers, spec.partition.method, spec.partition.seed));
     if (spec.train.mode == jobs::TrainMode::kSampled) {
       TESSEL_RETURN_IF_ERROR(AddSampledWorkers(spec, graph, partition.part_of, num_workers, &plan));
     } else {
@@ -258,7 +258,7 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     Set(pr, "edge_cut", partition.edge_cut);
     Set(pr, "seconds", partition.seconds);
     Set(pr, "imbalance", imbalance);
-    Set(plan.summary, "model", std::string(jobs::ModelNameText(spec.model.name)));
+    Set(plan.summary, "model", spec.model.name);
     Set(plan.summary, "graph", g);
     Set(plan.summary, "partition", pr);
     plan.notes.push_back(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(),
@@ -277,22 +277,13 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   if (spec.train.mode == jobs::TrainMode::kSampled) return plan;
   const int64_t feature_dim = parts.front().feature_dim;
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
-  if (settings.model == RgnnModel::kRgcn && settings.num_blocks > 0) {
-    // Block-diagonal weights apply to the layers whose widths the blocks divide; name them, or refuse.
+  {
     const storage::WorkerPartition& p = parts.front();
-    const int64_t input_dim = settings.input == RgnnInput::kOneHot ? p.total_nodes : p.feature_dim;
-    std::string blocked;
-    for (const auto& shape : workers::RgnnExecutor::RgcnShapes(settings, input_dim, p.num_classes, p.num_parts)) {
-      if (shape.weights == workers::RgcnLayer::Weights::kBlocks)
-        blocked += StrCat(blocked.empty() ? "" : ", ", shape.index);
-    }
-    if (blocked.empty()) {
-      return UsageError(StrCat(jobs::KeyOrigin(spec, "model.num_blocks"), ": model.num_blocks = ", settings.num_blocks,
-                               " divides the widths of no layer (input ", input_dim, ", hidden ", settings.hidden,
-                               ", classes ", p.num_classes, "): every layer would keep its full weights"));
-    }
-    plan.notes.push_back(StrCat("block-diagonal weights (", settings.num_blocks, " blocks) on layer(s) ", blocked,
-                                "; full weights elsewhere"));
+    workers::ModelShape shape;
+    shape.input_dim = settings.input == ModelInput::kOneHot ? p.total_nodes : p.feature_dim;
+    shape.classes = p.num_classes;
+    shape.workers = p.num_parts;
+    TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan.notes));
   }
   const int64_t budget = spec.resources.memory_budget_bytes;
   for (size_t w = 0; w < parts.size(); ++w) {
@@ -321,8 +312,8 @@ void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const
 }
 
 void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
-  out << "job " << spec.job.name << ": " << jobs::KindName(spec.job.kind) << " / "
-      << jobs::ModelNameText(spec.model.name) << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden
+  out << "job " << spec.job.name << ": " << NameOf(spec.job.kind) << " / "
+      << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden
       << ", " << spec.train.epochs << " epochs\n";
   if (const Record* g = Sub(plan.summary, "graph")) {
     const RecordValue* name = Find(*g, "name");

@@ -7,6 +7,7 @@
 
 #include "orchestrator/planners/planner.h"
 #include "storage/graph.h"
+#include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::orchestrator {
@@ -16,6 +17,9 @@ class GraphPlanner final : public Planner {
   Result<Plan> MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) override;
   void Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const override;
   void Publish(const Plan& plan, monitoring::Metrics& metrics) const override;
+  std::string Length(const jobs::JobSpec& spec) const override { return StrCat(spec.train.epochs, " epochs"); }
+  // model.name names a registered RGNN model, and the job keeps that model's own rules.
+  Status Check(const jobs::JobSpec& spec) const override;
 
  private:
   // train.mode = "sampled": one rgnn.sampled assignment per worker (the replicated structure, and the
@@ -27,5 +31,11 @@ class GraphPlanner final : public Planner {
 // The workers' settings for `spec` on a graph with `feature_dim` uniform features (0 = none), resolving
 // model.input = "auto". kUsage when the job asks for features the graph lacks.
 Result<workers::RgnnSettings> RgnnSettingsFor(const jobs::JobSpec& spec, int64_t feature_dim);
+
+// The model's rules for `settings` (RgnnModel::Check; shape.input_dim == 0 when the widths are not known
+// yet), as one kUsage error naming each key's origin; the model's notes for the plan go to `notes`
+// (may be null). kUsage naming the registered models when model.name is none of them.
+Status CheckRgnnModel(const jobs::JobSpec& spec, const workers::RgnnSettings& settings,
+                      const workers::ModelShape& shape, std::vector<std::string>* notes);
 
 }  // namespace tessel::orchestrator

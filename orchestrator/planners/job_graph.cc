@@ -54,7 +54,7 @@ Result<storage::HeteroGraph> BuildGraph(const jobs::JobSpec& spec) {
     case jobs::DataFormat::kText:
     case jobs::DataFormat::kLlmc:
     case jobs::DataFormat::kGeneratedText:
-      return UsageError(StrCat("data.format = \"", jobs::FormatName(d.format), "\" holds tokens, not a graph"));
+      return UsageError(StrCat("data.format = \"", NameOf(d.format), "\" holds tokens, not a graph"));
     case jobs::DataFormat::kGraph:
       break;
   }
@@ -65,7 +65,7 @@ Result<storage::HeteroGraph> BuildGraph(const jobs::JobSpec& spec) {
 
 std::string DataFingerprint(const jobs::JobSpec& spec) {
   const jobs::DataSection& d = spec.data;
-  std::string f = StrCat("tessel-data-v1 format=", jobs::FormatName(d.format), " inverse=", d.add_inverse,
+  std::string f = StrCat("tessel-data-v1 format=", NameOf(d.format), " inverse=", d.add_inverse,
                          " self_loop=", d.add_self_loop);
   switch (d.format) {
     case jobs::DataFormat::kRdf:
@@ -108,7 +108,7 @@ Result<storage::HeteroGraph> LoadJobGraph(const jobs::JobSpec& spec, const Logge
                          : "the cached graph " + d.graph + " is unreadable (" + cached.status().message() + "): rebuilding it");
   }
   log.Info(StrCat(d.format == jobs::DataFormat::kSynthetic ? "generating" : "importing", " the ",
-                  jobs::FormatName(d.format), " data"));
+                  NameOf(d.format), " data"));
   TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, BuildGraph(spec));
   graph.source_fingerprint = fingerprint;
   if (!d.graph.empty()) {

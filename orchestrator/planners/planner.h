@@ -44,14 +44,16 @@ class Planner {
   virtual Result<Plan> MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) = 0;
   // What `tessel plan` prints: the split, and each worker's predicted time and memory.
   virtual void Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const = 0;
+  // The job's rules that its planner owns (an RGNN model's own), checked without the data: for `tessel
+  // validate`, and first thing in MakePlan. kUsage naming each key's origin.
+  virtual Status Check(const jobs::JobSpec&) const { return Status(); }
+  // How long the job trains, for `tessel validate`: "50 epochs", "3000 steps, 2 stages".
+  virtual std::string Length(const jobs::JobSpec& spec) const = 0;
   // Sets the coordinator's metrics that describe the plan (the partition's edge cut, ...).
   virtual void Publish(const Plan& plan, monitoring::Metrics& metrics) const = 0;
 };
 
 // "1.50 GiB", "12.0 MiB", "3.0 KiB": a byte count for plan tables.
 std::string FormatBytes(int64_t bytes);
-
-// The planner for the job's kind (and, later, mode). kUsage for a kind this build cannot plan.
-Result<std::unique_ptr<Planner>> MakePlanner(const jobs::JobSpec& spec);
 
 }  // namespace tessel::orchestrator

@@ -8,7 +8,8 @@ endif()
 set(files
   orchestrator/coordinator.h orchestrator/coordinator.cc
   workers/protocol.h workers/protocol.cc
-  workers/worker.h workers/worker.cc)
+  workers/worker.h workers/worker.cc
+  orchestrator/cli_run.cc)
 # Models, job kinds, and the types that would let the code branch on them.
 # Whole words, any case ("PollMessage" is not "llm").
 set(forbidden "(^|[^A-Za-z])([Rr][Gg][Cc][Nn]|[Rr][Gg][Aa][Tt]|[Hh][Gg][Tt]|[Rr][Gg][Nn][Nn]|[Ll][Ll][Mm]|[Gg][Pp][Tt])([^A-Za-z]|$)|JobKind|ModelName|GraphPlanner|Rgnn[A-Z][a-z]+|Llm[A-Z][a-z]+")

@@ -19,7 +19,7 @@
 // when a neighbouring stage stops answering (timeouts.step_seconds), kBadData for bad tokens.
 #pragma once
 
-#include "workers/executor_registry.h"
+#include "workers/executor.h"
 
 namespace tessel::workers {
 

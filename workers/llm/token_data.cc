@@ -59,33 +59,35 @@ std::string GenerateText(int64_t bytes, uint64_t seed) {
 }
 
 bool HasValidation(const LlmDataSettings& data) {
-  return data.val_fraction > 0 || (data.source == TokenSource::kLlmc && !data.val_tokens.empty());
+  return data.val_fraction > 0 || (data.format == DataFormat::kLlmc && !data.val_tokens.empty());
 }
 
 Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, int64_t global_batch, int64_t seq_len) {
   TokenSplits out;
   std::vector<int32_t> all;
   std::string name;
-  switch (data.source) {
-    case TokenSource::kText: {
+  switch (data.format) {
+    case DataFormat::kText: {
       name = data.text;
       TESSEL_ASSIGN_OR_RETURN(all, storage::ReadTextTokens(data.text));
       break;
     }
-    case TokenSource::kLlmc: {
+    case DataFormat::kLlmc: {
       name = data.train_tokens;
       TESSEL_ASSIGN_OR_RETURN(all, storage::ReadLlmcTokens(data.train_tokens, vocab));
       break;
     }
-    case TokenSource::kGenerated: {
+    case DataFormat::kGeneratedText: {
       name = StrCat("generated text (", data.generated_bytes, " bytes)");
       const std::string text = GenerateText(data.generated_bytes, data.generated_seed);
       all.assign(text.begin(), text.end());
       for (int32_t& t : all) t &= 0xff;
       break;
     }
+    default:
+      return InternalError(StrCat("data.format = \"", NameOf(data.format), "\" holds no tokens"));
   }
-  if (data.source != TokenSource::kLlmc) {
+  if (data.format != DataFormat::kLlmc) {
     for (size_t i = 0; i < all.size(); ++i) {
       if (all[i] >= vocab) {
         return BadDataError(StrCat(name, ": byte ", i, " is token ", all[i], ", outside model.vocab_size = ", vocab));
@@ -93,7 +95,7 @@ Result<TokenSplits> LoadTokenSplits(const LlmDataSettings& data, int32_t vocab, 
     }
   }
   out.train_name = out.val_name = name;
-  if (data.source == TokenSource::kLlmc && !data.val_tokens.empty()) {
+  if (data.format == DataFormat::kLlmc && !data.val_tokens.empty()) {
     out.train = std::move(all);
     out.val_name = data.val_tokens;
     TESSEL_ASSIGN_OR_RETURN(out.val, storage::ReadLlmcTokens(data.val_tokens, vocab));

@@ -70,6 +70,7 @@ class ParameterStore {
   const Tensor& row_of(size_t i) const { return row_of_[i]; }
   bool has_row_gradients() const;
   Tensor& flat_value() { return flat_value_; }
+  const Tensor& flat_value() const { return flat_value_; }
   // Every gradient, one after the other: what the workers sum.
   Tensor& flat_grad() { return flat_grad_; }
   int64_t num_values() const { return total_; }
@@ -95,7 +96,7 @@ class ParameterStore {
 class AdamOptimizer {
  public:
   struct Hyper {
-    double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    double lr, beta1, beta2, eps, weight_decay;  // the job's train.lr, beta1, beta2, eps and l2
   };
   explicit AdamOptimizer(Hyper hyper) : hyper_(hyper) {}
   // Zeroed moments shaped like the store's values, on its device.

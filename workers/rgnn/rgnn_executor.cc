@@ -6,10 +6,17 @@
 #include <algorithm>
 #include <chrono>
 
+#include "workers/rgnn/model_registry.h"
 #include "workers/rgnn/sampled_source.h"
 
 namespace tessel::workers {
 namespace {
+
+// A payload naming a model this worker's build lacks (the planner, on the coordinator, knew it).
+Status UnknownModel(const std::string& name) {
+  return InternalError(StrCat("model.name = \"", name, "\" is not an rgnn model of this worker's build: do the ranks run "
+                              "different builds?"));
+}
 
 using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
@@ -26,7 +33,7 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
     if (a.graph->part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
   }
   switch (a.sampling.store) {
-    case FeatureStoreMode::kMemory: {
+    case FeatureStoreChoice::kMemory: {
       if (static_cast<int64_t>(a.owned_features.size()) != static_cast<int64_t>(owned.size()) * a.feature_dim) {
         return BadDataError(StrCat("worker ", a.worker, ": ", a.owned_features.size(), " feature values for ",
                                    owned.size(), " owned nodes of width ", a.feature_dim));
@@ -34,13 +41,11 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
       return std::unique_ptr<RowStore>(std::make_unique<MemoryRowStore>(std::move(owned), std::move(a.owned_features),
                                                                         a.feature_dim, a.graph->num_nodes));
     }
-    case FeatureStoreMode::kMapped:
-    case FeatureStoreMode::kPinned:
+    default:
       break;
   }
   storage::FeatureStore::Options options;
-  options.mode = a.sampling.store == FeatureStoreMode::kMapped ? storage::FeatureStore::Mode::kMapped
-                                                               : storage::FeatureStore::Mode::kPinned;
+  options.mode = a.sampling.store;
   // Pinned rows are page-locked where a GPU reads them in place; plain memory on CPU workers.
   options.allocator = context.device.device == Device::kCpu ? &HostAllocator() : &PinnedAllocator();
   TESSEL_ASSIGN_OR_RETURN(storage::FeatureStore store,
@@ -72,18 +77,18 @@ Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload
                                                const ExecutorContext& context) {
   auto* a = dynamic_cast<RgnnSampledAssignment*>(payload.get());
   if (a == nullptr) return InternalError("an rgnn.sampled executor got a payload of another kind");
-  RgnnExecutor::ModelShape model;
+  ModelShape model;
   model.classes = a->graph->num_classes;
   model.workers = a->num_workers;
   model.full_graph = false;
-  model.input_dim = a->settings.input == RgnnInput::kOneHot ? a->graph->num_nodes : a->feature_dim;
+  model.input_dim = a->settings.input == ModelInput::kOneHot ? a->graph->num_nodes : a->feature_dim;
   {
     KernelSet probe(*context.kernels, context);
-    TESSEL_RETURN_IF_ERROR(probe.Require(
-        RgnnExecutor::RequiredOps(a->settings, model.input_dim, model.classes, model.workers, false)));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RgnnExecutor::RequiredOps(a->settings, model));
+    TESSEL_RETURN_IF_ERROR(probe.Require(ops));
   }
   std::unique_ptr<RowStore> store;
-  if (a->settings.input == RgnnInput::kFeatures) {
+  if (a->settings.input == ModelInput::kFeatures) {
     TESSEL_ASSIGN_OR_RETURN(store, OpenRowStore(*a, context));
   }
   const RgnnSettings settings = a->settings;
@@ -102,112 +107,45 @@ ExecutorFactory RgnnSampledFactory() {
 }
 
 RgnnExecutor::RgnnExecutor(RgnnSettings settings, const ExecutorContext& context)
-    : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, 0.9, 0.999, 1e-8, settings.l2}) {}
+    : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, settings.beta1, settings.beta2, settings.eps, settings.l2}) {}
 
-std::vector<RgcnLayer::Shape> RgnnExecutor::RgcnShapes(const RgnnSettings& settings, int64_t input_dim,
-                                                       int64_t num_classes, int32_t num_workers, bool full_graph) {
-  std::vector<RgcnLayer::Shape> shapes;
-  for (int l = 0; l < settings.layers; ++l) {
-    RgcnLayer::Shape s;
-    s.index = l;
-    s.in_dim = l == 0 ? input_dim : settings.hidden;
-    s.out_dim = l == settings.layers - 1 ? num_classes : settings.hidden;
-    s.one_hot = l == 0 && settings.input == RgnnInput::kOneHot;
-    s.weights = RgcnLayer::WeightsFor(settings, s.in_dim, s.out_dim);
-    s.num_bases_or_blocks = settings.num_bases > 0 ? settings.num_bases : settings.num_blocks;
-    s.reordering = settings.reordering;
-    s.row_gradient = s.one_hot && s.weights == RgcnLayer::Weights::kFull && s.reordering == Reordering::kOn &&
-                     num_workers == 1 && full_graph;
-    shapes.push_back(s);
-  }
-  return shapes;
-}
-
-std::vector<RgatLayer::Shape> RgnnExecutor::RgatShapes(const RgnnSettings& settings, int64_t input_dim,
-                                                       int64_t num_classes) {
-  std::vector<RgatLayer::Shape> shapes;
-  for (int l = 0; l < settings.layers; ++l) {
-    RgatLayer::Shape s;
-    s.index = l;
-    s.in_dim = l == 0 ? input_dim : shapes.back().out_dim();
-    s.heads = settings.heads;
-    const bool last = l == settings.layers - 1;
-    // Hidden layers split (concat) or repeat (mean) the width across heads; the last averages C-wide heads.
-    s.merge = last ? RgnnHeadMerge::kMean : settings.head_merge;
-    s.head_dim =
-        last ? num_classes
-             : (settings.head_merge == RgnnHeadMerge::kConcat ? settings.hidden / settings.heads : settings.hidden);
-    s.one_hot = l == 0 && settings.input == RgnnInput::kOneHot;
-    s.reordering = settings.reordering;
-    shapes.push_back(s);
-  }
-  return shapes;
-}
-
-std::vector<HgtLayer::Shape> RgnnExecutor::HgtShapes(const RgnnSettings& settings, int64_t input_dim) {
-  std::vector<HgtLayer::Shape> shapes;
-  for (int l = 0; l < settings.layers; ++l) {
-    HgtLayer::Shape s;
-    s.index = l;
-    s.in_dim = l == 0 ? input_dim : settings.hidden;
-    s.out_dim = settings.hidden;
-    s.heads = settings.heads;
-    s.one_hot = l == 0 && settings.input == RgnnInput::kOneHot;
-    s.reordering = settings.reordering;
-    shapes.push_back(s);
-  }
-  return shapes;
-}
-
-std::vector<const tessel_op_decl*> RgnnExecutor::RequiredOps(const RgnnSettings& settings, int64_t input_dim,
-                                                             int64_t num_classes, int32_t num_workers,
-                                                             bool full_graph) {
+Result<std::vector<const tessel_op_decl*>> RgnnExecutor::RequiredOps(const RgnnSettings& settings,
+                                                                     const ModelShape& shape) {
+  const RgnnModel* model = FindRgnnModel(settings.model);
+  if (model == nullptr) return UnknownModel(settings.model);
   // The model's own ops first (what a user looking at a refused plugin cares about), each once.
   std::vector<const tessel_op_decl*> ops;
-  const auto add = [&](const std::vector<const tessel_op_decl*>& more) {
-    for (const tessel_op_decl* op : more) {
-      if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
-    }
-  };
-  switch (settings.model) {
-    case RgnnModel::kRgcn:
-      for (const RgcnLayer::Shape& shape : RgcnShapes(settings, input_dim, num_classes, num_workers, full_graph)) {
-        add(RgcnLayer::Ops(shape));
-      }
-      add({&tessel_op_nn_relu_fwd, &tessel_op_nn_relu_bwd});
-      break;
-    case RgnnModel::kRgat:
-      for (const RgatLayer::Shape& shape : RgatShapes(settings, input_dim, num_classes)) add(RgatLayer::Ops(shape));
-      add({&tessel_op_nn_relu_fwd, &tessel_op_nn_relu_bwd});
-      break;
-    case RgnnModel::kHgt:
-      for (const HgtLayer::Shape& shape : HgtShapes(settings, input_dim)) add(HgtLayer::Ops(shape));
-      add(Classifier::Ops());
-      break;
+  std::vector<const tessel_op_decl*> wanted = model->Ops(settings, shape);
+  wanted.push_back(&tessel_op_nn_softmax_xent);
+  wanted.push_back(&tessel_op_optim_adam_step);
+  for (const tessel_op_decl* op : wanted) {
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
   }
-  add({&tessel_op_nn_softmax_xent, &tessel_op_optim_adam_step});
   return ops;
 }
 
 Result<std::unique_ptr<RgnnExecutor>> RgnnExecutor::Create(RgnnSettings settings, storage::WorkerPartition partition,
                                                            const ExecutorContext& context) {
   ModelShape model;
-  model.input_dim = settings.input == RgnnInput::kOneHot ? partition.total_nodes : partition.feature_dim;
+  model.input_dim = settings.input == ModelInput::kOneHot ? partition.total_nodes : partition.feature_dim;
   model.classes = partition.num_classes;
   model.workers = partition.num_parts;
   model.full_graph = true;
   FullGraphSource::Layouts layouts;
-  // Only RGCN without reordering reads the per-pair layout; everything else the segment layout.
-  const bool pairs = settings.model == RgnnModel::kRgcn && settings.reordering == Reordering::kOff;
+  const RgnnModel* chosen = FindRgnnModel(settings.model);
+  if (chosen == nullptr) return UnknownModel(settings.model);
+  // A model reads either the per-pair layout (RGCN without reordering) or the segment layout.
+  const bool pairs = chosen->ReadsRelationPairs(settings);
   layouts.segments = !pairs;
   layouts.relation_pairs = pairs;
   layouts.compaction = settings.compaction;
   const auto input =
-      settings.input == RgnnInput::kOneHot ? FullGraphSource::Input::kOneHot : FullGraphSource::Input::kFeatures;
+      settings.input == ModelInput::kOneHot ? FullGraphSource::Input::kOneHot : FullGraphSource::Input::kFeatures;
   // The kernels are checked before the graph is laid out: a missing op fails in milliseconds.
   {
     KernelSet probe(*context.kernels, context);
-    TESSEL_RETURN_IF_ERROR(probe.Require(RequiredOps(settings, model.input_dim, model.classes, model.workers)));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RequiredOps(settings, model));
+    TESSEL_RETURN_IF_ERROR(probe.Require(ops));
   }
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<FullGraphSource> graph,
                           FullGraphSource::Build(std::move(partition), input, layouts, settings.layers, context));
@@ -228,31 +166,15 @@ Status RgnnExecutor::Build(std::unique_ptr<BatchSource> source, const GraphView&
   full_graph_ = model.full_graph;
   classes_ = model.classes;
   kernels_ = std::make_unique<KernelSet>(*context_.kernels, context_);
-  const int64_t input_dim = model.input_dim, classes = model.classes;
-  TESSEL_RETURN_IF_ERROR(
-      kernels_->Require(RequiredOps(settings_, input_dim, classes, model.workers, model.full_graph)));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RequiredOps(settings_, model));
+  TESSEL_RETURN_IF_ERROR(kernels_->Require(ops));
   const int L = settings_.layers;
-  switch (settings_.model) {
-    case RgnnModel::kRgcn:
-      for (const auto& shape : RgcnShapes(settings_, input_dim, classes, model.workers, model.full_graph)) {
-        TESSEL_ASSIGN_OR_RETURN(auto layer, RgcnLayer::Create(shape, g, *kernels_, params_));
-        layers_.push_back(std::move(layer));
-      }
-      break;
-    case RgnnModel::kRgat:
-      for (const auto& shape : RgatShapes(settings_, input_dim, classes)) {
-        layers_.push_back(std::make_unique<RgatLayer>(shape, g, *kernels_, params_));
-      }
-      break;
-    case RgnnModel::kHgt: {
-      auto scratch = std::make_shared<HgtLayer::Scratch>();  // one set for all the layers
-      for (const auto& shape : HgtShapes(settings_, input_dim)) {
-        layers_.push_back(std::make_unique<HgtLayer>(shape, g, *kernels_, params_, scratch));
-      }
-      classifier_ = std::make_unique<Classifier>(settings_.hidden, classes, *kernels_, params_);
-      activation_ = Activation::kIdentity;
-      break;
-    }
+  TESSEL_ASSIGN_OR_RETURN(ModelLayers built, FindRgnnModel(settings_.model)->Build(settings_, model, g, *kernels_, params_));
+  layers_ = std::move(built.layers);
+  classifier_ = std::move(built.classifier);
+  activation_ = built.relu_between ? Activation::kRelu : Activation::kIdentity;
+  if (static_cast<int>(layers_.size()) != L) {
+    return InternalError(StrCat("model \"", settings_.model, "\" built ", layers_.size(), " layers for model.layers = ", L));
   }
   TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));

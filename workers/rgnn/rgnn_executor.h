@@ -17,16 +17,13 @@
 #include <vector>
 
 #include "workers/executor.h"
-#include "workers/executor_registry.h"
+#include "workers/kernel_set.h"
 #include "workers/params/parameter_store.h"
 #include "workers/rgnn/batch_source.h"
 #include "workers/rgnn/full_graph_source.h"
-#include "workers/rgnn/kernel_set.h"
 #include "workers/rgnn/layers/classifier.h"
-#include "workers/rgnn/layers/hgt_layer.h"
 #include "workers/rgnn/layers/layer.h"
-#include "workers/rgnn/layers/rgat_layer.h"
-#include "workers/rgnn/layers/rgcn_layer.h"
+#include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
@@ -41,28 +38,14 @@ class RgnnExecutor final : public Executor {
   // Full-graph training on `partition`.
   static Result<std::unique_ptr<RgnnExecutor>> Create(RgnnSettings settings, storage::WorkerPartition partition,
                                                       const ExecutorContext& context);
-  // What the model is built for, beyond the settings.
-  struct ModelShape {
-    int64_t input_dim = 0;  // features, or nodes for one-hot input
-    int64_t classes = 0;
-    int32_t workers = 1;
-    bool full_graph = true;
-  };
   // Training on any batch source. `shape_view` gives the relation and node-type counts (and, with a row
   // gradient, the one view every batch uses); it must outlive the executor.
   static Result<std::unique_ptr<RgnnExecutor>> Create(RgnnSettings settings, std::unique_ptr<BatchSource> source,
                                                       const GraphView& shape_view, ModelShape model,
                                                       const ExecutorContext& context);
-  // Every op a model needs on a device (forward, backward, loss, optimizer) with this many workers.
-  static std::vector<const tessel_op_decl*> RequiredOps(const RgnnSettings& settings, int64_t input_dim,
-                                                        int64_t num_classes, int32_t num_workers,
-                                                        bool full_graph = true);
-  // The RGCN layers of `settings` for this input width, class count and worker count (a one-worker
-  // full-graph job keeps a one-hot layer's weight gradient as rows: RgcnLayer::Shape::row_gradient).
-  static std::vector<RgcnLayer::Shape> RgcnShapes(const RgnnSettings& settings, int64_t input_dim, int64_t num_classes,
-                                                  int32_t num_workers, bool full_graph = true);
-  static std::vector<RgatLayer::Shape> RgatShapes(const RgnnSettings& settings, int64_t input_dim, int64_t num_classes);
-  static std::vector<HgtLayer::Shape> HgtShapes(const RgnnSettings& settings, int64_t input_dim);
+  // Every op the model needs (forward, backward, loss, optimizer) for this shape; kInternal for a model
+  // this build does not have.
+  static Result<std::vector<const tessel_op_decl*>> RequiredOps(const RgnnSettings& settings, const ModelShape& shape);
 
   std::string_view step_unit() const override { return "epoch"; }
   int64_t num_steps() const override { return settings_.epochs; }
@@ -85,7 +68,7 @@ class RgnnExecutor final : public Executor {
   // One optimizer step on `batch`: forward, loss, backward, gradient sum, update.
   Status TrainBatch(const Batch& batch, double* loss_sum, int64_t* correct, double* forward_s, double* backward_s);
   const Tensor& LayerInput(const Batch& batch, size_t l) const;
-  // The activation between layers: ReLU for RGCN and RGAT, none for HGT (its layers end in GELU).
+  // The activation between layers (the model's ModelLayers::relu_between).
   enum class Activation { kRelu, kIdentity };
 
   RgnnSettings settings_;
@@ -95,7 +78,7 @@ class RgnnExecutor final : public Executor {
   ParameterStore params_;
   AdamOptimizer adam_;
   std::vector<std::unique_ptr<RgnnLayer>> layers_;
-  std::unique_ptr<Classifier> classifier_;  // HGT only
+  std::unique_ptr<Classifier> classifier_;  // when the model has one (HGT)
   Activation activation_ = Activation::kRelu;
   // Views, sized by Shape() for the current batch, of the buffers after them.
   std::vector<Tensor> out_;      // per layer: its output [owned, out] (with no activation, a view of hidden_)

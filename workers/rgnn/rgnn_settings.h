@@ -7,44 +7,54 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/byte_io.h"
+#include "core/choices.h"
+#include "core/fields.h"
 #include "storage/partition.h"
 #include "workers/assignment.h"
 #include "workers/rgnn/sampler.h"
 
 namespace tessel::workers {
 
-enum class RgnnModel : int32_t { kRgcn = 0, kRgat = 1, kHgt = 2 };
-enum class RgnnInput : int32_t { kOneHot = 0, kFeatures = 1 };
-enum class RgnnHeadMerge : int32_t { kConcat = 0, kMean = 1 };
 // A layer's kernel path: with both on (the default) a layer applies its weights once per unique
-// (relation, node) pair and after the aggregation; each can be turned off to measure what it saves.
+// (relation, node) pair and after the aggregation; each can be turned off to measure what it saves
+// (model.compact, model.reorder).
 enum class Compaction : int32_t { kPerUniquePair = 0, kPerEdge = 1 };
 enum class Reordering : int32_t { kOn = 0, kOff = 1 };
+inline constexpr std::string_view kCompactionNames[] = {"per_unique_pair", "per_edge"};
+inline constexpr std::string_view kReorderingNames[] = {"on", "off"};
+constexpr std::span<const std::string_view> NamesOf(Compaction) { return kCompactionNames; }
+constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorderingNames; }
 
-std::string_view RgnnModelName(RgnnModel model);
-
+// The model and its training, as every RGNN worker runs them; the fields are declared once, in this list
+// (core/fields.h), with no defaults: the graph planner's RgnnSettingsFor fills them from the validated
+// job. model is a registered RGNN model's name (model_registry.h); input is resolved: kOneHot or kFeatures,
+// never kAuto. l2 applies to every parameter of layer 0.
+#define TESSEL_RGNN_SETTINGS_FIELDS(X) \
+  X(std::string, model)                \
+  X(int32_t, layers)                   \
+  X(int32_t, hidden)                   \
+  X(ModelInput, input)                 \
+  X(int32_t, num_bases)                \
+  X(int32_t, num_blocks)               \
+  X(int32_t, heads)                    \
+  X(HeadMerge, head_merge)             \
+  X(Compaction, compaction)            \
+  X(Reordering, reordering)            \
+  X(int32_t, epochs)                   \
+  X(double, lr)                        \
+  X(double, beta1)                     \
+  X(double, beta2)                     \
+  X(double, eps)                       \
+  X(double, l2)
 struct RgnnSettings {
-  RgnnModel model = RgnnModel::kRgcn;
-  int32_t layers = 2;
-  int32_t hidden = 16;
-  RgnnInput input = RgnnInput::kOneHot;
-  int32_t num_bases = 0;
-  int32_t num_blocks = 0;
-  int32_t heads = 1;
-  RgnnHeadMerge head_merge = RgnnHeadMerge::kConcat;
-  Compaction compaction = Compaction::kPerUniquePair;
-  Reordering reordering = Reordering::kOn;
-  int32_t epochs = 50;
-  double lr = 0.01;
-  double l2 = 5e-4;  // on every parameter of layer 0
-  bool operator==(const RgnnSettings&) const = default;
+  TESSEL_FIELDS(RgnnSettings, TESSEL_RGNN_SETTINGS_FIELDS)
 };
-
-void EncodeRgnnSettings(const RgnnSettings& s, ByteWriter& out);
-RgnnSettings DecodeRgnnSettings(ByteReader& in);
 
 // The payload of kind "rgnn.full": settings and one worker's partition.
 class RgnnAssignment final : public AssignmentPayload {
@@ -56,6 +66,7 @@ class RgnnAssignment final : public AssignmentPayload {
   std::string_view kind() const override { return kKind; }
   void Encode(ByteWriter& out) const override;
   std::string Describe() const override;
+  std::string DescribeSettings() const override { return DescribeFields(settings, "settings"); }
 
   RgnnSettings settings;
   storage::WorkerPartition partition;
@@ -63,22 +74,20 @@ class RgnnAssignment final : public AssignmentPayload {
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in);
 
-// Where a sampled-training worker reads the feature rows it owns (storage/feature_store.h).
-enum class FeatureStoreMode : int32_t {
-  kMemory = 0,  // sent in the assignment (the graph has no file: imported or generated in memory)
-  kMapped = 1,  // mapped from the graph file in place
-  kPinned = 2,  // read from the graph file into page-locked memory
-};
-
+// Sampled training: fanouts per layer, input layer first (-1 = every neighbour), each per relation or in
+// total (fanout_per); the final evaluation's eval_fanouts (empty = every neighbour); batch_size training
+// nodes per global mini-batch; where the worker reads the feature rows it owns (store: kMemory = sent in
+// the assignment, kMapped/kPinned = from the graph file at graph_path; storage/feature_store.h).
+#define TESSEL_SAMPLING_SETTINGS_FIELDS(X) \
+  X(std::vector<int32_t>, fanouts)         \
+  X(std::vector<int32_t>, eval_fanouts)    \
+  X(FanoutPer, fanout_per)                 \
+  X(int32_t, batch_size)                   \
+  X(bool, prefetch)                        \
+  X(FeatureStoreChoice, store)             \
+  X(std::string, graph_path)
 struct SamplingSettings {
-  std::vector<int32_t> fanouts;       // per layer, input layer first; -1 = every neighbour
-  std::vector<int32_t> eval_fanouts;  // the final evaluation's; empty = every neighbour
-  bool per_relation = false;
-  int32_t batch_size = 1024;  // training nodes per global mini-batch
-  bool prefetch = true;
-  FeatureStoreMode store = FeatureStoreMode::kMemory;
-  std::string graph_path;  // the graph file (kMapped, kPinned)
-  bool operator==(const SamplingSettings&) const = default;
+  TESSEL_FIELDS(SamplingSettings, TESSEL_SAMPLING_SETTINGS_FIELDS)
 };
 
 // The payload of kind "rgnn.sampled": settings, the replicated structure (sampler.h), and, with the
@@ -89,11 +98,16 @@ class RgnnSampledAssignment final : public AssignmentPayload {
   std::string_view kind() const override { return kKind; }
   void Encode(ByteWriter& out) const override;
   std::string Describe() const override;
+  std::string DescribeSettings() const override { return DescribeFields(*this); }
 
-  RgnnSettings settings;
-  SamplingSettings sampling;
-  int32_t worker = 0, num_workers = 1;
-  int64_t feature_dim = 0;  // 0 = one-hot input
+  // feature_dim 0 = one-hot input.
+#define TESSEL_RGNN_SAMPLED_FIELDS(X) \
+  X(RgnnSettings, settings)           \
+  X(SamplingSettings, sampling)       \
+  X(int32_t, worker)                  \
+  X(int32_t, num_workers)             \
+  X(int64_t, feature_dim)
+  TESSEL_FIELD_LIST(TESSEL_RGNN_SAMPLED_FIELDS)
   // Shared: the coordinator gives every worker's assignment the same structure, encoded per worker.
   std::shared_ptr<const SampledGraph> graph;
   std::vector<float> owned_features;  // kMemory: [owned nodes, feature_dim]

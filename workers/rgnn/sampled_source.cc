@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "storage/partition.h"
+#include "workers/rgnn/model_registry.h"
 
 namespace tessel::workers {
 namespace {
@@ -213,7 +214,7 @@ SampledSource::~SampledSource() {
 }
 
 int64_t SampledSource::input_dim() const {
-  return settings_.input == RgnnInput::kOneHot ? graph_->num_nodes : feature_dim_;
+  return settings_.input == ModelInput::kOneHot ? graph_->num_nodes : feature_dim_;
 }
 
 Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignment assignment,
@@ -230,7 +231,7 @@ Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignmen
     return BadDataError(StrCat("the graph has ", assignment.graph->num_classes,
                                " classes; node classification needs at least 2"));
   }
-  const bool features = assignment.settings.input == RgnnInput::kFeatures;
+  const bool features = assignment.settings.input == ModelInput::kFeatures;
   if (features && (store == nullptr || store->dim() != assignment.feature_dim)) {
     return InternalError("sampled training with feature input needs a feature store of the input width");
   }
@@ -247,10 +248,10 @@ Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignmen
     if (g.test_mask[static_cast<size_t>(v)] != 0) s->test_nodes_.push_back(v);
   }
   if (s->train_nodes_.empty()) return BadDataError("the graph has no labelled training nodes to sample from");
-  s->train_sampler_ = std::make_unique<Sampler>(g, s->sampling_.fanouts, s->sampling_.per_relation);
+  s->train_sampler_ = std::make_unique<Sampler>(g, s->sampling_.fanouts, s->sampling_.fanout_per);
   std::vector<int32_t> eval = s->sampling_.eval_fanouts;
   if (eval.empty()) eval.assign(s->sampling_.fanouts.size(), -1);
-  s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.per_relation);
+  s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.fanout_per);
   if (s->sampling_.prefetch) {
     // Collective: every worker asks, and every worker gets the same answer from the same MPI library.
     Result<std::unique_ptr<WorkerComm>> dup = context.comm->Duplicate();
@@ -348,7 +349,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   p->sample_s = Seconds(t1 - t0).count();
 
   // Feature rows of the first layer's inputs: every worker joins the exchange, seeds or not.
-  if (settings_.input == RgnnInput::kFeatures) {
+  if (settings_.input == ModelInput::kFeatures) {
     const std::vector<int64_t> no_rows;
     const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
     const int64_t rows = static_cast<int64_t>(ids.size());
@@ -361,7 +362,8 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   p->feature_s = Seconds(t2 - t1).count();
   if (seeds.empty()) return Status();
 
-  const bool pairs = settings_.model == RgnnModel::kRgcn && settings_.reordering == Reordering::kOff;
+  const RgnnModel* model = FindRgnnModel(settings_.model);
+  const bool pairs = model != nullptr && model->ReadsRelationPairs(settings_);
   const int64_t threads = context_.pool != nullptr ? context_.pool->num_threads() : 1;
   p->views.resize(blocks.size());
   for (size_t l = 0; l < blocks.size(); ++l) {
@@ -407,7 +409,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
   b.test_mask = &p->test_mask;
   b.labelled_train = training_ ? n : 0;
   b.labelled_test = training_ ? 0 : n;
-  b.features = settings_.input == RgnnInput::kFeatures ? &p->features : nullptr;
+  b.features = settings_.input == ModelInput::kFeatures ? &p->features : nullptr;
   p->layout_s = Seconds(Clock::now() - t2).count();
   return Status();
 }

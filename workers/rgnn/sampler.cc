@@ -145,8 +145,8 @@ Result<SampledGraph> SampledGraph::Decode(ByteReader& in) {
   return g;
 }
 
-Sampler::Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, bool per_relation)
-    : graph_(graph), fanouts_(std::move(fanouts)), per_relation_(per_relation),
+Sampler::Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, FanoutPer per)
+    : graph_(graph), fanouts_(std::move(fanouts)), per_(per),
       slot_(static_cast<size_t>(graph.num_nodes), -1) {}
 
 void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out) {
@@ -173,7 +173,7 @@ void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::
     }
   };
   const uint64_t node_key = MixKey(key, static_cast<uint64_t>(node));
-  if (!per_relation_) {
+  if (per_ == FanoutPer::kTotal) {
     draw(begin, end, node_key);
     return;
   }

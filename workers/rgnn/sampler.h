@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/byte_io.h"
+#include "core/choices.h"
 #include "core/status.h"
 #include "storage/graph.h"
 
@@ -65,9 +66,9 @@ uint64_t MixKey(uint64_t a, uint64_t b);
 
 class Sampler {
  public:
-  // fanouts: per layer, input layer first; -1 = every neighbour. per_relation: each fanout applies to
+  // fanouts: per layer, input layer first; -1 = every neighbour. per = kRelation: each fanout applies to
   // each relation of a node separately.
-  Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, bool per_relation);
+  Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, FanoutPer per);
 
   // The blocks of `seeds` (sorted, distinct global ids), input layer first: blocks.back()'s
   // destinations are the seeds, and layer l's destinations are layer l + 1's input rows
@@ -80,7 +81,7 @@ class Sampler {
 
   const SampledGraph& graph_;
   std::vector<int32_t> fanouts_;
-  bool per_relation_;
+  FanoutPer per_;
   std::vector<int32_t> slot_;  // [nodes]: a node's input row in the block being built, or -1
   std::vector<int64_t> picked_;  // Draw's scratch
 };

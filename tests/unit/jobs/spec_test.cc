@@ -42,7 +42,7 @@ TEST(ParseJob, MinimalJobTakesEveryDefault) {
   EXPECT_EQ(s.job.name, "t");
   EXPECT_EQ(s.job.kind, JobKind::kRgnn);
   EXPECT_EQ(s.job.device, DeviceChoice::kAuto);
-  EXPECT_EQ(s.job.log_level, LogLevelChoice::kInfo);
+  EXPECT_EQ(s.job.log_level, LogLevel::kInfo);
   EXPECT_EQ(s.data.format, DataFormat::kSynthetic);
   EXPECT_EQ(s.resources, ResourcesSection{});
   EXPECT_EQ(s.data.synthetic, SyntheticSection{});
@@ -112,7 +112,7 @@ TEST(ParseJob, ReadsTheKeysOfAnLlmJob) {
   EXPECT_EQ(r->data.generated_bytes, int64_t{2} << 20);
   EXPECT_DOUBLE_EQ(r->data.val_fraction, 0.05);
   EXPECT_EQ(r->data.order, BatchOrder::kShuffled);
-  EXPECT_EQ(r->model.name, ModelName::kGpt2);
+  EXPECT_EQ(r->model.name, "gpt2");
   EXPECT_EQ(r->model.layers, 6);
   EXPECT_EQ(r->model.hidden, 384);
   EXPECT_EQ(r->model.heads, 6);
@@ -223,9 +223,9 @@ TEST(ParseJob, EnumValueOutsideTheChoicesListsThem) {
   EXPECT_EQ(UsageMessage(Parse(Job(), {"data.format=tokens"})),
             "--set data.format=tokens: data.format: \"tokens\" is not allowed; allowed values: \"graph\", \"rdf\", "
             "\"edges\", \"synthetic\", \"text\", \"llmc\", \"generated_text\"");
-  EXPECT_EQ(UsageMessage(Parse(Job(), {"model.name=gpt3"})),
-            "--set model.name=gpt3: model.name: \"gpt3\" is not allowed; allowed values: \"rgcn\", \"rgat\", \"hgt\", "
-            "\"gpt2\"");
+  EXPECT_EQ(UsageMessage(Parse(Job(), {"data.feature_store=memory"})),
+            "--set data.feature_store=memory: data.feature_store: \"memory\" is not allowed; allowed values: \"auto\", "
+            "\"mapped\", \"pinned\"");
 }
 
 TEST(ParseJob, OutOfRangeValuesNameTheRange) {

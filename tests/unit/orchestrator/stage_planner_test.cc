@@ -22,8 +22,8 @@ StageCosts Costs(double block, double embed, double head) {
   return k;
 }
 
-std::vector<workers::BlockPolicy> Keep(int layers) {
-  return std::vector<workers::BlockPolicy>(static_cast<size_t>(layers), workers::BlockPolicy::kKeep);
+std::vector<SpillPolicy> Keep(int layers) {
+  return std::vector<SpillPolicy>(static_cast<size_t>(layers), SpillPolicy::kKeep);
 }
 
 double Slowest(const std::vector<StageShare>& split) {
@@ -133,7 +133,7 @@ TEST(SplitStages, RespectsTheBudgetOrNamesTheShortfall) {
   EXPECT_NE(refused.status().message().find("short by"), std::string::npos);
   EXPECT_NE(refused.status().message().find("keep less"), std::string::npos) << "kept blocks could keep less";
   // Blocks that all recompute keep the least already: the message does not suggest it.
-  auto least = SplitStages(k, std::vector<workers::BlockPolicy>(8, workers::BlockPolicy::kRecompute), 2, 2, 1000, {}, "job.toml:3:1");
+  auto least = SplitStages(k, std::vector<SpillPolicy>(8, SpillPolicy::kRecompute), 2, 2, 1000, {}, "job.toml:3:1");
   ASSERT_FALSE(least.ok());
   EXPECT_EQ(least.status().message().find("keep less"), std::string::npos) << least.status().message();
   EXPECT_NE(least.status().message().find("train.batch_size"), std::string::npos) << least.status().message();
@@ -162,9 +162,8 @@ TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
 TEST(SplitStages, ARecomputeBlockCostsOneMoreForwardAndMovesTheSplit) {
   StageCosts k = Costs(3.0, 0.0, 0.0);
   k.block_forward_seconds = 1.0;
-  using workers::BlockPolicy;
-  std::vector<BlockPolicy> policies = Keep(6);
-  policies[0] = policies[1] = policies[2] = BlockPolicy::kRecompute;
+  std::vector<SpillPolicy> policies = Keep(6);
+  policies[0] = policies[1] = policies[2] = SpillPolicy::kRecompute;
   auto fixed = SplitStages(k, policies, 2, 4, 0, {3, 3}, "job.toml");
   ASSERT_TRUE(fixed.ok());
   EXPECT_DOUBLE_EQ((*fixed)[0].seconds, 3 * 4.0);
@@ -196,26 +195,25 @@ jobs::JobSpec LlmSpec(const std::vector<std::string>& overrides) {
 }
 
 TEST(ResolveBlockPolicies, FollowsSpillPolicyOrTheLayerList) {
-  using workers::BlockPolicy;
-  using enum workers::BlockPolicy;
+  using enum SpillPolicy;
   auto keep = ResolveBlockPolicies(LlmSpec({}));  // keep is the default: offloading is asked for
   ASSERT_TRUE(keep.ok());
-  EXPECT_EQ(keep->policies, (std::vector<BlockPolicy>{kKeep, kKeep, kKeep, kKeep}));
+  EXPECT_EQ(keep->policies, (std::vector<SpillPolicy>{kKeep, kKeep, kKeep, kKeep}));
   EXPECT_EQ(keep->automatic, (std::vector<bool>{false, false, false, false}));
   auto all = ResolveBlockPolicies(LlmSpec({"spill.policy=recompute"}));
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->policies, (std::vector<BlockPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
+  EXPECT_EQ(all->policies, (std::vector<SpillPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
   auto mixed = ResolveBlockPolicies(
       LlmSpec({"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"offload\", \"recompute\"]"}));
   ASSERT_TRUE(mixed.ok());
-  EXPECT_EQ(mixed->policies, (std::vector<BlockPolicy>{kKeep, kRecompute, kOffload, kRecompute}));
+  EXPECT_EQ(mixed->policies, (std::vector<SpillPolicy>{kKeep, kRecompute, kOffload, kRecompute}));
 }
 
 TEST(ResolveBlockPolicies, AutoStartsAsOffloadAndIsMarked) {
-  using enum workers::BlockPolicy;
+  using enum SpillPolicy;
   auto a = ResolveBlockPolicies(LlmSpec({"spill.policy=auto"}));
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->policies, (std::vector<workers::BlockPolicy>{kOffload, kOffload, kOffload, kOffload}));
+  EXPECT_EQ(a->policies, (std::vector<SpillPolicy>{kOffload, kOffload, kOffload, kOffload}));
   EXPECT_EQ(a->automatic, (std::vector<bool>{true, true, true, true}));
   auto o = ResolveBlockPolicies(LlmSpec({"spill.policy=offload"}));
   ASSERT_TRUE(o.ok());
@@ -241,61 +239,61 @@ TEST(OffloadStallSeconds, EarlyBlocksHideTheirIoTheLastDoesNot) {
 }
 
 TEST(ChooseAutoPolicies, KeepsTheLastBlocksWhoseIoTheDiskCannotHide) {
-  using enum workers::BlockPolicy;
+  using enum SpillPolicy;
   StageCosts k = Costs(0.030, 0.0, 0.0);
   k.block_forward_seconds = 0.010;
   // One block's activations: tokens x RecomputeScratchFloatsPerToken floats.
   const double block_bytes = static_cast<double>(k.tokens) *
                              static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * 4;
   const SpillBandwidth disk{block_bytes / 0.005, block_bytes / 0.005};  // 5 ms a block each way
-  std::vector<workers::BlockPolicy> policies(6, kOffload);
+  std::vector<SpillPolicy> policies(6, kOffload);
   auto split = SplitStages(k, policies, 1, 1, 0, {}, "job.toml");
   ASSERT_TRUE(split.ok());
   const auto notes = ChooseAutoPolicies(k, std::vector<bool>(6, true), disk, 1, 1, 0, &policies, &*split);
-  EXPECT_EQ(policies, (std::vector<workers::BlockPolicy>{kOffload, kOffload, kOffload, kOffload, kOffload, kKeep}));
+  EXPECT_EQ(policies, (std::vector<SpillPolicy>{kOffload, kOffload, kOffload, kOffload, kOffload, kKeep}));
   EXPECT_EQ((*split)[0].blocks.offload, 5);
   EXPECT_EQ((*split)[0].blocks.keep, 1);
   ASSERT_FALSE(notes.empty());
   // A budget that cannot hold another kept block leaves the block offloaded and says so.
-  std::vector<workers::BlockPolicy> tight(6, kOffload);
+  std::vector<SpillPolicy> tight(6, kOffload);
   auto tight_split = SplitStages(k, tight, 1, 1, 0, {}, "job.toml");
   const int64_t budget = (*tight_split)[0].memory_bytes;
   const auto tight_notes = ChooseAutoPolicies(k, std::vector<bool>(6, true), disk, 1, 1, budget, &tight, &*tight_split);
-  EXPECT_EQ(tight, std::vector<workers::BlockPolicy>(6, kOffload));
+  EXPECT_EQ(tight, std::vector<SpillPolicy>(6, kOffload));
   EXPECT_NE(tight_notes.front().find("budget"), std::string::npos);
 }
 
 TEST(PlanPolicies, PicksTheFastestMixThatFitsTheBudget) {
-  using enum workers::BlockPolicy;
+  using enum SpillPolicy;
   StageCosts k = Costs(0.030, 0.0, 0.0);
   k.block_forward_seconds = 0.010;
   const SpillBandwidth fast{1e12, 1e12};  // a disk that hides everything
   auto ResolvedPlan = ResolveBlockPolicies(LlmSpec({"spill.policy=plan"}));
   ASSERT_TRUE(ResolvedPlan.ok());
   EXPECT_EQ(ResolvedPlan->planned, (std::vector<bool>{true, true, true, true}));
-  EXPECT_EQ(ResolvedPlan->policies, (std::vector<workers::BlockPolicy>(4, kRecompute)));
+  EXPECT_EQ(ResolvedPlan->policies, (std::vector<SpillPolicy>(4, kRecompute)));
   constexpr int kBlocks = 10;
-  const auto plan = [&](int64_t budget, std::vector<workers::BlockPolicy>* policies) {
-    *policies = std::vector<workers::BlockPolicy>(kBlocks, kRecompute);
+  const auto plan = [&](int64_t budget, std::vector<SpillPolicy>* policies) {
+    *policies = std::vector<SpillPolicy>(kBlocks, kRecompute);
     auto split = SplitStages(k, *policies, 1, 1, 0, {}, "job.toml");
     EXPECT_TRUE(split.ok());
     PlanPolicies(k, std::vector<bool>(kBlocks, true), fast, 1, 1, budget, policies, &*split);
     return (*split)[0];
   };
-  std::vector<workers::BlockPolicy> p;
+  std::vector<SpillPolicy> p;
   // No budget: everything kept (the fastest).
   StageShare free = plan(0, &p);
-  EXPECT_EQ(p, std::vector<workers::BlockPolicy>(kBlocks, kKeep));
+  EXPECT_EQ(p, std::vector<SpillPolicy>(kBlocks, kKeep));
   EXPECT_DOUBLE_EQ(free.seconds, kBlocks * 0.030);
   // The memory of every block recomputed: nothing else fits.
-  std::vector<workers::BlockPolicy> lean(kBlocks, kRecompute);
+  std::vector<SpillPolicy> lean(kBlocks, kRecompute);
   const int64_t least = StageMemoryBytes(k, 0, 1, CountBlocks(lean, 0, kBlocks), 1);
   StageShare tight = plan(least, &p);
   EXPECT_EQ(p, lean);
   EXPECT_DOUBLE_EQ(tight.seconds, kBlocks * 0.040);  // each block's forward runs twice
   // Between the two: the last blocks kept, the first offloaded (the disk hides it, and it is faster
   // than recomputing; its 4 buffers hold less than the 6 blocks), within the budget.
-  std::vector<workers::BlockPolicy> mixed(kBlocks, kOffload);
+  std::vector<SpillPolicy> mixed(kBlocks, kOffload);
   for (int i = 6; i < kBlocks; ++i) mixed[static_cast<size_t>(i)] = kKeep;
   const int64_t middle = StageMemoryBytes(k, 0, 1, CountBlocks(mixed, 0, kBlocks), 1);
   StageShare between = plan(middle, &p);

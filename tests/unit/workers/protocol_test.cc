@@ -13,7 +13,7 @@ WorkerSettings FullSettings() {
   s.seed = 7;
   s.log_level = LogLevel::kWarn;
   s.threads = 3;
-  s.device = DeviceRequest::kCuda;
+  s.device = DeviceChoice::kCuda;
   s.memory_budget_bytes = int64_t{1} << 33;
   s.plugin_paths = {"/opt/a.so", "/opt/b.so"};
   s.plugin_search_dirs = {"/opt/plugins"};
@@ -121,8 +121,15 @@ TEST(Protocol, OutOfRangeEnumsAndTrailingBytesAreRefused) {
   bytes.push_back(0);
   AssignMsg b;
   EXPECT_EQ(Decode(bytes, &b).code(), Code::kBadData);
+  // An enum out of its range; a value only the job's rules forbid (threads = 0) is not the decoder's to
+  // refuse (jobs/validate.cc owns it).
+  a.settings.device = static_cast<DeviceChoice>(ChoiceCount<DeviceChoice>());
+  const Status st = Decode(Encode(a), &b);
+  EXPECT_EQ(st.code(), Code::kBadData);
+  EXPECT_NE(st.message().find("settings.device = 3 is not one of its 3 values"), std::string::npos) << st.message();
+  a.settings = FullSettings();
   a.settings.threads = 0;
-  EXPECT_EQ(Decode(Encode(a), &b).code(), Code::kBadData);
+  EXPECT_TRUE(Decode(Encode(a), &b).ok());
 }
 
 TEST(Protocol, ForeignMagicIsRefused) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/kernel_set.h"
+#include "workers/kernel_set.h"
 
 namespace tessel::workers {
 

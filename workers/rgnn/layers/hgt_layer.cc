@@ -201,4 +201,64 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   return TypedLinearBackward(Source::kLayerInput, x, q_w_, N, d_queries, dx, M);
 }
 
+std::vector<HgtLayer::Shape> HgtLayer::Shapes(const RgnnSettings& settings, const ModelShape& model) {
+  std::vector<Shape> shapes;
+  for (int l = 0; l < settings.layers; ++l) {
+    Shape s;
+    s.index = l;
+    s.in_dim = l == 0 ? model.input_dim : settings.hidden;
+    s.out_dim = settings.hidden;
+    s.heads = settings.heads;
+    s.one_hot = l == 0 && settings.input == ModelInput::kOneHot;
+    s.reordering = settings.reordering;
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+namespace {
+
+class Hgt final : public RgnnModel {
+ public:
+  std::string_view name() const override { return "hgt"; }
+
+  std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape&) const override {
+    std::vector<SettingProblem> problems = DecompositionProblems(s, name());
+    if (s.hidden % s.heads != 0) {
+      problems.push_back({"model.heads", "model.hidden",
+                          StrCat("model.hidden = ", s.hidden, " is not divisible by model.heads = ", s.heads,
+                                 ": \"hgt\" splits the hidden width across the heads")});
+    }
+    return problems;
+  }
+
+  std::vector<const tessel_op_decl*> Ops(const RgnnSettings& s, const ModelShape& model) const override {
+    std::vector<const tessel_op_decl*> ops;
+    for (const HgtLayer::Shape& shape : HgtLayer::Shapes(s, model)) {
+      for (const tessel_op_decl* op : HgtLayer::Ops(shape)) ops.push_back(op);
+    }
+    for (const tessel_op_decl* op : Classifier::Ops()) ops.push_back(op);
+    return ops;
+  }
+
+  Result<ModelLayers> Build(const RgnnSettings& s, const ModelShape& model, const GraphView& graph, KernelSet& kernels,
+                            ParameterStore& params) const override {
+    ModelLayers out;
+    auto scratch = std::make_shared<HgtLayer::Scratch>();  // one set for all the layers
+    for (const HgtLayer::Shape& shape : HgtLayer::Shapes(s, model)) {
+      out.layers.push_back(std::make_unique<HgtLayer>(shape, graph, kernels, params, scratch));
+    }
+    out.classifier = std::make_unique<Classifier>(s.hidden, model.classes, kernels, params);
+    out.relu_between = false;
+    return out;
+  }
+};
+
+}  // namespace
+
+const RgnnModel& HgtModel() {
+  static const Hgt model;
+  return model;
+}
+
 }  // namespace tessel::workers

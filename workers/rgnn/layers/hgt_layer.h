@@ -10,8 +10,9 @@
 #include <memory>
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/kernel_set.h"
+#include "workers/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
+#include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
@@ -40,6 +41,9 @@ class HgtLayer final : public RgnnLayer {
     // Views for a layer of `rows` input rows, `owned` output rows and width `width`.
     Status Shape(int64_t rows, int64_t owned, int64_t width, Allocator& alloc);
   };
+  // The layers of `settings` for the model's input width (every layer outputs `hidden`; a classifier
+  // follows).
+  static std::vector<Shape> Shapes(const RgnnSettings& settings, const ModelShape& model);
   HgtLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
            std::shared_ptr<Scratch> scratch);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
@@ -75,5 +79,8 @@ class HgtLayer final : public RgnnLayer {
   Tensor one_hot_ids_;  // i64[rows]: type * nodes + global id, the rows of the per-type tables
   GrowBuffer one_hot_ids_buf_;
 };
+
+// model.name = "hgt": HGT layers (no activation between them: each ends in GELU), then a linear classifier.
+const RgnnModel& HgtModel();
 
 }  // namespace tessel::workers

@@ -6,8 +6,9 @@
 #pragma once
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/kernel_set.h"
+#include "workers/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
+#include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
@@ -19,16 +20,19 @@ class RgatLayer final : public RgnnLayer {
     int64_t in_dim = 0;
     int32_t heads = 1;
     int64_t head_dim = 0;  // D'
-    RgnnHeadMerge merge = RgnnHeadMerge::kConcat;
+    HeadMerge merge = HeadMerge::kConcat;
     bool one_hot = false;
     Reordering reordering = Reordering::kOn;
-    int64_t out_dim() const { return merge == RgnnHeadMerge::kConcat ? heads * head_dim : head_dim; }
+    int64_t out_dim() const { return merge == HeadMerge::kConcat ? heads * head_dim : head_dim; }
   };
+  // The layers of `settings` for the model's widths: hidden layers split (concat) or repeat (mean) the
+  // width across the heads; the last averages heads as wide as the classes.
+  static std::vector<Shape> Shapes(const RgnnSettings& settings, const ModelShape& model);
   RgatLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
   int64_t out_dim() const override { return shape_.out_dim(); }
-  bool reads_own_output() const override { return shape_.merge == RgnnHeadMerge::kConcat; }
+  bool reads_own_output() const override { return shape_.merge == HeadMerge::kConcat; }
   Status Bind(const GraphView& graph) override;
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
@@ -44,5 +48,8 @@ class RgatLayer final : public RgnnLayer {
   GrowBuffer heads_buf_, s_src_buf_, s_dst_buf_, row_max_buf_, row_sum_buf_;
   Tensor out_copy_;  // concat merge: the output is the heads; backward reads them through this view
 };
+
+// model.name = "rgat": RGAT layers with a ReLU between them.
+const RgnnModel& RgatModel();
 
 }  // namespace tessel::workers

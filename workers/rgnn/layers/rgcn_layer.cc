@@ -222,4 +222,95 @@ Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   return ProjectGradient();
 }
 
+std::vector<RgcnLayer::Shape> RgcnLayer::Shapes(const RgnnSettings& settings, const ModelShape& model) {
+  std::vector<Shape> shapes;
+  for (int l = 0; l < settings.layers; ++l) {
+    Shape s;
+    s.index = l;
+    s.in_dim = l == 0 ? model.input_dim : settings.hidden;
+    s.out_dim = l == settings.layers - 1 ? model.classes : settings.hidden;
+    s.one_hot = l == 0 && settings.input == ModelInput::kOneHot;
+    s.weights = WeightsFor(settings, s.in_dim, s.out_dim);
+    s.num_bases_or_blocks = settings.num_bases > 0 ? settings.num_bases : settings.num_blocks;
+    s.reordering = settings.reordering;
+    s.row_gradient = s.one_hot && s.weights == Weights::kFull && s.reordering == Reordering::kOn &&
+                     model.workers == 1 && model.full_graph;
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+namespace {
+
+class Rgcn final : public RgnnModel {
+ public:
+  std::string_view name() const override { return "rgcn"; }
+
+  std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape& model) const override {
+    std::vector<SettingProblem> problems;
+    if (s.num_bases > 0 && s.num_blocks > 0) {
+      problems.push_back({"model.num_blocks", "model.num_bases",
+                          StrCat("model.num_bases = ", s.num_bases, " and model.num_blocks = ", s.num_blocks,
+                                 ": choose one decomposition of the relation weights")});
+    }
+    if (s.heads != 1) {
+      problems.push_back({"model.heads", "", StrCat("model.heads = ", s.heads, ": RGCN has no attention heads; use 1")});
+    }
+    // The widths are known once the graph is (not in `tessel validate`).
+    if (s.num_blocks > 0 && model.input_dim > 0 && model.classes > 0 && BlockedLayers(s, model).empty()) {
+      problems.push_back({"model.num_blocks", "",
+                          StrCat("model.num_blocks = ", s.num_blocks, " divides the widths of no layer (input ",
+                                 model.input_dim, ", hidden ", s.hidden, ", classes ", model.classes,
+                                 "): every layer would keep its full weights")});
+    }
+    return problems;
+  }
+
+  std::vector<std::string> Notes(const RgnnSettings& s, const ModelShape& model) const override {
+    const std::string blocked = BlockedLayers(s, model);
+    if (s.num_blocks == 0 || blocked.empty()) return {};
+    return {StrCat("block-diagonal weights (", s.num_blocks, " blocks) on layer(s) ", blocked, "; full weights elsewhere")};
+  }
+
+  std::vector<const tessel_op_decl*> Ops(const RgnnSettings& s, const ModelShape& model) const override {
+    std::vector<const tessel_op_decl*> ops;
+    for (const RgcnLayer::Shape& shape : RgcnLayer::Shapes(s, model)) {
+      for (const tessel_op_decl* op : RgcnLayer::Ops(shape)) ops.push_back(op);
+    }
+    ops.push_back(&tessel_op_nn_relu_fwd);
+    ops.push_back(&tessel_op_nn_relu_bwd);
+    return ops;
+  }
+
+  Result<ModelLayers> Build(const RgnnSettings& s, const ModelShape& model, const GraphView& graph, KernelSet& kernels,
+                            ParameterStore& params) const override {
+    ModelLayers out;
+    for (const RgcnLayer::Shape& shape : RgcnLayer::Shapes(s, model)) {
+      TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<RgcnLayer> layer, RgcnLayer::Create(shape, graph, kernels, params));
+      out.layers.push_back(std::move(layer));
+    }
+    return out;
+  }
+
+  // Without reordering the layers apply W_r per unique (relation, source) pair.
+  bool ReadsRelationPairs(const RgnnSettings& s) const override { return s.reordering == Reordering::kOff; }
+
+ private:
+  // The layers whose widths the blocks divide, "0, 1".
+  static std::string BlockedLayers(const RgnnSettings& s, const ModelShape& model) {
+    std::string blocked;
+    for (const RgcnLayer::Shape& shape : RgcnLayer::Shapes(s, model)) {
+      if (shape.weights == RgcnLayer::Weights::kBlocks) blocked += StrCat(blocked.empty() ? "" : ", ", shape.index);
+    }
+    return blocked;
+  }
+};
+
+}  // namespace
+
+const RgnnModel& RgcnModel() {
+  static const Rgcn model;
+  return model;
+}
+
 }  // namespace tessel::workers

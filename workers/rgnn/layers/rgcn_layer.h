@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "workers/params/parameter_store.h"
-#include "workers/rgnn/kernel_set.h"
+#include "workers/kernel_set.h"
 #include "workers/rgnn/layers/layer.h"
+#include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
@@ -34,6 +35,10 @@ class RgcnLayer final : public RgnnLayer {
   };
   // How `settings` decomposes the weights of a layer of this width (blocks only where they divide it).
   static Weights WeightsFor(const RgnnSettings& settings, int64_t in_dim, int64_t out_dim);
+
+  // The layers of `settings` for the model's widths and worker count (a one-worker full-graph job keeps a
+  // one-hot layer's weight gradient as rows: Shape::row_gradient).
+  static std::vector<Shape> Shapes(const RgnnSettings& settings, const ModelShape& model);
 
   // Declares the layer's parameters in `params` (before it is allocated).
   // A row gradient reads `graph`'s pairs, so the layer must then always be bound to that view.
@@ -64,5 +69,8 @@ class RgcnLayer final : public RgnnLayer {
   Tensor y_;                      // reordering off: the [pairs, out] products, reused for their gradient
   GrowBuffer y_buf_;
 };
+
+// model.name = "rgcn": RGCN layers with a ReLU between them.
+const RgnnModel& RgcnModel();
 
 }  // namespace tessel::workers

@@ -114,6 +114,7 @@ void RunTessel(int32_t microbatches, const std::string& checkpoint, const std::s
   LlmStageAssignment a;
   a.model = GptConfig{kShape.layers, kShape.channels, kShape.heads, kShape.max_t, kShape.vocab, kShape.padded_vocab};
   a.train.steps = kSteps;
+  a.train.data_parallel = 1;
   a.train.microbatches = microbatches;
   a.train.microbatch = kSequences / microbatches;
   a.train.seq_len = kSeqLen;
@@ -125,12 +126,15 @@ void RunTessel(int32_t microbatches, const std::string& checkpoint, const std::s
   a.train.grad_clip = 0;
   a.train.warmup_steps = 0;
   a.train.final_lr_fraction = 1;
-  a.data.source = TokenSource::kLlmc;
+  a.data.format = DataFormat::kLlmc;
   a.data.train_tokens = tokens;
   a.data.val_fraction = 0;
+  a.data.order = BatchOrder::kSequential;
   a.init_from = checkpoint;
   a.place = StagePlacement{0, 1, 0, kShape.layers, 0};
-  a.block_policies = std::vector<BlockPolicy>(kShape.layers, BlockPolicy::kKeep);
+  a.block_policies = std::vector<SpillPolicy>(kShape.layers, SpillPolicy::kKeep);
+  a.spill.dir = "/tmp/tessel-spill";
+  a.spill.name = "gpt_stage_reference_test";
   ByteWriter out;
   a.Encode(out);
   const std::vector<uint8_t> bytes = out.Take();

@@ -75,7 +75,7 @@ std::string WriteText(const std::string& name, const std::string& text) {
 
 TEST(TokenSplits, HoldOutTheTailAndRefuseShortOrEmptyFilesNamingThem) {
   LlmDataSettings d;
-  d.source = TokenSource::kText;
+  d.format = DataFormat::kText;
   d.text = WriteText("tessel_llm_test_text.txt", std::string(1000, 'a') + std::string(100, 'b'));
   d.val_fraction = 100.0 / 1100.0;
   auto s = LoadTokenSplits(d, 256, 2, 8);
@@ -118,7 +118,7 @@ using SpillOpener = std::function<Result<std::unique_ptr<storage::SpillStore>>(c
 // text; the per-step losses, then the validation losses. Offload blocks spill through `opener` (the real
 // HDF5 store in `spill_dir` when empty).
 std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
-                          std::vector<BlockPolicy> policies = {}, Record* summary = nullptr,
+                          std::vector<SpillPolicy> policies = {}, Record* summary = nullptr,
                           const SpillOpener& opener = {}, const std::string& spill_dir = "",
                           Status* build_status = nullptr) {
   KernelRegistry kernels(Logger("test", LogLevel::kWarn));
@@ -130,6 +130,8 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   const auto layers = static_cast<int32_t>(policies.empty() ? 2 : policies.size());
   a.model = GptConfig{layers, 32, 2, 16, 256, 256};
   a.train.steps = steps;
+  a.train.data_parallel = 1;
+  a.train.beta1 = 0.9, a.train.beta2 = 0.95, a.train.eps = 1e-8, a.train.final_lr_fraction = 1;
   a.train.microbatches = microbatches;
   a.train.microbatch = 8 / microbatches;
   a.train.seq_len = 16;
@@ -138,11 +140,13 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   a.train.grad_clip = 1.0;
   a.train.warmup_steps = 1;
   a.train.val_batches = 2;
-  a.data.source = TokenSource::kGenerated;
+  a.data.format = DataFormat::kGeneratedText;
   a.data.generated_bytes = 8192;
+  a.data.generated_seed = 1;
+  a.data.val_fraction = 0.1;
   a.place = StagePlacement{0, 1, 0, layers, 0};
-  a.block_policies = policies.empty() ? std::vector<BlockPolicy>(2, BlockPolicy::kKeep) : policies;
-  if (!spill_dir.empty()) a.spill.dir = spill_dir;
+  a.block_policies = policies.empty() ? std::vector<SpillPolicy>(2, SpillPolicy::kKeep) : policies;
+  a.spill.dir = spill_dir.empty() ? "/tmp/tessel-spill" : spill_dir;
   a.spill.name = "llm_test";
   ByteWriter out;
   a.Encode(out);
@@ -194,7 +198,7 @@ TEST(GptStage, LearnsAndGivesTheSameLossesForAnyMicroBatching) {
 }
 
 TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
-  using enum BlockPolicy;
+  using enum SpillPolicy;
   Record keep_summary, recompute_summary;
   const std::vector<double> keep = Train(2, 4, "", {kKeep, kKeep}, &keep_summary);
   ASSERT_EQ(keep.size(), 5u);
@@ -202,15 +206,15 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
   // Every block recomputed, and each mix: the kernels are deterministic and the recomputed forward sees
   // the same input and weights, so not even the last bit may differ (validation runs through the
   // recompute blocks' scratch too).
-  const std::vector<std::vector<BlockPolicy>> cases = {
+  const std::vector<std::vector<SpillPolicy>> cases = {
       {kRecompute, kRecompute}, {kRecompute, kKeep}, {kKeep, kRecompute}};
-  for (const std::vector<BlockPolicy>& policies : cases) {
+  for (const std::vector<SpillPolicy>& policies : cases) {
     Record summary;
     const std::vector<double> other = Train(2, 4, "", policies, &summary);
     ASSERT_EQ(other.size(), keep.size());
     for (size_t i = 0; i < keep.size(); ++i) {
-      EXPECT_EQ(other[i], keep[i]) << "value " << i << " with " << BlockPolicyName(policies[0]) << ", "
-                                   << BlockPolicyName(policies[1]);
+      EXPECT_EQ(other[i], keep[i]) << "value " << i << " with " << NameOf(policies[0]) << ", "
+                                   << NameOf(policies[1]);
     }
     if (policies[0] == kRecompute && policies[1] == kRecompute) recompute_summary = summary;
   }
@@ -233,13 +237,13 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
 // Offloaded blocks come back from the spill file bit for bit: the losses equal keep's exactly, with
 // the real HDF5 store (6 blocks, more than the pool's buffers, so blocks are read back from the disk).
 TEST(GptStage, OffloadGivesBitIdenticalLossesToKeep) {
-  using enum BlockPolicy;
+  using enum SpillPolicy;
   const std::string dir = (std::filesystem::temp_directory_path() / ("tessel_llm_spill_" + std::to_string(getpid())))
                               .string();
-  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
-  const std::vector<std::vector<BlockPolicy>> cases = {std::vector<BlockPolicy>(6, kOffload),
+  const std::vector<double> keep = Train(2, 3, "", std::vector<SpillPolicy>(6, kKeep));
+  const std::vector<std::vector<SpillPolicy>> cases = {std::vector<SpillPolicy>(6, kOffload),
                                                        {kOffload, kRecompute, kOffload, kKeep, kOffload, kOffload}};
-  for (const std::vector<BlockPolicy>& policies : cases) {
+  for (const std::vector<SpillPolicy>& policies : cases) {
     Record summary;
     const std::vector<double> other = Train(2, 3, "", policies, &summary, {}, dir);
     ASSERT_EQ(other.size(), keep.size());
@@ -269,11 +273,11 @@ SpillOpener Faulty(storage::SpillFault fault) {
 
 // A full disk turns spilling off; the blocks are recomputed from their inputs and the losses do not move.
 TEST(GptStage, OffloadRecomputesWhenTheDiskIsFull) {
-  using enum BlockPolicy;
-  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
+  using enum SpillPolicy;
+  const std::vector<double> keep = Train(2, 3, "", std::vector<SpillPolicy>(6, kKeep));
   Record summary;
   const std::vector<double> full =
-      Train(2, 3, "", std::vector<BlockPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kNoSpace));
+      Train(2, 3, "", std::vector<SpillPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kNoSpace));
   EXPECT_EQ(full, keep);
   const RecordValue* spill = Find(summary, "spill");
   ASSERT_NE(spill, nullptr);
@@ -283,11 +287,11 @@ TEST(GptStage, OffloadRecomputesWhenTheDiskIsFull) {
 
 // A block whose read fails its checksum is recomputed, never used.
 TEST(GptStage, OffloadRecomputesABlockThatFailsItsChecksum) {
-  using enum BlockPolicy;
-  const std::vector<double> keep = Train(2, 3, "", std::vector<BlockPolicy>(6, kKeep));
+  using enum SpillPolicy;
+  const std::vector<double> keep = Train(2, 3, "", std::vector<SpillPolicy>(6, kKeep));
   Record summary;
   const std::vector<double> corrupt =
-      Train(2, 3, "", std::vector<BlockPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kCorruptRead));
+      Train(2, 3, "", std::vector<SpillPolicy>(6, kOffload), &summary, Faulty(storage::SpillFault::kCorruptRead));
   EXPECT_EQ(corrupt, keep);
   const RecordValue* spill = Find(summary, "spill");
   ASSERT_NE(spill, nullptr);
@@ -296,9 +300,9 @@ TEST(GptStage, OffloadRecomputesABlockThatFailsItsChecksum) {
 
 // Any other I/O error stops the run (exit 6), naming the cause.
 TEST(GptStage, OffloadStopsOnAnIoError) {
-  using enum BlockPolicy;
+  using enum SpillPolicy;
   EXPECT_NONFATAL_FAILURE(
-      Train(2, 2, "", std::vector<BlockPolicy>(6, kOffload), nullptr, Faulty(storage::SpillFault::kIoError)),
+      Train(2, 2, "", std::vector<SpillPolicy>(6, kOffload), nullptr, Faulty(storage::SpillFault::kIoError)),
       "injected");
 }
 
@@ -308,7 +312,7 @@ TEST(GptStage, OffloadToAnUnwritableDirectoryFailsBeforeTraining) {
                                .string();
   std::ofstream(file) << "x";
   Status st;
-  EXPECT_TRUE(Train(1, 1, "", {BlockPolicy::kOffload, BlockPolicy::kKeep}, nullptr, {}, file + "/spill", &st).empty());
+  EXPECT_TRUE(Train(1, 1, "", {SpillPolicy::kOffload, SpillPolicy::kKeep}, nullptr, {}, file + "/spill", &st).empty());
   EXPECT_EQ(st.code(), Code::kStorage);
   EXPECT_NE(st.message().find(file + "/spill"), std::string::npos) << st.message();
   std::filesystem::remove(file);
@@ -318,7 +322,7 @@ TEST(LlmStageAssignment, CarriesOnePolicyPerBlockOfTheStage) {
   LlmStageAssignment a;
   a.model.layers = 4;
   a.place = StagePlacement{0, 1, 1, 4, 0};
-  a.block_policies = {BlockPolicy::kRecompute, BlockPolicy::kKeep, BlockPolicy::kOffload};
+  a.block_policies = {SpillPolicy::kRecompute, SpillPolicy::kKeep, SpillPolicy::kOffload};
   const auto round_trip = [](const LlmStageAssignment& x) -> std::unique_ptr<AssignmentPayload> {
     ByteWriter out;
     x.Encode(out);
@@ -330,8 +334,19 @@ TEST(LlmStageAssignment, CarriesOnePolicyPerBlockOfTheStage) {
   ASSERT_NE(back, nullptr);
   EXPECT_EQ(dynamic_cast<LlmStageAssignment&>(*back).block_policies, a.block_policies);
   EXPECT_NE(back->Describe().find("1 recomputed"), std::string::npos) << back->Describe();
-  a.block_policies.pop_back();  // 2 policies for 3 blocks
-  EXPECT_EQ(round_trip(a), nullptr);
+  EXPECT_NE(back->DescribeSettings().find("block_policies=[recompute,keep,offload]"), std::string::npos)
+      << back->DescribeSettings();
+  // 2 policies for 3 blocks: the bytes are fine, the executor refuses the payload before using it.
+  a.block_policies.pop_back();
+  auto factory = FindExecutor(LlmStageAssignment::kKind);
+  ASSERT_TRUE(factory.ok());
+  auto short_payload = round_trip(a);
+  ASSERT_NE(short_payload, nullptr);
+  Result<std::unique_ptr<Executor>> built = (*factory)->build(std::move(short_payload), ExecutorContext{});
+  ASSERT_FALSE(built.ok());
+  EXPECT_EQ(built.status().code(), Code::kInternal);
+  EXPECT_NE(built.status().message().find("2 block policies for blocks [1, 4)"), std::string::npos)
+      << built.status().message();
 }
 
 TEST(GptStage, WritesStageWeightsThatAssembleIntoAnLlmcCheckpoint) {

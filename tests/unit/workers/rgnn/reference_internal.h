@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/workers/rgnn/reference_model.h"
+#include "tests/unit/workers/rgnn/reference_types.h"
 
 namespace tessel::testing::internal {
 

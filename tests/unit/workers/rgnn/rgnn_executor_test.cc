@@ -69,11 +69,17 @@ ExecutorContext Context(WorkerComm& comm, DeviceComm& device_comm, ThreadPool& p
   return c;
 }
 
-RgnnSettings Settings(RgnnInput input, int epochs) {
+RgnnSettings Settings(ModelInput input, int epochs) {
   RgnnSettings s;
+  s.model = "rgcn";
+  s.layers = 2;
   s.input = input;
   s.hidden = 8;
+  s.heads = 1;
   s.epochs = epochs;
+  s.lr = 0.01;
+  s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
+  s.l2 = 5e-4;
   return s;
 }
 
@@ -120,8 +126,8 @@ void ExpectSameLosses(const std::vector<double>& a, const std::vector<double>& b
 
 TEST(RgnnExecutor, ThreeWorkersMatchOneWorkerWithFeatures) {
   const auto g = SmallGraph(6);
-  const TrainResult one = Train(g, 1, Settings(RgnnInput::kFeatures, 12));
-  const TrainResult three = Train(g, 3, Settings(RgnnInput::kFeatures, 12));
+  const TrainResult one = Train(g, 1, Settings(ModelInput::kFeatures, 12));
+  const TrainResult three = Train(g, 3, Settings(ModelInput::kFeatures, 12));
   ExpectSameLosses(one.losses, three.losses);
   EXPECT_EQ(FindNumber(one.eval, "test_total"), FindNumber(three.eval, "test_total"));
   EXPECT_EQ(FindNumber(one.eval, "test_correct"), FindNumber(three.eval, "test_correct"));
@@ -129,13 +135,13 @@ TEST(RgnnExecutor, ThreeWorkersMatchOneWorkerWithFeatures) {
 
 TEST(RgnnExecutor, ThreeWorkersMatchOneWorkerWithOneHotInput) {
   const auto g = SmallGraph(0);
-  ExpectSameLosses(Train(g, 1, Settings(RgnnInput::kOneHot, 12)).losses,
-                   Train(g, 3, Settings(RgnnInput::kOneHot, 12)).losses);
+  ExpectSameLosses(Train(g, 1, Settings(ModelInput::kOneHot, 12)).losses,
+                   Train(g, 3, Settings(ModelInput::kOneHot, 12)).losses);
 }
 
 TEST(RgnnExecutor, LearnsThePlantedStructure) {
   const auto g = SmallGraph(6);
-  const TrainResult r = Train(g, 2, Settings(RgnnInput::kFeatures, 60));
+  const TrainResult r = Train(g, 2, Settings(ModelInput::kFeatures, 60));
   EXPECT_LT(r.losses.back(), 0.5 * r.losses.front());
   EXPECT_GT(FindNumber(r.eval, "test_accuracy").value_or(0), 2.0 / 3.0) << "3 classes: chance is 1/3";
 }
@@ -147,7 +153,7 @@ TEST(RgnnExecutor, FeatureInputWithoutFeaturesIsRefused) {
   LocalComm comm;
   HostDeviceComm device_comm(comm);
   ThreadPool pool(1);
-  auto executor = RgnnExecutor::Create(Settings(RgnnInput::kFeatures, 1), std::move(parts[0]),
+  auto executor = RgnnExecutor::Create(Settings(ModelInput::kFeatures, 1), std::move(parts[0]),
                                        Context(comm, device_comm, pool, kernels, 0));
   ASSERT_FALSE(executor.ok());
   EXPECT_EQ(executor.status().code(), Code::kUsage);
@@ -225,41 +231,41 @@ void ExpectClose(const Tensor& actual, const ::tessel::testing::RefTensor& expec
 }
 
 struct ReferenceCase {
-  RgnnInput input;
+  ModelInput input;
   int layers;
   int workers;
   int32_t num_bases = 0;
   int32_t num_blocks = 0;
   Reordering reordering = Reordering::kOn;
   Compaction compaction = Compaction::kPerUniquePair;
-  RgnnModel model = RgnnModel::kRgcn;
+  std::string model = "rgcn";
   int32_t heads = 1;
-  RgnnHeadMerge merge = RgnnHeadMerge::kConcat;
+  HeadMerge merge = HeadMerge::kConcat;
   int64_t feature_dim = 5;
 };
 
-ReferenceCase Rgat(RgnnInput input, int layers, int workers, int32_t heads, RgnnHeadMerge merge,
+ReferenceCase Rgat(ModelInput input, int layers, int workers, int32_t heads, HeadMerge merge,
                    Reordering reordering = Reordering::kOn, Compaction compaction = Compaction::kPerUniquePair) {
   ReferenceCase c{input, layers, workers, 0, 0, reordering, compaction};
-  c.model = RgnnModel::kRgat;
+  c.model = "rgat";
   c.heads = heads;
   c.merge = merge;
   return c;
 }
 
-ReferenceCase Hgt(RgnnInput input, int layers, int workers, int32_t heads, int64_t feature_dim,
+ReferenceCase Hgt(ModelInput input, int layers, int workers, int32_t heads, int64_t feature_dim,
                   Reordering reordering = Reordering::kOn, Compaction compaction = Compaction::kPerUniquePair) {
   ReferenceCase c{input, layers, workers, 0, 0, reordering, compaction};
-  c.model = RgnnModel::kHgt;
+  c.model = "hgt";
   c.heads = heads;
   c.feature_dim = feature_dim;
   return c;
 }
 
 std::string CaseName(const ReferenceCase& c) {
-  return std::string(c.input == RgnnInput::kOneHot ? "OneHot" : "Features") + std::to_string(c.layers) + "Layers" +
+  return std::string(c.input == ModelInput::kOneHot ? "OneHot" : "Features") + std::to_string(c.layers) + "Layers" +
          std::to_string(c.workers) + "Workers" + (c.num_bases > 0 ? "Bases" : "") + (c.num_blocks > 0 ? "Blocks" : "") +
-         (c.heads > 1 ? std::to_string(c.heads) + "Heads" : "") + (c.merge == RgnnHeadMerge::kMean ? "Mean" : "") +
+         (c.heads > 1 ? std::to_string(c.heads) + "Heads" : "") + (c.merge == HeadMerge::kMean ? "Mean" : "") +
          (c.feature_dim == 6 ? "Skip" : "") + (c.reordering == Reordering::kOff ? "NoReorder" : "") +
          (c.compaction == Compaction::kPerEdge ? "PerEdge" : "");
 }
@@ -268,7 +274,7 @@ class AgainstReference : public ::testing::TestWithParam<ReferenceCase> {};
 
 TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   const ReferenceCase c = GetParam();
-  const bool one_hot = c.input == RgnnInput::kOneHot;
+  const bool one_hot = c.input == ModelInput::kOneHot;
   const auto g = SmallGraph(one_hot ? 0 : c.feature_dim, 60, 2);
   RgnnSettings settings = Settings(c.input, 1);
   settings.layers = c.layers;
@@ -283,11 +289,11 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   settings.heads = c.heads;
   settings.head_merge = c.merge;
   ::tessel::testing::RefConfig config;
-  config.model = c.model == RgnnModel::kRgcn   ? ::tessel::testing::RefModel::kRgcn
-                 : c.model == RgnnModel::kRgat ? ::tessel::testing::RefModel::kRgat
+  config.model = c.model == "rgcn"   ? ::tessel::testing::RefModel::kRgcn
+                 : c.model == "rgat" ? ::tessel::testing::RefModel::kRgat
                                                : ::tessel::testing::RefModel::kHgt;
   config.heads = c.heads;
-  config.head_merge = c.merge == RgnnHeadMerge::kMean ? ::tessel::testing::RefHeadMerge::kMean
+  config.head_merge = c.merge == HeadMerge::kMean ? ::tessel::testing::RefHeadMerge::kMean
                                                       : ::tessel::testing::RefHeadMerge::kConcat;
   config.layers = c.layers;
   config.hidden = 6;
@@ -333,7 +339,7 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
       ExpectClose(params.value(i), want.params.at(name), 1e-4, "parameter after Adam: " + name);
     }
     // RGCN's one-hot layer keeps its gradient as rows exactly when it can (one worker, full weights, fused).
-    const bool rows = c.model == RgnnModel::kRgcn && one_hot && c.workers == 1 && c.num_bases == 0 &&
+    const bool rows = c.model == "rgcn" && one_hot && c.workers == 1 && c.num_bases == 0 &&
                       c.num_blocks == 0 && c.reordering == Reordering::kOn;
     EXPECT_EQ(row_gradients, rows ? 1 : 0);
   });
@@ -341,33 +347,33 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rgcn, AgainstReference,
-    ::testing::Values(ReferenceCase{RgnnInput::kFeatures, 2, 1}, ReferenceCase{RgnnInput::kFeatures, 2, 3},
-                      ReferenceCase{RgnnInput::kOneHot, 2, 1}, ReferenceCase{RgnnInput::kOneHot, 1, 2},
-                      ReferenceCase{RgnnInput::kFeatures, 3, 2}, ReferenceCase{RgnnInput::kFeatures, 2, 2, 3, 0},
-                      ReferenceCase{RgnnInput::kOneHot, 2, 1, 2, 0}, ReferenceCase{RgnnInput::kFeatures, 2, 2, 0, 3},
-                      ReferenceCase{RgnnInput::kFeatures, 2, 2, 0, 0, Reordering::kOff},
-                      ReferenceCase{RgnnInput::kOneHot, 2, 1, 0, 0, Reordering::kOff},
-                      ReferenceCase{RgnnInput::kFeatures, 2, 2, 0, 0, Reordering::kOn, Compaction::kPerEdge},
-                      ReferenceCase{RgnnInput::kOneHot, 2, 2, 0, 0, Reordering::kOff, Compaction::kPerEdge}),
+    ::testing::Values(ReferenceCase{ModelInput::kFeatures, 2, 1}, ReferenceCase{ModelInput::kFeatures, 2, 3},
+                      ReferenceCase{ModelInput::kOneHot, 2, 1}, ReferenceCase{ModelInput::kOneHot, 1, 2},
+                      ReferenceCase{ModelInput::kFeatures, 3, 2}, ReferenceCase{ModelInput::kFeatures, 2, 2, 3, 0},
+                      ReferenceCase{ModelInput::kOneHot, 2, 1, 2, 0}, ReferenceCase{ModelInput::kFeatures, 2, 2, 0, 3},
+                      ReferenceCase{ModelInput::kFeatures, 2, 2, 0, 0, Reordering::kOff},
+                      ReferenceCase{ModelInput::kOneHot, 2, 1, 0, 0, Reordering::kOff},
+                      ReferenceCase{ModelInput::kFeatures, 2, 2, 0, 0, Reordering::kOn, Compaction::kPerEdge},
+                      ReferenceCase{ModelInput::kOneHot, 2, 2, 0, 0, Reordering::kOff, Compaction::kPerEdge}),
     [](const auto& info) { return CaseName(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Rgat, AgainstReference,
-                         ::testing::Values(Rgat(RgnnInput::kFeatures, 2, 1, 1, RgnnHeadMerge::kConcat),
-                                           Rgat(RgnnInput::kFeatures, 2, 3, 2, RgnnHeadMerge::kConcat),
-                                           Rgat(RgnnInput::kFeatures, 2, 2, 2, RgnnHeadMerge::kMean),
-                                           Rgat(RgnnInput::kOneHot, 2, 1, 2, RgnnHeadMerge::kConcat),
-                                           Rgat(RgnnInput::kFeatures, 3, 2, 3, RgnnHeadMerge::kConcat,
+                         ::testing::Values(Rgat(ModelInput::kFeatures, 2, 1, 1, HeadMerge::kConcat),
+                                           Rgat(ModelInput::kFeatures, 2, 3, 2, HeadMerge::kConcat),
+                                           Rgat(ModelInput::kFeatures, 2, 2, 2, HeadMerge::kMean),
+                                           Rgat(ModelInput::kOneHot, 2, 1, 2, HeadMerge::kConcat),
+                                           Rgat(ModelInput::kFeatures, 3, 2, 3, HeadMerge::kConcat,
                                                 Reordering::kOff),
-                                           Rgat(RgnnInput::kOneHot, 1, 2, 2, RgnnHeadMerge::kMean),
-                                           Rgat(RgnnInput::kFeatures, 2, 2, 2, RgnnHeadMerge::kConcat, Reordering::kOn,
+                                           Rgat(ModelInput::kOneHot, 1, 2, 2, HeadMerge::kMean),
+                                           Rgat(ModelInput::kFeatures, 2, 2, 2, HeadMerge::kConcat, Reordering::kOn,
                                                 Compaction::kPerEdge)),
                          [](const auto& info) { return CaseName(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Hgt, AgainstReference,
-                         ::testing::Values(Hgt(RgnnInput::kFeatures, 2, 1, 1, 5), Hgt(RgnnInput::kFeatures, 2, 3, 2, 6),
-                                           Hgt(RgnnInput::kOneHot, 2, 1, 2, 0), Hgt(RgnnInput::kFeatures, 1, 2, 3, 6),
-                                           Hgt(RgnnInput::kFeatures, 2, 2, 2, 5, Reordering::kOff),
-                                           Hgt(RgnnInput::kFeatures, 2, 2, 2, 6, Reordering::kOn,
+                         ::testing::Values(Hgt(ModelInput::kFeatures, 2, 1, 1, 5), Hgt(ModelInput::kFeatures, 2, 3, 2, 6),
+                                           Hgt(ModelInput::kOneHot, 2, 1, 2, 0), Hgt(ModelInput::kFeatures, 1, 2, 3, 6),
+                                           Hgt(ModelInput::kFeatures, 2, 2, 2, 5, Reordering::kOff),
+                                           Hgt(ModelInput::kFeatures, 2, 2, 2, 6, Reordering::kOn,
                                                Compaction::kPerEdge)),
                          [](const auto& info) { return CaseName(info.param); });
 
@@ -379,7 +385,7 @@ TEST(RgnnExecutor, SavedStateContinuesExactlyInAFreshExecutor) {
   LocalComm comm;
   HostDeviceComm device_comm(comm);
   ThreadPool pool(2);
-  const RgnnSettings settings = Settings(RgnnInput::kFeatures, 6);
+  const RgnnSettings settings = Settings(ModelInput::kFeatures, 6);
   auto first = RgnnExecutor::Create(settings, Partition(g, 1)[0], Context(comm, device_comm, pool, kernels, 3));
   ASSERT_TRUE(first.ok());
   std::vector<double> straight;

@@ -92,7 +92,7 @@ storage::HeteroGraph TripledGroupsGraph(int64_t feature_dim) {
 enum class TestGraph { kDoubledEdges, kTripledGroups };
 
 // The graph as the reference sees it (global ids; the file's relations, inverses and self-loops included).
-ref::RefGraph ToRefGraph(const storage::HeteroGraph& g, RgnnInput input) {
+ref::RefGraph ToRefGraph(const storage::HeteroGraph& g, ModelInput input) {
   ref::RefGraph r;
   r.num_nodes = g.num_nodes();
   r.num_types = static_cast<int32_t>(g.node_types.size());
@@ -104,7 +104,7 @@ ref::RefGraph ToRefGraph(const storage::HeteroGraph& g, RgnnInput input) {
       r.node_type.push_back(t);
       r.labels.push_back(nt.labels.empty() ? -1 : nt.labels[static_cast<size_t>(i)]);
       r.train_mask.push_back(nt.train_mask.empty() ? 0 : nt.train_mask[static_cast<size_t>(i)]);
-      if (input == RgnnInput::kFeatures) {
+      if (input == ModelInput::kFeatures) {
         r.feature_dim = nt.feature_dim;
         for (int64_t f = 0; f < nt.feature_dim; ++f) {
           r.features.push_back(nt.features[static_cast<size_t>(i * nt.feature_dim + f)]);
@@ -182,11 +182,11 @@ struct SampledCase {
   TestGraph graph = TestGraph::kDoubledEdges;
   std::vector<int32_t> fanouts = {-1, -1};
   bool per_relation = false;
-  RgnnModel model = RgnnModel::kRgcn;
-  RgnnInput input = RgnnInput::kFeatures;
+  std::string model = "rgcn";
+  ModelInput input = ModelInput::kFeatures;
   int64_t feature_dim = 5;  // 6 == hidden: HGT's gated skip on both layers
   int32_t heads = 1;
-  RgnnHeadMerge merge = RgnnHeadMerge::kConcat;
+  HeadMerge merge = HeadMerge::kConcat;
   Reordering reordering = Reordering::kOn;
   int workers = 1;
 };
@@ -209,21 +209,22 @@ std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g,
   s.reordering = c.reordering;
   s.epochs = 1;
   s.lr = 0.05;
+  s.beta1 = 0.9, s.beta2 = 0.999, s.eps = 1e-8;
   s.l2 = 0.01;
   SamplingSettings& sampling = a->sampling;
   sampling.fanouts = c.fanouts;
   sampling.eval_fanouts = {};
-  sampling.per_relation = c.per_relation;
+  sampling.fanout_per = c.per_relation ? FanoutPer::kRelation : FanoutPer::kTotal;
   sampling.batch_size = static_cast<int32_t>(g.num_nodes());  // one batch: at least every training node
   sampling.prefetch = false;
-  sampling.store = FeatureStoreMode::kMemory;
+  sampling.store = FeatureStoreChoice::kMemory;
   a->worker = w;
   a->num_workers = c.workers;
-  a->feature_dim = c.input == RgnnInput::kFeatures ? c.feature_dim : 0;
+  a->feature_dim = c.input == ModelInput::kFeatures ? c.feature_dim : 0;
   a->graph = std::make_shared<const SampledGraph>(SampledGraph::FromGraph(g, part_of));
   for (int64_t t = 0, base = 0; t < static_cast<int64_t>(g.node_types.size()); ++t) {
     const storage::NodeType& nt = g.node_types[static_cast<size_t>(t)];
-    for (int64_t i = 0; i < nt.count && c.input == RgnnInput::kFeatures; ++i) {
+    for (int64_t i = 0; i < nt.count && c.input == ModelInput::kFeatures; ++i) {
       if (part_of[static_cast<size_t>(base + i)] != w) continue;
       a->owned_features.insert(a->owned_features.end(), nt.features.begin() + i * c.feature_dim,
                                nt.features.begin() + (i + 1) * c.feature_dim);
@@ -235,13 +236,13 @@ std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g,
 
 ref::RefConfig RefConfigOf(const RgnnSettings& s) {
   ref::RefConfig config;
-  config.model = s.model == RgnnModel::kRgcn   ? ref::RefModel::kRgcn
-                 : s.model == RgnnModel::kRgat ? ref::RefModel::kRgat
+  config.model = s.model == "rgcn"   ? ref::RefModel::kRgcn
+                 : s.model == "rgat" ? ref::RefModel::kRgat
                                                : ref::RefModel::kHgt;
   config.layers = s.layers;
   config.hidden = s.hidden;
   config.heads = s.heads;
-  config.head_merge = s.head_merge == RgnnHeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
+  config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
   config.num_bases = s.num_bases;
   config.num_blocks = s.num_blocks;
   config.lr = s.lr;
@@ -262,7 +263,7 @@ class SampledAgainstReference : public ::testing::TestWithParam<SampledCase> {};
 
 TEST_P(SampledAgainstReference, OneBatchOfEverySeedMatchesLossGradientsAndAdamStep) {
   const SampledCase c = GetParam();
-  const int64_t feature_dim = c.input == RgnnInput::kFeatures ? c.feature_dim : 0;
+  const int64_t feature_dim = c.input == ModelInput::kFeatures ? c.feature_dim : 0;
   const storage::HeteroGraph g =
       c.graph == TestGraph::kDoubledEdges ? DoubledEdgesGraph(feature_dim) : TripledGroupsGraph(feature_dim);
   const ref::RefGraph ref_graph = ToRefGraph(g, c.input);
@@ -322,7 +323,7 @@ TEST_P(SampledAgainstReference, OneBatchOfEverySeedMatchesLossGradientsAndAdamSt
   RecordProperty("worst_parameter_error", Short(worst_parameter));
 }
 
-SampledCase Case(std::string name, RgnnModel model, int32_t heads = 1, int workers = 1) {
+SampledCase Case(std::string name, std::string model, int32_t heads = 1, int workers = 1) {
   SampledCase c;
   c.name = std::move(name);
   c.model = model;
@@ -332,22 +333,22 @@ SampledCase Case(std::string name, RgnnModel model, int32_t heads = 1, int worke
 }
 
 std::vector<SampledCase> EveryNeighbourCases() {
-  SampledCase one_hot = Case("RgcnOneHot", RgnnModel::kRgcn);
-  one_hot.input = RgnnInput::kOneHot;
-  SampledCase pairs = Case("RgcnNoReorder", RgnnModel::kRgcn);  // RelationLayout instead of SegmentLayout
+  SampledCase one_hot = Case("RgcnOneHot", "rgcn");
+  one_hot.input = ModelInput::kOneHot;
+  SampledCase pairs = Case("RgcnNoReorder", "rgcn");  // RelationLayout instead of SegmentLayout
   pairs.reordering = Reordering::kOff;
-  SampledCase mean = Case("Rgat2HeadsMean", RgnnModel::kRgat, 2);
-  mean.merge = RgnnHeadMerge::kMean;
-  SampledCase skip = Case("Hgt2HeadsSkipTwoWorkers", RgnnModel::kHgt, 2, 2);
+  SampledCase mean = Case("Rgat2HeadsMean", "rgat", 2);
+  mean.merge = HeadMerge::kMean;
+  SampledCase skip = Case("Hgt2HeadsSkipTwoWorkers", "hgt", 2, 2);
   skip.feature_dim = 6;
-  return {Case("Rgcn", RgnnModel::kRgcn),
-          Case("RgcnTwoWorkers", RgnnModel::kRgcn, 1, 2),
+  return {Case("Rgcn", "rgcn"),
+          Case("RgcnTwoWorkers", "rgcn", 1, 2),
           one_hot,
           pairs,
-          Case("Rgat2Heads", RgnnModel::kRgat, 2),
-          Case("Rgat2HeadsTwoWorkers", RgnnModel::kRgat, 2, 2),
+          Case("Rgat2Heads", "rgat", 2),
+          Case("Rgat2HeadsTwoWorkers", "rgat", 2, 2),
           mean,
-          Case("Hgt2Heads", RgnnModel::kHgt, 2),
+          Case("Hgt2Heads", "hgt", 2),
           skip};
 }
 

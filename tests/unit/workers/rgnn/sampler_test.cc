@@ -60,7 +60,7 @@ Draws DrawsOf(const std::vector<SampledBlock>& blocks) {
 TEST(Sampler, BlocksChainAndEdgesAreSortedAndInRange) {
   const SampledGraph g = RandomGraph(500, 8, 1);
   ASSERT_TRUE(g.Validate(1).ok());
-  Sampler sampler(g, {4, 3}, /*per_relation=*/false);
+  Sampler sampler(g, {4, 3}, FanoutPer::kTotal);
   const std::vector<int64_t> seeds = {3, 17, 40, 41, 200, 499};
   const auto blocks = sampler.Sample(seeds, 11);
   ASSERT_EQ(blocks.size(), 2u);
@@ -94,8 +94,9 @@ TEST(Sampler, BlocksChainAndEdgesAreSortedAndInRange) {
 
 TEST(Sampler, FanoutBoundsEachNodesDrawAndEveryEdgeExists) {
   const SampledGraph g = RandomGraph(400, 10, 2);
-  for (const bool per_relation : {false, true}) {
-    Sampler sampler(g, {3, 2}, per_relation);
+  for (const FanoutPer per : {FanoutPer::kTotal, FanoutPer::kRelation}) {
+    const bool per_relation = per == FanoutPer::kRelation;
+    Sampler sampler(g, {3, 2}, per);
     std::vector<int64_t> seeds;
     for (int64_t v = 0; v < 400; v += 7) seeds.push_back(v);
     const Draws draws = DrawsOf(sampler.Sample(seeds, 5));
@@ -123,7 +124,7 @@ TEST(Sampler, FanoutBoundsEachNodesDrawAndEveryEdgeExists) {
 
 TEST(Sampler, AllNeighboursWithFanoutMinusOne) {
   const SampledGraph g = RandomGraph(100, 6, 3);
-  Sampler sampler(g, {-1}, false);
+  Sampler sampler(g, {-1}, FanoutPer::kTotal);
   const auto blocks = sampler.Sample(std::vector<int64_t>{5, 6, 7}, 1);
   EXPECT_EQ(static_cast<int64_t>(blocks[0].src.size()),
             (g.in_ptr[6] - g.in_ptr[5]) + (g.in_ptr[7] - g.in_ptr[6]) + (g.in_ptr[8] - g.in_ptr[7]));
@@ -135,7 +136,7 @@ TEST(Sampler, DrawsDoNotDependOnTheOtherSeedsOfTheBatch) {
   const SampledGraph g = RandomGraph(600, 9, 4);
   std::vector<int64_t> seeds;
   for (int64_t v = 1; v < 600; v += 5) seeds.push_back(v);
-  Sampler one(g, {4, 4}, false);
+  Sampler one(g, {4, 4}, FanoutPer::kTotal);
   const Draws whole = DrawsOf(one.Sample(seeds, 77));
   for (const int workers : {2, 3}) {
     Draws merged;
@@ -144,7 +145,7 @@ TEST(Sampler, DrawsDoNotDependOnTheOtherSeedsOfTheBatch) {
       for (size_t i = 0; i < seeds.size(); ++i) {
         if (static_cast<int>(i) % workers == w) share.push_back(seeds[i]);
       }
-      Sampler s(g, {4, 4}, false);
+      Sampler s(g, {4, 4}, FanoutPer::kTotal);
       for (const auto& [where, edges] : DrawsOf(s.Sample(share, 77))) {
         auto [it, fresh] = merged.emplace(where, edges);
         if (!fresh) {
@@ -159,9 +160,9 @@ TEST(Sampler, DrawsDoNotDependOnTheOtherSeedsOfTheBatch) {
     }
   }
   // Another key draws differently somewhere.
-  Sampler again(g, {4, 4}, false);
+  Sampler again(g, {4, 4}, FanoutPer::kTotal);
   EXPECT_NE(DrawsOf(again.Sample(seeds, 78)), whole);
-  Sampler same(g, {4, 4}, false);
+  Sampler same(g, {4, 4}, FanoutPer::kTotal);
   EXPECT_EQ(DrawsOf(same.Sample(seeds, 77)), whole);
 }
 
@@ -206,7 +207,7 @@ TEST(Sampler, NoNeighbourIsDrawnMoreOftenThanItsEdgesExist) {
   for (const bool per_relation : {false, true}) {
     for (const std::vector<int32_t>& fanouts :
          {std::vector<int32_t>{2, 3}, std::vector<int32_t>{5, 1}, std::vector<int32_t>{-1, 30}}) {
-      Sampler sampler(g, fanouts, per_relation);
+      Sampler sampler(g, fanouts, per_relation ? FanoutPer::kRelation : FanoutPer::kTotal);
       for (uint64_t key = 0; key < 50; ++key) {
         for (const auto& [where, edges] : DrawsOf(sampler.Sample(seeds, key))) {
           const auto [layer, node] = where;
@@ -273,7 +274,7 @@ TEST(Sampler, EachEdgeIsDrawnWithProbabilityFanoutOverDegree) {
   constexpr int64_t kKeys = 3000;
   for (const bool per_relation : {false, true}) {
     for (const int32_t fanout : {1, 2, 3, 5, 8}) {
-      Sampler sampler(g, {fanout}, per_relation);
+      Sampler sampler(g, {fanout}, per_relation ? FanoutPer::kRelation : FanoutPer::kTotal);
       // drawn[(node * 2 + relation) * n + source]: how often that edge was drawn.
       std::vector<int64_t> drawn(static_cast<size_t>(n * 2 * n), 0);
       for (int64_t key = 0; key < kKeys; ++key) {

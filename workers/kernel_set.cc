@@ -1,4 +1,4 @@
-#include "workers/rgnn/kernel_set.h"
+#include "workers/kernel_set.h"
 
 namespace tessel::workers {
 

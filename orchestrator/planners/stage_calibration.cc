@@ -1,0 +1,213 @@
+#include "orchestrator/planners/stage_calibration.h"
+
+#include <tessel/ops/llm.h>
+#include <tessel/ops/nn.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/cuda_device.h"
+#include "core/process_memory.h"
+#include "core/thread_pool.h"
+#include "storage/spill_store.h"
+#include "workers/kernel_set.h"
+#include "workers/plugin_host/kernel_registry.h"
+
+namespace tessel::orchestrator {
+namespace {
+
+// Fills host memory with small pseudo-random values (the calibration's inputs).
+void Fill(Tensor& t, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  const auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<double>(x >> 11) / static_cast<double>(1ULL << 53);
+  };
+  if (t.dtype() == DType::kF32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(0.1 * (next() - 0.5));
+  }
+}
+
+}  // namespace
+
+Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m, const workers::LlmTrainSettings& t) {
+  workers::KernelRegistry registry;
+  TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
+  ThreadPool pool(spec.resources.threads_per_worker);
+  workers::ExecutorContext context;
+  context.pool = &pool;
+  context.kernels = &registry;
+  workers::KernelSet k(registry, context);
+  const int64_t b = t.microbatch, s = t.seq_len, c = m.width, h = m.heads, v = m.vocab, n = b * s;
+  std::vector<Tensor> keep;
+  const auto make = [&](DType dtype, std::vector<int64_t> shape) -> Result<Tensor*> {
+    TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros(dtype, std::move(shape)));
+    Fill(x, keep.size() + 1);
+    keep.push_back(std::move(x));
+    return &keep.back();
+  };
+  keep.reserve(64);
+  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mean, make(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * rstd, make(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlw, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlb, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make(DType::kF32, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make(DType::kF32, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make(DType::kF32, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make(DType::kF32, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lse, make(DType::kF32, {b, h, s}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make(DType::kF32, {n, 4 * c}));
+  struct Lin {
+    Tensor *w, *b, *dw, *db;
+  };
+  const auto linear = [&](int64_t out, int64_t in) -> Result<Lin> {
+    Lin l;
+    TESSEL_ASSIGN_OR_RETURN(l.w, make(DType::kF32, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.b, make(DType::kF32, {out}));
+    TESSEL_ASSIGN_OR_RETURN(l.dw, make(DType::kF32, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.db, make(DType::kF32, {out}));
+    return l;
+  };
+  TESSEL_ASSIGN_OR_RETURN(Lin lqkv, linear(3 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lproj, linear(c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfc, linear(4 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfcproj, linear(c, 4 * c));
+  // The attention's lse must be a real log-sum-exp for the backward to see realistic values.
+  const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
+  const tessel_attention_params at{sizeof(tessel_attention_params), m.heads};
+  Tensor qkv2 = Tensor::Borrow(qkv->raw(), DType::kF32, {n, 3 * c});
+  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), DType::kF32, {n, 3 * c});
+  Tensor att2 = Tensor::Borrow(att->raw(), DType::kF32, {n, c});
+  Tensor datt2 = Tensor::Borrow(datt->raw(), DType::kF32, {n, c});
+  Tensor fx = Tensor::Borrow(x->raw(), DType::kF32, {n * c}), fy = Tensor::Borrow(y->raw(), DType::kF32, {n * c});
+  const auto block_forward = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lqkv.w, lqkv.b}, {&qkv2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {&att2, lproj.w, lproj.b}, {y}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lfc.w, lfc.b}, {wide}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {wide2, lfcproj.w, lfcproj.b}, {y}));
+    return k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy});
+  };
+  const auto block = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(block_forward());
+    // The backward regenerates the GELU's output it does not keep (workers/llm/gpt_stage.cc).
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, wide2, lfcproj.w}, {dwide, lfcproj.dw, lfcproj.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_bwd, {dwide, wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {wide2, y, lfc.w}, {x, lfc.dw, lfc.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {dy, &att2, lproj.w}, {&datt2, lproj.dw, lproj.db}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_bwd, {datt, qkv, att, lse}, {dqkv}, at));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {&dqkv2, y, lqkv.w}, {x, lqkv.dw, lqkv.db}));
+    return k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb});
+  };
+  // The head: final LayerNorm, logits against the tied embedding, loss; and back. Timed on at most 1024 of
+  // the micro-batch's rows and scaled to all of them (its cost is linear in the rows; a GPT-2 vocabulary
+  // would otherwise cost gigabytes of logits and seconds of calibration).
+  const int64_t hn = std::min<int64_t>(n, 1024);
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(DType::kF32, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlogits, make(DType::kF32, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}));
+  for (int64_t i = 0; i < hn; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
+  Tensor hx = Tensor::Borrow(x->raw(), DType::kF32, {hn, c}), hy = Tensor::Borrow(y->raw(), DType::kF32, {hn, c});
+  Tensor hdy = Tensor::Borrow(dy->raw(), DType::kF32, {hn, c});
+  Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}), hrstd = Tensor::Borrow(rstd->raw(), DType::kF32, {hn});
+  const auto head = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {&hx, lw, lb}, {&hy, &hmean, &hrstd}, ln));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {&hy, wte}, {logits}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_softmax_xent, {logits, targets, mask}, {loss, correct, dlogits},
+                                  tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 1.0 / n}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, wte}, {&hdy}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, &hy}, {dwte}, tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
+    return k.Call(tessel_op_llm_layernorm_bwd, {&hdy, &hx, lw, &hmean, &hrstd}, {&hy, dlw, dlb});
+  };
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}));
+  for (int64_t i = 0; i < n; ++i) tokens->data<int32_t>()[i] = static_cast<int32_t>(i % v);
+  Tensor x3 = Tensor::Borrow(x->raw(), DType::kF32, {b, s, c}), dy3 = Tensor::Borrow(dy->raw(), DType::kF32, {b, s, c});
+  const auto embed = [&]() -> Status {
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_encoder_fwd, {wte, wpe, tokens}, {&x3}));
+    return k.Call(tessel_op_llm_encoder_bwd, {&dy3, tokens}, {dwte, dwpe});
+  };
+  TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
+  const auto best_of = [](int reps, const auto& fn) -> Result<double> {
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r < reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      TESSEL_RETURN_IF_ERROR(fn());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  };
+  TESSEL_RETURN_IF_ERROR(block());  // first touches
+  StageCosts costs;
+  TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
+  TESSEL_ASSIGN_OR_RETURN(costs.block_forward_seconds, best_of(3, block_forward));
+  TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
+  costs.head_seconds *= static_cast<double>(n) / static_cast<double>(hn);
+  TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
+  costs.tokens = n, costs.width = c, costs.heads = h, costs.vocab = v, costs.padded_vocab = m.padded_vocab;
+  costs.context = m.context;
+  // What a worker holds besides its tensors, measured in this process, which is like a worker's: the same
+  // plugins and the libraries they link, the BLAS buffers the kernels above touched, the token data. Less
+  // the calibration's own tensors, still alive here.
+  int64_t calibration_bytes = 0;
+  for (const Tensor& t : keep) calibration_bytes += static_cast<int64_t>(t.nbytes());
+  costs.process_bytes = std::max<int64_t>(0, ResidentBytes() - calibration_bytes);
+  return costs;
+}
+
+Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t slot_bytes) {
+  constexpr int64_t kAlign = 4096, kSlots = 4;
+  slot_bytes = std::clamp<int64_t>(slot_bytes, int64_t{4} << 20, int64_t{64} << 20) / kAlign * kAlign;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<storage::SpillStore> store,
+                          storage::SpillStore::Open({spec.spill.dir, StrCat(spec.job.name, "-bandwidth-probe"),
+                                                     spec.spill.checksum, 0}));
+  Tensor buffer = Tensor::Empty(DType::kU8, {kSlots * slot_bytes}).value();
+  for (int64_t i = 0; i < buffer.numel(); ++i) buffer.data<uint8_t>()[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  using Clock = std::chrono::steady_clock;
+  const auto run = [&](bool write) -> Result<double> {
+    const auto start = Clock::now();
+    std::vector<storage::SpillStore::Ticket> tickets;
+    for (int64_t k = 0; k < kSlots; ++k) {
+      uint8_t* at = buffer.data<uint8_t>() + k * slot_bytes;
+      tickets.push_back(write ? store->Write(k, at, slot_bytes) : store->Read(k, at, slot_bytes));
+    }
+    if (write) tickets.push_back(store->Sync());
+    for (storage::SpillStore::Ticket t : tickets) TESSEL_RETURN_IF_ERROR(store->Wait(t));
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  TESSEL_ASSIGN_OR_RETURN(const double write_seconds, run(true));
+  // Reads from the disk, not from the page cache.
+  if (const int fd = ::open(store->path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  TESSEL_ASSIGN_OR_RETURN(const double read_seconds, run(false));
+  const double bytes = static_cast<double>(kSlots * slot_bytes);
+  return SpillBandwidth{bytes / std::max(write_seconds, 1e-9), bytes / std::max(read_seconds, 1e-9)};
+}
+
+}  // namespace tessel::orchestrator

@@ -1,0 +1,183 @@
+#include "workers/llm/stage_activations.h"
+
+#include <algorithm>
+
+namespace tessel::workers {
+
+Result<Tensor> StageActivations::Alloc(DType dtype, std::vector<int64_t> shape) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(dtype, std::move(shape), *context_.device.allocator));
+  bytes_ += static_cast<int64_t>(t.nbytes());
+  return t;
+}
+
+// Exactly BlockSavedFloatsPerToken(kKeep) floats a token (plus the input x when `with_input`), which the
+// planner predicts with. What the backward does not need lives in the stage's shared `lean_` tensors
+// (after Tempo): the mid-block residual x2 and the LayerNorm means, since both LayerNorms differentiate
+// from their outputs (llm.layernorm.bwd_from_output), and the GELU's output, which the backward
+// regenerates from the GELU's input (kept anyway for the GELU's own backward) with the same kernel.
+Status StageActivations::AllocateBlockActs(BlockActs& a, bool with_input) {
+  const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
+  if (with_input) {
+    TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
+  }
+  TESSEL_ASSIGN_OR_RETURN(a.ln1, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.rstd1, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.qkv, Alloc(DType::kF32, {b, t, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(a.atty, Alloc(DType::kF32, {b, t, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.lse, Alloc(DType::kF32, {b, h, t}));
+  TESSEL_ASSIGN_OR_RETURN(a.ln2, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(a.rstd2, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(a.fch, Alloc(DType::kF32, {n, 4 * c}));
+  ShareLean(a);
+  return Status();
+}
+
+void StageActivations::ShareLean(BlockActs& a) const {
+  a.x2 = ViewOf(lean_.x2, lean_.x2.shape());
+  a.mean1 = ViewOf(lean_.mean1, lean_.mean1.shape());
+  a.mean2 = ViewOf(lean_.mean2, lean_.mean2.shape());
+  a.gelu = ViewOf(lean_.gelu, lean_.gelu.shape());
+}
+
+Status StageActivations::Allocate() {
+  const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len;
+  const StagePlacement& p = a_.place;
+  const int64_t count = std::min<int64_t>(p.stages - p.stage, a_.train.microbatches);
+  slots_.resize(static_cast<size_t>(count));
+  // Shared by every block and micro-batch: the forward's x2, LayerNorm means and GELU output, and the residual stream
+  // into a kept block (two, so a block's output never lands on its input). A kept block differentiates
+  // from its outputs, so its input is not kept; a recomputed or offloaded block keeps its own.
+  TESSEL_ASSIGN_OR_RETURN(lean_.x2, Alloc(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.mean1, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.mean2, Alloc(DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(lean_.gelu, Alloc(DType::kF32, {n, 4 * c}));
+  for (Tensor& r : resid_) {
+    TESSEL_ASSIGN_OR_RETURN(r, Alloc(DType::kF32, {n, c}));
+  }
+  for (Slot& slot : slots_) {
+    for (size_t l = 0; l < policies_.size(); ++l) {
+      BlockActs a;
+      if (policies_[l] == SpillPolicy::kKeep) {
+        TESSEL_RETURN_IF_ERROR(AllocateBlockActs(a, /*with_input=*/false));
+        a.x = ViewOf(resid_[l % 2], resid_[l % 2].shape());
+      } else {
+        TESSEL_ASSIGN_OR_RETURN(a.x, Alloc(DType::kF32, {n, c}));
+      }
+      slot.blocks.push_back(std::move(a));
+    }
+    TESSEL_ASSIGN_OR_RETURN(slot.out, Alloc(DType::kF32, {n, c}));
+    if (p.first()) {
+      TESSEL_ASSIGN_OR_RETURN(slot.tokens, Alloc(DType::kI32, {b, t}));
+    }
+    if (p.last()) {
+      TESSEL_ASSIGN_OR_RETURN(slot.targets, Alloc(DType::kI64, {n}));
+      TESSEL_ASSIGN_OR_RETURN(slot.lnf, Alloc(DType::kF32, {n, c}));
+      TESSEL_ASSIGN_OR_RETURN(slot.meanf, Alloc(DType::kF32, {n}));
+      TESSEL_ASSIGN_OR_RETURN(slot.rstdf, Alloc(DType::kF32, {n}));
+    }
+  }
+  // One scratch for every recompute block and micro-batch: a backward runs one block at a time, and a
+  // forward is done with a recompute block's tensors as soon as its output is written.
+  if (std::find(policies_.begin(), policies_.end(), SpillPolicy::kRecompute) != policies_.end()) {
+    TESSEL_RETURN_IF_ERROR(AllocateBlockActs(recompute_, /*with_input=*/false));
+  }
+  Allocator& alloc = *context_.device.allocator;
+  StageScratch& s = scratch_;
+  TESSEL_ASSIGN_OR_RETURN(s.tmp_c, Tensor::Empty(DType::kF32, {n, c}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s.tmp_c2, Tensor::Empty(DType::kF32, {n, c}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s.tmp_4c, Tensor::Empty(DType::kF32, {n, 4 * c}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s.tmp_4c2, Tensor::Empty(DType::kF32, {n, 4 * c}, alloc));
+  TESSEL_ASSIGN_OR_RETURN(s.tmp_3c, Tensor::Empty(DType::kF32, {b, t, 3 * c}, alloc));
+  for (Tensor& d : s.dres) {
+    TESSEL_ASSIGN_OR_RETURN(d, Tensor::Empty(DType::kF32, {n, c}, alloc));
+  }
+  if (p.last()) {
+    TESSEL_ASSIGN_OR_RETURN(s.logits, Tensor::Empty(DType::kF32, {n, a_.model.vocab}, alloc));
+    TESSEL_ASSIGN_OR_RETURN(s.dlogits, Tensor::Empty(DType::kF32, {n, a_.model.vocab}, alloc));
+    TESSEL_ASSIGN_OR_RETURN(s.loss, Tensor::Empty(DType::kF64, {1}, alloc));
+    TESSEL_ASSIGN_OR_RETURN(s.correct, Tensor::Empty(DType::kI64, {1}, alloc));
+    std::vector<uint8_t> ones(static_cast<size_t>(n), 1);
+    TESSEL_ASSIGN_OR_RETURN(s.mask, Tensor::Empty(DType::kU8, {n}, alloc));
+    TESSEL_RETURN_IF_ERROR(CopyMemory(s.mask.raw(), s.mask.device(), ones.data(), Device::kCpu, ones.size(),
+                                      context_.device.stream));
+  }
+  return Status();
+}
+
+BlockActs& StageActivations::ActsFor(Slot& slot, size_t l) {
+  if (policies_[l] != SpillPolicy::kRecompute) return slot.blocks[l];
+  recompute_.x = ViewOf(slot.blocks[l].x, slot.blocks[l].x.shape());
+  return recompute_;
+}
+
+int64_t StageActivations::ActsOver(float* base, BlockActs* a) const {
+  const int64_t n = N(), c = C(), b = a_.train.microbatch, t = a_.train.seq_len, h = a_.model.heads;
+  int64_t at = 0;
+  const auto take = [&](Tensor* out, std::vector<int64_t> shape) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    if (base != nullptr) *out = Tensor::Borrow(base + at, DType::kF32, std::move(shape), context_.device.device);
+    at += (count + 15) / 16 * 16;
+  };
+  BlockActs unused;
+  BlockActs& v = a != nullptr ? *a : unused;
+  take(&v.ln1, {n, c});
+  take(&v.rstd1, {n});
+  take(&v.qkv, {b, t, 3 * c});
+  take(&v.atty, {b, t, c});
+  take(&v.lse, {b, h, t});
+  take(&v.ln2, {n, c});
+  take(&v.rstd2, {n});
+  take(&v.fch, {n, 4 * c});
+  if (a != nullptr) ShareLean(*a);
+  return at;
+}
+
+BlockActs StageActivations::OverBuffer(float* buffer, Slot& slot, size_t l) const {
+  BlockActs a;
+  ActsOver(buffer, &a);
+  a.x = ViewOf(slot.blocks[l].x, slot.blocks[l].x.shape());
+  return a;
+}
+
+Status StageActivations::OpenSpill(int32_t worker) {
+  if (std::find(policies_.begin(), policies_.end(), SpillPolicy::kOffload) == policies_.end()) return Status();
+  const LlmSpillSettings& sp = a_.spill;
+  const storage::SpillOptions options{sp.dir, StrCat(sp.name, "-w", worker), sp.checksum, sp.budget_bytes};
+  TESSEL_ASSIGN_OR_RETURN(spill_store_, context_.open_spill ? context_.open_spill(options)
+                                                            : storage::SpillStore::Open(options));
+  const auto offloads = static_cast<int32_t>(std::count(policies_.begin(), policies_.end(), SpillPolicy::kOffload));
+  TESSEL_ASSIGN_OR_RETURN(pool_, SpillPool::Create(spill_store_.get(), ActsOver(nullptr, nullptr),
+                                                   OffloadBuffers(offloads), context_.device, context_.log));
+  bytes_ += pool_->resident_bytes();
+  if (context_.log != nullptr) {
+    context_.log->Debug(StrCat("spill file ", spill_store_->path(), ": ", OffloadBuffers(offloads), " buffers of ",
+                               pool_->bytes(), " bytes"));
+  }
+  return Status();
+}
+
+Status StageActivations::PrefetchBelow(const Slot& slot, size_t below) {
+  int32_t ahead = 0;
+  for (size_t l = below; l-- > 0 && ahead < pool_->buffers() - 1;) {
+    if (policies_[l] != SpillPolicy::kOffload) continue;
+    TESSEL_RETURN_IF_ERROR(pool_->Prefetch(SpillId(slot, l)));
+    ++ahead;
+  }
+  return Status();
+}
+
+void StageActivations::PublishSpill() {
+  if (pool_ == nullptr || context_.metrics == nullptr) return;
+  const storage::SpillStats now = spill_store_->stats();
+  context_.metrics->AddSpillIo(now.written_bytes - spill_reported_.written_bytes,
+                               now.read_bytes - spill_reported_.read_bytes,
+                               now.wait_seconds - spill_reported_.wait_seconds);
+  spill_reported_ = now;
+  const SpillPoolCounters& c = pool_->counters();
+  context_.metrics->AddSpillFallbacks(monitoring::Metrics::SpillFallback::kRecompute,
+                                      c.recomputed - pool_reported_.recomputed);
+  pool_reported_ = c;
+}
+
+}  // namespace tessel::workers
