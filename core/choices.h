@@ -79,6 +79,12 @@ TESSEL_CHOICE_NAMES(BatchOrder, "sequential", "shuffled")
 enum class SpillPolicy : int32_t { kAuto, kKeep, kOffload, kRecompute, kPlan };
 TESSEL_CHOICE_NAMES(SpillPolicy, "auto", "keep", "offload", "recompute", "plan")
 
+// What an llm job computes its activations and matmuls in (train.precision): fp32 throughout, or bf16
+// activations and working weights with f32 accumulation, f32 master weights, gradients and AdamW moments,
+// and f32 LayerNorm statistics and loss (workers/llm/llm_settings.h).
+enum class Precision : int32_t { kFp32, kBf16 };
+TESSEL_CHOICE_NAMES(Precision, "fp32", "bf16")
+
 #undef TESSEL_CHOICE_NAMES
 
 // A choice: an enum with a NamesOf overload above.

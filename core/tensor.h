@@ -4,6 +4,8 @@
 // outside synchronisation. Failure: Empty/Zeros return a Status when allocation fails.
 #pragma once
 
+#include <tessel/bf16.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +27,7 @@ template <> constexpr DType DTypeOf<double>() { return DType::kF64; }
 template <> constexpr DType DTypeOf<int32_t>() { return DType::kI32; }
 template <> constexpr DType DTypeOf<int64_t>() { return DType::kI64; }
 template <> constexpr DType DTypeOf<uint8_t>() { return DType::kU8; }
+template <> constexpr DType DTypeOf<Bf16>() { return DType::kBF16; }
 
 class Tensor {
  public:

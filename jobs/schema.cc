@@ -243,6 +243,9 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.val_every, AtLeast(0), "llm: steps between validation losses; 0 = at the end only."),
       TESSEL_JOB_FIELD(train.val_batches, AtLeast(0),
                        "llm: batches of batch_size sequences per validation; 0 = the whole validation split."),
+      TESSEL_JOB_FIELD(train.precision, Any(),
+                       "llm: \"fp32\", or \"bf16\": bf16 activations and matmuls with f32 accumulation, f32 master "
+                       "weights, gradients and AdamW moments, f32 LayerNorm statistics and loss."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),

@@ -141,6 +141,7 @@ struct TrainSection {
   double final_lr_fraction = 1;   // cosine decay from lr to lr x this after warm-up; 1 = constant
   int32_t val_every = 0;          // steps between validations; 0 = at the end only
   int32_t val_batches = 20;       // batches of batch_size sequences per validation; 0 = the whole split
+  Precision precision = Precision::kFp32;  // activations and matmuls: fp32, or bf16 with f32 accumulation
   bool operator==(const TrainSection&) const = default;
 };
 

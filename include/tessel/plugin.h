@@ -126,9 +126,11 @@ typedef tessel_status* (*tessel_kernel_fn)(void* kernel_state, const tessel_kern
 /* A kernel keyed by (op, device). `schema` declares the signature, checked at load time against the
  * host's expectation for that op, e.g.
  *   "rgnn.aggregate.fwd(Y:T[U,D], edge_uniq:i64[E], norm:T[E], dst_ptr:i64[N+1], dst_edges:i64[E]) -> (H:T[N,D])"
- * where T is the floating dtype of the call (f32 or f64). Grammar:
+ * where T is the floating dtype of the call (f32 or f64; bf16 or f16 where the kernel's floating_dtypes
+ * says so) and A is T's accumulation type (f64 when T is f64, f32 otherwise: the fp32 statistics and
+ * gradients of a bf16 call; ABI 1.1). Grammar:
  *   schema := op "(" [arg {", " arg}] ") -> (" [arg {", " arg}] ")"
- *   arg    := name ":" type "[" [dim {"," dim}] "]"      type := T | f32 | f64 | i32 | i64 | u8
+ *   arg    := name ":" type "[" [dim {"," dim}] "]"      type := T | A | f32 | f64 | i32 | i64 | u8
  *   dim    := SYMBOL | INTEGER | SYMBOL "+" INTEGER
  * A symbol names one size across the whole call; the host checks every call against it. */
 typedef struct tessel_kernel_def {

@@ -1,5 +1,6 @@
 #include "orchestrator/planners/stage_calibration.h"
 
+#include <tessel/bf16.h>
 #include <tessel/ops/llm.h>
 #include <tessel/ops/nn.h>
 
@@ -30,6 +31,8 @@ void Fill(Tensor& t, uint64_t seed) {
   };
   if (t.dtype() == DType::kF32) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(0.1 * (next() - 0.5));
+  } else if (t.dtype() == DType::kBF16) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<Bf16>()[i] = ToBf16(static_cast<float>(0.1 * (next() - 0.5)));
   }
 }
 
@@ -44,6 +47,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   context.kernels = &registry;
   workers::KernelSet k(registry, context);
   const int64_t b = t.microbatch, s = t.seq_len, c = m.width, h = m.heads, v = m.vocab, n = b * s;
+  // The activations' and working weights' dtype (the job's precision); statistics and gradients are f32.
+  const DType act = workers::ActivationDType(t.precision);
   std::vector<Tensor> keep;
   const auto make = [&](DType dtype, std::vector<int64_t> shape) -> Result<Tensor*> {
     TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros(dtype, std::move(shape)));
@@ -52,30 +57,30 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     return &keep.back();
   };
   keep.reserve(64);
-  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(DType::kF32, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(DType::kF32, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(DType::kF32, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(act, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(act, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(act, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * mean, make(DType::kF32, {n}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * rstd, make(DType::kF32, {n}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make(DType::kF32, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make(DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make(act, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make(act, {c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dlw, make(DType::kF32, {c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dlb, make(DType::kF32, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make(DType::kF32, {b, s, 3 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make(DType::kF32, {b, s, 3 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make(DType::kF32, {b, s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make(DType::kF32, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make(act, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make(act, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make(act, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make(act, {b, s, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * lse, make(DType::kF32, {b, h, s}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make(DType::kF32, {n, 4 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make(DType::kF32, {n, 4 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make(DType::kF32, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make(act, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make(act, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make(act, {n, 4 * c}));
   struct Lin {
     Tensor *w, *b, *dw, *db;
   };
   const auto linear = [&](int64_t out, int64_t in) -> Result<Lin> {
     Lin l;
-    TESSEL_ASSIGN_OR_RETURN(l.w, make(DType::kF32, {out, in}));
-    TESSEL_ASSIGN_OR_RETURN(l.b, make(DType::kF32, {out}));
+    TESSEL_ASSIGN_OR_RETURN(l.w, make(act, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.b, make(act, {out}));
     TESSEL_ASSIGN_OR_RETURN(l.dw, make(DType::kF32, {out, in}));
     TESSEL_ASSIGN_OR_RETURN(l.db, make(DType::kF32, {out}));
     return l;
@@ -87,11 +92,11 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   // The attention's lse must be a real log-sum-exp for the backward to see realistic values.
   const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
   const tessel_attention_params at{sizeof(tessel_attention_params), m.heads};
-  Tensor qkv2 = Tensor::Borrow(qkv->raw(), DType::kF32, {n, 3 * c});
-  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), DType::kF32, {n, 3 * c});
-  Tensor att2 = Tensor::Borrow(att->raw(), DType::kF32, {n, c});
-  Tensor datt2 = Tensor::Borrow(datt->raw(), DType::kF32, {n, c});
-  Tensor fx = Tensor::Borrow(x->raw(), DType::kF32, {n * c}), fy = Tensor::Borrow(y->raw(), DType::kF32, {n * c});
+  Tensor qkv2 = Tensor::Borrow(qkv->raw(), act, {n, 3 * c});
+  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), act, {n, 3 * c});
+  Tensor att2 = Tensor::Borrow(att->raw(), act, {n, c});
+  Tensor datt2 = Tensor::Borrow(datt->raw(), act, {n, c});
+  Tensor fx = Tensor::Borrow(x->raw(), act, {n * c}), fy = Tensor::Borrow(y->raw(), act, {n * c});
   const auto block_forward = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lqkv.w, lqkv.b}, {&qkv2}));
@@ -117,36 +122,38 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {&dqkv2, y, lqkv.w}, {x, lqkv.dw, lqkv.db}));
     return k.Call(tessel_op_llm_layernorm_bwd, {x, y, lw, mean, rstd}, {dy, dlw, dlb});
   };
-  // The head: final LayerNorm, logits against the tied embedding, loss; and back. Timed on at most 1024 of
+  // The head: final LayerNorm, logits against the tied embedding, loss (its gradient over the logits, as
+  // the executor does); and back. Timed on at most 1024 of
   // the micro-batch's rows and scaled to all of them (its cost is linear in the rows; a GPT-2 vocabulary
   // would otherwise cost gigabytes of logits and seconds of calibration).
   const int64_t hn = std::min<int64_t>(n, 1024);
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(act, {v, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(DType::kF32, {hn, v}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dlogits, make(DType::kF32, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(act, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * head_bias, make(act, {v}));  // the tied head has no bias: zeros
+  TESSEL_RETURN_IF_ERROR(ZeroMemory(head_bias->raw(), Device::kCpu, head_bias->nbytes(), nullptr));
+  Tensor no_bias = Tensor::Borrow(nullptr, DType::kF32, {0});
   TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}));
   for (int64_t i = 0; i < hn; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
-  Tensor hx = Tensor::Borrow(x->raw(), DType::kF32, {hn, c}), hy = Tensor::Borrow(y->raw(), DType::kF32, {hn, c});
-  Tensor hdy = Tensor::Borrow(dy->raw(), DType::kF32, {hn, c});
+  Tensor hx = Tensor::Borrow(x->raw(), act, {hn, c}), hy = Tensor::Borrow(y->raw(), act, {hn, c});
+  Tensor hdy = Tensor::Borrow(dy->raw(), act, {hn, c});
   Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}), hrstd = Tensor::Borrow(rstd->raw(), DType::kF32, {hn});
   const auto head = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {&hx, lw, lb}, {&hy, &hmean, &hrstd}, ln));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {&hy, wte}, {logits}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_softmax_xent, {logits, targets, mask}, {loss, correct, dlogits},
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {&hy, wte, head_bias}, {logits}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_softmax_xent, {logits, targets, mask}, {loss, correct, logits},
                                   tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 1.0 / n}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, wte}, {&hdy}, tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gemm, {dlogits, &hy}, {dwte}, tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {logits, &hy, wte}, {&hdy, dwte, &no_bias}));
     return k.Call(tessel_op_llm_layernorm_bwd, {&hdy, &hx, lw, &hmean, &hrstd}, {&hy, dlw, dlb});
   };
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(act, {s, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}));
   for (int64_t i = 0; i < n; ++i) tokens->data<int32_t>()[i] = static_cast<int32_t>(i % v);
-  Tensor x3 = Tensor::Borrow(x->raw(), DType::kF32, {b, s, c}), dy3 = Tensor::Borrow(dy->raw(), DType::kF32, {b, s, c});
+  Tensor x3 = Tensor::Borrow(x->raw(), act, {b, s, c}), dy3 = Tensor::Borrow(dy->raw(), act, {b, s, c});
   const auto embed = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_encoder_fwd, {wte, wpe, tokens}, {&x3}));
     return k.Call(tessel_op_llm_encoder_bwd, {&dy3, tokens}, {dwte, dwpe});
@@ -170,6 +177,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   TESSEL_ASSIGN_OR_RETURN(costs.embed_seconds, best_of(3, embed));
   costs.tokens = n, costs.width = c, costs.heads = h, costs.vocab = v, costs.padded_vocab = m.padded_vocab;
   costs.context = m.context;
+  costs.precision = t.precision;
   // What a worker holds besides its tensors, measured in this process, which is like a worker's: the same
   // plugins and the libraries they link, the BLAS buffers the kernels above touched, the token data. Less
   // the calibration's own tensors, still alive here.

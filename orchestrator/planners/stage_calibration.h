@@ -18,6 +18,7 @@ struct StageCosts {
   double block_forward_seconds = 0;  // the forward alone, part of block_seconds: a recompute block's extra
   int64_t tokens = 0;  // N = B x T of a micro-batch
   int64_t width = 0, heads = 0, vocab = 0, padded_vocab = 0, context = 0;
+  Precision precision = Precision::kFp32;  // the job's: what the activations take (the kernels ran in it)
   // A CPU worker's resident memory besides its tensors (libraries, BLAS buffers, token data), measured by
   // the calibration; 0 for GPU workers. Part of every stage's memory.
   int64_t process_bytes = 0;

@@ -58,8 +58,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   const bool plans = std::find(resolved.planned.begin(), resolved.planned.end(), true) != resolved.planned.end();
   if (plans || std::find(policies.begin(), policies.end(), SpillPolicy::kOffload) != policies.end()) {
     // The spill directory is checked (exit 6) and its bandwidth measured before any rank starts.
-    const int64_t block_bytes = costs.tokens * workers::RecomputeScratchFloatsPerToken(costs.width, costs.heads) *
-                                static_cast<int64_t>(sizeof(float));
+    const int64_t block_bytes =
+        costs.tokens * workers::RecomputeScratchBytesPerToken(costs.width, costs.heads, costs.precision);
     TESSEL_ASSIGN_OR_RETURN(const SpillBandwidth bandwidth, MeasureSpillBandwidth(spec, block_bytes));
     char line[200];
     std::snprintf(line, sizeof line, "spill: %s writes %.2f GB/s (to the disk) and reads %.2f GB/s; %.1f MB a block",
@@ -154,9 +154,9 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
 
 void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "job %s: llm / gpt2, %d layers, width %d, %d heads, context %d, vocabulary %d\n",
+  std::snprintf(buf, sizeof buf, "job %s: llm / gpt2, %d layers, width %d, %d heads, context %d, vocabulary %d, %s\n",
                 spec.job.name.c_str(), spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.context,
-                spec.model.vocab_size);
+                spec.model.vocab_size, std::string(NameOf(spec.train.precision)).c_str());
   out << buf;
   const RecordValue* pv = Find(plan.summary, "pipeline");
   const Record* pipeline = pv ? std::get_if<Record>(&pv->data) : nullptr;

@@ -42,30 +42,33 @@ StageBlocks CountBlocks(const std::vector<SpillPolicy>& policies, int32_t first,
 
 int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
   const int64_t f = sizeof(float), n = k.tokens, c = k.width;
+  // An activation's bytes (bf16 or f32); the statistics, gradients and optimizer state are f32.
+  const auto a = static_cast<int64_t>(DTypeSize(workers::ActivationDType(k.precision)));
   const bool first = s == 0, last = s == stages - 1;
   const int64_t embedding = k.padded_vocab * c;
   int64_t params = int64_t{blocks.total()} * (12 * c * c + 13 * c);
   if (first) params += embedding + k.context * c;
   if (last) params += 2 * c + (first ? 0 : embedding);
-  const int64_t kept = workers::BlockSavedFloatsPerToken(SpillPolicy::kKeep, c, k.heads);
-  const int64_t recomputed = workers::BlockSavedFloatsPerToken(SpillPolicy::kRecompute, c, k.heads);
-  const int64_t offloaded = workers::BlockSavedFloatsPerToken(SpillPolicy::kOffload, c, k.heads);
-  int64_t per_microbatch =
-      (int64_t{blocks.keep} * kept + int64_t{blocks.recompute} * recomputed + int64_t{blocks.offload} * offloaded) * n *
-          f +
-      n * c * f;
+  const auto saved = [&](SpillPolicy policy) { return workers::BlockSavedBytesPerToken(policy, c, k.heads, k.precision); };
+  int64_t per_microbatch = (int64_t{blocks.keep} * saved(SpillPolicy::kKeep) +
+                            int64_t{blocks.recompute} * saved(SpillPolicy::kRecompute) +
+                            int64_t{blocks.offload} * saved(SpillPolicy::kOffload)) *
+                               n +
+                           n * c * a;
   if (first) per_microbatch += n * 4;
-  if (last) per_microbatch += n * 8 + n * (c + 2) * f;
-  // The temporaries (15 C a token), and the forward's shared x2, LayerNorm means, GELU output and
-  // residual stream into kept blocks (7 C + 2: workers/llm/gpt_stage.cc).
-  int64_t scratch = 15 * n * c * f + 2 * f + n * (7 * c + 2) * f;
-  if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchFloatsPerToken(c, k.heads) * f;
-  if (blocks.offload > 0) scratch += n * workers::OffloadPoolFloatsPerToken(c, k.heads, blocks.offload) * f;
-  if (last) scratch += 2 * n * k.vocab * f + n + 16;
+  if (last) per_microbatch += n * 8 + n * c * a + n * 2 * f;
+  // The temporaries (15 C a token), and the forward's shared x2, GELU output and residual stream into
+  // kept blocks (7 C) and LayerNorm means (2: workers/llm/stage_activations.cc).
+  int64_t scratch = 15 * n * c * a + 2 * f + n * 7 * c * a + n * 2 * f;
+  if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchBytesPerToken(c, k.heads, k.precision);
+  if (blocks.offload > 0) scratch += n * workers::OffloadPoolBytesPerToken(c, k.heads, blocks.offload, k.precision);
+  if (last) scratch += n * k.vocab * a + k.vocab * a + n + 16;  // the logits (their gradient in place), head bias
   if (stages > 1 && (first || last)) scratch += embedding * f;
   // Values, gradients, AdamW's two moments, and the host copy the stage's weights pass through when they
-  // are initialised (and written out at the end): 20 bytes a parameter at the peak.
-  return 5 * f * params + Slots(s, stages, microbatches) * per_microbatch + scratch + k.process_bytes;
+  // are initialised (and written out at the end): 20 bytes a parameter at the peak; under bf16 the
+  // working copy the kernels read, 2 more.
+  const int64_t per_param = 5 * f + (a < f ? a : 0);
+  return per_param * params + Slots(s, stages, microbatches) * per_microbatch + scratch + k.process_bytes;
 }
 
 Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vector<SpillPolicy>& policies,
@@ -216,7 +219,7 @@ double StageStallSeconds(const StageCosts& k, const std::vector<SpillPolicy>& po
   const int32_t offloaded = CountBlocks(policies, sh.first, sh.end).offload;
   if (offloaded == 0) return 0.0;
   const double block_bytes = static_cast<double>(k.tokens) *
-                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * sizeof(float);
+                             static_cast<double>(workers::RecomputeScratchBytesPerToken(k.width, k.heads, k.precision));
   return OffloadStallSeconds(offload, k.block_forward_seconds, k.block_seconds - k.block_forward_seconds, between,
                              block_bytes, bandwidth, std::max(1, workers::OffloadBuffers(offloaded) - 1));
 }

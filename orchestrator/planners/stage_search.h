@@ -39,12 +39,12 @@ StageBlocks CountBlocks(const std::vector<SpillPolicy>& policies, int32_t first,
 // (workers/llm/gpt_stage.cc): parameters, gradients and AdamW's two moments, and the host copy the weights
 // pass through at start and end (20 bytes a parameter, the last stage's copy of the tied embedding
 // included); the saved activations of min(stages - s,
-// microbatches) micro-batches (per block and token workers::BlockSavedFloatsPerToken: 10 C floats, the
+// microbatches) micro-batches (per block and token workers::BlockSavedBytesPerToken: 10 C activations, the
 // LayerNorm statistics and the attention's log-sum-exp for a kept block, C for a recomputed or offloaded
 // one; the stage's output; the first stage's tokens, the last stage's targets and final LayerNorm); the
 // recompute scratch when any block recomputes (one kept block's tensors), the offload pool when any
-// offloads; the scratch (15 C floats a token, the forward's shared 7 C + 2, the last stage's logits
-// and their gradient, the tied embedding's exchange buffer); and costs.process_bytes.
+// offloads; the scratch (15 C floats a token, the forward's shared 7 C + 2, the last stage's one
+// logits buffer, which their gradient overwrites, the tied embedding's exchange buffer); and costs.process_bytes.
 int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
                          int32_t microbatches);
 

@@ -31,6 +31,7 @@ workers::LlmTrainSettings TrainFor(const jobs::JobSpec& spec) {
   s.final_lr_fraction = t.final_lr_fraction;
   s.val_every = t.val_every;
   s.val_batches = t.val_batches;
+  s.precision = t.precision;
   return s;
 }
 

@@ -25,6 +25,22 @@ std::string ShapeString(const tessel_tensor& t) {
 
 }  // namespace
 
+ArgPosition FirstFloatingArg(const char* schema) {
+  const char* arrow = std::strstr(schema, "->");
+  ArgPosition at;
+  int32_t index = 0;
+  for (const char* c = schema; *c != '\0'; ++c) {
+    if (c == arrow) at.output = true, index = 0;
+    if (*c != ':') continue;
+    if (c[1] == 'T' && c[2] == '[') {
+      at.index = index;
+      return at;
+    }
+    ++index;
+  }
+  return ArgPosition{};
+}
+
 const char* DTypeLabel(int32_t dtype) {
   switch (dtype) {
     case TESSEL_DTYPE_F32:
@@ -98,7 +114,7 @@ tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistra
     def.fn = table[i].fn;
     def.kernel_state = state;
     def.params_size = table[i].op->params_size;
-    def.floating_dtypes = 0;
+    def.floating_dtypes = table[i].floating_dtypes;
     if (tessel_status* status = host->register_kernel(host->registry, &def)) return status;
   }
   return nullptr;

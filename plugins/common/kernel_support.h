@@ -31,6 +31,7 @@
 // Thread safety: a KernelArgs belongs to one call; ParallelFor may be called from the kernel's thread.
 #pragma once
 
+#include <tessel/bf16.h>
 #include <tessel/ops/op.h>
 #include <tessel/plugin.h>
 
@@ -41,6 +42,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace tessel::kernels {
@@ -71,6 +73,10 @@ constexpr int32_t DTypeCode<float>() {
 template <>
 constexpr int32_t DTypeCode<double>() {
   return TESSEL_DTYPE_F64;
+}
+template <>
+constexpr int32_t DTypeCode<Bf16>() {
+  return TESSEL_DTYPE_BF16;
 }
 template <>
 constexpr int32_t DTypeCode<int32_t>() {
@@ -109,18 +115,47 @@ tessel_status* RunGuarded(const tessel_kernel_call* call, Body&& body) noexcept 
   }
 }
 
-// Calls f(T{}) with T = float or double, by the floating dtype code.
-template <typename F>
+// The schema's A for a call whose T is T: what a bf16 kernel accumulates and keeps its statistics and
+// parameter gradients in (float), and double for double.
+template <typename T>
+using Accumulate = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// A stored value in its accumulation type, and an accumulated value stored as T (bf16: rounded to
+// nearest, ties to even, tessel/bf16.h).
+TESSEL_HOST_DEVICE inline float ToAccumulate(float x) { return x; }
+TESSEL_HOST_DEVICE inline double ToAccumulate(double x) { return x; }
+TESSEL_HOST_DEVICE inline float ToAccumulate(Bf16 x) { return ToFloat(x); }
+template <typename T>
+TESSEL_HOST_DEVICE inline T FromAccumulate(Accumulate<T> x) {
+  if constexpr (std::is_same_v<T, Bf16>) {
+    return ToBf16(x);
+  } else {
+    return x;
+  }
+}
+
+// Calls f(T{}) with T = float or double (and Bf16 when kBf16), by the floating dtype code.
+template <bool kBf16, typename F>
 void DispatchFloating(int32_t dtype, F&& f) {
   if (dtype == TESSEL_DTYPE_F32) {
     f(float{});
   } else if (dtype == TESSEL_DTYPE_F64) {
     f(double{});
+  } else if (kBf16 && dtype == TESSEL_DTYPE_BF16) {
+    if constexpr (kBf16) f(Bf16{});
   } else {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
-         std::string("expected a floating dtype (f32 or f64), got ") + DTypeLabel(dtype));
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string("expected a floating dtype (f32, f64") + (kBf16 ? ", bf16" : "") +
+                                             "), got " + DTypeLabel(dtype));
   }
 }
+
+// Where a schema's first T argument is: {false, i} for input i, {true, i} for output i; {false, -1}
+// when it has none.
+struct ArgPosition {
+  bool output = false;
+  int32_t index = -1;
+};
+ArgPosition FirstFloatingArg(const char* schema);
 
 // Whether a GEMM operand is transposed (blas.h on CPU, cuda_support.h on CUDA).
 enum class Trans { kNo, kYes };
@@ -239,11 +274,16 @@ class Workspace {
 
 // The shim every kernel goes through (see the top of this file). Args<float>::Decl() names the op: the
 // declaration does not depend on the dtype.
-template <class Kernel, template <typename> class Args, int32_t kDevice>
+// The call's T is the dtype of the op's first T argument (its first input for most ops).
+template <class Kernel, template <typename> class Args, int32_t kDevice, bool kBf16>
 tessel_status* Entry(void* state, const tessel_kernel_call* call) noexcept {
   return RunGuarded(call, [&] {
     const KernelArgs args(call, kDevice, Args<float>::Decl(), state);
-    DispatchFloating(args.in(0).dtype, [&](auto zero) {
+    static const ArgPosition where = FirstFloatingArg(Args<float>::Decl().schema);
+    const int32_t dtype = where.index < 0 ? TESSEL_DTYPE_F32
+                          : where.output  ? args.out(where.index).dtype
+                                          : args.in(where.index).dtype;
+    DispatchFloating<kBf16>(dtype, [&](auto zero) {
       using T = decltype(zero);
       Kernel::Run(args, Args<T>::Bind(args));
     });
@@ -257,11 +297,14 @@ void* CudaState();
 struct KernelRegistration {
   const tessel_op_decl* op;
   tessel_kernel_fn fn;
+  uint32_t floating_dtypes;  // TESSEL_DTYPE_BIT()s of the T the kernel takes
 };
 
-template <class Kernel, template <typename> class Args, int32_t kDevice>
+template <class Kernel, template <typename> class Args, int32_t kDevice, bool kBf16 = false>
 KernelRegistration Register() {
-  return KernelRegistration{&Args<float>::Decl(), &Entry<Kernel, Args, kDevice>};
+  constexpr uint32_t kFloat = TESSEL_DTYPE_BIT(TESSEL_DTYPE_F32) | TESSEL_DTYPE_BIT(TESSEL_DTYPE_F64);
+  return KernelRegistration{&Args<float>::Decl(), &Entry<Kernel, Args, kDevice, kBf16>,
+                            kBf16 ? kFloat | TESSEL_DTYPE_BIT(TESSEL_DTYPE_BF16) : kFloat};
 }
 
 // Registers every kernel of `table` for `device` with the op's declared name, schema and parameter
@@ -281,3 +324,7 @@ tessel_status* RegisterKernels(const tessel_host_api* host, const KernelRegistra
 // registration table. Use at namespace tessel::kernels scope (or a namespace inside it), after the class.
 #define TESSEL_DEFINE_KERNEL(NAME, ARGS, DEVICE) \
   KernelRegistration NAME##Kernel() { return Register<NAME, ARGS, DEVICE>(); }
+// The same for a kernel whose body also runs with T = tessel::Bf16 (bf16 storage; it computes in
+// Accumulate<T> = float and rounds each stored result once, tessel/bf16.h).
+#define TESSEL_DEFINE_KERNEL_BF16(NAME, ARGS, DEVICE) \
+  KernelRegistration NAME##Kernel() { return Register<NAME, ARGS, DEVICE, true>(); }

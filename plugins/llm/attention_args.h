@@ -46,7 +46,7 @@ struct AttentionFwdArgs {
   AttentionShape shape;
   const T* qkv = nullptr;
   T* y = nullptr;
-  T* lse = nullptr;
+  Accumulate<T>* lse = nullptr;
 
   static const tessel_op_decl& Decl() { return tessel_op_llm_attention_fwd; }
 
@@ -56,7 +56,7 @@ struct AttentionFwdArgs {
     int64_t b = a.shape.b, s = a.shape.s, c = a.shape.c, h = a.shape.h, q = a.shape.q;
     a.qkv = args.In<T>(0, "qkv", {&b, &s, &q});
     a.y = args.Out<T>(0, "Y", {&b, &s, &c});
-    a.lse = args.Out<T>(1, "lse", {&b, &h, &s});
+    a.lse = args.Out<Accumulate<T>>(1, "lse", {&b, &h, &s});
     return a;
   }
 };
@@ -67,7 +67,7 @@ struct AttentionBwdArgs {
   const T* dy = nullptr;
   const T* qkv = nullptr;
   const T* y = nullptr;
-  const T* lse = nullptr;
+  const Accumulate<T>* lse = nullptr;
   T* dqkv = nullptr;
 
   static const tessel_op_decl& Decl() { return tessel_op_llm_attention_bwd; }
@@ -79,7 +79,7 @@ struct AttentionBwdArgs {
     a.dy = args.In<T>(0, "dY", {&b, &s, &c});
     a.qkv = args.In<T>(1, "qkv", {&b, &s, &q});
     a.y = args.In<T>(2, "Y", {&b, &s, &c});
-    a.lse = args.In<T>(3, "lse", {&b, &h, &s});
+    a.lse = args.In<Accumulate<T>>(3, "lse", {&b, &h, &s});
     a.dqkv = args.Out<T>(0, "dqkv", {&b, &s, &q});
     return a;
   }

@@ -60,8 +60,8 @@ struct EncoderBwdArgs {
   int64_t b = kUnbound, s = kUnbound, c = kUnbound, v = kUnbound, p = kUnbound;
   const T* dy = nullptr;
   const int32_t* tokens = nullptr;
-  T* dwte = nullptr;
-  T* dwpe = nullptr;
+  Accumulate<T>* dwte = nullptr;
+  Accumulate<T>* dwpe = nullptr;
 
   static const tessel_op_decl& Decl() { return tessel_op_llm_encoder_bwd; }
 
@@ -69,8 +69,8 @@ struct EncoderBwdArgs {
     EncoderBwdArgs a;
     a.dy = args.In<T>(0, "dY", {&a.b, &a.s, &a.c});
     a.tokens = args.In<int32_t>(1, "tokens", {&a.b, &a.s});
-    a.dwte = args.Out<T>(0, "dwte", {&a.v, &a.c});
-    a.dwpe = args.Out<T>(1, "dwpe", {&a.p, &a.c});
+    a.dwte = args.Out<Accumulate<T>>(0, "dwte", {&a.v, &a.c});
+    a.dwpe = args.Out<Accumulate<T>>(1, "dwpe", {&a.p, &a.c});
     CheckPositions(args, a.s, a.p);
     CheckTokens(args, a.tokens, a.b, a.s, a.v);
     return a;

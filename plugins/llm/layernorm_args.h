@@ -18,13 +18,13 @@ namespace tessel::kernels::llm {
 template <typename T>
 struct LayernormFwdArgs {
   int64_t n = kUnbound, c = kUnbound;
-  T eps = T(0);
+  Accumulate<T> eps = 0;
   const T* x = nullptr;
   const T* w = nullptr;
   const T* b = nullptr;
   T* y = nullptr;
-  T* mean = nullptr;
-  T* rstd = nullptr;
+  Accumulate<T>* mean = nullptr;
+  Accumulate<T>* rstd = nullptr;
 
   static const tessel_op_decl& Decl() { return tessel_op_llm_layernorm_fwd; }
 
@@ -35,13 +35,13 @@ struct LayernormFwdArgs {
            std::string(args.op().name) + ": eps must be finite and >= 0, is " + std::to_string(eps));
     }
     LayernormFwdArgs a;
-    a.eps = static_cast<T>(eps);
+    a.eps = static_cast<Accumulate<T>>(eps);
     a.x = args.In<T>(0, "X", {&a.n, &a.c});
     a.w = args.In<T>(1, "w", {&a.c});
     a.b = args.In<T>(2, "b", {&a.c});
     a.y = args.Out<T>(0, "Y", {&a.n, &a.c});
-    a.mean = args.Out<T>(1, "mean", {&a.n});
-    a.rstd = args.Out<T>(2, "rstd", {&a.n});
+    a.mean = args.Out<Accumulate<T>>(1, "mean", {&a.n});
+    a.rstd = args.Out<Accumulate<T>>(2, "rstd", {&a.n});
     if (a.c == 0) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "llm.layernorm.fwd: C must be >= 1");
     return a;
   }
@@ -59,11 +59,11 @@ struct LayernormBackwardArgs {
   const T* x = nullptr;  // X, or Y when saved == kOutput
   const T* w = nullptr;
   const T* b = nullptr;     // kOutput only, else null
-  const T* mean = nullptr;  // kInput only, else null
-  const T* rstd = nullptr;
+  const Accumulate<T>* mean = nullptr;  // kInput only, else null
+  const Accumulate<T>* rstd = nullptr;
   T* dx = nullptr;
-  T* dw = nullptr;
-  T* db = nullptr;
+  Accumulate<T>* dw = nullptr;
+  Accumulate<T>* db = nullptr;
 
   static LayernormBackwardArgs BindSaved(const KernelArgs& args, LayernormSaved saved) {
     const bool from_output = saved == LayernormSaved::kOutput;
@@ -73,14 +73,14 @@ struct LayernormBackwardArgs {
     a.x = args.In<T>(1, from_output ? "Y" : "X", {&a.n, &a.c});
     a.w = args.In<T>(2, "w", {&a.c});
     a.b = from_output ? args.In<T>(3, "b", {&a.c}) : nullptr;
-    a.mean = from_output ? nullptr : args.In<T>(3, "mean", {&a.n});
-    a.rstd = args.In<T>(4, "rstd", {&a.n});
+    a.mean = from_output ? nullptr : args.In<Accumulate<T>>(3, "mean", {&a.n});
+    a.rstd = args.In<Accumulate<T>>(4, "rstd", {&a.n});
     a.dx = args.Out<T>(0, "dX", {&a.n, &a.c});
-    a.dw = args.Out<T>(1, "dw", {&a.c});
-    a.db = args.Out<T>(2, "db", {&a.c});
+    a.dw = args.Out<Accumulate<T>>(1, "dw", {&a.c});
+    a.db = args.Out<Accumulate<T>>(2, "db", {&a.c});
     if (from_output && args.data_check() == DataCheck::kFull && a.n > 0 && a.c > 0) {
       for (int64_t j = 0; j < a.c; ++j) {
-        if (a.w[j] == T(0)) {
+        if (ToAccumulate(a.w[j]) == 0) {
           Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(args.op().name) + ": w has a zero: use llm.layernorm.bwd");
         }
       }

@@ -1,11 +1,13 @@
 // llm.layernorm.fwd/.bwd on CPU, one row at a time with the row in cache (row_math.h). The backward's
 // parameter gradients are summed in fixed blocks of rows: each block's partial sums go to their own
 // buffer, then the blocks are added in order, so dw and db do not depend on the number of threads.
-// Arguments: layernorm_args.h.
+// Under bf16 (widen.h) each row is widened to f32, normalised there, and Y and dX are rounded once; the
+// statistics and dw, db are f32 (A). Arguments: layernorm_args.h.
 #include <algorithm>
 
 #include "layernorm_args.h"
 #include "row_math.h"
+#include "widen.h"
 
 namespace tessel::kernels::llm {
 namespace {
@@ -20,16 +22,23 @@ constexpr int64_t kColumnChunk = 256;
 struct LayernormFwdCpu {
   template <typename T>
   static void Run(const KernelArgs& args, const LayernormFwdArgs<T>& a) {
+    using A = Accumulate<T>;
     const int64_t n = a.n, c = a.c;
-    const T eps = a.eps;
+    const A eps = a.eps;
     const T* x = a.x;
-    const T* w = a.w;
-    const T* b = a.b;
     T* y = a.y;
-    T* mean = a.mean;
-    T* rstd = a.rstd;
+    A* mean = a.mean;
+    A* rstd = a.rstd;
+    std::vector<A> wb = ScratchRow<T>(2 * c);
+    const A* w = Widened(a.w, c, wb.data());
+    const A* b = Widened(a.b, c, wb.data() + (kWidened<T> ? c : 0));
     args.ParallelFor(n, std::max<int64_t>(1, kElementGrain / c), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) LayernormRow(c, x + r * c, w, b, eps, y + r * c, mean + r, rstd + r);
+      std::vector<A> rows = ScratchRow<T>(2 * c);
+      for (int64_t r = r0; r < r1; ++r) {
+        A* out = ComputeInto(y + r * c, rows.data() + (kWidened<T> ? c : 0));
+        LayernormRow(c, Widened(x + r * c, c, rows.data()), w, b, eps, out, mean + r, rstd + r);
+        Store<T>(out, c, y + r * c);
+      }
     });
   }
 };
@@ -39,36 +48,43 @@ struct LayernormFwdCpu {
 struct LayernormBackwardCpu {
   template <typename T>
   static void Run(const KernelArgs& args, const LayernormBackwardArgs<T>& a) {
+    using A = Accumulate<T>;
     const bool from_output = a.saved == LayernormSaved::kOutput;
     const int64_t n = a.n, c = a.c;
     const T* dy = a.dy;
     const T* x = a.x;
-    const T* w = a.w;
-    const T* b = a.b;
-    const T* mean = a.mean;
-    const T* rstd = a.rstd;
+    const A* mean = a.mean;
+    const A* rstd = a.rstd;
     T* dx = a.dx;
-    T* dw = a.dw;
-    T* db = a.db;
+    A* dw = a.dw;
+    A* db = a.db;
     if (n == 0 || c == 0) return;
+    std::vector<A> wb = ScratchRow<T>(2 * c);
+    const A* w = Widened(a.w, c, wb.data());
+    const A* b = from_output ? Widened(a.b, c, wb.data() + (kWidened<T> ? c : 0)) : nullptr;
     // partial[k] = (dw, db) of rows [k * kBlockRows, (k + 1) * kBlockRows): 2C values.
     const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
-    Workspace<T> partial(args, blocks * 2 * c);
-    Workspace<T> centred(args, from_output ? blocks * c : 0);
-    T* part = partial.get();
+    Workspace<A> partial(args, blocks * 2 * c);
+    Workspace<A> centred(args, from_output ? blocks * c : 0);
+    A* part = partial.get();
     args.ParallelFor(blocks, 1, [&](int64_t k0, int64_t k1) {
+      std::vector<A> rows = ScratchRow<T>(3 * c);  // dY, X or Y, dX
       for (int64_t k = k0; k < k1; ++k) {
-        T* dw_acc = part + k * 2 * c;
-        T* db_acc = dw_acc + c;
-        std::fill_n(dw_acc, 2 * c, T(0));
+        A* dw_acc = part + k * 2 * c;
+        A* db_acc = dw_acc + c;
+        std::fill_n(dw_acc, 2 * c, A(0));
         for (int64_t r = k * kBlockRows; r < std::min(n, (k + 1) * kBlockRows); ++r) {
+          const A* g = Widened(dy + r * c, c, rows.data());
+          const A* in = Widened(x + r * c, c, rows.data() + (kWidened<T> ? c : 0));
+          A* d = WidenedInPlace(dx + r * c, c, rows.data() + (kWidened<T> ? 2 * c : 0));
           if (!from_output) {
-            LayernormRowBackward(c, dy + r * c, x + r * c, w, mean[r], rstd[r], dx + r * c, dw_acc, db_acc);
-            continue;
+            LayernormRowBackward(c, g, in, w, mean[r], rstd[r], d, dw_acc, db_acc);
+          } else {
+            A* row = centred.get() + k * c;
+            for (int64_t j = 0; j < c; ++j) row[j] = (in[j] - b[j]) / (w[j] * rstd[r]);
+            LayernormRowBackward(c, g, row, w, A(0), rstd[r], d, dw_acc, db_acc);
           }
-          T* row = centred.get() + k * c;
-          for (int64_t j = 0; j < c; ++j) row[j] = (x[r * c + j] - b[j]) / (w[j] * rstd[r]);
-          LayernormRowBackward(c, dy + r * c, row, w, T(0), rstd[r], dx + r * c, dw_acc, db_acc);
+          Store<T>(d, c, dx + r * c);
         }
       }
     });
@@ -76,13 +92,13 @@ struct LayernormBackwardCpu {
     args.ParallelFor(column_chunks, 1, [&](int64_t q0, int64_t q1) {
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t j0 = q * kColumnChunk, width = std::min(2 * c - j0, kColumnChunk);
-        T sum[kColumnChunk] = {};
+        A sum[kColumnChunk] = {};
         for (int64_t k = 0; k < blocks; ++k) {
-          const T* block = part + k * 2 * c + j0;
+          const A* block = part + k * 2 * c + j0;
           for (int64_t j = 0; j < width; ++j) sum[j] += block[j];
         }
         for (int64_t j = 0; j < width; ++j) {
-          T* out = j0 + j < c ? dw + j0 + j : db + (j0 + j - c);
+          A* out = j0 + j < c ? dw + j0 + j : db + (j0 + j - c);
           *out += sum[j];
         }
       }
@@ -96,8 +112,8 @@ struct LayernormBwdFromOutputCpu : LayernormBackwardCpu {};
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(LayernormFwdCpu, LayernormFwdArgs, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(LayernormBwdCpu, LayernormBwdArgs, TESSEL_DEVICE_CPU)
-TESSEL_DEFINE_KERNEL(LayernormBwdFromOutputCpu, LayernormBwdFromOutputArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(LayernormFwdCpu, LayernormFwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(LayernormBwdCpu, LayernormBwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(LayernormBwdFromOutputCpu, LayernormBwdFromOutputArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::llm

@@ -1,4 +1,4 @@
-// nn.add and nn.sum_squares on CUDA. sum_squares runs a fixed grid (the same partition of the elements
+// nn.add, nn.cast and nn.sum_squares on CUDA. sum_squares runs a fixed grid (the same partition of the elements
 // for every call of a size): each block sums its grid-stride slice in double and reduces it in shared
 // memory to one partial, then one block reduces the partials, so the result is deterministic. Arguments:
 // elementwise_args.h.
@@ -10,6 +10,13 @@ namespace {
 
 constexpr int kSumBlocks = 256;
 constexpr int kSumThreads = 256;
+
+template <typename T>
+__global__ void CastKernel(const Accumulate<T>* x, int64_t n, T* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = FromAccumulate<T>(x[i]);
+  }
+}
 
 template <typename T>
 __global__ void AddKernel(const T* a, const T* b, int64_t n, T* c) {
@@ -57,6 +64,15 @@ struct AddCuda {
   }
 };
 
+struct CastCuda {
+  template <typename T>
+  static void Run(const KernelArgs& args, const CastArgs<T>& a) {
+    if (a.n == 0) return;
+    CastKernel<T><<<Blocks(a.n), kThreads, 0, StreamOf(args)>>>(a.x, a.n, a.y);
+    CheckLaunch("CastKernel");
+  }
+};
+
 struct SumSquaresCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const SumSquaresArgs<T>& a) {
@@ -72,6 +88,7 @@ struct SumSquaresCuda {
 }  // namespace
 
 TESSEL_DEFINE_KERNEL(AddCuda, AddArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(CastCuda, CastArgs, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(SumSquaresCuda, SumSquaresArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

@@ -1,4 +1,4 @@
-// nn.add and nn.sum_squares on CPU, in chunks on the host's pool. sum_squares accumulates in double over
+// nn.add, nn.cast and nn.sum_squares on CPU, in chunks on the host's pool. sum_squares accumulates in double over
 // chunks of a fixed size (not a share of the threads), then adds the chunks' sums in order: the same
 // bits at every thread count, which a gradient norm that decides clipping needs. Arguments:
 // elementwise_args.h.
@@ -22,7 +22,18 @@ struct AddCpu {
     T* c = t.c;
     // No restrict: C may be A or B, and each element is read before it is written.
     args.ParallelFor(t.n, kElementGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) c[i] = a[i] + b[i];
+      for (int64_t i = i0; i < i1; ++i) c[i] = FromAccumulate<T>(ToAccumulate(a[i]) + ToAccumulate(b[i]));
+    });
+  }
+};
+
+struct CastCpu {
+  template <typename T>
+  static void Run(const KernelArgs& args, const CastArgs<T>& a) {
+    const Accumulate<T>* x = a.x;
+    T* y = a.y;
+    args.ParallelFor(a.n, kElementGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = FromAccumulate<T>(x[i]);
     });
   }
 };
@@ -68,7 +79,8 @@ struct SumSquaresCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AddCpu, AddArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(AddCpu, AddArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(CastCpu, CastArgs, TESSEL_DEVICE_CPU)
 TESSEL_DEFINE_KERNEL(SumSquaresCpu, SumSquaresArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

@@ -27,6 +27,7 @@ KernelRegistration LinearBwdCpuKernel();
 KernelRegistration GeluTanhFwdCpuKernel();
 KernelRegistration GeluTanhBwdCpuKernel();
 KernelRegistration AddCpuKernel();
+KernelRegistration CastCpuKernel();
 KernelRegistration SumSquaresCpuKernel();
 KernelRegistration AdamwStepCpuKernel();
 
@@ -45,6 +46,7 @@ KernelRegistration LinearBwdCudaKernel();
 KernelRegistration GeluTanhFwdCudaKernel();
 KernelRegistration GeluTanhBwdCudaKernel();
 KernelRegistration AddCudaKernel();
+KernelRegistration CastCudaKernel();
 KernelRegistration SumSquaresCudaKernel();
 KernelRegistration AdamwStepCudaKernel();
 

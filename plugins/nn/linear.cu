@@ -61,6 +61,7 @@ struct LinearBwdCuda {
     if (a.want_dx) GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, n, k, o, T(1), dy, o, a.w, k, T(0), a.dx, k);
     if (o == 0) return;
     GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, o, k, n, T(1), dy, o, a.x, k, T(1), a.dw, k);
+    if (a.db == nullptr) return;  // no bias
     const unsigned column_blocks = static_cast<unsigned>((o + kColumns - 1) / kColumns);
     AddColumnSumsKernel<T><<<column_blocks, dim3(kColumns, kLanes), 0, StreamOf(args)>>>(dy, n, o, a.db);
     CheckLaunch("AddColumnSumsKernel");

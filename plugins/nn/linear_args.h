@@ -1,6 +1,7 @@
 // The arguments of nn.linear.fwd/.bwd (<tessel/ops/nn.h>), bound and checked here once for their CPU and
 // CUDA kernels (linear*) and every dtype. W is [O, K], out-major: forward X [N, K], W, b [O] -> Y [N, O];
-// backward dY [N, O], X, W -> dX [N, K] (optional: 0 rows skips it), dW [O, K], db [O].
+// backward dY [N, O], X, W -> dX [N, K] (optional: 0 rows skips it), dW [O, K] and db [O] (optional), both
+// Accumulate<T>.
 // Failure: Bind throws KernelError (invalid-argument) for a shape or dtype that does not match.
 #pragma once
 
@@ -39,8 +40,8 @@ struct LinearBwdArgs {
   const T* w = nullptr;
   T* dx = nullptr;
   bool want_dx = false;  // dX has N rows (else 0: the caller skips it)
-  T* dw = nullptr;
-  T* db = nullptr;
+  Accumulate<T>* dw = nullptr;
+  Accumulate<T>* db = nullptr;  // null when the caller skips it (0 rows)
 
   static const tessel_op_decl& Decl() { return tessel_op_nn_linear_bwd; }
 
@@ -51,8 +52,14 @@ struct LinearBwdArgs {
     a.x = args.In<T>(1, "X", {&a.n, &a.k});
     a.w = args.In<T>(2, "W", {&a.o, &a.k});
     a.dx = args.Out<T>(0, "dX", {&dx_rows, &a.k});
-    a.dw = args.Out<T>(1, "dW", {&a.o, &a.k});
-    a.db = args.Out<T>(2, "db", {&a.o});
+    a.dw = args.Out<Accumulate<T>>(1, "dW", {&a.o, &a.k});
+    int64_t db_rows = kUnbound;
+    a.db = args.Out<Accumulate<T>>(2, "db", {&db_rows});
+    if (db_rows != 0 && db_rows != a.o) {
+      Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'db' must have 0 rows (skip) or O = " + std::to_string(a.o) +
+                                               ", has " + std::to_string(db_rows));
+    }
+    if (db_rows == 0) a.db = nullptr;
     if (dx_rows != 0 && dx_rows != a.n) {
       Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'dX' must have 0 rows (skip) or as many as dY (" +
                                                std::to_string(a.n) + "), has " + std::to_string(dx_rows));

@@ -1,5 +1,6 @@
 // nn.softmax_xent.fwd_bwd on CPU: per-row log-sum-exp in double, then a sum over rows in row order,
-// so the loss does not depend on how the pool split the rows (arguments: softmax_xent_args.h).
+// so the loss does not depend on how the pool split the rows (arguments: softmax_xent_args.h). bf16 logits
+// are read exactly (as f32) and each gradient is rounded once; dlogits may be the logits (in place).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -26,22 +27,23 @@ struct SoftmaxXentCpu {
         T* dz = dlogits + i * c;
         const int64_t label = labels[i];
         if (mask[i] == 0 || label < 0) {
-          std::fill_n(dz, c, T(0));
+          std::fill_n(dz, c, FromAccumulate<T>(0));
           continue;
         }
         int64_t argmax = 0;
+        const auto at = [&](int64_t j) { return static_cast<double>(ToAccumulate(z[j])); };
         for (int64_t j = 1; j < c; ++j) {
-          if (z[j] > z[argmax]) argmax = j;
+          if (at(j) > at(argmax)) argmax = j;
         }
-        const double zmax = static_cast<double>(z[argmax]);
+        const double zmax = at(argmax);
         double sum = 0.0;
-        for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(z[j]) - zmax);
+        for (int64_t j = 0; j < c; ++j) sum += std::exp(at(j) - zmax);
         const double lse = zmax + std::log(sum);
-        row_loss[i] = lse - static_cast<double>(z[label]);
+        row_loss[i] = lse - at(label);
         row_correct[i] = argmax == label ? 1 : 0;
         for (int64_t j = 0; j < c; ++j) {
-          const double p = std::exp(static_cast<double>(z[j]) - lse);
-          dz[j] = static_cast<T>((p - (j == label ? 1.0 : 0.0)) * scale);
+          const double p = std::exp(at(j) - lse);  // z[j] is read before dz[j] (maybe the same) is written
+          dz[j] = FromAccumulate<T>(static_cast<Accumulate<T>>((p - (j == label ? 1.0 : 0.0)) * scale));
         }
       }
     });
@@ -58,6 +60,6 @@ struct SoftmaxXentCpu {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(SoftmaxXentCpu, SoftmaxXentArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(SoftmaxXentCpu, SoftmaxXentArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

@@ -113,7 +113,20 @@ Status GptParams::Init() {
   if (p.stages > 1 && (p.first() || p.last())) {
     TESSEL_ASSIGN_OR_RETURN(tied_, Tensor::Empty(DType::kF32, {store_.value(wte_).numel()}, *device_.allocator));
   }
-  return Status();
+  if (a_.train.precision == Precision::kBf16) {
+    TESSEL_ASSIGN_OR_RETURN(work_, Tensor::Empty(DType::kBF16, {store_.num_values()}, *device_.allocator));
+    for (size_t i = 0; i < store_.size(); ++i) {
+      work_views_.push_back(Tensor::Borrow(static_cast<char*>(work_.raw()) + static_cast<size_t>(store_.offset(i)) * DTypeSize(DType::kBF16),
+                                           DType::kBF16, store_.value(i).shape(), work_.device()));
+    }
+  }
+  return RefreshWorkingCopy();
+}
+
+Status GptParams::RefreshWorkingCopy() {
+  if (work_views_.empty()) return Status();
+  Tensor master = FlatView(store_.flat_value());
+  return k_.Call(tessel_op_nn_cast, {&master}, {&work_});
 }
 
 Status GptParams::Step(int64_t step, int worker, WorkerComm& world, WorkerComm& replicas, StageLink& link,
@@ -164,13 +177,14 @@ Status GptParams::Step(int64_t step, int worker, WorkerComm& world, WorkerComm& 
   const double lr = LearningRate(t, step - 1);
   for (size_t i = 0; i < store_.size(); ++i) {
     const int64_t off = store_.offset(i), n = store_.value(i).numel();
-    Tensor value = FlatView(store_.value(i)), grad = FlatView(store_.grad(i));
+    Tensor value = FlatView(store_.value(i)), grad = FlatView(store_.grad(i));  // the master values
     Tensor m = Tensor::Borrow(m_.data<float>() + off, DType::kF32, {n}, m_.device());
     Tensor v = Tensor::Borrow(v_.data<float>() + off, DType::kF32, {n}, v_.device());
     const tessel_adamw_params hp{sizeof(tessel_adamw_params), lr, t.beta1, t.beta2, t.eps,
                                  store_.spec(i).decay == Decay::kL2 ? t.weight_decay : 0.0, scale, step};
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_optim_adamw_step, {&value, &grad, &m, &v}, {}, hp));
   }
+  TESSEL_RETURN_IF_ERROR(RefreshWorkingCopy());
   return ZeroMemory(flat.raw(), flat.device(), flat.nbytes(), stream);
 }
 
@@ -196,7 +210,8 @@ Status GptParams::LoadState(StateReader& in) {
   TESSEL_ASSIGN_OR_RETURN(Tensor m, in.Read("adamw/m"));
   TESSEL_RETURN_IF_ERROR(FromHost(m, m_, device_, "adamw/m"));
   TESSEL_ASSIGN_OR_RETURN(Tensor v, in.Read("adamw/v"));
-  return FromHost(v, v_, device_, "adamw/v");
+  TESSEL_RETURN_IF_ERROR(FromHost(v, v_, device_, "adamw/v"));
+  return RefreshWorkingCopy();
 }
 
 }  // namespace tessel::workers

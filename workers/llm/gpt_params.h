@@ -2,7 +2,9 @@
 // blocks, plus the embeddings (wte, wpe) on the first stage and the final LayerNorm and the output head's
 // copy of the tied wte on the last; their initial values (GPT-2's, from the job seed, or an llm.c
 // checkpoint); and AdamW over them, after the replicas' gradient sum, the tied-embedding exchange and the
-// global-norm clip.
+// global-norm clip. Under train.precision = "bf16" the kernels read a bf16 working copy of the values,
+// rounded from the f32 master values (nn.cast) after every update; the gradients, moments and the master
+// values stay f32, as llm.c's mixed-precision trainer and PyTorch autocast keep them.
 //
 // Ownership: owns the values, gradients and moments; borrows the assignment, kernels and device, which
 // outlive it. Thread safety: one thread. Failure: kUsage for a checkpoint of another shape, kernel and
@@ -37,7 +39,8 @@ class GptParams {
   // values.
   Status Init();
 
-  const Tensor& value(size_t i) const { return store_.value(i); }
+  // What the kernels read: the values, or under bf16 their working copy.
+  const Tensor& value(size_t i) const { return work_views_.empty() ? store_.value(i) : work_views_[i]; }
   Tensor& grad(size_t i) { return store_.grad(i); }
   const ParameterStore& store() const { return store_; }
   size_t wte() const { return wte_; }
@@ -63,6 +66,8 @@ class GptParams {
  private:
   Status Declare();
   Status InitialValues(std::vector<float>* host) const;
+  // Rounds the master values into the bf16 working copy (nothing under fp32).
+  Status RefreshWorkingCopy();
 
   const LlmStageAssignment& a_;
   uint64_t seed_;
@@ -74,6 +79,8 @@ class GptParams {
   Tensor m_, v_;    // AdamW moments, flat like the parameters
   Tensor sumsq_;    // the squared gradient norm (f64 [1])
   Tensor tied_;     // the other stage's wte gradient (first and last stage of a multi-stage replica)
+  Tensor work_;     // bf16: the working copy, flat like the values; empty under fp32
+  std::vector<Tensor> work_views_;  // bf16: one view of work_ per parameter
 };
 
 }  // namespace tessel::workers

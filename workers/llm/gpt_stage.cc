@@ -43,7 +43,7 @@ class GptStageExecutor final : public Executor {
             &tessel_op_llm_layernorm_bwd_from_output,
             &tessel_op_llm_attention_fwd, &tessel_op_llm_attention_bwd,
             &tessel_op_nn_linear_fwd,     &tessel_op_nn_linear_bwd,   &tessel_op_nn_gelu_tanh_fwd,
-            &tessel_op_nn_gelu_tanh_bwd,  &tessel_op_nn_add,          &tessel_op_nn_gemm,
+            &tessel_op_nn_gelu_tanh_bwd,  &tessel_op_nn_add,          &tessel_op_nn_cast,
             &tessel_op_nn_softmax_xent,   &tessel_op_nn_sum_squares,  &tessel_op_optim_adamw_step};
   }
 
@@ -228,12 +228,13 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, boo
     const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd, {&slot.out, &params_.value(params_.lnfw()), &params_.value(params_.lnfb())},
                                    {&slot.lnf, &slot.meanf, &slot.rstdf}, ln));
-    // logits = lnf wte[:V]^T: only the real vocabulary is scored (llm.c pads wte's rows).
+    // logits = lnf wte[:V]^T: only the real vocabulary is scored (llm.c pads wte's rows). A linear layer
+    // with a zero bias, so that under bf16 the logits are rounded once from f32 sums, as the blocks' are.
     Tensor wte_v = ViewOf(params_.value(params_.wte()), {a_.model.vocab, c});
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&slot.lnf, &wte_v}, {&scratch.logits},
-                                   tessel_gemm_params{sizeof(tessel_gemm_params), 0, 1, 1.0, 0.0}));
+    TESSEL_RETURN_IF_ERROR(
+        k_.Call(tessel_op_nn_linear_fwd, {&slot.lnf, &wte_v, &scratch.head_bias}, {&scratch.logits}));
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_softmax_xent, {&scratch.logits, &slot.targets, &scratch.mask},
-                                   {&scratch.loss, &scratch.correct, &scratch.dlogits},
+                                   {&scratch.loss, &scratch.correct, &scratch.logits},
                                    tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), scale}));
     double loss = 0;
     TESSEL_RETURN_IF_ERROR(CopyMemory(&loss, Device::kCpu, scratch.loss.raw(), scratch.loss.device(), sizeof loss, context_.device.stream));
@@ -258,10 +259,9 @@ Status GptStageExecutor::Backward(Slot& slot) {
     TESSEL_RETURN_IF_ERROR(ZeroMemory(dres.raw(), dres.device(), dres.nbytes(), context_.device.stream));
     Tensor wte_v = ViewOf(params_.value(params_.wte()), {a_.model.vocab, c});
     Tensor dwte_v = ViewOf(params_.grad(params_.wte()), {a_.model.vocab, c});
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&scratch.dlogits, &wte_v}, {&scratch.tmp_c},
-                                   tessel_gemm_params{sizeof(tessel_gemm_params), 0, 0, 1.0, 0.0}));
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&scratch.dlogits, &slot.lnf}, {&dwte_v},
-                                   tessel_gemm_params{sizeof(tessel_gemm_params), 1, 0, 1.0, 1.0}));
+    // dlnf = dlogits wte[:V], dwte[:V] += dlogits^T lnf (f32), no bias gradient.
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&scratch.logits, &slot.lnf, &wte_v},
+                                   {&scratch.tmp_c, &dwte_v, &scratch.no_bias_grad}));
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_bwd,
                                    {&scratch.tmp_c, &slot.out, &params_.value(params_.lnfw()), &slot.meanf, &slot.rstdf},
                                    {&dres, &params_.grad(params_.lnfw()), &params_.grad(params_.lnfb())}));
@@ -420,14 +420,15 @@ Result<Record> GptStageExecutor::Evaluate() {
   // Per-worker figures as arrays indexed by worker, and per-block ones indexed by block (filled by
   // replica 0): each worker fills its entries, the sum gathers them.
   const int workers = context_.comm->size();
-  const size_t layers = static_cast<size_t>(a_.model.layers), per_block_at = static_cast<size_t>(2 * workers);
+  const size_t layers = static_cast<size_t>(a_.model.layers), per_block_at = static_cast<size_t>(3 * workers);
   std::vector<double> per_worker(per_block_at + layers, 0.0);
   per_worker[static_cast<size_t>(worker())] = steps > 0 ? compute / steps : 0.0;
   per_worker[static_cast<size_t>(workers + worker())] = static_cast<double>(acts_.resident_bytes());
+  per_worker[static_cast<size_t>(2 * workers + worker())] = static_cast<double>(acts_.scratch_bytes());
   if (p.replica == 0) {
     for (size_t l = 0; l < acts_.policies().size(); ++l) {
       per_worker[per_block_at + static_cast<size_t>(p.first_block) + l] =
-          static_cast<double>(sizeof(float) * BlockSavedFloatsPerToken(acts_.policy(l), C(), a_.model.heads));
+          static_cast<double>(BlockSavedBytesPerToken(acts_.policy(l), C(), a_.model.heads, a_.train.precision));
     }
   }
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(per_worker.data(), static_cast<int64_t>(per_worker.size())));
@@ -438,30 +439,40 @@ Result<Record> GptStageExecutor::Evaluate() {
   Set(r, "mean_step_seconds", mean_step);
   Set(r, "stage_compute_seconds_per_microbatch",
       std::vector<double>(per_worker.begin(), per_worker.begin() + workers));
-  double peak = 0;
-  for (int w = 0; w < workers; ++w) peak = std::max(peak, per_worker[static_cast<size_t>(workers + w)]);
+  double peak = 0, peak_scratch = 0;
+  for (int w = 0; w < workers; ++w) {
+    peak = std::max(peak, per_worker[static_cast<size_t>(workers + w)]);
+    peak_scratch = std::max(peak_scratch, per_worker[static_cast<size_t>(2 * workers + w)]);
+  }
   Set(r, "peak_resident_activation_bytes", static_cast<int64_t>(peak));
+  // The temporaries, and of them the classifier's one [N, V] logits buffer (its gradient is written over
+  // it): the same on every worker of the last stage.
+  Set(r, "peak_scratch_bytes", static_cast<int64_t>(peak_scratch));
+  Set(r, "classifier_logits_bytes",
+      static_cast<int64_t>(sizeof(float)) * a_.train.microbatch * a_.train.seq_len * a_.model.vocab);
   // What each block keeps per token and micro-batch in flight under its policy, and what a block keeps
   // when it keeps everything (the figure "keep" would give every block).
   Set(r, "saved_activation_bytes_per_token",
       std::vector<double>(per_worker.begin() + static_cast<std::ptrdiff_t>(per_block_at), per_worker.end()));
   Set(r, "saved_activation_bytes_per_token_keep_all",
-      static_cast<int64_t>(sizeof(float) * BlockSavedFloatsPerToken(SpillPolicy::kKeep, C(), a_.model.heads)));
+      BlockSavedBytesPerToken(SpillPolicy::kKeep, C(), a_.model.heads, a_.train.precision));
   // What a block would keep saving everything autograd saves (PyTorch eager): both LayerNorms' inputs and
   // means, and the attention's T x T probabilities per head (H T a token) instead of their log-sum-exps.
+  // Activations (the probabilities among them) at the run's precision, statistics in f32.
+  const double f32 = sizeof(float), act = static_cast<double>(DTypeSize(ActivationDType(t.precision)));
+  const double cw = static_cast<double>(C()), hd = a_.model.heads, tl = static_cast<double>(a_.train.seq_len);
   Set(r, "saved_activation_bytes_per_token_save_everything",
-      static_cast<int64_t>(sizeof(float) * (16 * C() + 4 + int64_t{a_.model.heads} * a_.train.seq_len)));
+      static_cast<int64_t>((16 * cw + hd * tl) * act + 4 * f32));
   {
     // The same two counts by layer type, [kept, saved by autograd], bytes a token and block: the two
     // LayerNorms (rstd; autograd: input, mean, rstd), attention (qkv, output and per-row log-sum-exps;
     // autograd: the probabilities instead), the MLP's GELU (its input; autograd: input and output), and
     // the LayerNorms' outputs, which the qkv and fc matmuls need either way.
-    const double f = sizeof(float), c = static_cast<double>(C()), h = a_.model.heads;
     Record by;
-    Set(by, "layernorm", std::vector<double>{2 * f, (2 * c + 4) * f});
-    Set(by, "attention", std::vector<double>{(4 * c + h) * f, (4 * c + h * static_cast<double>(a_.train.seq_len)) * f});
-    Set(by, "mlp_gelu", std::vector<double>{4 * c * f, 8 * c * f});
-    Set(by, "layernorm_outputs", std::vector<double>{2 * c * f, 2 * c * f});
+    Set(by, "layernorm", std::vector<double>{2 * f32, 2 * cw * act + 4 * f32});
+    Set(by, "attention", std::vector<double>{4 * cw * act + hd * f32, (4 * cw + hd * tl) * act});
+    Set(by, "mlp_gelu", std::vector<double>{4 * cw * act, 8 * cw * act});
+    Set(by, "layernorm_outputs", std::vector<double>{2 * cw * act, 2 * cw * act});
     Set(r, "saved_activation_bytes_per_token_by_layer", by);
   }
   Set(r, "pipeline_stages", static_cast<int64_t>(p.stages));

@@ -17,20 +17,23 @@ double LearningRate(const LlmTrainSettings& t, int64_t s) {
   return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (t.lr - min_lr);
 }
 
-int64_t BlockSavedFloatsPerToken(SpillPolicy policy, int64_t width, int64_t heads) {
-  return policy == SpillPolicy::kKeep ? 10 * width + 2 + heads : width;
+DType ActivationDType(Precision precision) { return precision == Precision::kBf16 ? DType::kBF16 : DType::kF32; }
+
+int64_t BlockSavedBytesPerToken(SpillPolicy policy, int64_t width, int64_t heads, Precision precision) {
+  const auto act = static_cast<int64_t>(DTypeSize(ActivationDType(precision)));
+  return policy == SpillPolicy::kKeep ? 10 * width * act + (2 + heads) * 4 : width * act;
 }
 
-int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads) {
-  return BlockSavedFloatsPerToken(SpillPolicy::kKeep, width, heads);
+int64_t RecomputeScratchBytesPerToken(int64_t width, int64_t heads, Precision precision) {
+  return BlockSavedBytesPerToken(SpillPolicy::kKeep, width, heads, precision);
 }
 
 int32_t OffloadBuffers(int32_t offload_blocks) {
   return offload_blocks <= 0 ? 0 : std::min(kOffloadBuffers, offload_blocks + 1);
 }
 
-int64_t OffloadPoolFloatsPerToken(int64_t width, int64_t heads, int32_t offload_blocks) {
-  return OffloadBuffers(offload_blocks) * RecomputeScratchFloatsPerToken(width, heads);
+int64_t OffloadPoolBytesPerToken(int64_t width, int64_t heads, int32_t offload_blocks, Precision precision) {
+  return OffloadBuffers(offload_blocks) * RecomputeScratchBytesPerToken(width, heads, precision);
 }
 
 std::string LlmStageAssignment::Describe() const {

@@ -17,6 +17,7 @@
 #include "core/byte_io.h"
 #include "core/choices.h"
 #include "core/fields.h"
+#include "core/tensor.h"
 #include "workers/assignment.h"
 
 namespace tessel::workers {
@@ -55,7 +56,8 @@ struct GptConfig {
   X(int32_t, warmup_steps)         \
   X(double, final_lr_fraction)     \
   X(int32_t, val_every)            \
-  X(int32_t, val_batches)
+  X(int32_t, val_batches)          \
+  X(Precision, precision)
 struct LlmTrainSettings {
   TESSEL_FIELDS(LlmTrainSettings, TESSEL_LLM_TRAIN_FIELDS)
   // Sequences in a global batch: B x M x D.
@@ -106,23 +108,29 @@ struct StagePlacement {
 //               "Spill store") through a pool of OffloadBuffers() buffers of a kept block's tensors less
 //               its input, and read back, prefetched, for the backward (workers/llm/spill_pool.h). When
 //               the disk is full or a read fails its checksum the block is recomputed from its input.
-// Floats a token that one block holds per micro-batch in flight under `policy`: kept, 10 C (ln1, qkv
+// The dtype of a stage's activations, working weights and activation gradients under `precision` (bf16
+// or f32); the LayerNorm statistics, log-sum-exps, parameter gradients, master weights and AdamW's moments
+// are f32 either way.
+DType ActivationDType(Precision precision);
+
+// Bytes a token that one block holds per micro-batch in flight under `policy`: kept, 10 C activations (ln1, qkv
 // (3 C), atty, ln2, fch (4 C)) + the two LayerNorms' rstd + the heads' log-sum-exps (after Tempo: both
 // LayerNorms differentiate from their outputs, so neither the block's input, nor the mid-block residual,
 // nor the means are kept; the GELU's output is regenerated from its input in the backward; attention
 // keeps no T x T matrix); recomputed or offloaded,
 // its input x (C). Against saving everything (16 C + 4 + heads, and T heads for attention's
 // probabilities), the executor allocates exactly these (workers/llm/gpt_stage.cc) and the planner
-// predicts with them (an offloading stage adds its pool: OffloadPoolFloatsPerToken).
-int64_t BlockSavedFloatsPerToken(SpillPolicy policy, int64_t width, int64_t heads);
-// Floats a token of the one scratch a stage with any recompute block holds (and of one offload buffer):
+// predicts with them (an offloading stage adds its pool: OffloadPoolBytesPerToken). The activations take
+// ActivationDType(precision)'s bytes, the 2 + heads statistics 4 bytes each.
+int64_t BlockSavedBytesPerToken(SpillPolicy policy, int64_t width, int64_t heads, Precision precision);
+// Bytes a token of the one scratch a stage with any recompute block holds (and of one offload buffer):
 // a kept block's tensors (the block's input stays in its micro-batch's slot).
-int64_t RecomputeScratchFloatsPerToken(int64_t width, int64_t heads);
+int64_t RecomputeScratchBytesPerToken(int64_t width, int64_t heads, Precision precision);
 // The offload pool of a stage with `offload_blocks` offloaded blocks: one buffer computing (or in a
 // backward) and the others written or prefetched, at most kOffloadBuffers, at most one per block and one.
 constexpr int32_t kOffloadBuffers = 4;
 int32_t OffloadBuffers(int32_t offload_blocks);
-int64_t OffloadPoolFloatsPerToken(int64_t width, int64_t heads, int32_t offload_blocks);
+int64_t OffloadPoolBytesPerToken(int64_t width, int64_t heads, int32_t offload_blocks, Precision precision);
 
 // [spill]: where an offloading stage's spill file goes (storage/spill_store.h); name is the file stem
 // (the job's name; the worker and the pid are added).

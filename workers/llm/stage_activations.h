@@ -42,7 +42,9 @@ struct Slot {
 struct StageScratch {
   Tensor tmp_c, tmp_c2, tmp_4c, tmp_4c2, tmp_3c;
   Tensor dres[2];              // the gradient flowing down the residual stream (alternating micro-batches)
-  Tensor logits, dlogits;      // last stage: [N, V]
+  Tensor logits;               // last stage: [N, V], the logits, then their gradient (written in place)
+  Tensor head_bias;            // last stage: [V] zeros (the tied head has no bias)
+  Tensor no_bias_grad;         // last stage: 0 rows, so the head's linear backward skips the bias gradient
   Tensor mask, loss, correct;  // last stage: every target counts; the loss and hits of a micro-batch
 };
 
@@ -63,6 +65,8 @@ class StageActivations {
   StageScratch& scratch() { return scratch_; }
   // Saved activations of every slot, plus the offload pool: what the stage keeps resident.
   int64_t resident_bytes() const { return bytes_; }
+  // The temporaries every block and micro-batch share (StageScratch), the classifier's logits among them.
+  int64_t scratch_bytes() const { return scratch_bytes_; }
 
   // The tensors block l of `slot` runs its forward into: the slot's own, or for a recompute block the
   // shared scratch with the slot's kept input as its `x`.
@@ -84,12 +88,16 @@ class StageActivations {
  private:
   int64_t N() const { return int64_t{a_.train.microbatch} * a_.train.seq_len; }
   int64_t C() const { return a_.model.width; }
+  // A tensor counted in resident_bytes(), and one counted in scratch_bytes().
   Result<Tensor> Alloc(DType dtype, std::vector<int64_t> shape);
+  Result<Tensor> AllocScratch(DType dtype, std::vector<int64_t> shape);
   Status AllocateBlockActs(BlockActs& a, bool with_input);
   void ShareLean(BlockActs& a) const;
   // A kept block's tensors (no `x`), as views over one contiguous buffer (an offload pool buffer), each
-  // 64-byte aligned, the shared ones (ShareLean) aside; with base == nullptr only counts the floats.
-  int64_t ActsOver(float* base, BlockActs* a) const;
+  // 64-byte aligned, the shared ones (ShareLean) aside; returns the bytes (with base == nullptr it only
+  // counts them).
+  int64_t ActsOver(void* base, BlockActs* a) const;
+  DType act_dtype() const { return ActivationDType(a_.train.precision); }
 
   const LlmStageAssignment& a_;
   const ExecutorContext& context_;
@@ -100,6 +108,7 @@ class StageActivations {
   Tensor resid_[2];      // the residual stream into kept blocks (alternating)
   StageScratch scratch_;
   int64_t bytes_ = 0;
+  int64_t scratch_bytes_ = 0;
   // The offload blocks' spill file and buffers; null without any.
   std::unique_ptr<storage::SpillStore> spill_store_;
   std::unique_ptr<SpillPool> pool_;

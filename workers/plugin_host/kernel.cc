@@ -161,7 +161,8 @@ Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<
     return InternalError(StrCat(context_, ": called with a parameter struct of ", params == nullptr ? 0 : params_size,
                                 " bytes, the op declares ", params_size_));
   }
-  TESSEL_RETURN_IF_ERROR(CheckCall(schema_, device_, inputs, outputs, output_rows_).WithContext(context_));
+  auto floating = CheckCall(schema_, device_, inputs, outputs, output_rows_);
+  if (!floating.ok()) return floating.status().WithContext(context_);
   // The schema bounds ranks already; this guards the fixed-size shape array of the view regardless.
   auto too_many_dims = [](const Tensor* t) { return t->ndim() > TESSEL_MAX_DIMS; };
   if (std::any_of(inputs.begin(), inputs.end(), too_many_dims) ||
@@ -174,11 +175,9 @@ Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<
   for (const Tensor* t : inputs) in_views.push_back(ViewOf(*t));
   for (const Tensor* t : outputs) out_views.push_back(ViewOf(*t));
 
-  // The call's T is the dtype of its first input (every op's first input is T, <tessel/ops/op.h>).
-  if (!inputs.empty() && inputs[0]->dtype() != DType::kI32 && inputs[0]->dtype() != DType::kI64 &&
-      inputs[0]->dtype() != DType::kU8 &&
-      (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(inputs[0]->dtype()))) == 0) {
-    return InternalError(StrCat(context_, ": the kernel does not take dtype ", DTypeName(inputs[0]->dtype())));
+  // The call's T: the kernel must have registered for it.
+  if (*floating && (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(**floating))) == 0) {
+    return InternalError(StrCat(context_, ": the kernel does not take dtype ", DTypeName(**floating)));
   }
   CallContext ctx;
   ctx.pool = options.pool;

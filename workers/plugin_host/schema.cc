@@ -16,6 +16,8 @@ std::string_view TypeName(SchemaType type) {
   switch (type) {
     case SchemaType::kFloating:
       return "T";
+    case SchemaType::kAccumulate:
+      return "A";
     case SchemaType::kF32:
       return "f32";
     case SchemaType::kF64:
@@ -125,13 +127,13 @@ class Parser {
   }
 
   Result<SchemaType> Type() {
-    TESSEL_ASSIGN_OR_RETURN(std::string name, Identifier("a type (T, f32, f64, i32, i64, u8)"));
-    for (SchemaType t : {SchemaType::kFloating, SchemaType::kF32, SchemaType::kF64, SchemaType::kI32, SchemaType::kI64,
-                         SchemaType::kU8}) {
+    TESSEL_ASSIGN_OR_RETURN(std::string name, Identifier("a type (T, A, f32, f64, i32, i64, u8)"));
+    for (SchemaType t : {SchemaType::kFloating, SchemaType::kAccumulate, SchemaType::kF32, SchemaType::kF64,
+                         SchemaType::kI32, SchemaType::kI64, SchemaType::kU8}) {
       if (name == TypeName(t)) return t;
     }
     pos_ -= name.size();
-    return Error("a type (T, f32, f64, i32, i64, u8)");
+    return Error("a type (T, A, f32, f64, i32, i64, u8)");
   }
 
   Result<SchemaArg> Arg() {
@@ -188,6 +190,8 @@ bool TypeMatches(SchemaType type, DType dtype) {
   switch (type) {
     case SchemaType::kFloating:
       return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 || dtype == DType::kF16;
+    case SchemaType::kAccumulate:
+      return dtype == DType::kF32 || dtype == DType::kF64;
     case SchemaType::kF32:
       return dtype == DType::kF32;
     case SchemaType::kF64:
@@ -226,6 +230,12 @@ class ShapeBinder {
                                     " (from '", floating_from_, "')"));
       }
     }
+    if (arg.type == SchemaType::kAccumulate && !accumulate_) accumulate_ = t->dtype(), accumulate_from_ = arg.name;
+    if (floating_ && accumulate_ && *accumulate_ != AccumulateOf(*floating_)) {
+      return InternalError(StrCat("op ", schema_.op, ": '", accumulate_from_, "' (A) has dtype ",
+                                  DTypeName(*accumulate_), " but T is ", DTypeName(*floating_), " (from '",
+                                  floating_from_, "'), so A must be ", DTypeName(AccumulateOf(*floating_))));
+    }
     if (t->ndim() != static_cast<int>(arg.dims.size())) {
       return InternalError(StrCat(who, " has shape ", ShapeString(*t), ", rank ", t->ndim()));
     }
@@ -254,7 +264,12 @@ class ShapeBinder {
     return Status::Ok();
   }
 
+  std::optional<DType> floating() const { return floating_; }
+
  private:
+  // A for a given T.
+  static DType AccumulateOf(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
+
   struct Binding {
     int64_t value;
     std::string from;
@@ -262,8 +277,8 @@ class ShapeBinder {
   const Schema& schema_;
   Device device_;
   std::map<std::string, Binding, std::less<>> bound_;
-  std::optional<DType> floating_;
-  std::string floating_from_;
+  std::optional<DType> floating_, accumulate_;
+  std::string floating_from_, accumulate_from_;
 };
 
 }  // namespace
@@ -278,8 +293,8 @@ std::string Schema::ToString() const {
 
 Result<Schema> ParseSchema(std::string_view text) { return Parser(text).Parse(); }
 
-Status CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
-                 const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows) {
+Result<std::optional<DType>> CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
+                                       const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows) {
   if (inputs.size() != schema.inputs.size() || outputs.size() != schema.outputs.size()) {
     return InternalError(StrCat("op ", schema.op, " takes ", schema.inputs.size(), " inputs and ",
                                 schema.outputs.size(), " outputs, the call passed ", inputs.size(), " and ",
@@ -293,7 +308,7 @@ Status CheckCall(const Schema& schema, Device device, const std::vector<const Te
     const OutputRows rows = i < output_rows.size() ? output_rows[i] : OutputRows::kRequired;
     TESSEL_RETURN_IF_ERROR(binder.Check("output", schema.outputs[i], outputs[i], rows));
   }
-  return Status::Ok();
+  return binder.floating();
 }
 
 }  // namespace tessel::workers

@@ -4,12 +4,15 @@
 //   rgnn.aggregate.fwd(Y:T[U,D], edge_uniq:i64[E], ...) -> (H:T[N,D])
 //
 // A dim is a literal (7), a symbol (N) or a symbol plus a literal (N+1). A symbol is bound by the first
-// tensor that uses it and must agree everywhere else. T is the call's floating dtype: f32 or f64,
-// the same for every T argument.
+// tensor that uses it and must agree everywhere else. T is the call's floating dtype (f32, f64, bf16 or
+// f16; which ones a kernel takes, its registration says), the same for every T argument. A is T's
+// accumulation type: f64 when T is f64, f32 otherwise (a bf16 call's LayerNorm statistics and
+// parameter gradients).
 // Thread safety: values; ParseSchema and CheckCall are pure functions.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +22,7 @@
 
 namespace tessel::workers {
 
-enum class SchemaType { kFloating, kF32, kF64, kI32, kI64, kU8 };
+enum class SchemaType { kFloating, kAccumulate, kF32, kF64, kI32, kI64, kU8 };
 
 struct SchemaDim {
   std::string symbol;  // empty for a literal
@@ -48,9 +51,10 @@ Result<Schema> ParseSchema(std::string_view text);
 enum class OutputRows { kRequired, kMayBeEmpty };
 
 // Checks the tensors of one call against the schema: counts, dtypes, ranks, devices and sizes.
-// `output_rows[i]` relaxes output i (missing entries mean kRequired). Fails with an InternalError that
-// names the argument: a mismatch is a bug in the caller, not in the user's input.
-Status CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
-                 const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows);
+// `output_rows[i]` relaxes output i (missing entries mean kRequired). Returns the call's T (the dtype of
+// its T arguments; nullopt for an op without any). Fails with an InternalError that names the argument: a
+// mismatch is a bug in the caller, not in the user's input.
+Result<std::optional<DType>> CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
+                                       const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows);
 
 }  // namespace tessel::workers

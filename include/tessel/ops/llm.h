@@ -2,7 +2,9 @@
  * <tessel/ops/nn.h>. See <tessel/ops/op.h> for the declaration scheme. Activations are row-major
  * [B, S, C] (B sequences of S positions, width C), i.e. [N = B*S, C] rows. Every backward op ADDS its
  * parameter gradients into the given buffers (gradients accumulate over micro-batches; the caller zeroes
- * them once a step); what each does with its input gradient is said per op.
+ * them once a step); what each does with its input gradient is said per op. Under bf16 (T = bf16, A =
+ * f32) the activations and the weights the ops read are bf16, computed in f32 and rounded once where
+ * they are stored; the LayerNorm statistics, the log-sum-exps and the parameter gradients are A.
  *
  * llm.encoder.fwd      Y[b,t] = wte[tokens[b,t]] + wpe[t]. A token outside [0, V) is bad data; S <= P.
  * llm.encoder.bwd      dwte[tokens[b,t]] += dY[b,t]; dwpe[t] += dY[b,t] (sums in a fixed order: the same
@@ -46,20 +48,20 @@ typedef struct tessel_attention_params {
   X(llm_encoder_fwd, "llm.encoder.fwd",                                                                     \
     "llm.encoder.fwd(wte:T[V,C], wpe:T[P,C], tokens:i32[B,S]) -> (Y:T[B,S,C])", 0, "")                      \
   X(llm_encoder_bwd, "llm.encoder.bwd",                                                                     \
-    "llm.encoder.bwd(dY:T[B,S,C], tokens:i32[B,S]) -> (dwte:T[V,C], dwpe:T[P,C])", 0, "")                   \
+    "llm.encoder.bwd(dY:T[B,S,C], tokens:i32[B,S]) -> (dwte:A[V,C], dwpe:A[P,C])", 0, "")                   \
   X(llm_layernorm_fwd, "llm.layernorm.fwd",                                                                 \
-    "llm.layernorm.fwd(X:T[N,C], w:T[C], b:T[C]) -> (Y:T[N,C], mean:T[N], rstd:T[N])",                      \
+    "llm.layernorm.fwd(X:T[N,C], w:T[C], b:T[C]) -> (Y:T[N,C], mean:A[N], rstd:A[N])",                      \
     sizeof(tessel_layernorm_params), "")                                                                    \
   X(llm_layernorm_bwd, "llm.layernorm.bwd",                                                                 \
-    "llm.layernorm.bwd(dY:T[N,C], X:T[N,C], w:T[C], mean:T[N], rstd:T[N]) -> (dX:T[N,C], dw:T[C], db:T[C])", \
+    "llm.layernorm.bwd(dY:T[N,C], X:T[N,C], w:T[C], mean:A[N], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])", \
     0, "")                                                                                                  \
   X(llm_layernorm_bwd_from_output, "llm.layernorm.bwd_from_output",                                         \
-    "llm.layernorm.bwd_from_output(dY:T[N,C], Y:T[N,C], w:T[C], b:T[C], rstd:T[N]) -> (dX:T[N,C], dw:T[C], db:T[C])", \
+    "llm.layernorm.bwd_from_output(dY:T[N,C], Y:T[N,C], w:T[C], b:T[C], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])", \
     0, "")                                                                                                  \
   X(llm_attention_fwd, "llm.attention.fwd",                                                                 \
-    "llm.attention.fwd(qkv:T[B,S,Q]) -> (Y:T[B,S,C], lse:T[B,H,S])", sizeof(tessel_attention_params), "")  \
+    "llm.attention.fwd(qkv:T[B,S,Q]) -> (Y:T[B,S,C], lse:A[B,H,S])", sizeof(tessel_attention_params), "")  \
   X(llm_attention_bwd, "llm.attention.bwd",                                                                 \
-    "llm.attention.bwd(dY:T[B,S,C], qkv:T[B,S,Q], Y:T[B,S,C], lse:T[B,H,S]) -> (dqkv:T[B,S,Q])",            \
+    "llm.attention.bwd(dY:T[B,S,C], qkv:T[B,S,Q], Y:T[B,S,C], lse:A[B,H,S]) -> (dqkv:T[B,S,Q])",            \
     sizeof(tessel_attention_params), "")
 
 TESSEL_LLM_OPS(TESSEL_DECLARE_OP)

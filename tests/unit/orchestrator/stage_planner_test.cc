@@ -242,9 +242,10 @@ TEST(ChooseAutoPolicies, KeepsTheLastBlocksWhoseIoTheDiskCannotHide) {
   using enum SpillPolicy;
   StageCosts k = Costs(0.030, 0.0, 0.0);
   k.block_forward_seconds = 0.010;
-  // One block's activations: tokens x RecomputeScratchFloatsPerToken floats.
-  const double block_bytes = static_cast<double>(k.tokens) *
-                             static_cast<double>(workers::RecomputeScratchFloatsPerToken(k.width, k.heads)) * 4;
+  // One block's activations: tokens x RecomputeScratchBytesPerToken.
+  const double block_bytes =
+      static_cast<double>(k.tokens) *
+      static_cast<double>(workers::RecomputeScratchBytesPerToken(k.width, k.heads, Precision::kFp32));
   const SpillBandwidth disk{block_bytes / 0.005, block_bytes / 0.005};  // 5 ms a block each way
   std::vector<SpillPolicy> policies(6, kOffload);
   auto split = SplitStages(k, policies, 1, 1, 0, {}, "job.toml");

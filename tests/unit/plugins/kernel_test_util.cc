@@ -175,4 +175,39 @@ void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, co
 #endif
 }
 
+std::vector<float> Bf16Representable(int64_t n, uint64_t seed, double lo, double hi) {
+  std::vector<float> v = RandomValues<float>(n, seed, lo, hi);
+  for (float& x : v) x = RoundToBf16(x);
+  return v;
+}
+
+Tensor Bf16Tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
+  Tensor t = Tensor::Empty(DType::kBF16, std::move(shape)).value();
+  EXPECT_EQ(static_cast<size_t>(t.numel()), values.size());
+  for (size_t i = 0; i < values.size(); ++i) t.data<Bf16>()[i] = ToBf16(values[i]);
+  return t;
+}
+
+std::vector<float> Widen(const Tensor& bf16) {
+  std::vector<float> out(static_cast<size_t>(bf16.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ToFloat(bf16.data<Bf16>()[i]);
+  return out;
+}
+
+std::vector<float> Rounded(const std::vector<float>& values) {
+  std::vector<float> out(values);
+  for (float& x : out) x = RoundToBf16(x);
+  return out;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && reported++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", expected " << want[i];
+    }
+  }
+}
+
 }  // namespace tessel::kernel_test

@@ -87,6 +87,15 @@ void ExpectNear(const std::vector<T>& actual, const std::vector<U>& expected, do
   }
 }
 
+// bf16 (the CPU reference of the bf16 kernels): values already representable in bf16, so that an f32
+// kernel sees exactly what a bf16 one reads; bf16 tensors from floats and back; values rounded to bf16;
+// and bit equality of float vectors, reporting the first differences.
+std::vector<float> Bf16Representable(int64_t n, uint64_t seed, double lo = -1, double hi = 1);
+Tensor Bf16Tensor(std::vector<int64_t> shape, const std::vector<float>& values);
+std::vector<float> Widen(const Tensor& bf16);
+std::vector<float> Rounded(const std::vector<float>& values);
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what);
+
 // Finite differences for the gradient checks: dL/dx[i] by central differences (step 1e-6); x is
 // restored afterwards.
 std::vector<double> NumericGrad(std::vector<double>& x, const std::function<double()>& objective);

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "core/thread_pool.h"
@@ -117,15 +119,47 @@ using SpillOpener = std::function<Result<std::unique_ptr<storage::SpillStore>>(c
 // A 2-block GPT (one block per policy when `policies` is given) trained for `steps` steps on generated
 // text; the per-step losses, then the validation losses. Offload blocks spill through `opener` (the real
 // HDF5 store in `spill_dir` when empty).
+// What a worker gives its executor, for one stage run embedded: the plugins, the communicators (one
+// worker) and two threads.
+struct TestWorker {
+  KernelRegistry kernels{Logger("test", LogLevel::kWarn)};
+  LocalComm comm;
+  HostDeviceComm device_comm{comm};
+  ThreadPool pool{2};
+
+  TestWorker() {
+    for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
+      const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  }
+  ExecutorContext Context() {
+    ExecutorContext c;
+    c.comm = &comm;
+    c.device_comm = &device_comm;
+    c.pool = &pool;
+    c.kernels = &kernels;
+    c.seed = 11;
+    return c;
+  }
+};
+
+// The executor of `a`, through the registry and the assignment bytes as a worker builds it.
+Result<std::unique_ptr<Executor>> BuildStage(const LlmStageAssignment& a, const ExecutorContext& c) {
+  ByteWriter out;
+  a.Encode(out);
+  const std::vector<uint8_t> bytes = out.Take();
+  ByteReader in(bytes.data(), bytes.size());
+  TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(LlmStageAssignment::kKind));
+  std::unique_ptr<AssignmentPayload> payload = factory->decode(in);
+  if (!in.ok() || payload == nullptr) return InternalError(StrCat("decoding the assignment: ", in.error()));
+  return factory->build(std::move(payload), c);
+}
+
 std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
                           std::vector<SpillPolicy> policies = {}, Record* summary = nullptr,
                           const SpillOpener& opener = {}, const std::string& spill_dir = "",
                           Status* build_status = nullptr) {
-  KernelRegistry kernels(Logger("test", LogLevel::kWarn));
-  for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
-    const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-  }
   LlmStageAssignment a;
   const auto layers = static_cast<int32_t>(policies.empty() ? 2 : policies.size());
   a.model = GptConfig{layers, 32, 2, 16, 256, 256};
@@ -148,26 +182,11 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   a.block_policies = policies.empty() ? std::vector<SpillPolicy>(2, SpillPolicy::kKeep) : policies;
   a.spill.dir = spill_dir.empty() ? "/tmp/tessel-spill" : spill_dir;
   a.spill.name = "llm_test";
-  ByteWriter out;
-  a.Encode(out);
-  const std::vector<uint8_t> bytes = out.Take();
-  ByteReader in(bytes.data(), bytes.size());
-  auto factory = FindExecutor(LlmStageAssignment::kKind);
-  EXPECT_TRUE(factory.ok());
-  std::unique_ptr<AssignmentPayload> payload = (*factory)->decode(in);
-  EXPECT_TRUE(in.ok() && payload != nullptr) << in.error();
-  LocalComm comm;
-  HostDeviceComm device_comm(comm);
-  ThreadPool pool(2);
-  ExecutorContext c;
-  c.comm = &comm;
-  c.device_comm = &device_comm;
-  c.pool = &pool;
-  c.kernels = &kernels;
-  c.seed = 11;
+  TestWorker w;
+  ExecutorContext c = w.Context();
   c.run_dir = run_dir;
   c.open_spill = opener;
-  auto executor = (*factory)->build(std::move(payload), c);
+  auto executor = BuildStage(a, c);
   if (build_status != nullptr) {
     *build_status = executor.status();
     if (!executor.ok()) return {};
@@ -232,6 +251,88 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
   per_block = Find(keep_summary, "saved_activation_bytes_per_token");
   ASSERT_NE(per_block, nullptr);
   EXPECT_EQ(std::get<std::vector<double>>(per_block->data), (std::vector<double>{kept * 4.0, kept * 4.0}));
+}
+
+// Host memory that counts what is live at once: all of it, and the buffers of at least `large` bytes.
+class CountingAllocator final : public Allocator {
+ public:
+  explicit CountingAllocator(size_t large) : large_(large) {}
+  Result<void*> Allocate(size_t bytes) override {
+    TESSEL_ASSIGN_OR_RETURN(void* p, HostAllocator().Allocate(bytes));
+    std::lock_guard<std::mutex> lock(mu_);
+    sizes_[p] = bytes;
+    live_ += bytes, peak_ = std::max(peak_, live_);
+    if (bytes >= large_) ++live_large_, peak_large_ = std::max(peak_large_, live_large_);
+    return p;
+  }
+  void Free(void* p) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const size_t bytes = sizes_.at(p);
+      sizes_.erase(p);
+      live_ -= bytes;
+      if (bytes >= large_) --live_large_;
+    }
+    HostAllocator().Free(p);
+  }
+  Device device() const override { return Device::kCpu; }
+  std::string_view name() const override { return "counting host memory"; }
+  size_t peak() const { return peak_; }
+  int peak_large() const { return peak_large_; }
+
+ private:
+  const size_t large_;
+  std::mutex mu_;
+  std::map<void*, size_t> sizes_;
+  size_t live_ = 0, peak_ = 0;
+  int live_large_ = 0, peak_large_ = 0;
+};
+
+// The fused classifier at GPT-2's size: vocabulary 50,257 (wte padded to 50,304 rows), 8 sequences of
+// 1,024 tokens. The loss's gradient is written over the logits, so at no time does the stage hold more
+// than one [N, V] buffer (1.65 GB in fp32), through a whole training step and the validation. The
+// blocks are narrow (the classifier is what is measured).
+TEST(GptStage, ClassifierHoldsOneLogitsBufferAtGpt2Vocabulary) {
+  LlmStageAssignment a;
+  a.model = GptConfig{1, 16, 1, 1024, 50257, 50304};
+  a.train.steps = 1;
+  a.train.data_parallel = 1;
+  a.train.beta1 = 0.9, a.train.beta2 = 0.95, a.train.eps = 1e-8, a.train.final_lr_fraction = 1;
+  a.train.microbatches = 1;
+  a.train.microbatch = 8;
+  a.train.seq_len = 1024;
+  a.train.lr = 1e-3;
+  a.train.val_every = 1;
+  a.train.val_batches = 1;
+  a.data.format = DataFormat::kGeneratedText;
+  a.data.generated_bytes = 20000;
+  a.data.generated_seed = 1;
+  a.data.val_fraction = 0.5;
+  a.place = StagePlacement{0, 1, 0, 1, 0};
+  a.block_policies = {SpillPolicy::kKeep};
+  const int64_t logits_bytes = int64_t{8} * 1024 * 50257 * 4;
+  CountingAllocator memory(static_cast<size_t>(logits_bytes));
+  TestWorker w;
+  ExecutorContext c = w.Context();
+  c.device.allocator = &memory;
+  auto executor = BuildStage(a, c);
+  ASSERT_TRUE(executor.ok()) << executor.status().ToString();
+  auto step = (*executor)->Step(1);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_TRUE(std::isfinite(step->loss));
+  EXPECT_NEAR(step->loss, std::log(50257.0), 1.0) << "an untrained model predicts about uniformly";
+  auto summary = (*executor)->Evaluate();
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(memory.peak_large(), 1) << "[N, V] buffers live at once (logits and a separate gradient would be 2)";
+  EXPECT_EQ(FindNumber(*summary, "classifier_logits_bytes").value_or(-1), static_cast<double>(logits_bytes));
+  const double scratch = FindNumber(*summary, "peak_scratch_bytes").value_or(-1);
+  EXPECT_GE(scratch, static_cast<double>(logits_bytes));
+  EXPECT_LT(scratch, 1.01 * static_cast<double>(logits_bytes)) << "the other temporaries are narrow here";
+  // Everything else the stage holds (weights, gradients, AdamW's moments, the narrow block's
+  // activations) is small beside one logits buffer: the stage's peak is one buffer and a little.
+  EXPECT_LT(static_cast<double>(memory.peak()), 1.25 * static_cast<double>(logits_bytes)) << memory.peak();
+  std::printf("classifier at V 50257, B 8, T 1024: %d [N, V] buffer(s) of %.2f GB live at once; stage peak %.2f GB\n",
+              memory.peak_large(), logits_bytes / 1e9, static_cast<double>(memory.peak()) / 1e9);
 }
 
 // Offloaded blocks come back from the spill file bit for bit: the losses equal keep's exactly, with
