@@ -1,9 +1,11 @@
 // Micro-benchmarks of every op of libtessel_llm.so at two GPT-2 shapes, through the registry as a
 // worker calls them: small (B 8, S 256, C 256, H 4) and GPT-2 124M's (B 4, S 1024, C 768, H 12). f32;
-// the host pool has one thread per core; the time per call is the benchmark's "Time" column.
+// the host pool has one thread per core; the time per call is the benchmark's "Time" column, and the CPU
+// time of all the process's threads per call is the proc_cpu_ms counter.
 //   build/bench/llm_kernels_bench [--benchmark_format=json] [--benchmark_filter=Attention]
 // Not run by ctest: timings need a quiet machine.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <tessel/ops/llm.h>
 
 #include <cstdlib>
@@ -65,6 +67,16 @@ struct Buffer {
   }
 };
 
+// User + system CPU time of the whole process (every thread), in seconds.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec);
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
          const void* params = nullptr, size_t params_size = 0) {
   Fixture& f = Shared();
@@ -73,12 +85,17 @@ void Run(benchmark::State& state, const char* op, const std::vector<const Tensor
     state.SkipWithError(kernel.status().message().c_str());
     return;
   }
+  const double cpu_before = ProcessCpuSeconds();
   for (auto _ : state) {
     if (Status st = (*kernel)->Call(in, out, workers::CallOptions{&f.pool}, params, params_size); !st.ok()) {
       state.SkipWithError(st.message().c_str());
       return;
     }
   }
+  // The CPU time of every thread of the process per call, in ms: on a machine shared with other work it
+  // moves less than the wall time, which counts the time the pool's threads wait for a core.
+  state.counters["proc_cpu_ms"] =
+      benchmark::Counter(1e3 * (ProcessCpuSeconds() - cpu_before), benchmark::Counter::kAvgIterations);
 }
 
 void Flops(benchmark::State& state, double per_call) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace tessel::kernels::llm {
 namespace {
@@ -75,18 +76,29 @@ TESSEL_LLM_INLINE void LayernormRowBackwardT(int64_t c, const T* dy, const T* x,
 }
 
 template <typename T>
-TESSEL_LLM_INLINE T RowMaxT(int64_t n, const T* x) {
-  constexpr int64_t L = kLanes<T>;
-  T acc[L];
-  for (int64_t l = 0; l < L; ++l) acc[l] = x[0];
-  int64_t j = 0;
-  for (; j + L <= n; j += L) {
-    for (int64_t l = 0; l < L; ++l) acc[l] = std::max(acc[l], x[j + l]);
+TESSEL_LLM_INLINE void OnlineSoftmaxTileT(int64_t rows, int64_t cols, int64_t ld, int64_t mask_shift,
+                                          T* __restrict__ st, T* __restrict__ m, T* __restrict__ l,
+                                          T* __restrict__ alpha) {
+  // The first query that sees key j; rows past it all do (causal).
+  auto first_row = [&](int64_t j) { return std::clamp<int64_t>(j + mask_shift, 0, rows); };
+  for (int64_t r = 0; r < rows; ++r) alpha[r] = m[r];  // m_old, for now
+  for (int64_t j = 0; j < cols; ++j) {
+    const T* s = st + j * ld;
+    for (int64_t r = first_row(j); r < rows; ++r) m[r] = std::max(m[r], s[r]);
   }
-  for (int64_t l = 0; j + l < n; ++l) acc[l] = std::max(acc[l], x[j + l]);
-  T m = acc[0];
-  for (int64_t l = 1; l < L; ++l) m = std::max(m, acc[l]);
-  return m;
+  for (int64_t r = 0; r < rows; ++r) {
+    alpha[r] = alpha[r] == -std::numeric_limits<T>::infinity() ? T(0) : Exp(alpha[r] - m[r]);
+    l[r] *= alpha[r];
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    T* s = st + j * ld;
+    const int64_t r0 = first_row(j);
+    for (int64_t r = 0; r < r0; ++r) s[r] = T(0);
+    for (int64_t r = r0; r < rows; ++r) {
+      s[r] = Exp(s[r] - m[r]);
+      l[r] += s[r];
+    }
+  }
 }
 
 template <typename T>
@@ -114,16 +126,13 @@ TESSEL_LLM_CLONES void LayernormRowBackward(int64_t c, const double* dy, const d
   LayernormRowBackwardT(c, dy, x, w, mean, rstd, dx, dw_acc, db_acc);
 }
 
-TESSEL_LLM_CLONES float RowMax(int64_t n, const float* x) { return RowMaxT(n, x); }
-TESSEL_LLM_CLONES double RowMax(int64_t n, const double* x) { return RowMaxT(n, x); }
-
-TESSEL_LLM_CLONES float ExpShiftedSum(int64_t n, float shift, float* x) {
-  ExpShiftedT(n, shift, x);
-  return LaneSum<float>(n, [&](int64_t j) { return x[j]; });
+TESSEL_LLM_CLONES void OnlineSoftmaxTile(int64_t rows, int64_t cols, int64_t ld, int64_t mask_shift, float* st,
+                                         float* m, float* l, float* alpha) {
+  OnlineSoftmaxTileT(rows, cols, ld, mask_shift, st, m, l, alpha);
 }
-TESSEL_LLM_CLONES double ExpShiftedSum(int64_t n, double shift, double* x) {
-  ExpShiftedT(n, shift, x);
-  return LaneSum<double>(n, [&](int64_t j) { return x[j]; });
+TESSEL_LLM_CLONES void OnlineSoftmaxTile(int64_t rows, int64_t cols, int64_t ld, int64_t mask_shift, double* st,
+                                         double* m, double* l, double* alpha) {
+  OnlineSoftmaxTileT(rows, cols, ld, mask_shift, st, m, l, alpha);
 }
 
 TESSEL_LLM_CLONES void ExpShifted(int64_t n, float shift, float* x) { ExpShiftedT(n, shift, x); }

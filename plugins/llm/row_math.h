@@ -1,7 +1,7 @@
 // Row loops of the GPT-2 CPU kernels: layer norm of one row and its backward, and the softmax pieces of
-// attention (row max, shifted exponentials, the softmax gradient). Each is compiled three times, for
-// x86-64-v4 (AVX-512), x86-64-v3 (AVX2) and baseline x86-64, and the loader picks the best the CPU runs
-// (GCC function multiversioning), as plugins/common/row_ops.h does.
+// attention (a key tile of the online softmax, shifted exponentials, the softmax gradient). Each is
+// compiled three times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2) and baseline x86-64, and the loader
+// picks the best the CPU runs (GCC function multiversioning), as plugins/common/row_ops.h does.
 //
 // Every clone adds in the same order (sums in fixed lanes, i mod kLanes, added in order at the end) and
 // is compiled without FMA contraction, so results are the same bits on every CPU and at every thread
@@ -27,12 +27,18 @@ void LayernormRowBackward(int64_t c, const float* dy, const float* x, const floa
 void LayernormRowBackward(int64_t c, const double* dy, const double* x, const double* w, double mean, double rstd,
                           double* dx, double* dw_acc, double* db_acc);
 
-// max of x[0..n), n >= 1.
-float RowMax(int64_t n, const float* x);
-double RowMax(int64_t n, const double* x);
-// x[j] = exp(x[j] - shift) for j < n; returns the sum of the new values.
-float ExpShiftedSum(int64_t n, float shift, float* x);
-double ExpShiftedSum(int64_t n, double shift, double* x);
+// One key tile of the online softmax (attention_cpu.cc's forward), over a tile of scores stored key-major:
+// st[j * ld + r] is query r's score for key j, r < rows, j < cols. Query r sees key j when
+// r >= j + mask_shift (mask_shift = the tile's first key - its first query; <= 1 - cols below the
+// diagonal: every key seen). m[r] and l[r] are the query's running max (-inf before its first key) and
+// sum. Afterwards m[r] = m_new = max(m[r], its scores seen here), alpha[r] = exp(m_old - m_new) (0 when
+// m_old = -inf), l[r] = alpha[r] l[r] + sum_j st[j * ld + r], with st[j * ld + r] = exp(score - m_new)
+// where seen and 0 where masked. Key-major, every step runs along the tile's rows of queries (elementwise
+// over r, no reduction across lanes), which keeps the per-tile cost down at 64-wide tiles.
+void OnlineSoftmaxTile(int64_t rows, int64_t cols, int64_t ld, int64_t mask_shift, float* st, float* m, float* l,
+                       float* alpha);
+void OnlineSoftmaxTile(int64_t rows, int64_t cols, int64_t ld, int64_t mask_shift, double* st, double* m, double* l,
+                       double* alpha);
 // x[j] = exp(x[j] - shift) for j < n.
 void ExpShifted(int64_t n, float shift, float* x);
 void ExpShifted(int64_t n, double shift, double* x);

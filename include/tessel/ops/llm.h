@@ -21,9 +21,10 @@
  *                      query, key and value, each C = H * hs wide, head h at columns h*hs .. (h+1)*hs.
  *                      Y[b,t, head h] = sum_{u<=t} softmax_u(q_t . k_u / sqrt(hs)) v_u. lse[b,h,t] is the
  *                      row's log-sum-exp of the scaled scores: all the backward needs besides qkv and Y
- *                      (the S x S attention matrix is never kept).
+ *                      (the S x S attention matrix is never kept, nor formed whole: the kernels work
+ *                      FlashAttention-2 style, on tiles of queries by keys with an online softmax).
  * llm.attention.bwd    dqkv = the gradient with respect to qkv (WRITTEN, every element), recomputing the
- *                      probabilities from qkv and lse.
+ *                      probabilities tile by tile from qkv and lse.
  */
 #ifndef TESSEL_OPS_LLM_H_
 #define TESSEL_OPS_LLM_H_

@@ -1,10 +1,13 @@
 // llm.attention.fwd/.bwd against llm.c's attention loops in double (the full S x S softmax matrix and
 // its Jacobian), the written (not added) dqkv, determinism across thread counts, the shape checks, and
-// finite differences.
+// finite differences. The kernels work in tiles of 64 queries by 64 keys (attention_cpu.cc), so the
+// shapes include sequences of 1, 63, 64, 65, 130 and 150 positions and odd head sizes.
 #include <gtest/gtest.h>
 #include <tessel/ops/llm.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "llm_test_util.h"
 
@@ -82,8 +85,12 @@ class AttentionTest : public ::testing::Test {
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(AttentionTest, FloatTypes);
 
-// Small shapes, and S = 130 to cross the kernels' blocks of 64 query rows.
-const std::vector<Shape> kShapes = {{2, 5, 8, 2}, {2, 17, 24, 4}, {1, 9, 12, 3}, {2, 130, 16, 2}};
+// Small shapes; sequences at and across the kernels' tile edges (64 queries by 64 keys: S = 63, 64 and 65,
+// S = 130 with a last tile of 2 rows, S = 1); odd head sizes (C 15 H 3 is hs 5; C 3 H 3 is hs 1); and
+// GPT-2's head size 64 over 3 tiles.
+const std::vector<Shape> kShapes = {{2, 5, 8, 2},    {2, 17, 24, 4}, {1, 9, 12, 3},   {2, 130, 16, 2},
+                                    {2, 1, 15, 3},   {1, 63, 15, 3}, {1, 64, 15, 3},  {2, 65, 15, 3},
+                                    {1, 130, 15, 3}, {1, 70, 3, 3},  {1, 150, 128, 2}};
 
 std::string Name(const Shape& sh) {
   return "B " + std::to_string(sh.b) + " S " + std::to_string(sh.s) + " C " + std::to_string(sh.c) + " H " +
@@ -147,6 +154,20 @@ TYPED_TEST(AttentionTest, IsBitIdenticalForAnyThreadCount) {
   }
 }
 
+// The online softmax over 4 key tiles (rescaled as a row's max grows) against the one-pass softmax of the
+// reference: in double they differ only by rounding.
+TEST(AttentionForward, ManyTilesMatchReferenceTo1e12) {
+  const Shape sh{2, 200, 24, 3};  // 4 query tiles of up to 4 key tiles, hs 8
+  const auto qkv = RandomValues<double>(sh.b * sh.s * 3 * sh.c, 8, -3, 3);
+  const AttentionRef ref = Reference<double>(sh, qkv, {});
+  Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv);
+  Tensor ty = Filled<double>({sh.b, sh.s, sh.c}, 7.0), tlse = Filled<double>({sh.b, sh.h, sh.s}, 7.0);
+  ThreadPool pool(2);
+  CallLlmWith("llm.attention.fwd", {&tqkv}, {&ty, &tlse}, Heads(sh.h), &pool);
+  ExpectNear(ToVector<double>(ty), ref.y, 1e-12, "Y");
+  ExpectNear(ToVector<double>(tlse), ref.lse, 1e-12, "lse");
+}
+
 TEST(AttentionChecks, BadShapesAreInvalid) {
   struct Case {
     const char* what;
@@ -193,6 +214,55 @@ TEST(AttentionGradientCheck, MatchesFiniteDifferences) {
     CallLlmWith("llm.attention.bwd", {&tdy, &tqkv, &ty, &tlse}, {&tdqkv}, Heads(sh.h), nullptr);
     ExpectNear(ToVector<double>(tdqkv), NumericGrad(qkv, objective), kGradTol, "dqkv");
   }
+}
+
+// S = 70 is 2 query tiles by 2 key tiles: the first query tile skips the second key tile (above the
+// diagonal), the second meets both, the diagonal ones masked. The keys grow along the sequence and the
+// queries are positive, so rows of the second query tile find a larger max in the second key tile and
+// rescale what the first one summed (asserted below, so the check cannot pass without it).
+TEST(AttentionGradientCheck, MatchesFiniteDifferencesAcrossTiles) {
+  const Shape sh{1, 70, 6, 2};
+  const int64_t hs = sh.c / sh.h;
+  auto qkv = RandomValues<double>(sh.b * sh.s * 3 * sh.c, 9, -1, 1);
+  for (int64_t t = 0; t < sh.s; ++t) {
+    for (int64_t d = 0; d < sh.c; ++d) {
+      double& query = qkv[static_cast<size_t>(t * 3 * sh.c + d)];
+      query = std::abs(query) + 0.2;
+      qkv[static_cast<size_t>(t * 3 * sh.c + sh.c + d)] += 0.03 * static_cast<double>(t);
+    }
+  }
+  for (int64_t hi = 0; hi < sh.h; ++hi) {
+    auto score = [&](int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < hs; ++d) {
+        dot += qkv[static_cast<size_t>(i * 3 * sh.c + hi * hs + d)] *
+               qkv[static_cast<size_t>(j * 3 * sh.c + sh.c + hi * hs + d)];
+      }
+      return dot;
+    };
+    int64_t rescaled_rows = 0;
+    for (int64_t i = 64; i < sh.s; ++i) {
+      double first = -1e300, second = -1e300;
+      for (int64_t j = 0; j <= i; ++j) {
+        double& tile_max = j < 64 ? first : second;
+        tile_max = std::max(tile_max, score(i, j));
+      }
+      rescaled_rows += second > first ? 1 : 0;
+    }
+    ASSERT_GT(rescaled_rows, 0) << "head " << hi << ": no row's max grows in the second key tile";
+  }
+  const auto g = RandomValues<double>(sh.b * sh.s * sh.c, 10);
+  Tensor ty = Filled<double>({sh.b, sh.s, sh.c}, 0.0), tlse = Filled<double>({sh.b, sh.h, sh.s}, 0.0);
+  auto objective = [&] {
+    Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv);
+    CallLlmWith("llm.attention.fwd", {&tqkv}, {&ty, &tlse}, Heads(sh.h), nullptr);
+    return Dot(ty, g);
+  };
+  objective();  // Y and lse of the unperturbed input
+  Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv), tdy = MakeTensor<double>({sh.b, sh.s, sh.c}, g);
+  Tensor tdqkv = Filled<double>({sh.b, sh.s, 3 * sh.c}, std::numeric_limits<double>::quiet_NaN());
+  CallLlmWith("llm.attention.bwd", {&tdy, &tqkv, &ty, &tlse}, {&tdqkv}, Heads(sh.h), nullptr);
+  ExpectNear(ToVector<double>(tdqkv), NumericGrad(qkv, objective), kGradTol, "dqkv");
 }
 
 }  // namespace
