@@ -43,6 +43,8 @@ print(f"saved bytes a token and block: fp32 {ka}, bf16 {kb}")
 # 10 C activations halve; the 2 + H f32 statistics stay (C = 256, H = 4).
 assert ka == 10 * 256 * 4 + 6 * 4 and kb == 10 * 256 * 2 + 6 * 4, (ka, kb)
 assert bf16["peak_resident_activation_bytes"] < 0.55 * fp32["peak_resident_activation_bytes"]
+# One logits buffer of B T V activations: 4 bytes each in fp32, 2 in bf16.
+assert fp32["classifier_logits_bytes"] == 8 * 256 * 256 * 4 and bf16["classifier_logits_bytes"] == 8 * 256 * 256 * 2
 PY
 
 expect_exit 2 "$TESSEL" validate jobs/examples/gpt-shakespeare.toml --set train.precision=\"bf16\" \

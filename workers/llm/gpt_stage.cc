@@ -409,6 +409,7 @@ Result<Record> GptStageExecutor::Evaluate() {
   }
   Record r;
   Set(r, "model", "gpt2");
+  Set(r, "precision", std::string(NameOf(t.precision)));
   Set(r, "val_loss", NumberRows{val_loss_});
   if (!val_loss_.empty()) Set(r, "final_val_loss", val_loss_.back()[1]);
   // Steady-state figures leave out the first step (allocation, first touches).
@@ -448,8 +449,8 @@ Result<Record> GptStageExecutor::Evaluate() {
   // The temporaries, and of them the classifier's one [N, V] logits buffer (its gradient is written over
   // it): the same on every worker of the last stage.
   Set(r, "peak_scratch_bytes", static_cast<int64_t>(peak_scratch));
-  Set(r, "classifier_logits_bytes",
-      static_cast<int64_t>(sizeof(float)) * a_.train.microbatch * a_.train.seq_len * a_.model.vocab);
+  Set(r, "classifier_logits_bytes", static_cast<int64_t>(DTypeSize(ActivationDType(t.precision))) *
+                                         a_.train.microbatch * a_.train.seq_len * a_.model.vocab);
   // What each block keeps per token and micro-batch in flight under its policy, and what a block keeps
   // when it keeps everything (the figure "keep" would give every block).
   Set(r, "saved_activation_bytes_per_token",

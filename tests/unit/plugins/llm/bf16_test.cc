@@ -76,5 +76,29 @@ TEST(LlmBf16Kernels, EncoderRoundsItsSumAndAccumulatesF32Gradients) {
   ExpectSameBits(ToVector<float>(bdpe), ToVector<float>(fdpe), "dwpe");
 }
 
+// The tiled attention under bf16: two query and two key tiles (S 130), heads of 16.
+TEST(LlmBf16Kernels, AttentionRoundsYAndDqkvOnceAndKeepsF32Lse) {
+  ThreadPool pool(2);
+  const int64_t b = 2, s = 130, c = 32, h = 2;
+  const std::vector<float> qkv = Bf16Representable(b * s * 3 * c, 10, -2, 2), dy = Bf16Representable(b * s * c, 11);
+  const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(h)};
+  Tensor bqkv = Bf16Tensor({b, s, 3 * c}, qkv), by = Bf16Tensor({b, s, c}, std::vector<float>(b * s * c, 0));
+  Tensor blse = Filled<float>({b, h, s}, 0.0f);
+  CallLlmWith("llm.attention.fwd", {&bqkv}, {&by, &blse}, at, &pool);
+  Tensor fqkv = MakeTensor<float>({b, s, 3 * c}, qkv), fy = Filled<float>({b, s, c}, 0.0f);
+  Tensor flse = Filled<float>({b, h, s}, 0.0f);
+  CallLlmWith("llm.attention.fwd", {&fqkv}, {&fy, &flse}, at, &pool);
+  ExpectSameBits(Widen(by), Rounded(ToVector<float>(fy)), "Y");
+  ExpectSameBits(ToVector<float>(blse), ToVector<float>(flse), "lse");
+  // The backward reads the forward's (bf16) Y: the f32 run gets the same values.
+  Tensor bdy = Bf16Tensor({b, s, c}, dy), fdy = MakeTensor<float>({b, s, c}, dy);
+  Tensor fy_saved = MakeTensor<float>({b, s, c}, Widen(by));
+  Tensor bdqkv = Bf16Tensor({b, s, 3 * c}, std::vector<float>(b * s * 3 * c, 5));
+  Tensor fdqkv = Filled<float>({b, s, 3 * c}, 5.0f);
+  CallLlmWith("llm.attention.bwd", {&bdy, &bqkv, &by, &blse}, {&bdqkv}, at, &pool);
+  CallLlmWith("llm.attention.bwd", {&fdy, &fqkv, &fy_saved, &flse}, {&fdqkv}, at, &pool);
+  ExpectSameBits(Widen(bdqkv), Rounded(ToVector<float>(fdqkv)), "dqkv");
+}
+
 }  // namespace
 }  // namespace tessel::kernel_test
