@@ -1,166 +1,403 @@
-// llm.attention.fwd/.bwd on CUDA, written for correctness first: one block per (b, h, row), scores in
-// dynamic shared memory, every sum in a fixed order (so the results are deterministic).
-//  - forward, per query row i: s_j = scale q_i . k_j (j <= i), softmax, y_i = sum_j p_j v_j, lse_i.
-//  - backward, per query row i: D_i = dY_i . Y_i, ds_j = p_j (dY_i . v_j - D_i), dq_i = scale sum_j ds_j k_j;
-//    then per key row j: dk_j = scale sum_{i >= j} ds_ij q_i, dv_j = sum_{i >= j} p_ij dY_i (recomputing
-//    p_ij from lse and ds_ij from D). Every element of dqkv is written.
-// Arguments: attention_args.h.
+// llm.attention.fwd/.bwd on CUDA: FlashAttention-2's tiling of causal attention, the algorithm of the CPU
+// reference (attention_cpu.cc), on CUDA cores in the op's dtype (f32 or f64; no tensor cores). A block
+// works on square tiles of kTile queries by kTile keys (64 in float, 32 in double, so that a block's tiles
+// fit in shared memory at hs = 128) with kLanesPerRow threads per row of a tile. Every tile of qkv, dY and
+// Y is staged through shared memory by coalesced loads (consecutive threads read consecutive elements of
+// a row), zero-filled past the end of the sequence; tiles wholly above the diagonal are skipped, and the
+// diagonal tile is masked per element.
+//  - forward, one block per (b, h, query tile i), over the key tiles j = 0 .. i: S = scale Q_i K_j^T, the
+//    online softmax (running row max m and sum l; the accumulator O, in registers, rescaled by
+//    exp(m_old - m_new)), O += P V_j; then Y_i = O / l and lse_i = m + log(l).
+//  - backward, in two passes that each own what they write (so no atomics and no zeroed buffer):
+//    the query pass, one block per (b, h, query tile i): D_i = dY_i . Y_i (kept for the key pass), then
+//    over the key tiles j <= i: P = exp(scale Q_i K_j^T - lse_i), dS = P (dY_i V_j^T - D_i),
+//    dQ_i += scale dS K_j; dQ_i is written once at the end.
+//    the key pass, one block per (b, h, key tile j), over the query tiles i >= j: P and dS recomputed,
+//    dV_j += P^T dY_i, dK_j += scale dS^T Q_i, in registers; written once at the end.
+//    FlashAttention-2 proper adds dQ from the key pass with atomics, whose order varies from run to run.
+//    The separate query pass recomputes the two score products (7 tile products per pair of tiles
+//    instead of 5) and in exchange every sum runs in a fixed order, as Tessel promises deterministic
+//    results.
+// hs = C / H is a runtime value up to kMaxHeadSize; a larger one is refused (invalid-argument). Every
+// element of dqkv is written. Dynamic shared memory per block, float: 65 KiB (forward) to 98 KiB (key pass)
+// at hs = 64, up to 162 KiB at hs = 128 (AllowSharedMemory raises the 48 KiB default; sm_90 allows 227).
+// Written for correctness first: the products read about one shared-memory value per multiply-add (no
+// register tiling, no tensor cores). Arguments: attention_args.h.
+#include <string>
+#include <type_traits>
+
 #include "attention_args.h"
 #include "cuda_rows.cuh"
 
 namespace tessel::kernels::llm {
 namespace {
 
-constexpr int kAttentionThreads = 128;
+constexpr int64_t kMaxHeadSize = 128;
+// Threads per row of a tile: the 4 lanes of a row sit in one warp, which holds 8 whole rows.
+constexpr int kLanesPerRow = 4;
 
-// The sizes every kernel needs, and the addresses of one (b, h) slice.
-struct Dims {
-  int64_t b, s, c, h, hs, q;
-  __device__ int64_t QkvRow(int64_t bi, int64_t t) const { return (bi * s + t) * q; }
-  __device__ int64_t YRow(int64_t bi, int64_t t) const { return (bi * s + t) * c; }
+// The tile edge by dtype. The largest block, the key pass at hs = 128, holds four tiles of rows (Q, dY,
+// K, V) and two of scores (P, dS): 162 KiB in float at 64, 146 KiB in double at 32.
+template <typename T>
+struct TileOf {
+  static constexpr int kSize = sizeof(T) == 4 ? 64 : 32;
 };
 
-template <typename T>
-__device__ T Dot(const T* x, const T* y, int64_t n) {
-  T sum = T(0);
-  for (int64_t d = 0; d < n; ++d) sum += x[d] * y[d];
-  return sum;
+// The sizes every kernel needs.
+struct Dims {
+  int64_t b, s, c, h, hs, q;
+};
+
+// A block's tile and head: blockIdx.x = (bi * h + hi) * tiles + tile.
+struct BlockTile {
+  int64_t bi, hi, t0;  // t0: the tile's first position
+  int count;           // positions in the tile (the last one of a sequence may be partial)
+};
+
+template <int kTile>
+__device__ BlockTile TileOfBlock(const Dims& dm) {
+  const int64_t tiles = (dm.s + kTile - 1) / kTile, u = blockIdx.x;
+  BlockTile t;
+  t.bi = u / (dm.h * tiles);
+  t.hi = u / tiles % dm.h;
+  t.t0 = u % tiles * kTile;
+  t.count = static_cast<int>(dm.s - t.t0 < kTile ? dm.s - t.t0 : kTile);
+  return t;
 }
 
-// Block u = (b, h, i). Shared: q_i [hs], then p [s].
+// Copies the `valid` rows of a tile (row r at src + r * stride, hs wide) to dst [kTile][ld], with zeros in
+// the rows after them. The caller synchronises before the tile is read.
+template <typename T, int kTile>
+__device__ void LoadTile(const T* src, int64_t stride, int valid, int hs, int ld, T* dst) {
+  for (int idx = threadIdx.x; idx < kTile * hs; idx += blockDim.x) {
+    const int r = idx / hs, d = idx - r * hs;
+    dst[r * ld + d] = r < valid ? src[r * stride + d] : T(0);
+  }
+}
+
+// The reverse, for the `valid` rows.
 template <typename T>
-__global__ void AttentionFwdKernel(const T* qkv, Dims dm, T scale, T* y, T* lse) {
+__device__ void StoreTile(const T* src, int ld, int valid, int hs, T* dst, int64_t stride) {
+  for (int idx = threadIdx.x; idx < valid * hs; idx += blockDim.x) {
+    const int r = idx / hs, d = idx - r * hs;
+    dst[r * stride + d] = src[r * ld + d];
+  }
+}
+
+// Reduces v over the kLanesPerRow lanes of a row (every lane of the warp must call it). Butterfly order:
+// every lane gets the same bits.
+template <typename T, typename Op>
+__device__ T RowReduce(T v, Op op) {
+  for (int offset = 1; offset < kLanesPerRow; offset *= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Shared memory: tiles of rows are [kTile][ld] with an odd ld (hs or hs + 1), so the rows a warp reads at
+// once fall in different banks; tiles of scores are [kTile][kTile + 1].
+inline int RowStride(int64_t hs) { return static_cast<int>(hs | 1); }
+
+template <typename T, int kTile>
+size_t SharedBytes(int64_t hs, int row_tiles, int score_tiles, int vectors) {
+  return sizeof(T) * (static_cast<size_t>(row_tiles) * kTile * RowStride(hs) +
+                      static_cast<size_t>(score_tiles) * kTile * (kTile + 1) + static_cast<size_t>(vectors) * kTile);
+}
+
+// Block = (b, h, query tile i); thread = (row r of the tile, lane), owning the scores of keys lane + 4k
+// and the columns d = lane + 4k of O. Shared: Q_i (then Y_i), K_j, V_j, P.
+template <typename T, int kTile, int kDims>
+__global__ void __launch_bounds__(kTile* kLanesPerRow)
+    AttentionFwdKernel(const T* qkv, Dims dm, T scale, T* y, T* lse) {
+  constexpr int kCols = kTile / kLanesPerRow;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const int hs = static_cast<int>(dm.hs), ld = static_cast<int>(dm.hs | 1), lds = kTile + 1;
   T* sq = reinterpret_cast<T*>(shared_bytes);
-  T* p = sq + dm.hs;
-  __shared__ T scratch[32];
-  const int64_t u = blockIdx.x, i = u % dm.s, hi = (u / dm.s) % dm.h, bi = u / (dm.s * dm.h);
-  const T* qi = qkv + dm.QkvRow(bi, i) + hi * dm.hs;
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) sq[d] = qi[d];
-  __syncthreads();
-  T max = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    p[j] = scale * Dot(sq, qkv + dm.QkvRow(bi, j) + dm.c + hi * dm.hs, dm.hs);
-    max = p[j] > max ? p[j] : max;
-  }
-  max = BlockReduce(max, MaxOp(), scratch);
-  T sum = T(0);
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    p[j] = exp(p[j] - max);
-    sum += p[j];
-  }
-  sum = BlockReduce(sum, SumOp(), scratch);  // synchronises: every p[j] is written
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) {
-    const T* v = qkv + 2 * dm.c + hi * dm.hs + d;
-    T acc = T(0);
-    for (int64_t j = 0; j <= i; ++j) acc += p[j] * v[dm.QkvRow(bi, j)];
-    y[dm.YRow(bi, i) + hi * dm.hs + d] = acc / sum;
-  }
-  if (threadIdx.x == 0) lse[(bi * dm.h + hi) * dm.s + i] = max + log(sum);
-}
-
-// Block u = (b, h, i): D_i (kept for the key pass) and dq_i. Shared: q_i, dY_i [hs each], then ds [s].
-template <typename T>
-__global__ void AttentionBwdQueryKernel(const T* dy, const T* qkv, const T* y, const T* lse, Dims dm, T scale, T* dqkv,
-                                        T* dvec) {
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* sq = reinterpret_cast<T*>(shared_bytes);
-  T* sdy = sq + dm.hs;
-  T* ds = sdy + dm.hs;
-  __shared__ T scratch[32];
-  const int64_t u = blockIdx.x, i = u % dm.s, hi = (u / dm.s) % dm.h, bi = u / (dm.s * dm.h);
-  T dot = T(0);
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) {
-    sq[d] = qkv[dm.QkvRow(bi, i) + hi * dm.hs + d];
-    sdy[d] = dy[dm.YRow(bi, i) + hi * dm.hs + d];
-    dot += sdy[d] * y[dm.YRow(bi, i) + hi * dm.hs + d];
-  }
-  const T big_d = BlockReduce(dot, SumOp(), scratch);  // synchronises: sq and sdy are loaded
-  const T l = lse[(bi * dm.h + hi) * dm.s + i];
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    const T* kj = qkv + dm.QkvRow(bi, j) + dm.c + hi * dm.hs;
-    const T p = exp(scale * Dot(sq, kj, dm.hs) - l);
-    ds[j] = p * (Dot(sdy, kj + dm.c, dm.hs) - big_d);
-  }
-  __syncthreads();
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) {
-    const T* k = qkv + dm.c + hi * dm.hs + d;
-    T acc = T(0);
-    for (int64_t j = 0; j <= i; ++j) acc += ds[j] * k[dm.QkvRow(bi, j)];
-    dqkv[dm.QkvRow(bi, i) + hi * dm.hs + d] = scale * acc;
-  }
-  if (threadIdx.x == 0) dvec[(bi * dm.h + hi) * dm.s + i] = big_d;
-}
-
-// Block u = (b, h, j): dk_j and dv_j. Shared: k_j, v_j [hs each], then p and ds [s each].
-template <typename T>
-__global__ void AttentionBwdKeyKernel(const T* dy, const T* qkv, const T* lse, const T* dvec, Dims dm, T scale,
-                                      T* dqkv) {
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* sk = reinterpret_cast<T*>(shared_bytes);
-  T* sv = sk + dm.hs;
-  T* p = sv + dm.hs;
-  T* ds = p + dm.s;
-  const int64_t u = blockIdx.x, j = u % dm.s, hi = (u / dm.s) % dm.h, bi = u / (dm.s * dm.h);
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) {
-    sk[d] = qkv[dm.QkvRow(bi, j) + dm.c + hi * dm.hs + d];
-    sv[d] = qkv[dm.QkvRow(bi, j) + 2 * dm.c + hi * dm.hs + d];
-  }
-  __syncthreads();
-  const T* lse_seq = lse + (bi * dm.h + hi) * dm.s;
-  const T* d_seq = dvec + (bi * dm.h + hi) * dm.s;
-  for (int64_t i = j + threadIdx.x; i < dm.s; i += blockDim.x) {
-    const T pij = exp(scale * Dot(qkv + dm.QkvRow(bi, i) + hi * dm.hs, sk, dm.hs) - lse_seq[i]);
-    p[i] = pij;
-    ds[i] = pij * (Dot(dy + dm.YRow(bi, i) + hi * dm.hs, sv, dm.hs) - d_seq[i]);
-  }
-  __syncthreads();
-  for (int64_t d = threadIdx.x; d < dm.hs; d += blockDim.x) {
-    T dk = T(0), dv = T(0);
-    for (int64_t i = j; i < dm.s; ++i) {
-      dk += ds[i] * qkv[dm.QkvRow(bi, i) + hi * dm.hs + d];
-      dv += p[i] * dy[dm.YRow(bi, i) + hi * dm.hs + d];
+  T* sk = sq + kTile * ld;
+  T* sv = sk + kTile * ld;
+  T* sp = sv + kTile * ld;
+  const BlockTile tile = TileOfBlock<kTile>(dm);
+  const int r = threadIdx.x / kLanesPerRow, lane = threadIdx.x % kLanesPerRow;
+  const int64_t i = tile.t0 + r;  // this thread's query (past the sequence in a partial tile's last rows)
+  const T* base = qkv + tile.bi * dm.s * dm.q + tile.hi * dm.hs;  // q of (b, 0, h); k at +c, v at +2c
+  LoadTile<T, kTile>(base + tile.t0 * dm.q, dm.q, tile.count, hs, ld, sq);
+  T o[kDims] = {};
+  T m = T(-INFINITY), l = T(0);
+  for (int64_t j0 = 0; j0 <= tile.t0; j0 += kTile) {  // key tiles up to the diagonal one
+    const int cols = static_cast<int>(dm.s - j0 < kTile ? dm.s - j0 : kTile);
+    __syncthreads();  // the previous K_j, V_j and P are read
+    LoadTile<T, kTile>(base + j0 * dm.q + dm.c, dm.q, cols, hs, ld, sk);
+    LoadTile<T, kTile>(base + j0 * dm.q + 2 * dm.c, dm.q, cols, hs, ld, sv);
+    __syncthreads();
+    T sc[kCols] = {};
+    for (int d = 0; d < hs; ++d) {
+      const T qd = sq[r * ld + d];
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) sc[k] += qd * sk[(lane + kLanesPerRow * k) * ld + d];
     }
-    dqkv[dm.QkvRow(bi, j) + dm.c + hi * dm.hs + d] = scale * dk;
-    dqkv[dm.QkvRow(bi, j) + 2 * dm.c + hi * dm.hs + d] = dv;
+    T tile_max = T(-INFINITY);
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) {
+      const int64_t j = j0 + lane + kLanesPerRow * k;
+      sc[k] = j <= i && j < dm.s ? scale * sc[k] : T(-INFINITY);
+      tile_max = MaxOp()(tile_max, sc[k]);
+    }
+    // Key j0 <= i is in every row's view (j0 < S too), so m_new is finite; on the first tile m = -inf and
+    // alpha = 0.
+    const T m_new = MaxOp()(m, RowReduce(tile_max, MaxOp()));
+    const T alpha = exp(m - m_new);
+    T tile_sum = T(0);
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) {
+      const T p = sc[k] == T(-INFINITY) ? T(0) : exp(sc[k] - m_new);
+      sp[r * lds + lane + kLanesPerRow * k] = p;
+      tile_sum += p;
+    }
+    l = alpha * l + RowReduce(tile_sum, SumOp());
+    m = m_new;
+    __syncwarp();  // row r of P, written by its 4 lanes, all in this warp
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) o[k] *= alpha;
+    for (int j = 0; j < cols; ++j) {
+      const T p = sp[r * lds + j];
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) {
+        const int d = lane + kLanesPerRow * k;
+        if (d < hs) o[k] += p * sv[j * ld + d];
+      }
+    }
   }
+  __syncthreads();  // every thread is done with Q_i: Y_i takes its place
+  const T inv_sum = T(1) / l;
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) {
+    const int d = lane + kLanesPerRow * k;
+    if (d < hs) sq[r * ld + d] = o[k] * inv_sum;
+  }
+  if (lane == 0 && r < tile.count) lse[(tile.bi * dm.h + tile.hi) * dm.s + i] = m + log(l);
+  __syncthreads();
+  StoreTile(sq, ld, tile.count, hs, y + (tile.bi * dm.s + tile.t0) * dm.c + tile.hi * dm.hs, dm.c);
+}
+
+// The query pass. Block = (b, h, query tile i); thread = (row r, lane) as in the forward, owning the
+// columns d = lane + 4k of dQ. Shared: Q_i, dY_i, K_j (Y_i before the first key tile), V_j, dS.
+template <typename T, int kTile, int kDims>
+__global__ void __launch_bounds__(kTile* kLanesPerRow)
+    AttentionBwdQueryKernel(const T* dy, const T* qkv, const T* y, const T* lse, Dims dm, T scale, T* dqkv, T* dvec) {
+  constexpr int kCols = kTile / kLanesPerRow;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const int hs = static_cast<int>(dm.hs), ld = static_cast<int>(dm.hs | 1), lds = kTile + 1;
+  T* sq = reinterpret_cast<T*>(shared_bytes);
+  T* sdy = sq + kTile * ld;
+  T* sk = sdy + kTile * ld;
+  T* sv = sk + kTile * ld;
+  T* sds = sv + kTile * ld;
+  const BlockTile tile = TileOfBlock<kTile>(dm);
+  const int r = threadIdx.x / kLanesPerRow, lane = threadIdx.x % kLanesPerRow;
+  const int64_t i = tile.t0 + r;
+  const T* base = qkv + tile.bi * dm.s * dm.q + tile.hi * dm.hs;
+  const int64_t y_tile = (tile.bi * dm.s + tile.t0) * dm.c + tile.hi * dm.hs;  // dY_i and Y_i
+  LoadTile<T, kTile>(base + tile.t0 * dm.q, dm.q, tile.count, hs, ld, sq);
+  LoadTile<T, kTile>(dy + y_tile, dm.c, tile.count, hs, ld, sdy);
+  LoadTile<T, kTile>(y + y_tile, dm.c, tile.count, hs, ld, sk);
+  __syncthreads();
+  T dot = T(0);
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) {
+    const int d = lane + kLanesPerRow * k;
+    if (d < hs) dot += sdy[r * ld + d] * sk[r * ld + d];
+  }
+  const T big_d = RowReduce(dot, SumOp());
+  const int64_t row = (tile.bi * dm.h + tile.hi) * dm.s + i;  // of lse and D
+  const T row_lse = r < tile.count ? lse[row] : T(0);
+  if (lane == 0 && r < tile.count) dvec[row] = big_d;
+  T dq[kDims] = {};
+  for (int64_t j0 = 0; j0 <= tile.t0; j0 += kTile) {
+    const int cols = static_cast<int>(dm.s - j0 < kTile ? dm.s - j0 : kTile);
+    __syncthreads();  // Y_i (before the first key tile), or the previous K_j, V_j and dS, are read
+    LoadTile<T, kTile>(base + j0 * dm.q + dm.c, dm.q, cols, hs, ld, sk);
+    LoadTile<T, kTile>(base + j0 * dm.q + 2 * dm.c, dm.q, cols, hs, ld, sv);
+    __syncthreads();
+    T sc[kCols] = {}, dp[kCols] = {};
+    for (int d = 0; d < hs; ++d) {
+      const T qd = sq[r * ld + d], dyd = sdy[r * ld + d];
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) {
+        const int key = lane + kLanesPerRow * k;
+        sc[k] += qd * sk[key * ld + d];
+        dp[k] += dyd * sv[key * ld + d];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) {
+      const int64_t j = j0 + lane + kLanesPerRow * k;
+      const T p = j <= i && j < dm.s ? exp(scale * sc[k] - row_lse) : T(0);
+      sds[r * lds + lane + kLanesPerRow * k] = p * (dp[k] - big_d);
+    }
+    __syncwarp();  // row r of dS, written by its 4 lanes, all in this warp
+    for (int j = 0; j < cols; ++j) {
+      const T ds = sds[r * lds + j];
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) {
+        const int d = lane + kLanesPerRow * k;
+        if (d < hs) dq[k] += ds * sk[j * ld + d];
+      }
+    }
+  }
+  __syncthreads();  // every thread is done with Q_i: dQ_i takes its place
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) {
+    const int d = lane + kLanesPerRow * k;
+    if (d < hs) sq[r * ld + d] = scale * dq[k];
+  }
+  __syncthreads();
+  StoreTile(sq, ld, tile.count, hs, dqkv + (tile.bi * dm.s + tile.t0) * dm.q + tile.hi * dm.hs, dm.q);
+}
+
+// The key pass. Block = (b, h, key tile j); thread = (key row r of the tile, lane), owning the scores of
+// queries lane + 4k and the columns d = lane + 4k of dK and dV. Shared: K_j, V_j (then dK_j, dV_j), Q_i,
+// dY_i, P and dS ([key][query]), lse_i and D_i.
+template <typename T, int kTile, int kDims>
+__global__ void __launch_bounds__(kTile* kLanesPerRow)
+    AttentionBwdKeyKernel(const T* dy, const T* qkv, const T* lse, const T* dvec, Dims dm, T scale, T* dqkv) {
+  constexpr int kRows = kTile / kLanesPerRow;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const int hs = static_cast<int>(dm.hs), ld = static_cast<int>(dm.hs | 1), lds = kTile + 1;
+  T* sk = reinterpret_cast<T*>(shared_bytes);
+  T* sv = sk + kTile * ld;
+  T* sq = sv + kTile * ld;
+  T* sdy = sq + kTile * ld;
+  T* sp = sdy + kTile * ld;
+  T* sds = sp + kTile * lds;
+  T* slse = sds + kTile * lds;
+  T* sd = slse + kTile;
+  const BlockTile tile = TileOfBlock<kTile>(dm);
+  const int r = threadIdx.x / kLanesPerRow, lane = threadIdx.x % kLanesPerRow;
+  const int64_t j = tile.t0 + r;  // this thread's key
+  const T* base = qkv + tile.bi * dm.s * dm.q + tile.hi * dm.hs;
+  const T* dy_seq = dy + tile.bi * dm.s * dm.c + tile.hi * dm.hs;
+  const int64_t seq = (tile.bi * dm.h + tile.hi) * dm.s;  // of lse and D
+  LoadTile<T, kTile>(base + tile.t0 * dm.q + dm.c, dm.q, tile.count, hs, ld, sk);
+  LoadTile<T, kTile>(base + tile.t0 * dm.q + 2 * dm.c, dm.q, tile.count, hs, ld, sv);
+  T dk[kDims] = {}, dv[kDims] = {};
+  for (int64_t i0 = tile.t0; i0 < dm.s; i0 += kTile) {  // query tiles from the diagonal one
+    const int rows = static_cast<int>(dm.s - i0 < kTile ? dm.s - i0 : kTile);
+    __syncthreads();  // the previous Q_i, dY_i, P and dS are read
+    LoadTile<T, kTile>(base + i0 * dm.q, dm.q, rows, hs, ld, sq);
+    LoadTile<T, kTile>(dy_seq + i0 * dm.c, dm.c, rows, hs, ld, sdy);
+    for (int t = threadIdx.x; t < kTile; t += blockDim.x) {
+      slse[t] = t < rows ? lse[seq + i0 + t] : T(0);
+      sd[t] = t < rows ? dvec[seq + i0 + t] : T(0);
+    }
+    __syncthreads();
+    T sc[kRows] = {}, dp[kRows] = {};
+    for (int d = 0; d < hs; ++d) {
+      const T kd = sk[r * ld + d], vd = sv[r * ld + d];
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        const int query = lane + kLanesPerRow * k;
+        sc[k] += sq[query * ld + d] * kd;
+        dp[k] += sdy[query * ld + d] * vd;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      const int query = lane + kLanesPerRow * k;
+      const int64_t i = i0 + query;
+      const T p = j <= i && i < dm.s && j < dm.s ? exp(scale * sc[k] - slse[query]) : T(0);
+      sp[r * lds + query] = p;
+      sds[r * lds + query] = p * (dp[k] - sd[query]);
+    }
+    __syncwarp();  // row r of P and dS, written by its 4 lanes, all in this warp
+    for (int query = 0; query < rows; ++query) {
+      const T p = sp[r * lds + query], ds = sds[r * lds + query];
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) {
+        const int d = lane + kLanesPerRow * k;
+        if (d < hs) {
+          dv[k] += p * sdy[query * ld + d];
+          dk[k] += ds * sq[query * ld + d];
+        }
+      }
+    }
+  }
+  __syncthreads();  // every thread is done with K_j and V_j: dK_j and dV_j take their places
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) {
+    const int d = lane + kLanesPerRow * k;
+    if (d < hs) {
+      sk[r * ld + d] = scale * dk[k];
+      sv[r * ld + d] = dv[k];
+    }
+  }
+  __syncthreads();
+  T* out = dqkv + (tile.bi * dm.s + tile.t0) * dm.q + tile.hi * dm.hs;
+  StoreTile(sk, ld, tile.count, hs, out + dm.c, dm.q);
+  StoreTile(sv, ld, tile.count, hs, out + 2 * dm.c, dm.q);
 }
 
 Dims DimsOf(const AttentionShape& a) { return Dims{a.b, a.s, a.c, a.h, a.hs, a.q}; }
 
+// Calls f(std::integral_constant<int, kDims>), kDims = the columns of a row each lane owns: 16 up to
+// hs = 64 (GPT-2's), else 32. Refuses hs above kMaxHeadSize.
+template <typename F>
+void DispatchHeadSize(const KernelArgs& args, int64_t hs, F&& f) {
+  if (hs > kMaxHeadSize) {
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(args.op().name) + ": head size C / heads = " + std::to_string(hs) +
+                                             " is above the CUDA kernels' limit of " + std::to_string(kMaxHeadSize));
+  }
+  if (hs <= 64) {
+    f(std::integral_constant<int, 64 / kLanesPerRow>());
+  } else {
+    f(std::integral_constant<int, kMaxHeadSize / kLanesPerRow>());
+  }
+}
+
+// Blocks for one per (b, h, tile).
+template <int kTile>
+unsigned TileBlocks(const AttentionShape& a) {
+  return static_cast<unsigned>(a.b * a.h * ((a.s + kTile - 1) / kTile));
+}
+
 struct AttentionFwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) {
-    const int64_t b = a.shape.b, s = a.shape.s, h = a.shape.h;
-    if (b * s == 0) return;
-    const size_t shared = sizeof(T) * static_cast<size_t>(a.shape.hs + s);
-    AllowSharedMemory(AttentionFwdKernel<T>, shared);
+    constexpr int kTile = TileOf<T>::kSize;
     const T scale = T(1) / std::sqrt(static_cast<T>(a.shape.hs));
-    AttentionFwdKernel<T><<<static_cast<unsigned>(b * h * s), kAttentionThreads, shared, StreamOf(args)>>>(
-        a.qkv, DimsOf(a.shape), scale, a.y, a.lse);
-    CheckLaunch("AttentionFwdKernel");
+    DispatchHeadSize(args, a.shape.hs, [&](auto dims) {  // refuses a head size over the limit, even if B S = 0
+      constexpr int kDims = decltype(dims)::value;
+      if (a.shape.b * a.shape.s == 0) return;
+      const auto kernel = AttentionFwdKernel<T, kTile, kDims>;
+      const size_t shared = SharedBytes<T, kTile>(a.shape.hs, 3, 1, 0);  // Q, K, V; P
+      AllowSharedMemory(kernel, shared);
+      kernel<<<TileBlocks<kTile>(a.shape), kTile * kLanesPerRow, shared, StreamOf(args)>>>(a.qkv, DimsOf(a.shape),
+                                                                                           scale, a.y, a.lse);
+      CheckLaunch("AttentionFwdKernel");
+    });
   }
 };
 
 struct AttentionBwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) {
-    const int64_t b = a.shape.b, s = a.shape.s, h = a.shape.h;
-    if (b * s == 0) return;
+    constexpr int kTile = TileOf<T>::kSize;
     cudaStream_t stream = StreamOf(args);
     const T scale = T(1) / std::sqrt(static_cast<T>(a.shape.hs));
-    const unsigned rows = static_cast<unsigned>(b * h * s);
-    Workspace<T> dvec(args, b * h * s);
-    const size_t query_shared = sizeof(T) * static_cast<size_t>(2 * a.shape.hs + s);
-    AllowSharedMemory(AttentionBwdQueryKernel<T>, query_shared);
-    AttentionBwdQueryKernel<T><<<rows, kAttentionThreads, query_shared, stream>>>(
-        a.dy, a.qkv, a.y, a.lse, DimsOf(a.shape), scale, a.dqkv, dvec.get());
-    CheckLaunch("AttentionBwdQueryKernel");
-    const size_t key_shared = sizeof(T) * static_cast<size_t>(2 * a.shape.hs + 2 * s);
-    AllowSharedMemory(AttentionBwdKeyKernel<T>, key_shared);
-    AttentionBwdKeyKernel<T><<<rows, kAttentionThreads, key_shared, stream>>>(a.dy, a.qkv, a.lse, dvec.get(),
-                                                                              DimsOf(a.shape), scale, a.dqkv);
-    CheckLaunch("AttentionBwdKeyKernel");
+    DispatchHeadSize(args, a.shape.hs, [&](auto dims) {  // refuses a head size over the limit, even if B S = 0
+      constexpr int kDims = decltype(dims)::value;
+      if (a.shape.b * a.shape.s == 0) return;
+      Workspace<T> dvec(args, a.shape.b * a.shape.h * a.shape.s);
+      const auto query_kernel = AttentionBwdQueryKernel<T, kTile, kDims>;
+      const size_t query_shared = SharedBytes<T, kTile>(a.shape.hs, 4, 1, 0);  // Q, dY, K, V; dS
+      AllowSharedMemory(query_kernel, query_shared);
+      query_kernel<<<TileBlocks<kTile>(a.shape), kTile * kLanesPerRow, query_shared, stream>>>(
+          a.dy, a.qkv, a.y, a.lse, DimsOf(a.shape), scale, a.dqkv, dvec.get());
+      CheckLaunch("AttentionBwdQueryKernel");
+      const auto key_kernel = AttentionBwdKeyKernel<T, kTile, kDims>;
+      const size_t key_shared = SharedBytes<T, kTile>(a.shape.hs, 4, 2, 2);  // K, V, Q, dY; P, dS; lse, D
+      AllowSharedMemory(key_kernel, key_shared);
+      key_kernel<<<TileBlocks<kTile>(a.shape), kTile * kLanesPerRow, key_shared, stream>>>(
+          a.dy, a.qkv, a.lse, dvec.get(), DimsOf(a.shape), scale, a.dqkv);
+      CheckLaunch("AttentionBwdKeyKernel");
+    });
   }
 };
 

@@ -137,6 +137,27 @@ class DeviceTensors {
 
 }  // namespace
 
+Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   const void* params, size_t params_size) {
+#if TESSEL_HAVE_CUDA
+  DeviceTensors device;
+  std::vector<Tensor> dev_in, dev_out;
+  for (const Tensor& t : inputs) dev_in.push_back(device.Upload(t));
+  for (const Tensor& t : outputs) dev_out.push_back(device.Upload(t));
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> out;
+  for (const Tensor& t : dev_in) in.push_back(&t);
+  for (Tensor& t : dev_out) out.push_back(&t);
+  TESSEL_ASSIGN_OR_RETURN(const workers::Kernel* kernel, BuiltinRegistry().Find(op, Device::kCuda));
+  const Status st = kernel->Call(in, out, workers::CallOptions{nullptr, nullptr, 0, nullptr}, params, params_size);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << op;
+  return st;
+#else
+  (void)inputs, (void)outputs, (void)params, (void)params_size;
+  return Status(Code::kPlugin, op + ": Tessel was built without CUDA");
+#endif
+}
+
 void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                     double tol, const void* params, size_t params_size) {
 #if TESSEL_HAVE_CUDA

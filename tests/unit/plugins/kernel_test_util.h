@@ -116,6 +116,17 @@ void RequireCudaKernels(const std::vector<std::string>& ops);
 // with a floor of 1, as ExpectNear.
 void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                     double tol, const void* params = nullptr, size_t params_size = 0);
+// Runs `op`'s CUDA kernel on device copies of `inputs` and `outputs` and returns its status (nothing is
+// copied back): for the checks a CUDA kernel makes beyond its binder's. Call RequireCudaKernels first;
+// without CUDA it returns kPlugin.
+Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   const void* params = nullptr, size_t params_size = 0);
+template <typename P>
+Status TryCallCudaWith(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                       const P& params) {
+  return TryCallCuda(op, inputs, outputs, &params, sizeof(P));
+}
+
 template <typename P>
 void CompareDevicesWith(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                         double tol, const P& params) {

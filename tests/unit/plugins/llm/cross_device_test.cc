@@ -57,17 +57,46 @@ TYPED_TEST(LlmCrossDeviceTest, Layernorm) {
                     this->Tol());
 }
 
+// The CUDA kernels work on tiles of 64 (float) or 32 (double) positions with a head size up to 128, in
+// two register layouts (hs <= 64 and above): S = 1; S = 130 and 150, whose last tiles are partial; odd
+// head sizes (5, 65); hs = 128, the limit; and GPT-2's hs = 64 over 1024 positions.
 TYPED_TEST(LlmCrossDeviceTest, Attention) {
   using T = TypeParam;
-  const int64_t b = 2, s = 150, c = 48, h = 3;
+  struct Case {
+    int64_t b, s, c, h;
+  };
+  for (const Case& k : {Case{2, 150, 48, 3}, Case{2, 1, 15, 3}, Case{1, 130, 15, 3}, Case{1, 65, 130, 2},
+                        Case{1, 70, 256, 2}, Case{1, 1024, 128, 2}}) {
+    const int64_t b = k.b, s = k.s, c = k.c, h = k.h;
+    SCOPED_TRACE("B " + std::to_string(b) + " S " + std::to_string(s) + " C " + std::to_string(c) + " H " +
+                 std::to_string(h));
+    const tessel_attention_params params{sizeof(tessel_attention_params), static_cast<int32_t>(h)};
+    Tensor qkv = MakeTensor<T>({b, s, 3 * c}, RandomValues<T>(b * s * 3 * c, 1, -2, 2));
+    CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {Filled<T>({b, s, c}, T(3)), Filled<T>({b, h, s}, T(3))},
+                          this->Tol(), params);
+    Tensor y = Filled<T>({b, s, c}, T(0)), lse = Filled<T>({b, h, s}, T(0));
+    ThreadPool pool(2);
+    CallLlmWith("llm.attention.fwd", {&qkv}, {&y, &lse}, params, &pool);
+    CompareLlmDevicesWith("llm.attention.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 2)), qkv, y, lse},
+                          {Filled<T>({b, s, 3 * c}, T(3))}, this->Tol(), params);
+  }
+}
+
+TEST(LlmCudaAttention, HeadSizeAboveTheLimitIsInvalid) {
+  RequireLlmCudaKernels(workers::OpsOfFamily("llm"));
+  if (IsSkipped()) return;
+  const int64_t b = 1, s = 4, c = 2 * 129, h = 2;  // hs = 129
   const tessel_attention_params params{sizeof(tessel_attention_params), static_cast<int32_t>(h)};
-  Tensor qkv = MakeTensor<T>({b, s, 3 * c}, RandomValues<T>(b * s * 3 * c, 1, -2, 2));
-  CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {Filled<T>({b, s, c}, T(3)), Filled<T>({b, h, s}, T(3))},
-                        this->Tol(), params);
-  Tensor y = Filled<T>({b, s, c}, T(0)), lse = Filled<T>({b, h, s}, T(0));
-  CallLlmWith("llm.attention.fwd", {&qkv}, {&y, &lse}, params, nullptr);
-  CompareLlmDevicesWith("llm.attention.bwd", {MakeTensor<T>({b, s, c}, RandomValues<T>(b * s * c, 2)), qkv, y, lse},
-                        {Filled<T>({b, s, 3 * c}, T(3))}, this->Tol(), params);
+  Tensor qkv = Filled<float>({b, s, 3 * c}, 0.5f), y = Filled<float>({b, s, c}, 0.f),
+         lse = Filled<float>({b, h, s}, 0.f);
+  Status st = TryCallCudaWith("llm.attention.fwd", {qkv}, {y, lse}, params);
+  EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
+  EXPECT_NE(st.message().find("llm.attention.fwd"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("128"), std::string::npos) << st.message();
+  st = TryCallCudaWith("llm.attention.bwd", {Filled<float>({b, s, c}, 1.f), qkv, y, lse},
+                       {Filled<float>({b, s, 3 * c}, 0.f)}, params);
+  EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
+  EXPECT_NE(st.message().find("llm.attention.bwd"), std::string::npos) << st.message();
 }
 
 }  // namespace
