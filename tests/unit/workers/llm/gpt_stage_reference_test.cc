@@ -20,6 +20,7 @@
 #include <random>
 
 #include "llmc_reference.h"
+#include "stage_harness.h"
 #include "storage/llmc.h"
 #include "workers/executor_registry.h"
 #include "workers/llm/llm_settings.h"
@@ -110,11 +111,6 @@ std::vector<double> ToDouble(const Tensor& t) {
 
 void RunTessel(const Gpt2Shape& shape, int32_t microbatches, const std::string& checkpoint, const std::string& tokens,
                TesselRun* run) {
-  KernelRegistry kernels(Logger("test", LogLevel::kWarn));
-  for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
-    const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-  }
   LlmStageAssignment a;
   a.model = GptConfig{shape.layers, shape.channels, shape.heads, shape.max_t, shape.vocab, shape.padded_vocab};
   a.train.steps = kSteps;
@@ -139,24 +135,9 @@ void RunTessel(const Gpt2Shape& shape, int32_t microbatches, const std::string& 
   a.block_policies = std::vector<SpillPolicy>(shape.layers, SpillPolicy::kKeep);
   a.spill.dir = "/tmp/tessel-spill";
   a.spill.name = "gpt_stage_reference_test";
-  ByteWriter out;
-  a.Encode(out);
-  const std::vector<uint8_t> bytes = out.Take();
-  ByteReader in(bytes.data(), bytes.size());
-  auto factory = FindExecutor(LlmStageAssignment::kKind);
-  ASSERT_TRUE(factory.ok());
-  std::unique_ptr<AssignmentPayload> payload = (*factory)->decode(in);
-  ASSERT_TRUE(in.ok() && payload != nullptr) << in.error();
-  LocalComm comm;
-  HostDeviceComm device_comm(comm);
-  ThreadPool pool(2);
-  ExecutorContext c;
-  c.comm = &comm;
-  c.device_comm = &device_comm;
-  c.pool = &pool;
-  c.kernels = &kernels;
-  c.seed = 1;
-  auto executor = (*factory)->build(std::move(payload), c);
+  TestWorker w;
+  const ExecutorContext c = w.Context(1);  // outlives the executor, which keeps references into it
+  auto executor = BuildStage(a, c);
   ASSERT_TRUE(executor.ok()) << executor.status().ToString();
   const std::vector<std::string> names = TesselNames(shape);
   for (int64_t s = 1; s <= kSteps; ++s) {

@@ -20,6 +20,7 @@
 #include "workers/llm/llm_settings.h"
 #include "workers/llm/stage_weights.h"
 #include "workers/llm/token_data.h"
+#include "stage_harness.h"
 
 namespace tessel::workers {
 namespace {
@@ -119,43 +120,6 @@ using SpillOpener = std::function<Result<std::unique_ptr<storage::SpillStore>>(c
 // A 2-block GPT (one block per policy when `policies` is given) trained for `steps` steps on generated
 // text; the per-step losses, then the validation losses. Offload blocks spill through `opener` (the real
 // HDF5 store in `spill_dir` when empty).
-// What a worker gives its executor, for one stage run embedded: the plugins, the communicators (one
-// worker) and two threads.
-struct TestWorker {
-  KernelRegistry kernels{Logger("test", LogLevel::kWarn)};
-  LocalComm comm;
-  HostDeviceComm device_comm{comm};
-  ThreadPool pool{2};
-
-  TestWorker() {
-    for (const char* name : {"libtessel_nn.so", "libtessel_llm.so"}) {
-      const Status st = kernels.LoadPlugin(std::string(TESSEL_BINARY_DIR) + "/plugins/" + name);
-      EXPECT_TRUE(st.ok()) << st.ToString();
-    }
-  }
-  ExecutorContext Context() {
-    ExecutorContext c;
-    c.comm = &comm;
-    c.device_comm = &device_comm;
-    c.pool = &pool;
-    c.kernels = &kernels;
-    c.seed = 11;
-    return c;
-  }
-};
-
-// The executor of `a`, through the registry and the assignment bytes as a worker builds it.
-Result<std::unique_ptr<Executor>> BuildStage(const LlmStageAssignment& a, const ExecutorContext& c) {
-  ByteWriter out;
-  a.Encode(out);
-  const std::vector<uint8_t> bytes = out.Take();
-  ByteReader in(bytes.data(), bytes.size());
-  TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(LlmStageAssignment::kKind));
-  std::unique_ptr<AssignmentPayload> payload = factory->decode(in);
-  if (!in.ok() || payload == nullptr) return InternalError(StrCat("decoding the assignment: ", in.error()));
-  return factory->build(std::move(payload), c);
-}
-
 std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
                           std::vector<SpillPolicy> policies = {}, Record* summary = nullptr,
                           const SpillOpener& opener = {}, const std::string& spill_dir = "",
@@ -184,7 +148,7 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   a.spill.dir = spill_dir.empty() ? "/tmp/tessel-spill" : spill_dir;
   a.spill.name = "llm_test";
   TestWorker w;
-  ExecutorContext c = w.Context();
+  ExecutorContext c = w.Context(11);
   c.run_dir = run_dir;
   c.open_spill = opener;
   auto executor = BuildStage(a, c);
@@ -344,7 +308,7 @@ TEST(GptStage, ClassifierHoldsOneLogitsBufferAtGpt2Vocabulary) {
   const int64_t logits_bytes = int64_t{8} * 1024 * 50257 * 4;
   CountingAllocator memory(static_cast<size_t>(logits_bytes));
   TestWorker w;
-  ExecutorContext c = w.Context();
+  ExecutorContext c = w.Context(11);
   c.device.allocator = &memory;
   auto executor = BuildStage(a, c);
   ASSERT_TRUE(executor.ok()) << executor.status().ToString();
