@@ -24,7 +24,7 @@
 // returns.
 //
 // Entry<Kernel, Args, Device> is the one shim between the C ABI and such a pair: it checks the call
-// against the op's declaration, dispatches on the dtype of the first input (every op's first input is T),
+// against the op's declaration, dispatches on the call's T (the dtype of the op's first T argument),
 // binds the arguments, runs the body and turns whatever they throw into a host status, so no exception
 // reaches the host. A binder checks the values the kernel indexes with (ids, offsets) only where they
 // are host memory (KernelArgs::data_check): CUDA kernels trust them.
