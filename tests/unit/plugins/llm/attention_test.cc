@@ -196,23 +196,27 @@ TEST(AttentionChecks, LseWithOtherHeadsThanTheParameterIsInvalid) {
   EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
 }
 
-// dL/dqkv of L = sum(G * Y) by central differences, against the backward from dY = G.
+// dL/dqkv of L = sum(G * Y) by central differences, against the backward from dY = G (double). dqkv
+// starts as NaN: the backward must write every element.
+void ExpectGradientMatchesFiniteDifferences(const Shape& sh, std::vector<double> qkv, const std::vector<double>& g) {
+  Tensor ty = Filled<double>({sh.b, sh.s, sh.c}, 0.0), tlse = Filled<double>({sh.b, sh.h, sh.s}, 0.0);
+  auto objective = [&] {
+    Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv);
+    CallLlmWith("llm.attention.fwd", {&tqkv}, {&ty, &tlse}, Heads(sh.h), nullptr);
+    return Dot(ty, g);
+  };
+  objective();  // Y and lse of the unperturbed input
+  Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv), tdy = MakeTensor<double>({sh.b, sh.s, sh.c}, g);
+  Tensor tdqkv = Filled<double>({sh.b, sh.s, 3 * sh.c}, std::numeric_limits<double>::quiet_NaN());
+  CallLlmWith("llm.attention.bwd", {&tdy, &tqkv, &ty, &tlse}, {&tdqkv}, Heads(sh.h), nullptr);
+  ExpectNear(ToVector<double>(tdqkv), NumericGrad(qkv, objective), kGradTol, "dqkv");
+}
+
 TEST(AttentionGradientCheck, MatchesFiniteDifferences) {
   for (const Shape& sh : {Shape{1, 5, 8, 2}, Shape{2, 4, 6, 3}}) {
     SCOPED_TRACE(Name(sh));
-    auto qkv = RandomValues<double>(sh.b * sh.s * 3 * sh.c, 6, -2, 2);
-    const auto g = RandomValues<double>(sh.b * sh.s * sh.c, 7);
-    Tensor ty = Filled<double>({sh.b, sh.s, sh.c}, 0.0), tlse = Filled<double>({sh.b, sh.h, sh.s}, 0.0);
-    auto objective = [&] {
-      Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv);
-      CallLlmWith("llm.attention.fwd", {&tqkv}, {&ty, &tlse}, Heads(sh.h), nullptr);
-      return Dot(ty, g);
-    };
-    objective();  // Y and lse of the unperturbed input
-    Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv), tdy = MakeTensor<double>({sh.b, sh.s, sh.c}, g);
-    Tensor tdqkv = Filled<double>({sh.b, sh.s, 3 * sh.c}, 0.0);
-    CallLlmWith("llm.attention.bwd", {&tdy, &tqkv, &ty, &tlse}, {&tdqkv}, Heads(sh.h), nullptr);
-    ExpectNear(ToVector<double>(tdqkv), NumericGrad(qkv, objective), kGradTol, "dqkv");
+    ExpectGradientMatchesFiniteDifferences(sh, RandomValues<double>(sh.b * sh.s * 3 * sh.c, 6, -2, 2),
+                                           RandomValues<double>(sh.b * sh.s * sh.c, 7));
   }
 }
 
@@ -251,18 +255,7 @@ TEST(AttentionGradientCheck, MatchesFiniteDifferencesAcrossTiles) {
     }
     ASSERT_GT(rescaled_rows, 0) << "head " << hi << ": no row's max grows in the second key tile";
   }
-  const auto g = RandomValues<double>(sh.b * sh.s * sh.c, 10);
-  Tensor ty = Filled<double>({sh.b, sh.s, sh.c}, 0.0), tlse = Filled<double>({sh.b, sh.h, sh.s}, 0.0);
-  auto objective = [&] {
-    Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv);
-    CallLlmWith("llm.attention.fwd", {&tqkv}, {&ty, &tlse}, Heads(sh.h), nullptr);
-    return Dot(ty, g);
-  };
-  objective();  // Y and lse of the unperturbed input
-  Tensor tqkv = MakeTensor<double>({sh.b, sh.s, 3 * sh.c}, qkv), tdy = MakeTensor<double>({sh.b, sh.s, sh.c}, g);
-  Tensor tdqkv = Filled<double>({sh.b, sh.s, 3 * sh.c}, std::numeric_limits<double>::quiet_NaN());
-  CallLlmWith("llm.attention.bwd", {&tdy, &tqkv, &ty, &tlse}, {&tdqkv}, Heads(sh.h), nullptr);
-  ExpectNear(ToVector<double>(tdqkv), NumericGrad(qkv, objective), kGradTol, "dqkv");
+  ExpectGradientMatchesFiniteDifferences(sh, qkv, RandomValues<double>(sh.b * sh.s * sh.c, 10));
 }
 
 }  // namespace
