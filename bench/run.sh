@@ -27,6 +27,10 @@
 #   graph          building graphs in process, on one thread: storage::ImportRdf on AIFB against zlib
 #                  decompressing the same .nt.gz, and storage::GenerateGraph at 1M nodes against writing
 #                  as many bytes of fresh memory; targets 2 s and 60 s (the bounds the unit tests asserted)
+#   accuracy       AIFB test accuracy over 10 seeds (3 with --quick), mean +- std: Tessel against the reference
+#                  trainers (bench/peers/rgnn_reference.py: RGCN as the R-GCN paper's code, HGT as PyG's
+#                  HGTConv) and PyG's layers, the same hyperparameters (the example jobs'), per case:
+#                  RGCN with 0 and 30 bases, RGAT, HGT (bench/accuracy/accuracy_bench.py)
 #   partition: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
@@ -138,6 +142,7 @@ case "$family" in
   llm|peers-llm) ;;
   spill) ;;
   graph) ;;
+  accuracy) ;;
   partition)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
@@ -249,6 +254,23 @@ if [[ "$family" == sampled || "$family" == peers-sampled ]]; then
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && sampled_args+=(--quick); done
   [[ -n "${json:-}" ]] && sampled_args+=(--json "$json")
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/sampled/sampled_bench.py" "${sampled_args[@]}"
+fi
+if [[ "$family" == accuracy ]]; then
+  if [[ -n "$rgnn_only" || ${#llm_extra[@]} -gt 0 ]]; then
+    echo "run.sh: the accuracy family takes --quick and --json only" >&2
+    exit 2
+  fi
+  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  "$ROOT/bench/peers/setup.sh" --peers || { echo "run.sh: bench/peers/setup.sh --peers failed" >&2; exit 2; }
+  acc_args=()
+  for a in "${args[@]}"; do [[ "$a" == --quick ]] && acc_args+=(--quick); done
+  [[ -n "${json:-}" ]] && acc_args+=(--json "$json")
+  exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/accuracy/accuracy_bench.py" "${acc_args[@]}"
 fi
 if [[ "$family" == llm || "$family" == peers-llm ]]; then
   echo "[bench] cmake --build build --target tessel tessel-bench-limits tessel_nn tessel_llm" >&2

@@ -213,7 +213,7 @@ std::vector<Field> BuildFields() {
                        "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),
       TESSEL_JOB_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
       TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
-      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "L2 penalty on the first layer's parameters (as in the R-GCN paper)."),
+      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "rgnn: the R-GCN paper's penalty l2 x sum(w^2) over every parameter of the first layer, added to the loss (torch's weight_decay = 2 x l2)."),
       TESSEL_JOB_FIELD(train.optimizer, Any(), "Optimizer."),
       TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs (llm: steps) between progress lines."),
       TESSEL_JOB_FIELD(train.fanouts, Any(),

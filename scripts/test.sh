@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test: the whole CTest suite (unit, integration and
+# Installs what is missing (the build's dependencies, and torch + PyG in build/bench-venv for the
+# reference trainers), builds, and runs every test: the whole CTest suite (unit, integration and
 # mpirun cluster tests), then the unit tests again under AddressSanitizer + UBSan (label "sanitize").
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$TESSEL_ROOT"
 
 "$TESSEL_ROOT/scripts/setup-deps.sh"
+# torch + PyG in build/bench-venv, for the parity test with the reference trainers (rgnn_parity).
+"$TESSEL_ROOT/bench/peers/setup.sh" --peers
 tessel_build
 
 echo "== ctest (all labels)"

@@ -18,7 +18,8 @@ The pyg and torch systems run in build/bench-venv (torch 2.15 + PyG 2.8), dgl in
 The models follow workers/rgnn/MODELS.md as closely as each library allows: widths d_0 = features (or
 one-hot node ids, RGCN only), hidden H, classes C; RGCN mean-normalised per relation with no root weight and
 no bias, ReLU between RGCN/RGAT layers; L HGT layers then a bias-free Linear H -> C; softmax cross-entropy
-over the train mask; Adam (lr 0.01) with coupled L2 (weight_decay 5e-4) on layer 1's parameters only. What
+over the train mask; Adam (lr 0.01) with Tessel's train.l2 = --l2 (the penalty l2 * sum(w^2), so
+weight_decay = 2 * l2) on layer 1's parameters only. What
 a library cannot express is listed in bench/README.md ("Model differences"). RGCN variants all start from
 the same weights (numpy glorot from --seed, copied into each layer), so their losses agree across systems.
 
@@ -399,8 +400,8 @@ def main(argv=None) -> int:
         if a.system == "dgl":
             import dgl
             result["dgl_threads"] = dgl.utils.get_num_threads()
-        # Coupled L2 on layer 1 only (MODELS.md "Optimiser").
-        groups = [{"params": first, "weight_decay": a.l2}, {"params": rest, "weight_decay": 0.0}]
+        # The penalty l2 * sum(w^2) on layer 1 only: its gradient, 2 * l2 * w (MODELS.md "Objective").
+        groups = [{"params": first, "weight_decay": 2 * a.l2}, {"params": rest, "weight_decay": 0.0}]
         opt, result["adam"] = make_adam(torch, groups, a.lr)
         result.update(nodes=g.num_nodes, edges=g.num_edges, relations=g.num_relations,
                       node_types=g.num_node_types, classes=g.num_classes,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# RGCN on AIFB with the paper's setup (2 layers, hidden 16, 50 epochs, Adam 0.01, L2 5e-4 on layer 1)
+# RGCN on AIFB with the paper's setup (jobs/examples/rgcn-aifb.toml: 2 layers, hidden 16, 50 epochs, Adam
+# 0.01, no bases, l2 0)
 # reaches >= 90% test accuracy for one seed, in the embedded one-process run.
 source "$(dirname "$0")/../lib.sh"
 need_aifb

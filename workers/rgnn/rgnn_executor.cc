@@ -107,7 +107,7 @@ ExecutorFactory RgnnSampledFactory() {
 }
 
 RgnnExecutor::RgnnExecutor(RgnnSettings settings, const ExecutorContext& context)
-    : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, settings.beta1, settings.beta2, settings.eps, settings.l2}) {}
+    : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, settings.beta1, settings.beta2, settings.eps, L2Decay(settings.l2)}) {}
 
 Result<std::vector<const tessel_op_decl*>> RgnnExecutor::RequiredOps(const RgnnSettings& settings,
                                                                      const ModelShape& shape) {

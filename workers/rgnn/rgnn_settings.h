@@ -34,7 +34,8 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
 // The model and its training, as every RGNN worker runs them; the fields are declared once, in this list
 // (core/fields.h), with no defaults: the graph planner's RgnnSettingsFor fills them from the validated
 // job. model is a registered RGNN model's name (model_registry.h); input is resolved: kOneHot or kFeatures,
-// never kAuto. l2 applies to every parameter of layer 0.
+// never kAuto. l2 is the R-GCN paper's regulariser (MODELS.md "Optimiser"): l2 * sum(w^2) over every
+// parameter of layer 0, added to the loss; L2Decay gives the coupled weight decay that has that gradient.
 #define TESSEL_RGNN_SETTINGS_FIELDS(X) \
   X(std::string, model)                \
   X(int32_t, layers)                   \
@@ -55,6 +56,11 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
 struct RgnnSettings {
   TESSEL_FIELDS(RgnnSettings, TESSEL_RGNN_SETTINGS_FIELDS)
 };
+
+// The coupled weight decay (Adam's g += decay * w) of the penalty l2 * sum(w^2): its gradient, 2 * l2 * w.
+// torch.optim.Adam's weight_decay = lambda is the penalty lambda / 2 * sum(w^2), so a PyG or DGL script's
+// weight_decay = lambda is train.l2 = lambda / 2 (jobs/README.md, "train.l2").
+constexpr double L2Decay(double l2) { return 2.0 * l2; }
 
 // The payload of kind "rgnn.full": settings and one worker's partition.
 class RgnnAssignment final : public AssignmentPayload {

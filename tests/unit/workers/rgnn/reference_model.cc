@@ -272,7 +272,8 @@ void RefAdamStep(const RefParams& grads, int64_t step, double lr, double l2, Ref
     if (mt.data.empty()) mt = internal::Zeros(p.shape);
     if (vt.data.empty()) vt = internal::Zeros(p.shape);
     Require(mt.data.size() == p.data.size() && vt.data.size() == p.data.size(), "Adam: moment size for " + name);
-    const double decay = name.rfind("layer0.", 0) == 0 ? l2 : 0.0;
+    // The gradient of the penalty l2 * sum(p^2).
+    const double decay = name.rfind("layer0.", 0) == 0 ? 2.0 * l2 : 0.0;
     for (size_t i = 0; i < p.data.size(); ++i) {
       const double gi = g.data[i] + decay * p.data[i];
       mt.data[i] = beta1 * mt.data[i] + (1.0 - beta1) * gi;

@@ -405,7 +405,8 @@ TEST(ReferenceAdam, StepMatchesTorchFormula) {
   const RefParams p0 = params, m0 = m, v0 = v;
   RefAdamStep(grads, t, lr, l2, &params, &m, &v);
   for (const auto& [name, g] : grads) {
-    const double decay = name == "layer0.weight" ? l2 : 0.0;
+    // The penalty l2 * sum(w^2) on layer 0: its gradient 2 * l2 * w.
+    const double decay = name == "layer0.weight" ? 2 * l2 : 0.0;
     for (size_t i = 0; i < g.data.size(); ++i) {
       const double p = p0.at(name).data[i];
       const double gi = g.data[i] + decay * p;
@@ -430,7 +431,7 @@ TEST(ReferenceAdam, FirstStepMovesByLrAndDecaysLayerZeroOnly) {
                            {"classifier.weight", {{1}, {0.0}}}};
   RefParams m, v;  // empty: zeros
   RefAdamStep(grads, 1, 0.01, 5e-4, &params, &m, &v);
-  // Layer 0: g = 0 still decays (g' = l2 * p); layers above do not move without a gradient.
+  // Layer 0: g = 0 still decays (g' = 2 * l2 * p); layers above do not move without a gradient.
   EXPECT_NEAR(params["layer0.weight"].data[0], 1.0 - 0.01, 1e-6);
   EXPECT_NEAR(params["layer0.weight"].data[1], 1.0 + 0.01, 1e-6);
   EXPECT_NEAR(params["layer0.weight"].data[2], -1.0 + 0.01, 1e-6);

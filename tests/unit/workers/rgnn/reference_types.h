@@ -42,7 +42,7 @@ struct RefConfig {
   int32_t num_bases = 0;                            // RGCN only; 0 = off
   int32_t num_blocks = 0;                           // RGCN only; 0 = off
   double lr = 0.01;
-  double l2 = 5e-4;  // coupled weight decay on the parameters of layer 0
+  double l2 = 5e-4;  // the penalty l2 * sum(p^2) on the parameters of layer 0
 };
 
 struct RefTensor {

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "storage/generator.h"
 #include "storage/partition.h"
+#include "tests/unit/workers/rgnn/executor_bridge.h"
 #include "tests/unit/workers/rgnn/reference_model.h"
 #include "tests/unit/workers/rgnn/thread_comm.h"
 
@@ -160,58 +161,6 @@ TEST(RgnnExecutor, FeatureInputWithoutFeaturesIsRefused) {
 }
 
 // --- Against the independent reference -------------------------------------------------------------
-
-// The graph as the reference sees it (global ids, the relations of the file, which already hold the
-// inverse and self-loop relations).
-::tessel::testing::RefGraph ToRefGraph(const storage::HeteroGraph& g, bool one_hot) {
-  ::tessel::testing::RefGraph r;
-  r.num_nodes = g.num_nodes();
-  r.num_types = static_cast<int32_t>(g.node_types.size());
-  r.num_relations = static_cast<int32_t>(g.relations.size());
-  r.num_classes = static_cast<int32_t>(g.num_classes);
-  for (int32_t t = 0; t < r.num_types; ++t) {
-    const storage::NodeType& nt = g.node_types[static_cast<size_t>(t)];
-    for (int64_t i = 0; i < nt.count; ++i) {
-      r.node_type.push_back(t);
-      r.labels.push_back(nt.labels.empty() ? -1 : nt.labels[static_cast<size_t>(i)]);
-      r.train_mask.push_back(nt.train_mask.empty() ? 0 : nt.train_mask[static_cast<size_t>(i)]);
-      if (!one_hot) {
-        r.feature_dim = nt.feature_dim;
-        for (int64_t f = 0; f < nt.feature_dim; ++f)
-          r.features.push_back(nt.features[static_cast<size_t>(i * nt.feature_dim + f)]);
-      }
-    }
-  }
-  for (size_t rel = 0; rel < g.relations.size(); ++rel) {
-    const storage::Relation& e = g.relations[rel];
-    for (size_t k = 0; k < e.src.size(); ++k) {
-      r.edges.push_back(
-          {g.NodeOffset(e.src_type) + e.src[k], g.NodeOffset(e.dst_type) + e.dst[k], static_cast<int32_t>(rel)});
-    }
-  }
-  return r;
-}
-
-::tessel::testing::RefTensor ToRef(const Tensor& t) {
-  ::tessel::testing::RefTensor r;
-  r.shape = t.shape();
-  r.data.assign(t.data<float>(), t.data<float>() + t.numel());
-  return r;
-}
-
-// Parameter i's gradient as a dense tensor shaped like its value (a row gradient scattered to its rows).
-Tensor DenseGradient(const ParameterStore& params, size_t i) {
-  const ParameterSpec& spec = params.spec(i);
-  if (!spec.row_gradient()) return params.grad(i);
-  Tensor dense = Tensor::Empty(DType::kF32, spec.shape).value();
-  const int64_t d = spec.shape.back();
-  float* out = dense.data<float>();
-  std::fill_n(out, dense.numel(), 0.0f);
-  for (size_t p = 0; p < spec.row_of.size(); ++p) {
-    if (spec.row_of[p] >= 0) std::copy_n(params.grad(i).data<float>() + spec.row_of[p] * d, d, out + p * d);
-  }
-  return dense;
-}
 
 // Elementwise |a - b| <= tol * (|b| + 5e-2 * max|b|): relative, with a floor scaled to the tensor
 // (float sums through softmax backward lose ~1e-6 of the largest entry on entries that cancel).
