@@ -40,6 +40,21 @@ namespace tessel::workers {
   return r;
 }
 
+::tessel::testing::RefConfig RefConfigOf(const RgnnSettings& s) {
+  namespace ref = ::tessel::testing;
+  ref::RefConfig config;
+  config.model = s.model == "rgcn" ? ref::RefModel::kRgcn : s.model == "rgat" ? ref::RefModel::kRgat : ref::RefModel::kHgt;
+  config.layers = s.layers;
+  config.hidden = s.hidden;
+  config.heads = s.heads;
+  config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
+  config.num_bases = s.num_bases;
+  config.num_blocks = s.num_blocks;
+  config.lr = s.lr;
+  config.l2 = s.l2;
+  return config;
+}
+
 Tensor DenseGradient(const ParameterStore& params, size_t i) {
   const ParameterSpec& spec = params.spec(i);
   if (!spec.row_gradient()) return params.grad(i);

@@ -1,6 +1,6 @@
 // What the executor tests and the parity exporter need to hand Tessel's state to the double-precision
-// reference (reference_model.h): the graph as the reference sees it, a float tensor as a reference tensor,
-// and a parameter's gradient as a dense tensor.
+// reference (reference_model.h): the graph as the reference sees it, its configuration, a float tensor as a
+// reference tensor, and a parameter's gradient as a dense tensor.
 // Ownership: values. Thread safety: pure functions. Failure: none (the inputs are the tests' own).
 #pragma once
 
@@ -8,6 +8,7 @@
 #include "storage/graph.h"
 #include "tests/unit/workers/rgnn/reference_types.h"
 #include "workers/params/parameter_store.h"
+#include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::workers {
 
@@ -17,6 +18,9 @@ namespace tessel::workers {
 
 // A host f32 tensor, widened to double.
 ::tessel::testing::RefTensor ToRef(const Tensor& t);
+
+// The reference's configuration of an RGNN executor's settings.
+::tessel::testing::RefConfig RefConfigOf(const RgnnSettings& s);
 
 // Parameter i's gradient as a dense host tensor shaped like its value (a row gradient scattered to its rows).
 Tensor DenseGradient(const ParameterStore& params, size_t i);

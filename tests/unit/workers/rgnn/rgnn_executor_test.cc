@@ -237,19 +237,7 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   settings.model = c.model;
   settings.heads = c.heads;
   settings.head_merge = c.merge;
-  ::tessel::testing::RefConfig config;
-  config.model = c.model == "rgcn"   ? ::tessel::testing::RefModel::kRgcn
-                 : c.model == "rgat" ? ::tessel::testing::RefModel::kRgat
-                                               : ::tessel::testing::RefModel::kHgt;
-  config.heads = c.heads;
-  config.head_merge = c.merge == HeadMerge::kMean ? ::tessel::testing::RefHeadMerge::kMean
-                                                      : ::tessel::testing::RefHeadMerge::kConcat;
-  config.layers = c.layers;
-  config.hidden = 6;
-  config.num_bases = c.num_bases;
-  config.num_blocks = c.num_blocks;
-  config.lr = settings.lr;
-  config.l2 = settings.l2;
+  const ::tessel::testing::RefConfig config = RefConfigOf(settings);
   const ::tessel::testing::RefGraph ref_graph = ToRefGraph(g, one_hot);
 
   std::vector<storage::WorkerPartition> parts = Partition(g, c.workers);

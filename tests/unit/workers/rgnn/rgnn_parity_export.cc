@@ -76,16 +76,7 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   const std::string graph_path = dir + "/" + name + ".h5";
   TESSEL_RETURN_IF_ERROR(storage::WriteGraph(g, graph_path));
 
-  ref::RefConfig config;
-  config.model = model == "rgcn" ? ref::RefModel::kRgcn : model == "rgat" ? ref::RefModel::kRgat : ref::RefModel::kHgt;
-  config.layers = s.layers;
-  config.hidden = s.hidden;
-  config.heads = s.heads;
-  config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
-  config.num_bases = s.num_bases;
-  config.num_blocks = s.num_blocks;
-  config.lr = s.lr;
-  config.l2 = s.l2;
+  const ref::RefConfig config = RefConfigOf(s);
   const ref::RefGraph ref_graph = ToRefGraph(g, one_hot);
 
   std::vector<int32_t> part_of(static_cast<size_t>(g.num_nodes()), 0);

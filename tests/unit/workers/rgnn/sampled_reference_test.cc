@@ -26,6 +26,7 @@
 
 #include "core/thread_pool.h"
 #include "storage/generator.h"
+#include "tests/unit/workers/rgnn/executor_bridge.h"
 #include "tests/unit/workers/rgnn/reference_model.h"
 #include "tests/unit/workers/rgnn/thread_comm.h"
 #include "workers/executor_registry.h"
@@ -90,58 +91,6 @@ storage::HeteroGraph TripledGroupsGraph(int64_t feature_dim) {
 }
 
 enum class TestGraph { kDoubledEdges, kTripledGroups };
-
-// The graph as the reference sees it (global ids; the file's relations, inverses and self-loops included).
-ref::RefGraph ToRefGraph(const storage::HeteroGraph& g, ModelInput input) {
-  ref::RefGraph r;
-  r.num_nodes = g.num_nodes();
-  r.num_types = static_cast<int32_t>(g.node_types.size());
-  r.num_relations = static_cast<int32_t>(g.relations.size());
-  r.num_classes = static_cast<int32_t>(g.num_classes);
-  for (int32_t t = 0; t < r.num_types; ++t) {
-    const storage::NodeType& nt = g.node_types[static_cast<size_t>(t)];
-    for (int64_t i = 0; i < nt.count; ++i) {
-      r.node_type.push_back(t);
-      r.labels.push_back(nt.labels.empty() ? -1 : nt.labels[static_cast<size_t>(i)]);
-      r.train_mask.push_back(nt.train_mask.empty() ? 0 : nt.train_mask[static_cast<size_t>(i)]);
-      if (input == ModelInput::kFeatures) {
-        r.feature_dim = nt.feature_dim;
-        for (int64_t f = 0; f < nt.feature_dim; ++f) {
-          r.features.push_back(nt.features[static_cast<size_t>(i * nt.feature_dim + f)]);
-        }
-      }
-    }
-  }
-  for (size_t rel = 0; rel < g.relations.size(); ++rel) {
-    const storage::Relation& e = g.relations[rel];
-    for (size_t k = 0; k < e.src.size(); ++k) {
-      r.edges.push_back(
-          {g.NodeOffset(e.src_type) + e.src[k], g.NodeOffset(e.dst_type) + e.dst[k], static_cast<int32_t>(rel)});
-    }
-  }
-  return r;
-}
-
-ref::RefTensor ToRef(const Tensor& t) {
-  ref::RefTensor r;
-  r.shape = t.shape();
-  r.data.assign(t.data<float>(), t.data<float>() + t.numel());
-  return r;
-}
-
-// Parameter i's gradient as a dense tensor shaped like its value (a row gradient scattered to its rows).
-Tensor DenseGradient(const ParameterStore& params, size_t i) {
-  const ParameterSpec& spec = params.spec(i);
-  if (!spec.row_gradient()) return params.grad(i);
-  Tensor dense = Tensor::Empty(DType::kF32, spec.shape).value();
-  const int64_t d = spec.shape.back();
-  float* out = dense.data<float>();
-  std::fill_n(out, dense.numel(), 0.0f);
-  for (size_t p = 0; p < spec.row_of.size(); ++p) {
-    if (spec.row_of[p] >= 0) std::copy_n(params.grad(i).data<float>() + spec.row_of[p] * d, d, out + p * d);
-  }
-  return dense;
-}
 
 constexpr double kLossTolerance = 1e-5;    // relative
 constexpr double kTensorTolerance = 1e-4;  // of |reference| + 5e-2 * the tensor's largest |reference|
@@ -234,22 +183,6 @@ std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g,
   return a;
 }
 
-ref::RefConfig RefConfigOf(const RgnnSettings& s) {
-  ref::RefConfig config;
-  config.model = s.model == "rgcn"   ? ref::RefModel::kRgcn
-                 : s.model == "rgat" ? ref::RefModel::kRgat
-                                               : ref::RefModel::kHgt;
-  config.layers = s.layers;
-  config.hidden = s.hidden;
-  config.heads = s.heads;
-  config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
-  config.num_bases = s.num_bases;
-  config.num_blocks = s.num_blocks;
-  config.lr = s.lr;
-  config.l2 = s.l2;
-  return config;
-}
-
 // For gtest's messages, which would otherwise print the case's bytes.
 void PrintTo(const SampledCase& c, std::ostream* os) { *os << c.name; }
 
@@ -266,7 +199,7 @@ TEST_P(SampledAgainstReference, OneBatchOfEverySeedMatchesLossGradientsAndAdamSt
   const int64_t feature_dim = c.input == ModelInput::kFeatures ? c.feature_dim : 0;
   const storage::HeteroGraph g =
       c.graph == TestGraph::kDoubledEdges ? DoubledEdgesGraph(feature_dim) : TripledGroupsGraph(feature_dim);
-  const ref::RefGraph ref_graph = ToRefGraph(g, c.input);
+  const ref::RefGraph ref_graph = ToRefGraph(g, c.input == ModelInput::kOneHot);
   const KernelRegistry kernels = LoadKernels();
   auto factory = FindExecutor(RgnnSampledAssignment::kKind);
   ASSERT_TRUE(factory.ok()) << factory.status().ToString();
