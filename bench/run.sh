@@ -260,8 +260,9 @@ if [[ "$family" == accuracy ]]; then
     echo "run.sh: the accuracy family takes --quick and --json only" >&2
     exit 2
   fi
-  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn" >&2
-  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn rgnn_parity_export" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn rgnn_parity_export --parallel 2 \
+      >"$BUILD/bench-build.log" 2>&1; then
     tail -n 30 "$BUILD/bench-build.log" >&2
     echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
     exit 2

@@ -125,6 +125,19 @@ def draw_init(shapes: dict, seed: int) -> dict:
     return out
 
 
+def load_init(stem: str, shapes: dict) -> dict:
+    """Tessel's initial parameters as rgnn_parity_export init_only=1 writes them: STEM.json (name, shape,
+    offset of each) and STEM.bin (float32). The names and shapes must be the model's."""
+    with open(stem + ".json") as f:
+        index = json.load(f)
+    flat = np.fromfile(stem + ".bin", dtype=np.float32)
+    got = {q["name"]: tuple(q["shape"]) for q in index}
+    if got != {n: tuple(s) for n, s in shapes.items()}:
+        raise ValueError(f"{stem}.json: parameters {sorted(got.items())}, the model has {sorted(shapes.items())}")
+    return {q["name"]: flat[q["offset"]:q["offset"] + int(np.prod(q["shape"]))].reshape(q["shape"]).astype(np.float64)
+            for q in index}
+
+
 class Problem:
     """The graph as tensors: edges (global ids), the RGCN norm, labels and the split, the input."""
 
@@ -363,7 +376,8 @@ def train(a) -> int:
     torch.manual_seed(a.seed)
     if a.system == "reference":
         shapes = param_shapes(a, g, P.d0)
-        p = {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in draw_init(shapes, a.seed).items()}
+        init = load_init(a.init, shapes) if a.init else draw_init(shapes, a.seed)
+        p = {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in init.items()}
         opt = torch.optim.Adam(list(p.values()), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
 
         def step():
@@ -394,7 +408,7 @@ def train(a) -> int:
         pred = predict().argmax(1)
     acc = lambda idx: float((pred[idx] == P.y[idx]).to(torch.float64).mean()) if idx.numel() else None
     result = {"system": a.system, "model": a.model, "graph": a.graph, "seed": a.seed, "layers": a.layers,
-              "hidden": a.hidden, "heads": a.heads, "head_merge": a.head_merge, "bases": a.bases,
+              "hidden": a.hidden, "heads": a.heads, "head_merge": a.head_merge, "bases": a.bases, "init": a.init,
               "blocks": a.blocks, "epochs": a.epochs, "lr": a.lr, "l2": a.l2, "dtype": a.dtype,
               "torch": torch.__version__, "epoch_loss": losses, "train_accuracy": acc(P.train_idx),
               "test_accuracy": acc(P.test_idx), "seconds": round(time.monotonic() - t0, 3)}
@@ -527,6 +541,8 @@ def main(argv=None) -> int:
     t.add_argument("--lr", type=float, default=0.01)
     t.add_argument("--l2", type=float, default=0.0)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--init", help="reference system: start from Tessel's initial parameters, STEM.json + STEM.bin "
+                                  "(rgnn_parity_export graph=G init_only=1 seed=S), instead of drawing them")
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     t.add_argument("--json")
@@ -537,6 +553,8 @@ def main(argv=None) -> int:
         return parity(a.cases)
     if a.model != "rgcn" and a.hidden % a.heads:
         ap.error("--hidden must be divisible by --heads")
+    if a.init and a.system != "reference":
+        ap.error("--init is for --system reference (PyG's layers have their own parameters)")
     return train(a)
 
 

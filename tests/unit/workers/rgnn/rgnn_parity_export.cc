@@ -3,6 +3,7 @@
 //
 //   rgnn_parity_export OUT_DIR NAME [model=rgcn|rgat|hgt] [input=onehot|features] [layers=2] [hidden=6]
 //                      [heads=1] [merge=concat|mean] [bases=0] [blocks=0] [feature_dim=6] [lr=0.05] [l2=0.01]
+//                      [seed=17] [graph=FILE init_only=1]
 //
 // It generates a small heterogeneous graph (40 nodes, 2 node types, 2 base relations with their inverses
 // and self-loops, 3 classes) and writes it as a Tessel graph file, OUT_DIR/NAME.h5. It builds Tessel's
@@ -15,7 +16,12 @@
 //   Tessel's Adam decays it), "initial", "grad" and "after_step" (double), "tessel_f32_grad" and
 //   "tessel_f32_after_step".
 // The reference trainer reads both files, computes the same epoch in float64 from the same initial
-// parameters and compares. Exit 0 when written, 1 on any failure (with the reason on stderr).
+// parameters and compares.
+// With graph=FILE and init_only=1 it reads that graph file instead, and writes only Tessel's initial
+// parameters for job.seed = seed, as a `tessel run` of the same model starts from them: OUT_DIR/NAME.json
+// (per parameter: name, shape, offset) and OUT_DIR/NAME.bin (every value, float32, in that order). The
+// accuracy benchmark starts the reference trainer from them (rgnn_reference.py train --init).
+// Exit 0 when written, 1 on any failure (with the reason on stderr).
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -38,12 +44,34 @@ namespace ref = ::tessel::testing;
 Json Values(const std::vector<double>& v) { return Json(v); }
 Json Values(const Tensor& t) { return Values(ToRef(t).data); }
 
+// NAME.json (the index) and NAME.bin (the float32 values) of the initial parameters.
+Status WriteInitialState(const ParameterStore& params, const std::string& stem) {
+  Json index = Json::array();
+  std::ofstream bin(stem + ".bin", std::ios::binary);
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& v = params.value(i);
+    index.push_back(Json{{"name", params.spec(i).name}, {"shape", params.spec(i).shape}, {"offset", offset}});
+    bin.write(static_cast<const char*>(v.raw()), static_cast<std::streamsize>(v.numel() * sizeof(float)));
+    offset += v.numel();
+  }
+  bin.close();
+  std::ofstream out(stem + ".json");
+  out << FormatJson(index, JsonLayout::kCompact) << "\n";
+  out.close();
+  if (!bin || !out) return StorageError("cannot write " + stem + ".json / .bin");
+  return Status();
+}
+
 Status Export(const std::string& dir, const std::string& name, const std::map<std::string, std::string>& opt) {
   auto get = [&](const std::string& key, const std::string& fallback) {
     auto it = opt.find(key);
     return it == opt.end() ? fallback : it->second;
   };
   const std::string model = get("model", "rgcn");
+  const std::string graph_file = get("graph", "");
+  const bool init_only = get("init_only", "0") == "1";
+  if (init_only != !graph_file.empty()) return UsageError("graph=FILE and init_only=1 go together");
   const bool one_hot = get("input", "features") == "onehot";
   RgnnSettings s;
   s.model = model;
@@ -72,9 +100,15 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   o.test_fraction = 0.3;
   o.seed = 11;
   o.name = name;
-  TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph g, storage::GenerateGraph(o));
-  const std::string graph_path = dir + "/" + name + ".h5";
-  TESSEL_RETURN_IF_ERROR(storage::WriteGraph(g, graph_path));
+  storage::HeteroGraph g;
+  std::string graph_path = graph_file;
+  if (init_only) {
+    TESSEL_ASSIGN_OR_RETURN(g, storage::ReadGraph(graph_file));
+  } else {
+    TESSEL_ASSIGN_OR_RETURN(g, storage::GenerateGraph(o));
+    graph_path = dir + "/" + name + ".h5";
+    TESSEL_RETURN_IF_ERROR(storage::WriteGraph(g, graph_path));
+  }
 
   const ref::RefConfig config = RefConfigOf(s);
   const ref::RefGraph ref_graph = ToRefGraph(g, one_hot);
@@ -94,10 +128,11 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   context.device_comm = &device_comm;
   context.pool = &pool;
   context.kernels = &kernels;
-  context.seed = 17;
+  context.seed = std::stoull(get("seed", "17"));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<RgnnExecutor> executor,
                           RgnnExecutor::Create(s, std::move(parts[0]), context));
   ParameterStore& params = executor->parameters();
+  if (init_only) return WriteInitialState(params, dir + "/" + name);
 
   // The reference starts from Tessel's initial parameters, widened to double.
   ref::RefParams initial = ref::RefParamShapes(ref_graph, config), zeros = initial;
