@@ -19,7 +19,7 @@ Prints per case the mean +- sample standard deviation of the test accuracy over 
 and the targets of issue 18: Tessel within 1 point of the reference for RGCN and within 2 points of PyG
 for RGAT and HGT. Writes JSON rows (--json, default build/bench/results/accuracy.json): one per case and
 system with every seed's accuracy and final training loss. Exit 0 when every run ran, 1 when one failed,
-2 when AIFB is missing.
+2 when AIFB is missing. The JSON is rewritten after every row.
 
   python accuracy_bench.py [--seeds N] [--quick] [--cases LIST] [--systems LIST] [--json FILE]
 """
@@ -142,6 +142,12 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     graph = os.path.join(work, "aifb.h5")
     rows, failed = [], 0
+
+    def save():  # after every row, so that a long run stopped part way keeps what it measured
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
     for case in cases:
         job_file, overrides, _ = CASES[case]
         s = settings(job_file, overrides)
@@ -167,6 +173,7 @@ def main(argv=None) -> int:
                    "seconds": round(time.monotonic() - t0, 1)}
             failed += bool(errors)
             rows.append(row)
+            save()
             shown = f"{m:.2f} +- {sd:.2f}" if m is not None else "-"
             print(f"[accuracy] {case:<18} {system:<9} {shown:>15}  ({row['seconds']} s){'  ' + errors[0] if errors else ''}",
                   file=sys.stderr, flush=True)
@@ -196,10 +203,7 @@ def main(argv=None) -> int:
         print(f"| {case} | {desc} | {' | '.join(cells)} | within {points:g} of {' and '.join(peers)} | {holds} |")
         for r in (by.get((case, x)) for x in systems):
             r["target"] = {"against": list(peers), "points": points, "holds": holds}
-    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump(rows, f, indent=1)
-        f.write("\n")
+    save()
     print(f"\nrows: {a.json}")
     return 1 if failed else 0
 
