@@ -34,8 +34,8 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
 // The model and its training, as every RGNN worker runs them; the fields are declared once, in this list
 // (core/fields.h), with no defaults: the graph planner's RgnnSettingsFor fills them from the validated
 // job. model is a registered RGNN model's name (model_registry.h); input is resolved: kOneHot or kFeatures,
-// never kAuto. l2 is the R-GCN paper's regulariser (MODELS.md "Optimiser"): l2 * sum(w^2) over every
-// parameter of layer 0, added to the loss; L2Decay gives the coupled weight decay that has that gradient.
+// never kAuto. l2 is the R-GCN paper's regulariser (MODELS.md "Objective and optimiser"): l2 * sum(w^2)
+// over every parameter of layer 0, added to the loss; L2Decay gives the coupled decay with that gradient.
 #define TESSEL_RGNN_SETTINGS_FIELDS(X) \
   X(std::string, model)                \
   X(int32_t, layers)                   \

@@ -51,7 +51,7 @@ RefStep RefTrainStep(const RefGraph& graph, const RefConfig& config, const RefPa
 
 // One torch.optim.Adam step (betas 0.9 / 0.999, eps 1e-8) on every entry of `grads`, in place on params,
 // m and v (missing m / v names start at zero). The penalty l2 * sum(p^2) on the names that start with
-// "layer0." and on no others (MODELS.md "Optimiser"): g += 2 * l2 * p.
+// "layer0." and on no others (MODELS.md "Objective and optimiser"): g += 2 * l2 * p.
 void RefAdamStep(const RefParams& grads, int64_t step, double lr, double l2, RefParams* params, RefParams* m,
                  RefParams* v);
 
