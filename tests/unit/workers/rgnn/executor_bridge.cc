@@ -43,7 +43,9 @@ namespace tessel::workers {
 ::tessel::testing::RefConfig RefConfigOf(const RgnnSettings& s) {
   namespace ref = ::tessel::testing;
   ref::RefConfig config;
-  config.model = s.model == "rgcn" ? ref::RefModel::kRgcn : s.model == "rgat" ? ref::RefModel::kRgat : ref::RefModel::kHgt;
+  config.model = s.model == "rgcn"   ? ref::RefModel::kRgcn
+                 : s.model == "rgat" ? ref::RefModel::kRgat
+                                     : ref::RefModel::kHgt;
   config.layers = s.layers;
   config.hidden = s.hidden;
   config.heads = s.heads;
