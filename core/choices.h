@@ -57,6 +57,13 @@ TESSEL_CHOICE_NAMES(ModelInput, "auto", "features", "onehot")
 enum class HeadMerge : int32_t { kConcat, kMean };
 TESSEL_CHOICE_NAMES(HeadMerge, "concat", "mean")
 
+// How an RGNN model's weights and biases are drawn (workers/rgnn/MODELS.md "Initialisation"): kGlorot,
+// uniform in +-sqrt(6 / (fan_in + fan_out)) with zero biases (the R-GCN paper's code, PyG's RGCNConv and
+// RGATConv); kTorchLinear, uniform in +-1 / sqrt(fan_in) for weights and biases alike (torch.nn.Linear's
+// reset_parameters, which PyG's Linear, HeteroLinear and so HGTConv keep by default).
+enum class WeightInit : int32_t { kGlorot, kTorchLinear };
+TESSEL_CHOICE_NAMES(WeightInit, "glorot", "torch_linear")
+
 enum class TrainMode : int32_t { kFull, kSampled };
 TESSEL_CHOICE_NAMES(TrainMode, "full", "sampled")
 

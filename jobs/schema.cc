@@ -199,6 +199,11 @@ std::vector<Field> BuildFields() {
                        "RGCN block-diagonal decomposition into this many blocks; 0 = none."),
       TESSEL_JOB_FIELD(model.heads, AtLeast(1), "Attention heads (RGAT, HGT, gpt2)."),
       TESSEL_JOB_FIELD(model.head_merge, Any(), "RGAT hidden layers: concatenate or average the heads."),
+      TESSEL_JOB_FIELD(model.weight_init, Any(),
+                       "RGNN weights: \"glorot\" (zero biases) or \"torch_linear\" (U(+-1/sqrt(fan_in)), "
+                       "biases too: PyG's HGTConv default)."),
+      TESSEL_JOB_FIELD(model.bias, Any(),
+                       "HGT: per-node-type biases on K, Q, V and the output linear, as PyG's HGTConv has."),
       TESSEL_JOB_FIELD(model.compact, Any(),
                        "Compact materialisation (once per unique relation-node pair); false = once per edge."),
       TESSEL_JOB_FIELD(model.reorder, Any(),

@@ -46,6 +46,7 @@ using tessel::OptimizerName;
 using tessel::PartitionMethod;
 using tessel::SpillPolicy;
 using tessel::TrainMode;
+using tessel::WeightInit;
 
 struct JobSection {
   std::string name;               // required; letters, digits, '.', '_' and '-' only (it names the run directory)
@@ -108,6 +109,8 @@ struct ModelSection {
   int32_t num_blocks = 0;  // RGCN: 0 = no block-diagonal decomposition
   int32_t heads = 1;       // RGAT, HGT
   HeadMerge head_merge = HeadMerge::kConcat;  // RGAT hidden layers
+  WeightInit weight_init = WeightInit::kGlorot;  // rgnn: how weights and biases are drawn
+  bool bias = false;       // HGT: per-node-type biases on K, Q, V and the output linear (PyG's HGTConv)
   bool compact = true;     // compact materialisation: once per unique (relation, node) pair, not per edge
   bool reorder = true;     // linear-operator reordering: weights after aggregation, W_r a_r precomputed
   // gpt2 (hidden is the residual width C, heads the attention heads):

@@ -4,7 +4,8 @@ prints the loss of every epoch and the test accuracy.
 
   python rgnn_reference.py train --graph G.h5 --model rgcn|rgat|hgt [--system reference|pyg]
          [--layers 2] [--hidden 16] [--heads 1] [--head-merge concat|mean] [--bases 0] [--blocks 0]
-         [--epochs 50] [--lr 0.01] [--l2 0] [--seed 0] [--threads 2] [--dtype float32|float64] [--json OUT]
+         [--bias] [--weight-init glorot|torch_linear] [--epochs 50] [--lr 0.01] [--l2 0] [--seed 0]
+         [--threads 2] [--dtype float32|float64] [--json OUT]
   python rgnn_reference.py parity CASE.json [CASE.json ...]
 
 Systems:
@@ -23,12 +24,16 @@ Systems:
                    additive self-attention, LeakyReLU 0.2, heads concatenated or averaged, no bias) with
                    an attention vector per relation and head (Busbridge et al.'s per-relation Q^(r),
                    K^(r) with D = 1), where RGATConv shares one q and one k across relations.
-             hgt   PyG's HGTConv itself (Hu et al. 2020), with its K/Q/V and output biases held at zero
-                   (MODELS.md's HGT has none), then a bias-free Linear classifier.
+             hgt   PyG's HGTConv itself (Hu et al. 2020), then a bias-free Linear classifier; its K/Q/V and
+                   output biases held at zero, or, with --bias (Tessel's model.bias), trained.
+             --weight-init (Tessel's model.weight_init): glorot as above (biases 0), or torch_linear:
+             U(+-1/sqrt(fan_in)) for weights (fan-in: the second-to-last dimension) and biases (the fan-in
+             of their weight), as torch.nn.Linear and PyG's HGTConv draw them.
   pyg        PyG's own layers with their own initialisation: FastRGCNConv (RGCNConv's model, its faster
              documented variant; aggr "mean", no root weight, no bias; num_bases / num_blocks), RGATConv
-             (the settings above, its shared q and k), HGTConv (its biases) + a bias-free Linear. RGATConv multiplies every edge's one-hot row by W_r[edge]
-             (materialising [E, N, out]); here a one-hot input takes row src of W_r instead, the same
+             (the settings above, its shared q and k), HGTConv (its biases) + a bias-free Linear; PyG's
+             own initialisation whatever --weight-init says. RGATConv multiplies every edge's one-hot row
+             by W_r[edge] (materialising [E, N, out]); here a one-hot input takes row src of W_r instead, the same
              product (RgatConvOneHot below). Only the rows are looked up; every other step is RGATConv's.
 Every system: softmax cross-entropy averaged over the labelled train nodes; torch.optim.Adam (betas 0.9 /
 0.999, eps 1e-8), one step per epoch; the regulariser l2 * sum(w^2) over the first layer's parameters
@@ -39,8 +44,9 @@ parity: CASE.json is written by Tessel's rgnn_parity_export (tests/integration/r
 initial parameters, the first epoch's loss, gradients and Adam step computed from them in double precision
 by the naive reference of MODELS.md, and Tessel's float executor's. This computes the same epoch here in
 float64 from the same initial parameters, with the reference system, and checks, per parameter:
-  - the initial values lie within the paper's Glorot bound (and reach 3/4 of it on tensors of >= 64
-    values), rel_prior and skip are 1: a changed initialisation fails;
+  - the initial values lie within their bound (the paper's Glorot, or torch_linear's 1/sqrt(fan_in)) and
+    reach 3/4 of it on tensors of >= 64 values; glorot biases are 0; rel_prior and skip are 1: a changed
+    initialisation fails;
   - the loss and every gradient of the cross-entropy agree to 1e-10 (relative: |a - b| <= 1e-10 x the
     tensor's largest |b|);
   - the gradient of the whole objective (cross-entropy + the regulariser) agrees to 1e-10: Tessel's
@@ -67,6 +73,17 @@ F32_TOL = 2e-4
 def glorot_bound(shape) -> float:
     """Glorot uniform over the last two dimensions (Keras 1's glorot_uniform on each 2-D weight)."""
     return math.sqrt(6.0 / (shape[-2] + shape[-1]))
+
+
+def init_bound(name: str, shapes: dict, weight_init: str) -> float:
+    """The bound of U(-b, b) a weight or bias is drawn from (0: a glorot bias, all zeros)."""
+    if name.endswith("_bias"):
+        if weight_init == "glorot":
+            return 0.0
+        return 1.0 / math.sqrt(shapes[name[:-len("_bias")]][-2])  # the fan-in of its weight
+    if weight_init == "glorot":
+        return glorot_bound(shapes[name])
+    return 1.0 / math.sqrt(shapes[name][-2])
 
 
 def param_shapes(a, g, d0: int) -> dict:
@@ -99,6 +116,9 @@ def param_shapes(a, g, d0: int) -> dict:
             for p in ("k", "q", "v"):
                 shapes[f"layer{l}.{p}"] = (T, K, H)
             shapes[f"layer{l}.out"] = (T, H, H)
+            if a.bias:
+                for p in ("k", "q", "v", "out"):
+                    shapes[f"layer{l}.{p}_bias"] = (T, H)
             if K == H:
                 shapes[f"layer{l}.skip"] = (T,)
             shapes[f"layer{l}.rel_att"] = (R, a.heads, d, d)
@@ -112,16 +132,17 @@ def ones_init(name: str) -> bool:
     return name.endswith(".rel_prior") or name.endswith(".skip")
 
 
-def draw_init(shapes: dict, seed: int) -> dict:
-    """The reference's own initial values (the paper's Glorot; rel_prior and skip 1, as PyG)."""
+def draw_init(shapes: dict, seed: int, weight_init: str) -> dict:
+    """The reference's own initial values (the paper's Glorot or torch_linear; rel_prior and skip 1, as
+    PyG)."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, shape in shapes.items():
         if ones_init(name):
             out[name] = np.ones(shape)
         else:
-            b = glorot_bound(shape)
-            out[name] = rng.uniform(-b, b, shape)
+            b = init_bound(name, shapes, weight_init)
+            out[name] = rng.uniform(-b, b, shape) if b > 0 else np.zeros(shape)
     return out
 
 
@@ -182,7 +203,7 @@ def forward_reference(torch, a, P, p):
     from torch_geometric.utils import softmax
 
     if a.model == "hgt":
-        return forward_hgt(torch, a, P, p, biases=False)
+        return forward_hgt(torch, a, P, p)
     h = P.x
     for l in range(a.layers):
         if a.model == "rgcn":
@@ -233,10 +254,11 @@ def patch_hetero_linear(torch):
     HeteroLinear.forward_naive = forward_split
 
 
-def forward_hgt(torch, a, P, p, biases: bool):
+def forward_hgt(torch, a, P, p):
     """PyG's HGTConv run with Tessel's parameters (torch.func.functional_call): K/Q/V per node type as
     kqv_lin's [k | q | v] columns, out as out_lin, rel_att / rel_msg as k_rel / v_rel (type h * E + e),
-    rel_prior as p_rel, skip as skip; the biases zero when biases is False."""
+    rel_prior as p_rel, skip as skip, k/q/v_bias as kqv_lin's bias and out_bias as out_lin's (zero when
+    the model has none)."""
     from torch.func import functional_call
     from torch_geometric.nn import HGTConv
 
@@ -259,7 +281,10 @@ def forward_hgt(torch, a, P, p, biases: bool):
         for t, name in enumerate(ntypes):
             state[f"kqv_lin.lins.{name}.weight"] = torch.cat([k[t], q[t], v[t]], dim=1).t()
             state[f"out_lin.lins.{name}.weight"] = out[t].t()
-            if not biases:
+            if f"layer{l}.k_bias" in p:
+                state[f"kqv_lin.lins.{name}.bias"] = torch.cat([p[f"layer{l}.{n}_bias"][t] for n in ("k", "q", "v")])
+                state[f"out_lin.lins.{name}.bias"] = p[f"layer{l}.out_bias"][t]
+            else:
                 state[f"kqv_lin.lins.{name}.bias"] = torch.zeros(3 * a.hidden, dtype=dtype)
                 state[f"out_lin.lins.{name}.bias"] = torch.zeros(a.hidden, dtype=dtype)
             if f"layer{l}.skip" in p:
@@ -376,7 +401,7 @@ def train(a) -> int:
     torch.manual_seed(a.seed)
     if a.system == "reference":
         shapes = param_shapes(a, g, P.d0)
-        init = load_init(a.init, shapes) if a.init else draw_init(shapes, a.seed)
+        init = load_init(a.init, shapes) if a.init else draw_init(shapes, a.seed, a.weight_init)
         p = {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in init.items()}
         opt = torch.optim.Adam(list(p.values()), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
 
@@ -409,8 +434,8 @@ def train(a) -> int:
     acc = lambda idx: float((pred[idx] == P.y[idx]).to(torch.float64).mean()) if idx.numel() else None
     result = {"system": a.system, "model": a.model, "graph": a.graph, "seed": a.seed, "layers": a.layers,
               "hidden": a.hidden, "heads": a.heads, "head_merge": a.head_merge, "bases": a.bases, "init": a.init,
-              "blocks": a.blocks, "epochs": a.epochs, "lr": a.lr, "l2": a.l2, "dtype": a.dtype,
-              "torch": torch.__version__, "epoch_loss": losses, "train_accuracy": acc(P.train_idx),
+              "blocks": a.blocks, "bias": a.bias, "weight_init": a.weight_init, "epochs": a.epochs,
+              "lr": a.lr, "l2": a.l2, "dtype": a.dtype, "torch": torch.__version__, "epoch_loss": losses, "train_accuracy": acc(P.train_idx),
               "test_accuracy": acc(P.test_idx), "seconds": round(time.monotonic() - t0, 3)}
     for e, l in enumerate(losses, 1):
         print(f"epoch {e:3d}  loss {l:.6f}", file=sys.stderr)
@@ -438,7 +463,8 @@ def parity(paths) -> int:
         name = os.path.splitext(os.path.basename(path))[0]
         a = argparse.Namespace(model=case["model"], layers=case["layers"], hidden=case["hidden"],
                                heads=case["heads"], head_merge=case["head_merge"], bases=case["num_bases"],
-                               blocks=case["num_blocks"], l2=case["l2"], lr=case["lr"])
+                               blocks=case["num_blocks"], l2=case["l2"], lr=case["lr"],
+                               bias=case.get("bias", False), weight_init=case.get("weight_init", "glorot"))
         g = graphfile.load(case["graph"])
         P = Problem(torch, g, torch.float64, onehot=case["input"] == "onehot")
         shapes = param_shapes(a, g, P.d0)
@@ -455,7 +481,7 @@ def parity(paths) -> int:
             if set(shapes) != set(tessel) else "same")
         if failures and failures[-1].startswith(f"{name}: parameter names"):
             continue
-        # The initialisation: the paper's Glorot bound per tensor; ones where PyG puts ones.
+        # The initialisation: each tensor's bound (Glorot or torch_linear); ones where PyG puts ones.
         bad_init = []
         for n, q in tessel.items():
             w = np.asarray(q["initial"])
@@ -463,11 +489,12 @@ def parity(paths) -> int:
                 if not np.all(w == 1.0):
                     bad_init.append(f"{n} is not all ones")
                 continue
-            b = glorot_bound(q["shape"])
+            b = init_bound(n, shapes, a.weight_init)
             top = np.abs(w).max()
             if top > b * (1 + 1e-6) or (w.size >= 64 and top < 0.75 * b):
                 bad_init.append(f"{n}: max |w| {top:.4g} against the bound {b:.4g}")
-        check("initialisation (Glorot bounds, ones)", not bad_init, "; ".join(bad_init) or "within the paper's bounds")
+        check(f"initialisation ({a.weight_init} bounds, ones)", not bad_init,
+              "; ".join(bad_init) or "within their bounds")
 
         p = {n: torch.tensor(np.asarray(tessel[n]["initial"]).reshape(shapes[n]), dtype=torch.float64,
                              requires_grad=True) for n in shapes}
@@ -537,6 +564,9 @@ def main(argv=None) -> int:
     t.add_argument("--head-merge", choices=["concat", "mean"], default="concat")
     t.add_argument("--bases", type=int, default=0)
     t.add_argument("--blocks", type=int, default=0)
+    t.add_argument("--bias", action="store_true", help="hgt: trained K/Q/V and output biases (model.bias)")
+    t.add_argument("--weight-init", choices=["glorot", "torch_linear"], default="glorot",
+                   help="the reference system's draws (model.weight_init); pyg keeps PyG's own")
     t.add_argument("--epochs", type=int, default=50)
     t.add_argument("--lr", type=float, default=0.01)
     t.add_argument("--l2", type=float, default=0.0)
@@ -553,6 +583,8 @@ def main(argv=None) -> int:
         return parity(a.cases)
     if a.model != "rgcn" and a.hidden % a.heads:
         ap.error("--hidden must be divisible by --heads")
+    if a.bias and a.model != "hgt":
+        ap.error("--bias is for --model hgt")
     if a.init and a.system != "reference":
         ap.error("--init is for --system reference (PyG's layers have their own parameters)")
     return train(a)

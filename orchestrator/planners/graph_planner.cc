@@ -104,6 +104,8 @@ RgnnSettings ModelSettingsOf(const jobs::JobSpec& spec) {
   s.num_blocks = spec.model.num_blocks;
   s.heads = spec.model.heads;
   s.head_merge = spec.model.head_merge;
+  s.weight_init = spec.model.weight_init;
+  s.bias = spec.model.bias;
   s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
   s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
   s.epochs = spec.train.epochs;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # First-epoch parity with the reference trainers (issue 18): for RGCN (full weights with one-hot and with
 # feature input, bases, blocks), RGAT (concatenated and averaged heads) and HGT (with the skip gate, and
-# one-hot), Tessel's initial parameters and its first epoch in double precision (rgnn_parity_export) against
+# one-hot; with PyG's biases, drawn as torch.nn.Linear draws them or zero), Tessel's initial parameters and its first epoch in double precision (rgnn_parity_export) against
 # the same epoch computed in float64 by bench/peers/rgnn_reference.py from the same parameters: the loss,
 # every gradient, the gradient of the whole objective (the regulariser included) and the Adam step to
-# 1e-10, the initial values within the paper's Glorot bounds, and Tessel's float executor to 2e-4.
+# 1e-10, the initial values within their bounds (Glorot, or torch_linear's), and Tessel's float executor
+# to 2e-4.
 # Needs build/bench-venv with torch and PyG (bench/peers/setup.sh --peers; scripts/test.sh makes it).
 # Without it the test is skipped, unless TESSEL_REQUIRE_DATA=1 (CI), which makes it a failure.
 source "$(dirname "$0")/../lib.sh"
@@ -26,6 +27,8 @@ cases=(
   "rgat-mean-onehot model=rgat input=onehot heads=2 merge=mean"
   "hgt-skip model=hgt input=features heads=2"
   "hgt-onehot model=hgt input=onehot"
+  "hgt-bias-torch-linear model=hgt input=features heads=2 bias=1 init=torch_linear"
+  "hgt-bias-onehot model=hgt input=onehot bias=1"
 )
 files=()
 for c in "${cases[@]}"; do

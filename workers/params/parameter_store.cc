@@ -2,6 +2,7 @@
 
 #include <tessel/ops/optim.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -34,7 +35,7 @@ int64_t ParameterStore::Find(std::string_view name) const {
   return -1;
 }
 
-Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed) {
+Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights) {
   device_ = device;
   offsets_.clear();
   total_ = 0;
@@ -49,15 +50,25 @@ Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed) {
     const ParameterSpec& s = specs_[i];
     float* w = host.data<float>() + offsets_[i];
     const int64_t n = Numel(s.shape);
+    auto uniform = [&](double bound) {
+      std::uniform_real_distribution<double> dist(-bound, bound);
+      for (int64_t j = 0; j < n; ++j) w[j] = static_cast<float>(dist(rng));
+    };
     switch (s.init) {
-      case ParamInit::kGlorot: {
+      case ParamInit::kWeight: {
         const size_t rank = s.shape.size();
         const int64_t fan_in = rank >= 2 ? s.shape[rank - 2] : 1, fan_out = rank >= 1 ? s.shape[rank - 1] : 1;
-        const double bound = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-        std::uniform_real_distribution<double> dist(-bound, bound);
-        for (int64_t j = 0; j < n; ++j) w[j] = static_cast<float>(dist(rng));
+        uniform(weights == WeightInit::kGlorot ? std::sqrt(6.0 / static_cast<double>(fan_in + fan_out))
+                                               : 1.0 / std::sqrt(static_cast<double>(fan_in)));
         break;
       }
+      case ParamInit::kBias:
+        if (weights == WeightInit::kGlorot) {
+          std::fill_n(w, n, 0.0f);
+        } else {
+          uniform(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.fan_in, 1))));
+        }
+        break;
       case ParamInit::kOnes:
         std::fill_n(w, n, 1.0f);
         break;

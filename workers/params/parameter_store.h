@@ -7,8 +7,8 @@
 // single allreduce.
 //
 //   ParameterStore params;
-//   const size_t w = params.Add({"layer0.weight", {R, K, D}, ParamInit::kGlorot, Decay::kL2});
-//   TESSEL_RETURN_IF_ERROR(params.Allocate(device, seed));
+//   const size_t w = params.Add({"layer0.weight", {R, K, D}, ParamInit::kWeight, Decay::kL2});
+//   TESSEL_RETURN_IF_ERROR(params.Allocate(device, seed, WeightInit::kGlorot));
 //   ... kernels write params.grad(w) ...
 //   TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(params.flat_grad().data<float>(), params.num_values()));
 //   TESSEL_RETURN_IF_ERROR(adam.Step(params, kernel, options));
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "workers/executor.h"
@@ -28,8 +29,13 @@
 
 namespace tessel::workers {
 
+// What a parameter is, for its initial values. A weight's and a bias's distribution is the model's
+// WeightInit (core/choices.h), given to Allocate: a weight's fan-in and fan-out are its last two dims;
+// kGlorot draws U(+-sqrt(6 / (fan_in + fan_out))) and zero biases, kTorchLinear U(+-1 / sqrt(fan_in)) for
+// both, a bias's fan-in being ParameterSpec::fan_in (the input width of the weight it goes with).
 enum class ParamInit {
-  kGlorot,  // uniform in +-sqrt(6 / (fan_in + fan_out)), the last two dims (fan_in, fan_out)
+  kWeight,
+  kBias,
   kOnes,
   kZeros,
 };
@@ -38,8 +44,9 @@ enum class Decay { kNone, kL2 };  // kL2: the optimizer's weight decay applies
 struct ParameterSpec {
   std::string name;
   std::vector<int64_t> shape;
-  ParamInit init = ParamInit::kGlorot;
+  ParamInit init = ParamInit::kWeight;
   Decay decay = Decay::kNone;
+  int64_t fan_in = 0;  // kBias: the fan-in of the weight it goes with
   // Empty: a dense gradient shaped like the value. Otherwise a row gradient, for a table whose gradient
   // is zero on most rows (a one-hot layer's weight): the value viewed as [P, shape.back()] rows, row p's
   // gradient is row row_of[p] of a [grad_rows, shape.back()] tensor, or zero when row_of[p] < 0. The rows
@@ -54,8 +61,8 @@ class ParameterStore {
   // Declares a parameter; returns its index. Only before Allocate.
   size_t Add(ParameterSpec spec);
   // Allocates values and gradients on `device` and initialises the values on the host from `seed`, in
-  // declaration order, then copies them over. Gradients start at zero.
-  Status Allocate(const DeviceContext& device, uint64_t seed);
+  // declaration order, weights and biases as `weights` says, then copies them over. Gradients start at zero.
+  Status Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights = WeightInit::kGlorot);
 
   size_t size() const { return specs_.size(); }
   const ParameterSpec& spec(size_t i) const { return specs_[i]; }

@@ -63,6 +63,13 @@ inline std::vector<SettingProblem> DecompositionProblems(const RgnnSettings& s, 
   return problems;
 }
 
+// The problem of a model without biases when the job asks for them (model.bias is HGT's).
+inline std::vector<SettingProblem> BiasProblems(const RgnnSettings& s, std::string_view model) {
+  if (!s.bias) return {};
+  return {{"model.bias", "",
+           StrCat("model.bias = true, but model.name = \"", model, "\" has no biases; only \"hgt\" takes them")}};
+}
+
 class RgnnModel {
  public:
   virtual ~RgnnModel() = default;

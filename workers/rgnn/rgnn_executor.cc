@@ -176,7 +176,7 @@ Status RgnnExecutor::Build(std::unique_ptr<BatchSource> source, const GraphView&
   if (static_cast<int>(layers_.size()) != L) {
     return InternalError(StrCat("model \"", settings_.model, "\" built ", layers_.size(), " layers for model.layers = ", L));
   }
-  TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed));
+  TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed, settings_.weight_init));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));
   out_.resize(static_cast<size_t>(L));
   dout_.resize(static_cast<size_t>(L));

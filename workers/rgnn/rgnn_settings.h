@@ -45,6 +45,8 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
   X(int32_t, num_blocks)               \
   X(int32_t, heads)                    \
   X(HeadMerge, head_merge)             \
+  X(WeightInit, weight_init)           \
+  X(bool, bias)                        \
   X(Compaction, compaction)            \
   X(Reordering, reordering)            \
   X(int32_t, epochs)                   \

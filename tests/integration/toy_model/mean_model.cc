@@ -19,7 +19,7 @@ class MeanLayer final : public RgnnLayer {
   MeanLayer(int index, int64_t in_dim, int64_t out_dim, int64_t relations, const KernelSet& kernels,
             ParameterStore& params)
       : in_dim_(in_dim), out_dim_(out_dim), relations_(relations), k_(kernels), params_(params) {
-    weight_ = params.Add({StrCat("layer", index, ".weight"), {in_dim, out_dim}, ParamInit::kGlorot,
+    weight_ = params.Add({StrCat("layer", index, ".weight"), {in_dim, out_dim}, ParamInit::kWeight,
                           index == 0 ? Decay::kL2 : Decay::kNone});
   }
 

@@ -73,5 +73,14 @@ TEST(ModelRules, DecompositionsAreForRgcnAndExclusive) {
             "across the heads");
 }
 
+TEST(ModelRules, BiasesAreHgtsAndAnyModelTakesEitherInitialisation) {
+  EXPECT_TRUE(Check(Job("[model]\nname = \"hgt\"\nbias = true\nweight_init = \"torch_linear\"\n")).ok());
+  EXPECT_TRUE(Check(Job("[model]\nname = \"rgat\"\nweight_init = \"torch_linear\"\n")).ok());
+  EXPECT_EQ(Problem(Job("[model]\nname = \"rgcn\"\nbias = true\n")),
+            "t.toml:9:1: model.bias = true, but model.name = \"rgcn\" has no biases; only \"hgt\" takes them");
+  EXPECT_THAT(Problem(Job("[model]\nname = \"rgat\"\n"), {"model.bias=true"}),
+              HasSubstr("--set model.bias=true: model.bias = true, but model.name = \"rgat\""));
+}
+
 }  // namespace
 }  // namespace tessel::orchestrator

@@ -6,7 +6,7 @@ namespace tessel::workers {
 
 Classifier::Classifier(int64_t in_dim, int64_t classes, const KernelSet& kernels, ParameterStore& params)
     : k_(kernels), params_(params) {
-  weight_ = params.Add({"classifier.weight", {in_dim, classes}, ParamInit::kGlorot, Decay::kNone});
+  weight_ = params.Add({"classifier.weight", {in_dim, classes}, ParamInit::kWeight, Decay::kNone});
 }
 
 std::vector<const tessel_op_decl*> Classifier::Ops() { return {&tessel_op_nn_gemm}; }

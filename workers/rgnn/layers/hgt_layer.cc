@@ -34,14 +34,22 @@ HgtLayer::HgtLayer(const Shape& shape, const GraphView& graph, const KernelSet& 
   const std::string prefix = StrCat("layer", shape.index, ".");
   const int64_t T = graph.node_types, R = graph.relations, K = shape.in_dim, D = shape.out_dim;
   const int64_t H = shape.heads, d = D / H;
-  k_w_ = params.Add({prefix + "k", {T, K, D}, ParamInit::kGlorot, decay});
-  q_w_ = params.Add({prefix + "q", {T, K, D}, ParamInit::kGlorot, decay});
-  v_w_ = params.Add({prefix + "v", {T, K, D}, ParamInit::kGlorot, decay});
-  out_w_ = params.Add({prefix + "out", {T, D, D}, ParamInit::kGlorot, decay});
+  key_ = AddLinear(params, prefix + "k", T, K, D, decay);
+  query_ = AddLinear(params, prefix + "q", T, K, D, decay);
+  value_ = AddLinear(params, prefix + "v", T, K, D, decay);
+  out_ = AddLinear(params, prefix + "out", T, D, D, decay);
   if (shape.skip()) skip_ = params.Add({prefix + "skip", {T}, ParamInit::kOnes, decay});
-  att_ = params.Add({prefix + "rel_att", {R, H, d, d}, ParamInit::kGlorot, decay});
-  msg_ = params.Add({prefix + "rel_msg", {R, H, d, d}, ParamInit::kGlorot, decay});
+  att_ = params.Add({prefix + "rel_att", {R, H, d, d}, ParamInit::kWeight, decay});
+  msg_ = params.Add({prefix + "rel_msg", {R, H, d, d}, ParamInit::kWeight, decay});
   prior_ = params.Add({prefix + "rel_prior", {R, H}, ParamInit::kOnes, decay});
+}
+
+HgtLayer::Linear HgtLayer::AddLinear(ParameterStore& params, const std::string& name, int64_t types, int64_t in,
+                                     int64_t out, Decay decay) const {
+  Linear linear;
+  linear.w = params.Add({name, {types, in, out}, ParamInit::kWeight, decay});
+  if (shape_.bias) linear.b = params.Add({name + "_bias", {types, out}, ParamInit::kBias, decay, /*fan_in=*/in});
+  return linear;
 }
 
 std::vector<const tessel_op_decl*> HgtLayer::Ops(const Shape& shape) {
@@ -94,33 +102,57 @@ Status HgtLayer::Bind(const GraphView& graph) {
     TESSEL_RETURN_IF_ERROR(CopyMemory(one_hot_ids_.raw(), one_hot_ids_.device(), host.raw(), Device::kCpu,
                                       host.nbytes(), params_.device().stream));
   }
+  if (shape_.bias) {
+    const std::vector<float> ones(static_cast<size_t>(M), 1.0f);
+    TESSEL_ASSIGN_OR_RETURN(ones_, ones_buf_.View({M, 1}, DType::kF32, alloc));
+    TESSEL_RETURN_IF_ERROR(CopyMemory(ones_.raw(), ones_.device(), ones.data(), Device::kCpu,
+                                      ones.size() * sizeof(float), params_.device().stream));
+  }
   return Status();
 }
 
-Status HgtLayer::TypedLinear(Source source, const Tensor& x, size_t weight, int64_t rows, Tensor& y) {
-  const Tensor& w = params_.value(weight);
+Status HgtLayer::TypedLinear(Source source, const Tensor& x, Linear linear, int64_t rows, Tensor& y) {
+  const Tensor& w = params_.value(linear.w);
   if (shape_.one_hot && source == Source::kLayerInput) {
     Tensor ids = Tensor::Borrow(one_hot_ids_.raw(), DType::kI64, {rows}, one_hot_ids_.device());
-    Tensor table = Flat(w);
-    return k_.Call(tessel_op_nn_embedding_fwd, {&table, &ids}, {&y});
+    Tensor table = Flat(w), ys = Rows(y, 0, rows);
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_embedding_fwd, {&table, &ids}, {&ys}));
   }
   for (const TypeRun& run : graph_->type_runs) {
     if (run.begin >= rows) break;
-    Tensor xs = Rows(x, run.begin, run.end), ys = Rows(y, run.begin, run.end), ws = Slice(w, run.type);
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&xs, &ws}, {&ys}, Gemm(0, 0, 0.0)));
+    Tensor ys = Rows(y, run.begin, run.end);
+    if (!(shape_.one_hot && source == Source::kLayerInput)) {
+      Tensor xs = Rows(x, run.begin, run.end), ws = Slice(w, run.type);
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&xs, &ws}, {&ys}, Gemm(0, 0, 0.0)));
+    }
+    if (linear.b == kNoBias) continue;
+    // ys += ones [n, 1] @ b[type] [1, out].
+    Tensor ones = Rows(ones_, run.begin, run.end), bs = Rows(params_.value(linear.b), run.type, run.type + 1);
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&ones, &bs}, {&ys}, Gemm(0, 0, 1.0)));
   }
   return Status();
 }
 
-Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weight, int64_t rows, const Tensor& dy,
+Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, Linear linear, int64_t rows, const Tensor& dy,
                                      Tensor* dx, int64_t accumulated_rows) {
-  Tensor& dw = params_.grad(weight);
+  if (linear.b != kNoBias) {
+    // db[type] = ones^T dy over the type's ranges.
+    Tensor& db = params_.grad(linear.b);
+    TESSEL_RETURN_IF_ERROR(ZeroMemory(db.raw(), db.device(), db.nbytes(), params_.device().stream));
+    for (const TypeRun& run : graph_->type_runs) {
+      if (run.begin >= rows) break;
+      Tensor ones = Rows(ones_, run.begin, run.end), dys = Rows(dy, run.begin, run.end);
+      Tensor dbs = Rows(db, run.type, run.type + 1);
+      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gemm, {&ones, &dys}, {&dbs}, Gemm(1, 0, 1.0)));
+    }
+  }
+  Tensor& dw = params_.grad(linear.w);
   if (shape_.one_hot && source == Source::kLayerInput) {
     Tensor ids = Tensor::Borrow(one_hot_ids_.raw(), DType::kI64, {rows}, one_hot_ids_.device());
-    Tensor table = Flat(dw);
-    return k_.Call(tessel_op_nn_embedding_bwd, {&dy, &ids}, {&table});
+    Tensor table = Flat(dw), dys = Rows(dy, 0, rows);
+    return k_.Call(tessel_op_nn_embedding_bwd, {&dys, &ids}, {&table});
   }
-  const Tensor& w = params_.value(weight);
+  const Tensor& w = params_.value(linear.w);
   TESSEL_RETURN_IF_ERROR(ZeroMemory(dw.raw(), dw.device(), dw.nbytes(), params_.device().stream));
   for (const TypeRun& run : graph_->type_runs) {
     if (run.begin >= rows) break;
@@ -138,9 +170,9 @@ Status HgtLayer::TypedLinearBackward(Source source, const Tensor& x, size_t weig
 
 Status HgtLayer::KeysQueriesValues(const Tensor& x) {
   const int64_t M = graph_->rows, N = graph_->owned;
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, k_w_, M, scratch_->k));
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, q_w_, N, scratch_->q));
-  return TypedLinear(Source::kLayerInput, x, v_w_, M, scratch_->v);
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, key_, M, scratch_->k));
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kLayerInput, x, query_, N, scratch_->q));
+  return TypedLinear(Source::kLayerInput, x, value_, M, scratch_->v);
 }
 
 Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
@@ -157,8 +189,8 @@ Status HgtLayer::Forward(const Tensor& x, Tensor& out) {
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_hgt_fwd, in, {&agg_, &row_max_, &row_sum_}, p));
   Tensor gelu = Rows(scratch_->c, 0, N);
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));
-  if (!shape_.skip()) return TypedLinear(Source::kDense, gelu, out_w_, N, out);
-  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu, out_w_, N, o_));
+  if (!shape_.skip()) return TypedLinear(Source::kDense, gelu, out_, N, out);
+  TESSEL_RETURN_IF_ERROR(TypedLinear(Source::kDense, gelu, out_, N, o_));
   Tensor x_owned = Rows(x, 0, N), types = Tensor::Borrow(graph_->row_type.raw(), DType::kI32, {N}, x.device());
   return k_.Call(tessel_op_rgnn_typed_gate_fwd, {&o_, &x_owned, &params_.value(skip_), &types}, {&out});
 }
@@ -180,7 +212,7 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
     d_out = &d_o;
   }
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_fwd, {&agg_}, {&gelu}));  // recomputed, not kept
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu, out_w_, N, *d_out, &d_gelu, /*accumulated_rows=*/0));
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kDense, gelu, out_, N, *d_out, &d_gelu, /*accumulated_rows=*/0));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_bwd, {&d_gelu, &agg_}, {&d_agg}));
   TESSEL_RETURN_IF_ERROR(KeysQueriesValues(x));  // recomputed, not kept
   const SegmentLayout& g = graph_->segments;
@@ -196,9 +228,9 @@ Status HgtLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
               {&d_keys, &d_queries, &d_values, &params_.grad(att_), &params_.grad(msg_), &params_.grad(prior_)}, p));
   // dx = dK Wk^T + dV Wv^T (every row) + dQ Wq^T (owned rows) [+ the skip share, already in dx].
   const int64_t skip_rows = shape_.skip() && dx != nullptr ? N : 0;
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, k_w_, M, d_keys, dx, skip_rows));
-  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, v_w_, M, d_values, dx, M));
-  return TypedLinearBackward(Source::kLayerInput, x, q_w_, N, d_queries, dx, M);
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, key_, M, d_keys, dx, skip_rows));
+  TESSEL_RETURN_IF_ERROR(TypedLinearBackward(Source::kLayerInput, x, value_, M, d_values, dx, M));
+  return TypedLinearBackward(Source::kLayerInput, x, query_, N, d_queries, dx, M);
 }
 
 std::vector<HgtLayer::Shape> HgtLayer::Shapes(const RgnnSettings& settings, const ModelShape& model) {
@@ -210,6 +242,7 @@ std::vector<HgtLayer::Shape> HgtLayer::Shapes(const RgnnSettings& settings, cons
     s.out_dim = settings.hidden;
     s.heads = settings.heads;
     s.one_hot = l == 0 && settings.input == ModelInput::kOneHot;
+    s.bias = settings.bias;
     s.reordering = settings.reordering;
     shapes.push_back(s);
   }

@@ -1,10 +1,10 @@
-// HGT layer (workers/rgnn/MODELS.md "HGT", after PyG's HGTConv without biases): per node type K, Q, V
-// linears; the fused rgnn.hgt.* kernels for the relation-aware attention and aggregation (W_att applied
+// HGT layer (workers/rgnn/MODELS.md "HGT", after PyG's HGTConv; its biases with model.bias): per node
+// type K, Q, V linears; the fused rgnn.hgt.* kernels for the relation-aware attention and aggregation (W_att applied
 // to q once per segment, W_msg after the aggregation); GELU; a per-node-type output linear; and, when the
 // input and output widths match, the gated skip connection (rgnn.typed_gate.*). With a one-hot input, the
 // K, Q, V linears are per-type tables read with nn.embedding.
 // Rows of a node type form a few contiguous ranges (GraphView::type_runs), so each typed linear is
-// one nn.gemm per range.
+// one nn.gemm per range, and its bias, when it has one, one more (a ones column times the bias row).
 #pragma once
 
 #include <memory>
@@ -24,6 +24,7 @@ class HgtLayer final : public RgnnLayer {
     int64_t in_dim = 0, out_dim = 0;
     int32_t heads = 1;
     bool one_hot = false;
+    bool bias = false;  // per-type biases on K, Q, V and the output linear
     Reordering reordering = Reordering::kOn;
     bool skip() const { return in_dim == out_dim && !one_hot; }  // MODELS.md: no skip from a one-hot input
   };
@@ -56,11 +57,19 @@ class HgtLayer final : public RgnnLayer {
  private:
   // Whether a typed linear reads the layer's input (one-hot for a one-hot layer) or a dense tensor.
   enum class Source { kLayerInput, kDense };
-  // y[rows] = x[rows] W[type] for every type range of the first `rows` rows (one-hot: table lookups).
-  Status TypedLinear(Source source, const Tensor& x, size_t weight, int64_t rows, Tensor& y);
-  // dW[type] = x^T dy over the ranges of that type (overwritten), and, when dx is given, dx = dy W^T on
-  // its rows, added to what rows [0, accumulated_rows) already hold.
-  Status TypedLinearBackward(Source source, const Tensor& x, size_t weight, int64_t rows, const Tensor& dy, Tensor* dx,
+  // A typed linear's parameters: W [T, in, out] and, with model.bias, b [T, out] (else kNoBias).
+  static constexpr size_t kNoBias = static_cast<size_t>(-1);
+  struct Linear {
+    size_t w = 0, b = kNoBias;
+  };
+  Linear AddLinear(ParameterStore& params, const std::string& name, int64_t types, int64_t in, int64_t out,
+                   Decay decay) const;
+  // y[rows] = x[rows] W[type] (+ b[type]) for every type range of the first `rows` rows (one-hot: table
+  // lookups).
+  Status TypedLinear(Source source, const Tensor& x, Linear linear, int64_t rows, Tensor& y);
+  // dW[type] = x^T dy (and db[type] = the column sums of dy) over the ranges of that type (overwritten),
+  // and, when dx is given, dx = dy W^T on its rows, added to what rows [0, accumulated_rows) already hold.
+  Status TypedLinearBackward(Source source, const Tensor& x, Linear linear, int64_t rows, const Tensor& dy, Tensor* dx,
                              int64_t accumulated_rows);
   // The shared scratch's views for this layer.
   Status ShapeScratch();
@@ -70,7 +79,8 @@ class HgtLayer final : public RgnnLayer {
   Shape shape_;
   const KernelSet& k_;
   ParameterStore& params_;
-  size_t k_w_, q_w_, v_w_, out_w_, skip_ = 0, att_, msg_, prior_;
+  Linear key_, query_, value_, out_;
+  size_t skip_ = 0, att_, msg_, prior_;
   // What Backward reads of Forward: the aggregate, its softmax statistics and, with the skip, the output
   // linear's result O [owned, out]. K, Q, V and GELU's output are recomputed.
   Tensor agg_, row_max_, row_sum_, o_;
@@ -78,6 +88,8 @@ class HgtLayer final : public RgnnLayer {
   std::shared_ptr<Scratch> scratch_;
   Tensor one_hot_ids_;  // i64[rows]: type * nodes + global id, the rows of the per-type tables
   GrowBuffer one_hot_ids_buf_;
+  Tensor ones_;  // f32[rows, 1] of ones, with biases: the column that multiplies a bias row
+  GrowBuffer ones_buf_;
 };
 
 // model.name = "hgt": HGT layers (no activation between them: each ends in GELU), then a linear classifier.

@@ -10,9 +10,9 @@ RgatLayer::RgatLayer(const Shape& shape, const GraphView& graph, const KernelSet
   const Decay decay = shape.index == 0 ? Decay::kL2 : Decay::kNone;
   const std::string prefix = StrCat("layer", shape.index, ".");
   const int64_t R = graph.relations, F = shape.heads * shape.head_dim;
-  weight_ = params.Add({prefix + "weight", {R, shape.in_dim, F}, ParamInit::kGlorot, decay});
-  att_src_ = params.Add({prefix + "att_src", {R, shape.heads, shape.head_dim}, ParamInit::kGlorot, decay});
-  att_dst_ = params.Add({prefix + "att_dst", {R, shape.heads, shape.head_dim}, ParamInit::kGlorot, decay});
+  weight_ = params.Add({prefix + "weight", {R, shape.in_dim, F}, ParamInit::kWeight, decay});
+  att_src_ = params.Add({prefix + "att_src", {R, shape.heads, shape.head_dim}, ParamInit::kWeight, decay});
+  att_dst_ = params.Add({prefix + "att_dst", {R, shape.heads, shape.head_dim}, ParamInit::kWeight, decay});
 }
 
 std::vector<const tessel_op_decl*> RgatLayer::Ops(const Shape& shape) {
@@ -103,6 +103,7 @@ class Rgat final : public RgnnModel {
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape&) const override {
     std::vector<SettingProblem> problems = DecompositionProblems(s, name());
+    for (SettingProblem& p : BiasProblems(s, name())) problems.push_back(std::move(p));
     if (s.head_merge == HeadMerge::kConcat && s.layers > 1 && s.hidden % s.heads != 0) {
       problems.push_back({"model.heads", "model.hidden",
                           StrCat("model.hidden = ", s.hidden, " is not divisible by model.heads = ", s.heads,

@@ -62,18 +62,18 @@ RgcnLayer::RgcnLayer(const Shape& shape, const GraphView& graph, const KernelSet
   const int64_t R = graph.relations, K = shape.in_dim, D = shape.out_dim, B = shape.num_bases_or_blocks;
   switch (shape.weights) {
     case Weights::kFull: {
-      ParameterSpec spec{prefix + "weight", {R, K, D}, ParamInit::kGlorot, decay};
+      ParameterSpec spec{prefix + "weight", {R, K, D}, ParamInit::kWeight, decay};
       spec.grad_rows = shape.row_gradient ? graph.segments.num_pairs : 0;
       spec.row_of = std::move(row_of);
       weight_ = params.Add(std::move(spec));
       break;
     }
     case Weights::kBases:
-      weight_ = params.Add({prefix + "bases", {B, K, D}, ParamInit::kGlorot, decay});
-      coef_ = params.Add({prefix + "coef", {R, B}, ParamInit::kGlorot, decay});
+      weight_ = params.Add({prefix + "bases", {B, K, D}, ParamInit::kWeight, decay});
+      coef_ = params.Add({prefix + "coef", {R, B}, ParamInit::kWeight, decay});
       break;
     case Weights::kBlocks:
-      weight_ = params.Add({prefix + "blocks", {R, B, K / B, D / B}, ParamInit::kGlorot, decay});
+      weight_ = params.Add({prefix + "blocks", {R, B, K / B, D / B}, ParamInit::kWeight, decay});
       break;
   }
 }
@@ -247,7 +247,7 @@ class Rgcn final : public RgnnModel {
   std::string_view name() const override { return "rgcn"; }
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape& model) const override {
-    std::vector<SettingProblem> problems;
+    std::vector<SettingProblem> problems = BiasProblems(s, name());
     if (s.num_bases > 0 && s.num_blocks > 0) {
       problems.push_back({"model.num_blocks", "model.num_bases",
                           StrCat("model.num_bases = ", s.num_bases, " and model.num_blocks = ", s.num_blocks,

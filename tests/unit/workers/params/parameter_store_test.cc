@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tessel::workers {
@@ -18,7 +19,7 @@ KernelRegistry LoadNn() {
 
 ParameterStore TwoParameters() {
   ParameterStore p;
-  p.Add({"layer0.weight", {3, 4, 5}, ParamInit::kGlorot, Decay::kL2});
+  p.Add({"layer0.weight", {3, 4, 5}, ParamInit::kWeight, Decay::kL2});
   p.Add({"layer0.skip", {2}, ParamInit::kOnes, Decay::kNone});
   return p;
 }
@@ -54,6 +55,39 @@ TEST(ParameterStore, GlorotFromTheSeedAloneWithinItsBound) {
   EXPECT_TRUE(differs) << "another seed, other values";
   EXPECT_LE(max_abs, bound);
   EXPECT_GT(max_abs, 0.5f * bound) << "60 draws should come near the bound";
+}
+
+// Weights of 2000 draws and a bias of 2000: the largest |value| of each lands within 1% of its bound.
+ParameterStore WeightAndBias() {
+  ParameterStore p;
+  p.Add({"layer0.k", {2, 40, 25}, ParamInit::kWeight, Decay::kL2});             // fan_in 40, fan_out 25
+  p.Add({"layer0.k_bias", {80, 25}, ParamInit::kBias, Decay::kL2, /*fan_in=*/9});  // the weight's fan-in
+  return p;
+}
+
+float MaxAbs(const Tensor& t) {
+  float m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.data<float>()[i]));
+  return m;
+}
+
+TEST(ParameterStore, GlorotWeightsGetZeroBiases) {
+  ParameterStore p = WeightAndBias();
+  ASSERT_TRUE(p.Allocate(DeviceContext{}, 3, WeightInit::kGlorot).ok());
+  const float bound = static_cast<float>(std::sqrt(6.0 / (40 + 25)));
+  EXPECT_LE(MaxAbs(p.value(0)), bound);
+  EXPECT_GT(MaxAbs(p.value(0)), 0.99f * bound);
+  EXPECT_EQ(MaxAbs(p.value(1)), 0.0f);
+}
+
+TEST(ParameterStore, TorchLinearDrawsWeightsAndBiasesOverTheirFanIn) {
+  ParameterStore p = WeightAndBias();
+  ASSERT_TRUE(p.Allocate(DeviceContext{}, 3, WeightInit::kTorchLinear).ok());
+  const float weight = static_cast<float>(1.0 / std::sqrt(40.0)), bias = static_cast<float>(1.0 / 3.0);
+  EXPECT_LE(MaxAbs(p.value(0)), weight);
+  EXPECT_GT(MaxAbs(p.value(0)), 0.99f * weight);
+  EXPECT_LE(MaxAbs(p.value(1)), bias);
+  EXPECT_GT(MaxAbs(p.value(1)), 0.99f * bias);
 }
 
 TEST(AdamOptimizer, DecaysOnlyTheParametersDeclaredSo) {
@@ -104,7 +138,7 @@ TEST(AdamOptimizer, RowGradientStepsLikeTheDenseGradientItStandsFor) {
   const KernelRegistry kernels = LoadNn();
   const Kernel& dense_kernel = *kernels.Find("optim.adam.step", Device::kCpu).value();
   const Kernel& rows_kernel = *kernels.Find("optim.adam.step_rows", Device::kCpu).value();
-  ParameterSpec table{"layer0.weight", {2, 3, 4}, ParamInit::kGlorot, Decay::kL2};
+  ParameterSpec table{"layer0.weight", {2, 3, 4}, ParamInit::kWeight, Decay::kL2};
   ParameterStore dense;
   dense.Add(table);
   dense.Add({"layer1.weight", {2, 2}});

@@ -52,6 +52,7 @@ namespace tessel::workers {
   config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
   config.num_bases = s.num_bases;
   config.num_blocks = s.num_blocks;
+  config.bias = s.bias;
   config.lr = s.lr;
   config.l2 = s.l2;
   return config;

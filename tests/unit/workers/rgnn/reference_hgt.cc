@@ -1,5 +1,5 @@
-// The HGT reference (MODELS.md "HGT", as PyG's HGTConv without biases): per-node-type K/Q/V and output
-// linears, per-relation rel_att / rel_msg / rel_prior, one softmax per head over all edges into a node,
+// The HGT reference (MODELS.md "HGT", as PyG's HGTConv; its biases with RefConfig::bias): per-node-type
+// K/Q/V and output linears (+ a per-type bias row), per-relation rel_att / rel_msg / rel_prior, one softmax per head over all edges into a node,
 // exact (erf) GELU, the gated skip sigmoid(skip) when K == D (not from a one-hot input), and a linear classifier after
 // the last layer.
 #include <cmath>
@@ -22,21 +22,28 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 int64_t LayerInput(const RefGraph& g, const RefConfig& c, int32_t l) { return l == 0 ? InputWidth(g) : c.hidden; }
 
-// Y(i, :) = X(i, :) W[tau(i)]: a per-node-type linear, W = [T, K, D].
-Mat TypedLinear(const RefGraph& g, const Mat& x, const RefTensor& w) {
+// Y(i, :) = X(i, :) W[tau(i)] (+ b[tau(i)]): a per-node-type linear, W = [T, K, D], b = [T, D] or none.
+Mat TypedLinear(const RefGraph& g, const Mat& x, const RefTensor& w, const RefTensor* b) {
   Mat y(x.rows, w.shape.back());
   for (int32_t t = 0; t < g.num_types; ++t) {
     const Mat yt = MatMul(x, Slice(w, t));
     for (int64_t i = 0; i < x.rows; ++i) {
       if (NodeType(g, i) != t) continue;
-      for (int64_t q = 0; q < y.cols; ++q) y(i, q) = yt(i, q);
+      for (int64_t q = 0; q < y.cols; ++q) {
+        y(i, q) = yt(i, q) + (b != nullptr ? b->data[static_cast<size_t>(t * y.cols + q)] : 0.0);
+      }
     }
   }
   return y;
 }
 
-// The backward of TypedLinear: dW[t] += X_t^T dY_t and dX += dY_t W[t]^T, over the rows of type t.
-void TypedLinearBackward(const RefGraph& g, const Mat& x, const RefTensor& w, const Mat& dy, RefTensor* dw, Mat* dx) {
+// The backward of TypedLinear: dW[t] += X_t^T dY_t, db[t] += the column sums of dY_t, and
+// dX += dY_t W[t]^T, over the rows of type t.
+void TypedLinearBackward(const RefGraph& g, const Mat& x, const RefTensor& w, const Mat& dy, RefTensor* dw,
+                         RefTensor* db, Mat* dx) {
+  for (int64_t i = 0; db != nullptr && i < dy.rows; ++i) {
+    for (int64_t q = 0; q < dy.cols; ++q) db->data[static_cast<size_t>(NodeType(g, i) * dy.cols + q)] += dy(i, q);
+  }
   for (int32_t t = 0; t < g.num_types; ++t) {
     Mat dyt = dy;
     for (int64_t i = 0; i < x.rows; ++i) {
@@ -65,6 +72,9 @@ void AddHgtShapes(const RefGraph& g, const RefConfig& c, RefParams* params) {
     (*params)[LayerName(l, "q")] = Zeros({num_t, k, dmodel});
     (*params)[LayerName(l, "v")] = Zeros({num_t, k, dmodel});
     (*params)[LayerName(l, "out")] = Zeros({num_t, dmodel, dmodel});
+    if (c.bias) {
+      for (const char* name : {"k_bias", "q_bias", "v_bias", "out_bias"}) (*params)[LayerName(l, name)] = Zeros({num_t, dmodel});
+    }
     if (HasSkip(g, l, k, dmodel)) (*params)[LayerName(l, "skip")] = Zeros({num_t});
     (*params)[LayerName(l, "rel_att")] = Zeros({num_r, heads, dh, dh});
     (*params)[LayerName(l, "rel_msg")] = Zeros({num_r, heads, dh, dh});
@@ -81,6 +91,13 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
   const std::vector<std::vector<size_t>> in_edges = InEdges(g);
   const size_t num_edges = g.edges.size();
   auto at = [&](size_t e, int64_t h) { return e * static_cast<size_t>(heads) + static_cast<size_t>(h); };
+  // A linear's bias and its gradient, or none.
+  auto bias = [&](int32_t layer, const std::string& linear) -> const RefTensor* {
+    return c.bias ? &Param(p, LayerName(layer, linear + "_bias")) : nullptr;
+  };
+  auto dbias = [&](int32_t layer, const std::string& linear) -> RefTensor* {
+    return c.bias ? &Param(grads, LayerName(layer, linear + "_bias")) : nullptr;
+  };
 
   // What the backward needs of each layer. Per (edge, head): kr = k_{j,h} rel_att[r,h] and
   // msg = v_{j,h} rel_msg[r,h] (d values each), dot = kr . q_{i,h}, alpha.
@@ -97,9 +114,9 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
     const int32_t layer = static_cast<int32_t>(l);
     Saved& sv = saved[l];
     sv.input = x;
-    sv.kk = TypedLinear(g, x, Param(p, LayerName(layer, "k")));
-    sv.qq = TypedLinear(g, x, Param(p, LayerName(layer, "q")));
-    sv.vv = TypedLinear(g, x, Param(p, LayerName(layer, "v")));
+    sv.kk = TypedLinear(g, x, Param(p, LayerName(layer, "k")), bias(layer, "k"));
+    sv.qq = TypedLinear(g, x, Param(p, LayerName(layer, "q")), bias(layer, "q"));
+    sv.vv = TypedLinear(g, x, Param(p, LayerName(layer, "v")), bias(layer, "v"));
     const RefTensor& rel_att = Param(p, LayerName(layer, "rel_att"));
     const RefTensor& rel_msg = Param(p, LayerName(layer, "rel_msg"));
     const RefTensor& rel_prior = Param(p, LayerName(layer, "rel_prior"));
@@ -140,7 +157,7 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
     }
     sv.gel = sv.agg;
     for (double& v : sv.gel.a) v = Gelu(v);
-    sv.o = TypedLinear(g, sv.gel, Param(p, LayerName(layer, "out")));
+    sv.o = TypedLinear(g, sv.gel, Param(p, LayerName(layer, "out")), bias(layer, "out"));
     if (HasSkip(g, layer, x.cols, dmodel)) {
       const RefTensor& skip = Param(p, LayerName(layer, "skip"));
       Mat next(n, dmodel);
@@ -188,7 +205,7 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
     }
     Mat dgel(n, dmodel);
     TypedLinearBackward(g, sv.gel, Param(p, LayerName(layer, "out")), d_o, &Param(grads, LayerName(layer, "out")),
-                        &dgel);
+                        dbias(layer, "out"), &dgel);
     Mat dagg = dgel;
     for (size_t k = 0; k < dagg.a.size(); ++k) dagg.a[k] *= GeluGrad(sv.agg.a[k]);
 
@@ -244,9 +261,10 @@ ModelResult RunHgt(const RefGraph& g, const RefConfig& c, const RefParams& p, Re
         }
       }
     }
-    TypedLinearBackward(g, sv.input, Param(p, LayerName(layer, "k")), dk, &Param(grads, LayerName(layer, "k")), &dx);
-    TypedLinearBackward(g, sv.input, Param(p, LayerName(layer, "q")), dq, &Param(grads, LayerName(layer, "q")), &dx);
-    TypedLinearBackward(g, sv.input, Param(p, LayerName(layer, "v")), dv, &Param(grads, LayerName(layer, "v")), &dx);
+    for (const auto& [name, d] : {std::pair<std::string, const Mat*>{"k", &dk}, {"q", &dq}, {"v", &dv}}) {
+      TypedLinearBackward(g, sv.input, Param(p, LayerName(layer, name)), *d, &Param(grads, LayerName(layer, name)),
+                          dbias(layer, name), &dx);
+    }
     // No activation between HGT layers: dx is already d loss / d (the output of layer l - 1).
   }
   return result;

@@ -82,6 +82,8 @@ std::vector<GradCase> GradCases() {
   hgt.heads = 2;
   RefConfig hgt_wide = hgt;
   hgt_wide.hidden = 8;  // == N: K == D also for a one-hot first layer, which still has no skip (MODELS.md)
+  RefConfig hgt_bias = hgt;
+  hgt_bias.bias = true;
   // clang-format off
   const std::vector<Variant> variants = {
       {"RgcnFull", rgcn, 4, 3, 2, 2, false},
@@ -94,6 +96,7 @@ std::vector<GradCase> GradCases() {
       {"HgtNoSkipFirst", hgt, 5, 3, 2, 3, false},     // K != D on layer 0
       {"HgtOneType", hgt, 5, 2, 1, 3, false},
       {"HgtWide", hgt_wide, 8, 3, 2, 2, false},
+      {"HgtBias", hgt_bias, 4, 3, 2, 3, false},
   };
   // clang-format on
   std::vector<GradCase> cases;
@@ -384,6 +387,12 @@ TEST(ReferenceShapes, HgtSkipOnlyWhenWidthsMatch) {
   }
   expected["layer1.skip"] = {2};  // layer 0 is 5 -> 4: no skip
   expected["classifier.weight"] = {4, 3};
+  EXPECT_EQ(ShapesOf(RefParamShapes(g, c)), expected);
+  // With biases: one row per node type on K, Q, V and out (PyG's kqv_lin and out_lin), none elsewhere.
+  c.bias = true;
+  for (int l = 0; l < 2; ++l) {
+    for (const char* b : {"k_bias", "q_bias", "v_bias", "out_bias"}) expected["layer" + std::to_string(l) + "." + b] = {2, 4};
+  }
   EXPECT_EQ(ShapesOf(RefParamShapes(g, c)), expected);
 }
 

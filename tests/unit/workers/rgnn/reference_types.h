@@ -41,6 +41,7 @@ struct RefConfig {
   RefHeadMerge head_merge = RefHeadMerge::kConcat;  // RGAT hidden layers (the last one always averages)
   int32_t num_bases = 0;                            // RGCN only; 0 = off
   int32_t num_blocks = 0;                           // RGCN only; 0 = off
+  bool bias = false;                                // HGT only: per-type biases on K, Q, V and out
   double lr = 0.01;
   double l2 = 5e-4;  // the penalty l2 * sum(p^2) on the parameters of layer 0
 };

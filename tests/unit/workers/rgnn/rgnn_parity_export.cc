@@ -2,8 +2,8 @@
 // (bench/peers/rgnn_reference.py parity, run by tests/integration/rgnn_parity.sh).
 //
 //   rgnn_parity_export OUT_DIR NAME [model=rgcn|rgat|hgt] [input=onehot|features] [layers=2] [hidden=6]
-//                      [heads=1] [merge=concat|mean] [bases=0] [blocks=0] [feature_dim=6] [lr=0.05] [l2=0.01]
-//                      [seed=17] [graph=FILE init_only=1]
+//                      [heads=1] [merge=concat|mean] [bases=0] [blocks=0] [bias=0|1] [init=glorot|torch_linear]
+//                      [feature_dim=6] [lr=0.05] [l2=0.01] [seed=17] [graph=FILE init_only=1]
 //
 // It generates a small heterogeneous graph (40 nodes, 2 node types, 2 base relations with their inverses
 // and self-loops, 3 classes) and writes it as a Tessel graph file, OUT_DIR/NAME.h5. It builds Tessel's
@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/json.h"
@@ -82,6 +83,10 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   s.num_blocks = std::stoi(get("blocks", "0"));
   s.heads = std::stoi(get("heads", "1"));
   s.head_merge = get("merge", "concat") == "mean" ? HeadMerge::kMean : HeadMerge::kConcat;
+  s.bias = get("bias", "0") == "1";
+  const std::optional<WeightInit> init = ChoiceNamed<WeightInit>(get("init", "glorot"));
+  if (!init) return UsageError("init=" + get("init", "glorot") + ": not \"glorot\" or \"torch_linear\"");
+  s.weight_init = *init;
   s.compaction = Compaction::kPerUniquePair;
   s.reordering = Reordering::kOn;
   s.epochs = 1;
@@ -156,6 +161,8 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   doc["head_merge"] = s.head_merge == HeadMerge::kMean ? "mean" : "concat";
   doc["num_bases"] = s.num_bases;
   doc["num_blocks"] = s.num_blocks;
+  doc["bias"] = s.bias;
+  doc["weight_init"] = std::string(NameOf(s.weight_init));
   doc["lr"] = s.lr;
   doc["l2"] = s.l2;
   doc["l2_decay"] = L2Decay(s.l2);
