@@ -72,8 +72,8 @@ def settings(job_file: str, overrides: dict) -> dict:
     return s
 
 
-def run_tessel(job_file, overrides, seed, work, graph):
-    out = os.path.join(work, f"tessel-{seed}")
+def run_tessel(case, job_file, overrides, seed, work, graph):
+    out = os.path.join(work, f"{case}-tessel-{seed}")
     aifb = os.path.join(DATA, "aifb")
     cmd = [TESSEL, "run", os.path.join(ROOT, "jobs", "examples", job_file), "--set", f"job.seed={seed}",
            "--set", f'job.output_dir="{out}"', "--set", f'data.graph="{graph}"', "--set", "metrics.port_base=0",
@@ -89,10 +89,10 @@ def run_tessel(job_file, overrides, seed, work, graph):
     return s["test_accuracy"], s["epoch_loss"][-1]
 
 
-def export_init(s, seed, work, graph):
+def export_init(case, s, seed, work, graph):
     """Tessel's initial parameters for the job's model and seed (the input is one-hot: AIFB has no
     features); returns the stem of the .json / .bin pair."""
-    stem = f"init-{s['model']}-{seed}"
+    stem = f"{case}-init-{seed}"
     cmd = [EXPORT, work, stem, f"model={s['model']}", "input=onehot", f"layers={s['layers']}",
            f"hidden={s['hidden']}", f"heads={s['heads']}", f"merge={s['head_merge']}", f"bases={s['bases']}",
            f"blocks={s['blocks']}", f"bias={int(s['bias'])}", f"init={s['weight_init']}", f"seed={seed}",
@@ -103,9 +103,9 @@ def export_init(s, seed, work, graph):
     return os.path.join(work, stem)
 
 
-def run_reference(system, s, seed, work, graph):
-    out = os.path.join(work, f"{system}-{seed}.json")
-    init = export_init(s, seed, work, graph) if system == "reference-init" else None
+def run_reference(case, system, s, seed, work, graph):
+    out = os.path.join(work, f"{case}-{system}-{seed}.json")  # one file per run: benches may run side by side
+    init = export_init(case, s, seed, work, graph) if system == "reference-init" else None
     cmd = [PYTHON, REFERENCE, "train", "--graph", graph, "--system", "pyg" if system == "pyg" else "reference",
            "--model", s["model"],
            "--layers", str(s["layers"]), "--hidden", str(s["hidden"]), "--heads", str(s["heads"]),
@@ -167,11 +167,11 @@ def main(argv=None) -> int:
             for seed in seeds:
                 try:
                     if system == "tessel":
-                        acc, loss = run_tessel(job_file, overrides, seed, work, graph)
+                        acc, loss = run_tessel(case, job_file, overrides, seed, work, graph)
                     else:
                         if not os.path.isfile(graph):  # the reference reads the graph Tessel imported
-                            run_tessel(job_file, overrides, seed, work, graph)
-                        acc, loss = run_reference(system, s, seed, work, graph)
+                            run_tessel(case, job_file, overrides, seed, work, graph)
+                        acc, loss = run_reference(case, system, s, seed, work, graph)
                     accs.append(acc)
                     losses.append(loss)
                 except RuntimeError as e:

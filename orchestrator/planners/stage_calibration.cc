@@ -5,6 +5,7 @@
 #include <tessel/ops/nn.h>
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,12 +189,27 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
 }
 
 Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t slot_bytes) {
-  constexpr int64_t kAlign = 4096, kSlots = 4;
+  constexpr int64_t kAlign = 4096, kSlots = 4, kMinSlot = 64 << 10;
   slot_bytes = std::clamp<int64_t>(slot_bytes, int64_t{4} << 20, int64_t{64} << 20) / kAlign * kAlign;
+  // The buffer outlives the store: the store's I/O thread may still be reading it when the probe stops
+  // early (a write found no space), and the store's destructor drains that thread first. (Declared the
+  // other way round, a failed first write freed the buffer under the other three: a segmentation fault
+  // in the spill I/O thread's memcpy on a small disk.)
+  Tensor buffer;
+  // Opening the store checks that the directory can be written (exit 6 when not).
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<storage::SpillStore> store,
                           storage::SpillStore::Open({spec.spill.dir, StrCat(spec.job.name, "-bandwidth-probe"),
                                                      spec.spill.checksum, 0}));
-  Tensor buffer = Tensor::Empty(DType::kU8, {kSlots * slot_bytes}).value();
+  SpillBandwidth measured;
+  // The probe fits in what it measures: at most a quarter of the free space, so that a small disk is
+  // measured with less, and a nearly full one not at all (it is then as good as full: the blocks keep or
+  // recompute, and an offloading block falls back to recomputing when a write finds no space).
+  if (struct statvfs fs; ::statvfs(spec.spill.dir.c_str(), &fs) == 0) {
+    measured.free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+    slot_bytes = std::min(slot_bytes, measured.free_bytes / (4 * kSlots) / kAlign * kAlign);
+  }
+  if (slot_bytes < kMinSlot) return measured;
+  TESSEL_ASSIGN_OR_RETURN(buffer, Tensor::Empty(DType::kU8, {kSlots * slot_bytes}));
   for (int64_t i = 0; i < buffer.numel(); ++i) buffer.data<uint8_t>()[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
   using Clock = std::chrono::steady_clock;
   const auto run = [&](bool write) -> Result<double> {
@@ -204,10 +220,17 @@ Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t 
       tickets.push_back(write ? store->Write(k, at, slot_bytes) : store->Read(k, at, slot_bytes));
     }
     if (write) tickets.push_back(store->Sync());
-    for (storage::SpillStore::Ticket t : tickets) TESSEL_RETURN_IF_ERROR(store->Wait(t));
+    Status first;  // every ticket is waited for, failed or not: none is left in flight
+    for (storage::SpillStore::Ticket t : tickets) {
+      Status st = store->Wait(t);
+      if (first.ok() && !st.ok()) first = std::move(st);
+    }
+    TESSEL_RETURN_IF_ERROR(first);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  TESSEL_ASSIGN_OR_RETURN(const double write_seconds, run(true));
+  Result<double> written = run(true);
+  if (!written.ok() && storage::IsNoSpace(written.status())) return measured;  // filled up meanwhile
+  TESSEL_ASSIGN_OR_RETURN(const double write_seconds, std::move(written));
   // Reads from the disk, not from the page cache.
   if (const int fd = ::open(store->path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
     (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -215,7 +238,10 @@ Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t 
   }
   TESSEL_ASSIGN_OR_RETURN(const double read_seconds, run(false));
   const double bytes = static_cast<double>(kSlots * slot_bytes);
-  return SpillBandwidth{bytes / std::max(write_seconds, 1e-9), bytes / std::max(read_seconds, 1e-9)};
+  measured.write_bytes_per_second = bytes / std::max(write_seconds, 1e-9);
+  measured.read_bytes_per_second = bytes / std::max(read_seconds, 1e-9);
+  measured.probe_bytes = kSlots * slot_bytes;
+  return measured;
 }
 
 }  // namespace tessel::orchestrator

@@ -30,9 +30,14 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
                              const workers::LlmTrainSettings& train);
 
 // Spill bandwidth measured in [spill] dir: bytes a second written (until on disk) and read back (after the
-// pages left the page cache), through the spill store itself.
+// pages left the page cache), through the spill store itself, with at most a quarter of the free space.
+// Both 0 when the directory had too little free space to measure (under 1 MiB) or filled up during the
+// probe: the planner then treats it as full (nothing is chosen to offload).
 struct SpillBandwidth {
   double write_bytes_per_second = 0, read_bytes_per_second = 0;
+  int64_t free_bytes = -1;  // the directory's free space before the probe; -1: unknown
+  int64_t probe_bytes = 0;  // what the probe wrote (and read back)
+  bool measured() const { return probe_bytes > 0; }
 };
 Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t slot_bytes);
 

@@ -61,11 +61,20 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     const int64_t block_bytes =
         costs.tokens * workers::RecomputeScratchBytesPerToken(costs.width, costs.heads, costs.precision);
     TESSEL_ASSIGN_OR_RETURN(const SpillBandwidth bandwidth, MeasureSpillBandwidth(spec, block_bytes));
-    char line[200];
-    std::snprintf(line, sizeof line, "spill: %s writes %.2f GB/s (to the disk) and reads %.2f GB/s; %.1f MB a block",
-                  spec.spill.dir.c_str(), 1e-9 * bandwidth.write_bytes_per_second, 1e-9 * bandwidth.read_bytes_per_second,
-                  1e-6 * static_cast<double>(block_bytes));
+    char line[400];
+    if (bandwidth.measured()) {
+      std::snprintf(line, sizeof line, "spill: %s writes %.2f GB/s (to the disk) and reads %.2f GB/s; %.1f MB a block",
+                    spec.spill.dir.c_str(), 1e-9 * bandwidth.write_bytes_per_second,
+                    1e-9 * bandwidth.read_bytes_per_second, 1e-6 * static_cast<double>(block_bytes));
+    } else {
+      std::snprintf(line, sizeof line,
+                    "spill: %s is (nearly) full, %.1f MB free: too little to measure; taken as full (an offloading "
+                    "block recomputes when its write finds no space); %.1f MB a block",
+                    spec.spill.dir.c_str(), 1e-6 * static_cast<double>(std::max<int64_t>(bandwidth.free_bytes, 0)),
+                    1e-6 * static_cast<double>(block_bytes));
+    }
     plan.notes.push_back(line);
+    Set(spill, "free_bytes", bandwidth.free_bytes);
     Set(spill, "write_bytes_per_second", bandwidth.write_bytes_per_second);
     Set(spill, "read_bytes_per_second", bandwidth.read_bytes_per_second);
     if (std::find(resolved.automatic.begin(), resolved.automatic.end(), true) != resolved.automatic.end()) {
