@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -203,6 +204,9 @@ class Coordinator {
   Status PrepareCheckpoints(int32_t workers, const std::string& step_unit);
   Status Commit(const workers::CheckpointMsg& m);
   workers::WorkerSettings Settings() const;
+  // A job that fails before its first step leaves nothing behind (README, "Exit codes"): the run
+  // directory this run created goes, when it holds only what the run wrote before training.
+  void DiscardUnusedRunDir();
 
   workers::MpiSession& session_;
   const jobs::JobSpec& spec_;
@@ -212,6 +216,8 @@ class Coordinator {
   ResumePoint resume_point_;
   const Logger& log_;
   std::string run_dir_;
+  bool run_dir_created_ = false;  // empty when this run took it, and not a --resume
+  int64_t steps_done_ = 0;        // the highest step any rank reported
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;
   bool workers_released_ = false;
@@ -292,13 +298,20 @@ Status Coordinator::Run() {
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
   TESSEL_ASSIGN_OR_RETURN(run_dir_, resume_ ? ResumeRunDir(spec_) : MakeRunDir(spec_));
+  {
+    std::error_code ec;
+    run_dir_created_ = !resume_ && std::filesystem::is_empty(run_dir_, ec) && !ec;
+  }
   TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers, plan.step_unit));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
   TESSEL_RETURN_IF_ERROR(StartMetrics(world == 1 ? "embedded" : "coordinator"));
   if (metrics_) planner->Publish(plan, *metrics_);
 
   Record result;
-  TESSEL_RETURN_IF_ERROR(world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result));
+  if (Status st = world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result); !st.ok()) {
+    DiscardUnusedRunDir();
+    return st;
+  }
   const double wall = Seconds(Clock::now() - start).count();
   Record summary;
   Set(summary, "job", spec_.job.name);
@@ -328,7 +341,10 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   workers::RunHooks hooks;
   hooks.metrics = metrics_.get();
   hooks.run_dir = run_dir_;
-  hooks.on_step = [&](const ProgressMsg& p) { progress.Step(p); };
+  hooks.on_step = [&](const ProgressMsg& p) {
+    steps_done_ = std::max(steps_done_, p.step);
+    progress.Step(p);
+  };
   hooks.on_checkpoint = [&](const workers::CheckpointMsg& m) { return Commit(m); };
   TESSEL_ASSIGN_OR_RETURN(*result,
                           workers::RunAssignment(Settings(), std::move(plan.workers[0].payload), comm, hooks, log_));
@@ -338,8 +354,25 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
 Status Coordinator::RunDistributed(Plan& plan, Record* result) {
   // Once workers run, no failure may return quietly: they would wait for work that never comes.
   Status st = DispatchAndWatch(plan, result);
-  if (!st.ok()) AbortJob(st, status_file_);
+  if (!st.ok()) {
+    DiscardUnusedRunDir();
+    AbortJob(st, status_file_);
+  }
   return st;
+}
+
+void Coordinator::DiscardUnusedRunDir() {
+  if (!run_dir_created_ || steps_done_ > 0) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    // What the run writes before its first step; anything else (a checkpoint directory, a worker's
+    // file) keeps the directory.
+    if (name != "job.toml" && name != "targets.json") return;
+  }
+  if (ec) return;
+  std::filesystem::remove_all(run_dir_, ec);
+  if (!ec) log_.Info(StrCat("removed ", run_dir_, ": the job stopped before its first step"));
 }
 
 Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
@@ -358,7 +391,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     }
     payload.reset();  // sent as bytes: the decoded share is no longer needed here
     Status sent = workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
-    if (!sent.ok()) AbortJob(RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message())), status_file_);
+    if (!sent.ok()) return RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message()));
   }
   log_.Info(StrCat("dispatched ", world - 1, " assignments; training ", plan.num_steps, " ", plan.step_unit, "s"));
 
@@ -401,6 +434,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &hb));
           if (hb.step != w.step) w.last_step_change = now;
           w.step = hb.step;
+          steps_done_ = std::max(steps_done_, hb.step);
           break;
         }
         case workers::kTagProgress: {
@@ -408,6 +442,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &p));
           if (p.step != w.step) w.last_step_change = now;
           w.step = p.step;
+          steps_done_ = std::max(steps_done_, p.step);
           progress.Step(p);
           if (metrics_) {
             metrics_->SetLoss(p.loss);
@@ -437,7 +472,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           workers::ErrorMsg e;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &e));
           const Code code = e.code >= 1 && e.code <= 6 ? static_cast<Code>(e.code) : Code::kInternal;
-          AbortJob(Status(code, StrCat("rank ", m.source, " (worker) failed at step ", e.step, ": ", e.message)), status_file_);
+          return Status(code, StrCat("rank ", m.source, " (worker on ", w.info.host.empty() ? "?" : w.info.host,
+                                     ") failed at step ", e.step, ": ", e.message));
         }
         default:
           log_.Warn(StrCat("ignoring a message with tag ", m.tag, " from rank ", m.source));
@@ -452,21 +488,19 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         if (metrics_) metrics_->SetWorkersAlive(hellos - 1);
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f", silent.count());
-        AbortJob(RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
-                                        s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit.count(),
-                                        " s); last step ", s.step, ": presumed dead or hung; aborting the job")),
-                 status_file_);
+        return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
+                                      s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit.count(),
+                                      " s); last step ", s.step, ": presumed dead or hung; aborting the job"));
       }
     }
     for (const auto& [r, s] : state) {
       if (s.done || !s.hello || now - s.last_step_change <= step_timeout) continue;
-      AbortJob(RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
-                                      ") is alive but has been at step ", s.step, " for more than ",
-                                      step_timeout.count(), " s (timeouts.step_seconds): presumed hung; aborting the job")),
-               status_file_);
+      return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
+                                    ") is alive but has been at step ", s.step, " for more than ", step_timeout.count(),
+                                    " s (timeouts.step_seconds): presumed hung; aborting the job"));
     }
     if (time_limit > 0 && Seconds(now - dispatched).count() > time_limit) {
-      AbortJob(RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job")), status_file_);
+      return RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);

@@ -3,12 +3,14 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -324,10 +326,35 @@ Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor,
   return hooks.on_checkpoint(m);
 }
 
+// The checkpoint directory, before the first step: created, and a file written into it and removed, so
+// that a directory this rank cannot write (a read-only or missing mount on its host) stops the job before
+// training rather than at the first checkpoint, with every step since lost.
+Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
+  if (settings.checkpoint_every_steps <= 0) return Status();
+  const std::string& dir = settings.checkpoint_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return StorageError(StrCat("checkpoint.dir: cannot create ", dir, ": ", ec.message()));
+  const std::string probe = StrCat(dir, "/.write-check.", rank, ".", ::getpid());
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+    out << "tessel\n";
+    out.close();
+    if (!out) {
+      const int e = errno;
+      std::filesystem::remove(probe, ec);
+      return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", std::strerror(e)));
+    }
+  }
+  std::filesystem::remove(probe, ec);
+  return Status();
+}
+
 }  // namespace
 
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
                              WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
+  TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
   KernelRegistry registry;
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));

@@ -68,6 +68,17 @@ else
   printf '%s\n[data.synthetic]\nnodes = 300\n[train]\nepochs = 2\n[metrics]\nport_base = 0\n' "$base" > "$w/cuda.toml"
   expect_exit 2 "$TESSEL" run "$w/cuda.toml" --set job.device=cuda --set job.output_dir="$w/run-cuda"
   expect_stderr "job.device = \"cuda\" but this worker has no usable GPU: "
-  [ ! -e "$w/run-cuda/summary.json" ] || fail "a refused cuda run wrote a summary"
+  [ ! -e "$w/run-cuda" ] || fail "a refused cuda run left $w/run-cuda behind"
   pass "job.device = \"cuda\" without a GPU: exit 2, naming the reason"
 fi
+
+# --- a checkpoint directory that cannot be written: exit 6 before the first step (not at the first
+# checkpoint, with the steps before it lost), naming checkpoint.dir and the reason; no run directory left
+printf '%s\n[data.synthetic]\nnodes = 300\n[train]\nepochs = 3\n[metrics]\nport_base = 0\n' "$base" > "$w/ckpt.toml"
+echo "a file, not a directory" > "$w/not-a-dir"
+expect_exit 6 "$TESSEL" run "$w/ckpt.toml" --set checkpoint.every_steps=2 --set checkpoint.dir="\"$w/not-a-dir/ckpt\"" \
+  --set job.output_dir="\"$w/run-ckpt\""
+expect_stderr "checkpoint.dir: cannot create $w/not-a-dir/ckpt: Not a directory"
+grep -q "epoch 1/" "$TESSEL_WORK/stderr" && fail "the unwritable checkpoint.dir was found after training began"
+[ ! -e "$w/run-ckpt" ] || fail "a run refused before its first step left $w/run-ckpt behind"
+pass "unwritable checkpoint.dir: exit 6 before training, nothing left behind"
