@@ -11,6 +11,7 @@ std::string_view CodeName(Code code) {
     case Code::kPlugin: return "plugin error";
     case Code::kRankFailed: return "rank failed";
     case Code::kStorage: return "storage error";
+    case Code::kStopped: return "stopped";
   }
   return "unknown";
 }

@@ -23,6 +23,7 @@ enum class Code : int {
   kPlugin = 4,       // a plugin could not be loaded or lacks an op
   kRankFailed = 5,   // a rank failed or timed out
   kStorage = 6,      // disk full, corrupt file, I/O error
+  kStopped = 7,      // stopped by SIGTERM, SIGINT or SIGUSR1 after saving its state (core/stop_signal.h)
 };
 
 std::string_view CodeName(Code code);

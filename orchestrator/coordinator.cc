@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <algorithm>
+#include <variant>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 
 #include "core/json.h"
 #include "core/logging.h"
+#include "core/stop_signal.h"
 #include "core/version.h"
 #include "jobs/spec.h"
 #include "monitoring/exporter.h"
@@ -327,8 +329,21 @@ Status Coordinator::Run() {
   TESSEL_RETURN_IF_ERROR(WriteTargets({}));
   char line[64];
   std::snprintf(line, sizeof line, "%.1f s", wall);
-  log_.Info(StrCat("final: ", FormatScalars(result), "; ", line));
   std::printf("summary: %s/summary.json\n", run_dir_.c_str());
+  std::fflush(stdout);
+  // Stopped by a signal: the state is saved (the workers wrote the checkpoint); exit 7.
+  if (const RecordValue* by = Find(result, "stopped_by"); by != nullptr) {
+    const std::string unit = plan.step_unit;
+    const double after = FindNumber(result, "stopped_after_" + unit).value_or(0);
+    return Status(Code::kStopped,
+                  StrCat("stopped by ", std::get<std::string>(by->data), " after ", unit, " ",
+                         static_cast<int64_t>(after), " of ", plan.num_steps, "; ",
+                         spec_.checkpoint.every_steps > 0
+                             ? StrCat("checkpoint in ", checkpoint_dir_, ": continue with tessel run --resume")
+                             : std::string("checkpoints are off (checkpoint.every_steps = 0): nothing to resume"),
+                         "; summary in ", run_dir_, "/summary.json"));
+  }
+  log_.Info(StrCat("final: ", FormatScalars(result), "; ", line));
   return Status();
 }
 
@@ -394,6 +409,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     if (!sent.ok()) return RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message()));
   }
   log_.Info(StrCat("dispatched ", world - 1, " assignments; training ", plan.num_steps, " ", plan.step_unit, "s"));
+  InstallStopHandlers();  // a SIGTERM, SIGINT or SIGUSR1 here is passed on to every worker
+  bool stop_passed_on = false;
 
   std::map<int, WorkerState> state;
   const auto dispatched = Clock::now();
@@ -408,6 +425,14 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   int64_t peak_rss = 0;
   int64_t sleep_us = 100;
   while (done < world - 1) {
+    if (const int sig = StopSignal(); sig != 0 && !stop_passed_on) {
+      stop_passed_on = true;
+      log_.Warn(StrCat(SignalName(sig), ": the workers stop after their current ", plan.step_unit, ", state saved"));
+      for (int r = 1; r < world; ++r) {
+        // Bounded: a rank that cannot take it is the watchdog's to judge.
+        (void)workers::SendBytes(workers::Encode(workers::StopMsg{sig}), r, workers::kTagStop, std::chrono::seconds(5));
+      }
+    }
     TESSEL_ASSIGN_OR_RETURN(workers::Message m, workers::TryReceive(MPI_ANY_SOURCE, MPI_ANY_TAG));
     const auto now = Clock::now();
     if (m.source >= 0) {
@@ -471,7 +496,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         case workers::kTagError: {
           workers::ErrorMsg e;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &e));
-          const Code code = e.code >= 1 && e.code <= 6 ? static_cast<Code>(e.code) : Code::kInternal;
+          const Code code = e.code >= 1 && e.code <= 7 ? static_cast<Code>(e.code) : Code::kInternal;
           return Status(code, StrCat("rank ", m.source, " (worker on ", w.info.host.empty() ? "?" : w.info.host,
                                      ") failed at step ", e.step, ": ", e.message));
         }

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;  // every usage error is exit 2
   }
   if (!result.ok()) {
-    std::fprintf(stderr, "tessel: error: %s\n", result.message().c_str());
+    // A stop (exit 7) is not an error: "tessel: stopped by SIGTERM after step ...".
+    std::fprintf(stderr, "tessel: %s%s\n", result.code() == tessel::Code::kStopped ? "" : "error: ",
+                 result.message().c_str());
     return result.exit_code();
   }
   return 0;

@@ -89,6 +89,19 @@ Status Decode(const std::vector<uint8_t>& b, AliveMsg* m) {
   return Finish(r);
 }
 
+std::vector<uint8_t> Encode(const StopMsg& m) {
+  ByteWriter w = Begin();
+  w.Put(m.signal);
+  return w.Take();
+}
+
+Status Decode(const std::vector<uint8_t>& b, StopMsg* m) {
+  ByteReader r(b.data(), b.size());
+  CheckMagic(r);
+  m->signal = r.Get<int32_t>("signal");
+  return Finish(r);
+}
+
 std::vector<uint8_t> Encode(const ProgressMsg& m) {
   ByteWriter w = Begin();
   w.Put(m.step);

@@ -26,6 +26,7 @@ enum Tag : int {
   kTagShutdown = 107,   // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
   kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
   kTagAlive = 109,      // coordinator -> worker: it lives (every heartbeat interval while it runs)
+  kTagStop = 110,       // coordinator -> worker: stop after the current step, state saved (a signal it got)
 };
 
 struct HelloMsg {
@@ -49,6 +50,11 @@ struct HeartbeatMsg {
 // `silence_limit_seconds` (timeouts.heartbeat_timeout_seconds) without another.
 struct AliveMsg {
   double silence_limit_seconds = 0;
+};
+
+// A stop request the coordinator received (core/stop_signal.h), passed on to every worker.
+struct StopMsg {
+  int32_t signal = 0;
 };
 
 struct ProgressMsg {
@@ -79,6 +85,7 @@ std::vector<uint8_t> Encode(const HelloMsg& m);
 std::vector<uint8_t> Encode(const AssignMsg& m);
 std::vector<uint8_t> Encode(const HeartbeatMsg& m);
 std::vector<uint8_t> Encode(const AliveMsg& m);
+std::vector<uint8_t> Encode(const StopMsg& m);
 std::vector<uint8_t> Encode(const ProgressMsg& m);
 std::vector<uint8_t> Encode(const ResultMsg& m);
 std::vector<uint8_t> Encode(const ErrorMsg& m);
@@ -87,6 +94,7 @@ Status Decode(const std::vector<uint8_t>& b, HelloMsg* m);
 Status Decode(const std::vector<uint8_t>& b, AssignMsg* m);
 Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m);
 Status Decode(const std::vector<uint8_t>& b, AliveMsg* m);
+Status Decode(const std::vector<uint8_t>& b, StopMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ResultMsg* m);
 Status Decode(const std::vector<uint8_t>& b, ErrorMsg* m);

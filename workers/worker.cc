@@ -19,6 +19,7 @@
 #include "core/allocator.h"
 #include "core/cuda_device.h"
 #include "core/process_memory.h"
+#include "core/stop_signal.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
@@ -109,6 +110,11 @@ class CoordinatorWatch {
     last_ = Clock::now();
     heard_ = true;
   }
+  // A stop request the coordinator passed on: this rank stops after the step all the workers agree on.
+  static void TakeStop(const Message& m) {
+    StopMsg stop;
+    if (Decode(m.bytes, &stop).ok() && stop.signal > 0) RequestStop(stop.signal);
+  }
   // Whether the coordinator beats: then its death ends every wait, and none needs a limit of its own.
   bool heard() const { return heard_; }
   // Takes the beats that have arrived, then judges: kRankFailed once the coordinator has been silent for
@@ -119,6 +125,11 @@ class CoordinatorWatch {
       TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, kTagAlive));
       if (m.source < 0) break;
       Heard(m);
+    }
+    for (;;) {
+      TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, kTagStop));
+      if (m.source < 0) break;
+      TakeStop(m);
     }
     if (!heard_) return Status();
     const double silent = Seconds(Clock::now() - last_).count();
@@ -146,6 +157,10 @@ Result<Message> AwaitCoordinator(CoordinatorWatch& watch, int tag, Seconds limit
     TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag));
     if (m.source >= 0 && m.tag == kTagAlive) {
       watch.Heard(m);
+      continue;
+    }
+    if (m.source >= 0 && m.tag == kTagStop) {
+      CoordinatorWatch::TakeStop(m);
       continue;
     }
     if (m.source >= 0) return m;
@@ -326,6 +341,23 @@ Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor,
   return hooks.on_checkpoint(m);
 }
 
+// Whether any worker was asked to stop (core/stop_signal.h): after every step the workers sum, slot by
+// slot, the signal each has seen, so that all of them stop after the same step (a checkpoint is every
+// worker's shards of one step). One small allreduce a step.
+struct StopAgreement {
+  int signal = 0;  // the first asking rank's signal; 0: go on
+  int rank = -1;   // which worker (its rank among the workers)
+};
+Result<StopAgreement> AgreeOnStop(WorkerComm& comm) {
+  std::vector<int64_t> seen(static_cast<size_t>(comm.size()), 0);
+  seen[static_cast<size_t>(comm.rank())] = StopSignal();
+  TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(seen.data(), static_cast<int64_t>(seen.size())));
+  for (size_t r = 0; r < seen.size(); ++r) {
+    if (seen[r] != 0) return StopAgreement{static_cast<int>(seen[r]), static_cast<int>(r)};
+  }
+  return StopAgreement{};
+}
+
 // The checkpoint directory, before the first step: created, and a file written into it and removed, so
 // that a directory this rank cannot write (a read-only or missing mount on its host) stops the job before
 // training rather than at the first checkpoint, with every step since lost.
@@ -355,6 +387,7 @@ Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
                              WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
   TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
+  InstallStopHandlers();  // from here a SIGTERM, SIGINT or SIGUSR1 stops after a step, state saved
   KernelRegistry registry;
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));
@@ -416,9 +449,28 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
       hooks.metrics->SetEpoch(step);
     }
     if (hooks.on_step) hooks.on_step(ProgressMsg{step, r.loss, took, std::move(r.shown)});
-    if (settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0) {
+    const bool checkpointed = settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0;
+    if (checkpointed) TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
+    if (step == executor->num_steps()) break;  // the job is done: a stop request changes nothing now
+    TESSEL_ASSIGN_OR_RETURN(const StopAgreement stop, AgreeOnStop(comm));
+    if (stop.signal == 0) continue;
+    // Every worker stops after this step, its state saved: the checkpoint (when checkpoints are on),
+    // then the figures so far for summary.json, without the final evaluation.
+    if (settings.checkpoint_every_steps > 0 && !checkpointed) {
       TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
     }
+    log.Warn(StrCat(SignalName(stop.signal), " (on rank ", stop.rank, "): stopped after ", unit, " ", step, " of ",
+                    executor->num_steps(),
+                    settings.checkpoint_every_steps > 0 ? "; a checkpoint of it is written: continue with --resume"
+                                                        : "; checkpoints are off (checkpoint.every_steps = 0)"));
+    Record out;
+    history.Emit(unit, out);
+    if (!settings.resume_step_dir.empty()) Set(out, "resumed_from_" + unit, settings.resume_step);
+    Set(out, "stopped_by", SignalName(stop.signal));
+    Set(out, "stopped_after_" + unit, step);
+    Set(out, "device", std::string(DeviceName(device->context.device)));
+    Set(out, "peak_worker_rss_bytes", PeakResidentBytes());
+    return out;
   }
   TESSEL_ASSIGN_OR_RETURN(Record result, executor->Evaluate());
   Record out;

@@ -67,6 +67,10 @@ TEST(Protocol, HelloHeartbeatProgressResultAndErrorRoundTrip) {
   ASSERT_TRUE(Decode(Encode(alive), &alive2).ok());
   EXPECT_EQ(alive2.silence_limit_seconds, 7.5);
 
+  StopMsg stop{10}, stop2;
+  ASSERT_TRUE(Decode(Encode(stop), &stop2).ok());
+  EXPECT_EQ(stop2.signal, 10);
+
   ProgressMsg p{12, 0.5, 0.25, FullRecord()}, p2;
   ASSERT_TRUE(Decode(Encode(p), &p2).ok());
   EXPECT_EQ(p2.step, 12);
