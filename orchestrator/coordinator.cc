@@ -116,6 +116,12 @@ void WriteStatusFile(const std::string& path, const Status& status) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   static const std::vector<uint8_t> kAborting{1};  // outlives a cancelled send
+  static const std::vector<uint8_t> kNothing;
+  // First the notice a training rank's heartbeat thread takes (its training thread may be stuck in a
+  // collective with a hung rank, where it would wait out its own timeout), then the one a waiting rank takes.
+  for (int r = 1; r < world; ++r) {
+    (void)workers::SendBytes(kNothing, r, workers::kTagAbort, std::chrono::milliseconds(200));
+  }
   for (int r = 1; r < world; ++r) {
     (void)workers::SendBytes(kAborting, r, workers::kTagShutdown, std::chrono::milliseconds(200));
   }

@@ -37,6 +37,10 @@ tessel_mpirun_base_flags() {
 # tessel_mpirun_flags: the base flags plus --enable-recovery, which lets the survivors of a dead rank keep
 # running so the coordinator can report which rank died (without it Open MPI tears the job down itself,
 # exit 137). Tests that check that teardown use the base flags alone.
+#   --mca odls_base_sigkill_timeout 0: when the coordinator aborts the job, Open MPI kills what is left
+#     at once instead of a second after a SIGTERM: a hung rank takes no SIGTERM, and Tessel's ranks save
+#     their state on SIGUSR1 (README "Stopping a run"), not on the SIGTERM of a teardown. A stopped
+#     worker then ends the job within the heartbeat timeout plus about half a second.
 tessel_mpirun_flags() {
-  echo --enable-recovery "$(tessel_mpirun_base_flags)"
+  echo --enable-recovery --mca odls_base_sigkill_timeout 0 "$(tessel_mpirun_base_flags)"
 }

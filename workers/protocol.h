@@ -27,6 +27,8 @@ enum Tag : int {
   kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
   kTagAlive = 109,      // coordinator -> worker: it lives (every heartbeat interval while it runs)
   kTagStop = 110,       // coordinator -> worker: stop after the current step, state saved (a signal it got)
+  kTagAbort = 111,      // coordinator -> worker: the job is being aborted; leave now (empty; sent before
+                        // kTagShutdown {1}, for a rank whose training thread is stuck in a collective)
 };
 
 struct HelloMsg {

@@ -196,6 +196,13 @@ class HeartbeatThread {
       lock.unlock();
       // A failed heartbeat is not fatal here: the coordinator's timeout decides.
       (void)SendBytes(Encode(HeartbeatMsg{step_->load()}), 0, kTagHeartbeat, interval_ * 4);
+      // The coordinator is aborting the job (it has printed why): leave at once, whatever the training
+      // thread is waiting for.
+      if (auto abort = TryReceive(0, kTagAbort); abort.ok() && abort->source >= 0) {
+        log_.Debug("the coordinator is aborting the job; leaving");
+        std::fflush(stderr);
+        std::_Exit(static_cast<int>(Code::kRankFailed));
+      }
       if (const Status alive = watch_->Check(); !alive.ok()) {
         // The training thread may be inside a kernel or a collective: end the process from here. Nothing
         // is lost that a live coordinator would have kept: checkpoints are renamed into place whole, and

@@ -50,7 +50,7 @@ run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); se
   [ -n "$victim" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "cannot find world rank $victim_rank"; }
   local t0
   t0=$(now_ms)
-  kill -9 "$victim"
+  kill -"${kill_signal:-9}" "$victim"
   # Wait no longer than the exit limit: a launcher still alive then has failed the test already.
   report_ms=
   while kill -0 "$launcher" 2>/dev/null && [ $(( $(now_ms) - t0 )) -le "$exit_limit_ms" ]; do
@@ -67,6 +67,7 @@ run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); se
   wait "$launcher"
   rc=$?
   set -e
+  kill -9 "$victim" 2>/dev/null || true  # a stopped one, should Open MPI have left it
 }
 
 victim_rank=2
@@ -80,6 +81,21 @@ grep -Eq "rank 2 .*no heartbeat.*last step [0-9]+" "$TESSEL_WORK/log" || fail "t
 [ "$elapsed_ms" -le "$exit_limit_ms" ] ||
   fail "the job exited $(secs "$elapsed_ms") s after the kill (limit: heartbeat timeout ${heartbeat_timeout_s} s + $(secs "$exit_margin_ms") s)"
 pass "--enable-recovery: rank 2 and its step reported $(secs "$report_ms") s after the kill, exit 5 after $(secs "$elapsed_ms") s (heartbeat timeout ${heartbeat_timeout_s} s)"
+
+# A worker that stops responding (SIGSTOP: alive, silent) is caught by the heartbeat as well, and every
+# other rank learns of the abort at once (the coordinator's kTagAbort, taken by each worker's heartbeat
+# thread while its training thread waits in a collective with the stopped rank): the job ends within the
+# heartbeat timeout plus 2 s, with Tessel's message last (tessel-mpirun repeats it after Open MPI's banner).
+kill_signal=STOP
+run_and_kill env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3
+kill_signal=9
+[ "$rc" -eq 5 ] || { tail -5 "$TESSEL_WORK/log"; fail "a stopped worker: tessel-mpirun exited $rc, expected 5"; }
+grep -v "^\s*$" "$TESSEL_WORK/log" | tail -n 1 | grep -Eq "^tessel: error: rank 2 \(worker on .*\) sent no heartbeat" ||
+  { tail -5 "$TESSEL_WORK/log"; fail "a stopped worker: Tessel's message naming rank 2 is not the last line"; }
+stop_limit_ms=$(( heartbeat_timeout_s * 1000 + 2000 ))
+[ "$elapsed_ms" -le "$stop_limit_ms" ] ||
+  fail "a stopped worker: the job exited $(secs "$elapsed_ms") s after the SIGSTOP (limit: heartbeat timeout ${heartbeat_timeout_s} s + 2 s)"
+pass "SIGSTOPped rank 2 reported $(secs "$report_ms") s after the stop, exit 5 after $(secs "$elapsed_ms") s (heartbeat timeout ${heartbeat_timeout_s} s), Tessel's message last"
 
 run_and_kill mpirun "${MPIRUN_FLAGS[@]}" -np 3 "$TESSEL" run
 cat "$TESSEL_WORK/log" | grep -v "^\s*$" | tail -n 6
