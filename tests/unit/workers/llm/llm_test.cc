@@ -120,10 +120,9 @@ using SpillOpener = std::function<Result<std::unique_ptr<storage::SpillStore>>(c
 // A 2-block GPT (one block per policy when `policies` is given) trained for `steps` steps on generated
 // text; the per-step losses, then the validation losses. Offload blocks spill through `opener` (the real
 // HDF5 store in `spill_dir` when empty).
-std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
-                          std::vector<SpillPolicy> policies = {}, Record* summary = nullptr,
-                          const SpillOpener& opener = {}, const std::string& spill_dir = "",
-                          Status* build_status = nullptr, Precision precision = Precision::kFp32) {
+// The assignment Train runs: a 2-block GPT (one block per policy when `policies` is given) on generated text.
+LlmStageAssignment SmallGpt(int32_t microbatches, int32_t steps, std::vector<SpillPolicy> policies,
+                            const std::string& spill_dir, Precision precision) {
   LlmStageAssignment a;
   const auto layers = static_cast<int32_t>(policies.empty() ? 2 : policies.size());
   a.model = GptConfig{layers, 32, 2, 16, 256, 256};
@@ -147,6 +146,14 @@ std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string
   a.block_policies = policies.empty() ? std::vector<SpillPolicy>(2, SpillPolicy::kKeep) : policies;
   a.spill.dir = spill_dir.empty() ? "/tmp/tessel-spill" : spill_dir;
   a.spill.name = "llm_test";
+  return a;
+}
+
+std::vector<double> Train(int32_t microbatches, int32_t steps, const std::string& run_dir = "",
+                          std::vector<SpillPolicy> policies = {}, Record* summary = nullptr,
+                          const SpillOpener& opener = {}, const std::string& spill_dir = "",
+                          Status* build_status = nullptr, Precision precision = Precision::kFp32) {
+  const LlmStageAssignment a = SmallGpt(microbatches, steps, policies, spill_dir, precision);
   TestWorker w;
   ExecutorContext c = w.Context(11);
   c.run_dir = run_dir;
@@ -179,6 +186,39 @@ TEST(GptStage, LearnsAndGivesTheSameLossesForAnyMicroBatching) {
   EXPECT_NEAR(one[0], std::log(256.0), 0.2) << "an untrained byte model predicts about uniformly";
   EXPECT_LT(one[3], one[0]) << "the loss falls";
   for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(four[i], one[i], 1e-4 * one[i]) << "value " << i;
+}
+
+// A checkpoint in memory: the state after step 3 saved, then loaded into a fresh stage built from another
+// seed (other initial weights) continues with the straight run's losses bit for bit, the validation loss
+// included, with every block kept and with an offloading block (its spill file is not state: the saved
+// step is whole). A state that lacks a tensor is a storage error, not a silent restart.
+TEST(GptStage, SavedStateContinuesExactlyInAFreshStage) {
+  using enum SpillPolicy;
+  for (const std::vector<SpillPolicy>& policies : {std::vector<SpillPolicy>{kKeep, kKeep}, {kOffload, kKeep}}) {
+    const LlmStageAssignment a = SmallGpt(2, 6, policies, "", Precision::kFp32);
+    TestWorker w;
+    auto first = BuildStage(a, w.Context(11));
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    std::vector<double> straight;
+    MemoryState state;
+    for (int64_t s = 1; s <= 6; ++s) {
+      straight.push_back((*first)->Step(s).value().loss);
+      if (s == 3) {
+        ASSERT_TRUE((*first)->SaveState(state).ok());
+      }
+    }
+    const double straight_val = FindNumber((*first)->Evaluate().value(), "final_val_loss").value_or(-1);
+    first->reset();
+    auto second = BuildStage(a, w.Context(99));
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    ASSERT_TRUE((*second)->LoadState(state).ok());
+    for (int64_t s = 4; s <= 6; ++s) {
+      EXPECT_EQ((*second)->Step(s).value().loss, straight[static_cast<size_t>(s - 1)]) << "step " << s;
+    }
+    EXPECT_EQ(FindNumber((*second)->Evaluate().value(), "final_val_loss").value_or(-2), straight_val);
+    MemoryState empty;
+    EXPECT_EQ((*second)->LoadState(empty).code(), Code::kStorage);
+  }
 }
 
 TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
