@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints and `tessel run --resume` (DESIGN.md "Checkpoints"), for a GPT pipeline job (2 stages under
-# mpirun) and an RGCN job (2 workers), each:
+# mpirun), a GPT job of 2 data-parallel replicas with an offloading block, an RGCN job (2 workers) and the
+# same RGCN in sampled mode, each:
 # - killed: the whole job (mpirun and every rank) gets SIGKILL once a checkpoint exists; `--resume`
 #   continues from the checkpoint and every loss after it, the validation losses included, equals the
 #   uninterrupted run's exactly;
@@ -92,10 +93,19 @@ gpt=(jobs/examples/gpt-demo.toml --set model.layers=2 --set model.hidden=64 --se
      --set resources.threads_per_worker=1 --set pipeline.stages=2 --set pipeline.microbatches=2)
 check_job gpt 3 "${gpt[@]:0:1}" llm 3 2 "${gpt[@]:1}"
 
+# GPT: 2 data-parallel replicas of one stage, its first block offloading to the spill file.
+gptdp=("${gpt[@]}" --set pipeline.stages=1 --set pipeline.data_parallel=2 --set 'spill.layer_policies=["offload","keep"]'
+       --set spill.dir="\"$TESSEL_WORK/spill\"")
+check_job gpt-dp2-offload 3 "${gptdp[@]:0:1}" llm 3 2 "${gptdp[@]:1}"
+
 # RGCN: 2 workers on the generated graph, 30 epochs, a checkpoint every 2.
 rgcn=(jobs/examples/rgcn-synthetic.toml --set data.graph="$TESSEL_WORK/graph.h5" --set train.epochs=30 --set job.seed=4)
 "$TESSEL" run "${rgcn[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" > /dev/null 2>&1
 check_job rgcn 3 "${rgcn[@]:0:1}" rgnn 2 3 "${rgcn[@]:1}"
+
+# RGCN in sampled mode: 2 workers, mini-batches of 128 nodes, fanouts 5 and 5.
+sampled=("${rgcn[@]}" --set 'train.mode="sampled"' --set train.batch_size=128 --set 'train.fanouts=[5,5]')
+check_job rgcn-sampled 3 "${sampled[@]:0:1}" rgnn 2 3 "${sampled[@]:1}"
 
 # A checkpoint of another model shape (same workers) does not fit: exit 2 naming the shard.
 expect_exit_within 120 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "${gpt[@]}" --set checkpoint.every_steps=3 \
