@@ -2,11 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <algorithm>
-#include <variant>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <variant>
 
 #include "core/json.h"
 #include "core/logging.h"
@@ -387,9 +387,10 @@ void Coordinator::DiscardUnusedRunDir() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(run_dir_, ec)) {
     const std::string name = e.path().filename().string();
-    // What the run writes before its first step; anything else (a checkpoint directory, a worker's
-    // file) keeps the directory.
-    if (name != "job.toml" && name != "targets.json") return;
+    // What the run writes before its first step (the workers' checkpoint directory, still empty,
+    // included); anything else keeps the directory.
+    const bool empty_checkpoints = name == "checkpoints" && std::filesystem::is_empty(e.path(), ec) && !ec;
+    if (name != "job.toml" && name != "targets.json" && !empty_checkpoints) return;
   }
   if (ec) return;
   std::filesystem::remove_all(run_dir_, ec);

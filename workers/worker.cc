@@ -466,10 +466,12 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     if (settings.checkpoint_every_steps > 0 && !checkpointed) {
       TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
     }
-    log.Warn(StrCat(SignalName(stop.signal), " (on rank ", stop.rank, "): stopped after ", unit, " ", step, " of ",
-                    executor->num_steps(),
-                    settings.checkpoint_every_steps > 0 ? "; a checkpoint of it is written: continue with --resume"
-                                                        : "; checkpoints are off (checkpoint.every_steps = 0)"));
+    if (comm.rank() == 0) {
+      log.Warn(StrCat(SignalName(stop.signal), " (seen first by worker ", stop.rank, "): every worker stopped after ",
+                      unit, " ", step, " of ", executor->num_steps(),
+                      settings.checkpoint_every_steps > 0 ? "; a checkpoint of it is written: continue with --resume"
+                                                          : "; checkpoints are off (checkpoint.every_steps = 0)"));
+    }
     Record out;
     history.Emit(unit, out);
     if (!settings.resume_step_dir.empty()) Set(out, "resumed_from_" + unit, settings.resume_step);
