@@ -103,10 +103,14 @@ Status HgtLayer::Bind(const GraphView& graph) {
                                       host.nbytes(), params_.device().stream));
   }
   if (shape_.bias) {
-    const std::vector<float> ones(static_cast<size_t>(M), 1.0f);
     TESSEL_ASSIGN_OR_RETURN(ones_, ones_buf_.View({M, 1}, DType::kF32, alloc));
-    TESSEL_RETURN_IF_ERROR(CopyMemory(ones_.raw(), ones_.device(), ones.data(), Device::kCpu,
-                                      ones.size() * sizeof(float), params_.device().stream));
+    // Filled when it grows only (the buffer is reallocated then): sampled training binds every batch.
+    if (M > ones_rows_) {
+      const std::vector<float> ones(static_cast<size_t>(M), 1.0f);
+      TESSEL_RETURN_IF_ERROR(CopyMemory(ones_.raw(), ones_.device(), ones.data(), Device::kCpu,
+                                        ones.size() * sizeof(float), params_.device().stream));
+      ones_rows_ = M;
+    }
   }
   return Status();
 }

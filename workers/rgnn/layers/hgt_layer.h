@@ -90,6 +90,7 @@ class HgtLayer final : public RgnnLayer {
   GrowBuffer one_hot_ids_buf_;
   Tensor ones_;  // f32[rows, 1] of ones, with biases: the column that multiplies a bias row
   GrowBuffer ones_buf_;
+  int64_t ones_rows_ = 0;  // how many rows of ones_buf_ hold ones
 };
 
 // model.name = "hgt": HGT layers (no activation between them: each ends in GELU), then a linear classifier.
