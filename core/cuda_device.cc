@@ -21,6 +21,10 @@ CudaProbe ProbeCuda() {
   } else if (probe.device_count == 0) {
     probe.problem = "the CUDA runtime sees no device";
   }
+  for (int d = 0; d < probe.device_count; ++d) {
+    cudaDeviceProp prop{};
+    probe.memory_bytes.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess ? static_cast<int64_t>(prop.totalGlobalMem) : 0);
+  }
   return probe;
 }
 

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -15,6 +17,7 @@ namespace tessel {
 struct CudaProbe {
   int device_count = 0;
   std::string problem;  // empty when at least one device is usable; otherwise why none is
+  std::vector<int64_t> memory_bytes;  // each device's total memory (cudaDeviceProp::totalGlobalMem)
   bool usable() const { return problem.empty(); }
 };
 CudaProbe ProbeCuda();

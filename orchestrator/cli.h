@@ -14,5 +14,6 @@ void RegisterDataCommands(CLI::App& app, Status* result);       // import, gener
 void RegisterExportCommands(CLI::App& app, Status* result);     // export llmc (cli_export.cc)
 void RegisterPartitionCommands(CLI::App& app, Status* result);  // partition (cli_partition.cc)
 void RegisterPluginCommands(CLI::App& app, Status* result);     // plugin list|inspect|check (cli_plugin.cc)
+void RegisterSmokeCommand(CLI::App& app, Status* result);       // smoke (cli_smoke.cc)
 
 }  // namespace tessel::cli

@@ -541,6 +541,11 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   ShutdownWorkers(session_);
   workers_released_ = true;
   Set(*result, "peak_worker_rss_bytes", peak_rss);
+  // Where each rank ran (rank 0 is this coordinator): a multi-host run can be told from a one-host one.
+  Record hosts;
+  Set(hosts, "0", session_.hostname());
+  for (const auto& [r, s] : state) Set(hosts, std::to_string(r), s.info.host);
+  Set(*result, "rank_hosts", std::move(hosts));
   return Status();
 }
 

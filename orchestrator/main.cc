@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tessel::cli::RegisterExportCommands(app, &result);
   tessel::cli::RegisterPartitionCommands(app, &result);
   tessel::cli::RegisterPluginCommands(app, &result);
+  tessel::cli::RegisterSmokeCommand(app, &result);
   app.add_subcommand("version", "Print the version and build facts")->callback([] {
     std::cout << "tessel " << tessel::kTesselVersion << " (plugin ABI " << tessel::kPluginAbiString << ")\n";
   });

@@ -51,7 +51,7 @@ struct WorkerDevice {
 
 Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceChoice request, WorkerComm& comm, const Logger& log) {
   auto device = std::make_unique<WorkerDevice>();
-  const CudaProbe probe = request == DeviceChoice::kCpu ? CudaProbe{0, "not asked for"} : ProbeCuda();
+  const CudaProbe probe = request == DeviceChoice::kCpu ? CudaProbe{0, "not asked for", {}} : ProbeCuda();
   std::vector<int64_t> usable(static_cast<size_t>(comm.size()), 0);
   usable[static_cast<size_t>(comm.rank())] = probe.usable() ? 1 : 0;
   TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(usable.data(), static_cast<int64_t>(usable.size())));

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Three hosts on one machine (tests/cluster/netns/hosts.sh: network namespaces on a bridge, Open MPI over
+# TCP only, launched through a namespace-entering agent). On them:
+# - RGCN full-graph, RGCN sampled (remote feature rows over the network) and a 3-stage GPT pipeline give
+#   bit for bit the losses of the same ranks on one host (shared memory), and every rank ran where it was
+#   placed (summary.json's rank_hosts);
+# - `tessel smoke` passes on every rank and prints its table; a host whose spill disk is full, and a
+#   plugin that fails its check, turn that host's rows to FAIL with a non-zero exit.
+# Skipped (exit 77) where network namespaces cannot be made (not root).
+source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/netns/hosts.sh"
+netns_up
+
+same_losses() {  # same_losses LABEL KEY: $TESSEL_WORK/LABEL/{one,three}/summary.json agree exactly on KEY
+  python3 - "$TESSEL_WORK/$1" "$1" "$2" <<'PY'
+import json, sys
+w, label, key = sys.argv[1:4]
+one, three = (json.load(open(f"{w}/{d}/summary.json")) for d in ("one", "three"))
+hosts = three["rank_hosts"]
+want = {"0": "tsl-h0", "1": "tsl-h0", "2": "tsl-h1", "3": "tsl-h2"}
+assert hosts == want, f"{label}: ranks ran on {hosts}, expected {want}"
+assert len(set(one["rank_hosts"].values())) == 1, f"{label}: the one-host run ran on {one['rank_hosts']}"
+a, b = one[key], three[key]
+assert len(a) == len(b) and len(a) > 0, f"{label}: {len(a)} {key} on one host, {len(b)} on three"
+diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+assert not diff, f"{label}: {key}[{diff[0]}] is {b[diff[0]]!r} on 3 hosts, {a[diff[0]]!r} on one host"
+print(f"PASS {label}: {len(a)} {key} values bit for bit equal on 3 hosts (TCP) and on one host "
+      f"(last {b[-1]!r}); ranks on {sorted(set(hosts.values()))}")
+PY
+}
+
+run_both() {  # run_both LABEL JOB SETS...: -np 4 on one host and on the 3 hosts (ranks 0-1 on tsl-h0)
+  local label=$1 job=$2; shift 2
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 4 "$TESSEL" run "$job" "$@" \
+    --set job.output_dir="$TESSEL_WORK/$label/one" > "$TESSEL_WORK/$label.one.log" 2>&1 ||
+    { tail "$TESSEL_WORK/$label.one.log"; fail "$label on one host"; }
+  netns_mpirun 2 1 1 -- --enable-recovery "$TESSEL" run "$job" "$@" --set job.output_dir="$TESSEL_WORK/$label/three" \
+    > "$TESSEL_WORK/$label.three.log" 2>&1 || { tail "$TESSEL_WORK/$label.three.log"; fail "$label on 3 hosts"; }
+}
+
+graph=(--set data.graph="$TESSEL_WORK/graph.h5" --set metrics.port_base=0 --set job.seed=7 --set resources.workers=3)
+run_both rgcn-full jobs/examples/rgcn-synthetic.toml "${graph[@]}" --set train.epochs=20
+same_losses rgcn-full epoch_loss
+run_both rgcn-sampled jobs/examples/rgcn-synthetic.toml "${graph[@]}" --set train.mode='"sampled"' \
+  --set train.epochs=3 --set train.batch_size=256 --set train.fanouts=[5,5] --set train.eval_fanouts=[10,10]
+same_losses rgcn-sampled epoch_loss
+run_both gpt-pipeline jobs/examples/gpt-demo.toml --set metrics.port_base=0 --set job.seed=3 \
+  --set resources.workers=3 --set pipeline.stages=3 --set model.layers=3 --set model.hidden=64 --set model.heads=2 \
+  --set model.context=32 --set train.batch_size=8 --set pipeline.microbatches=4 --set train.steps=6 \
+  --set train.warmup_steps=2 --set train.val_every=3 --set train.val_batches=2 --set data.generated_bytes=65536
+same_losses gpt-pipeline step_loss
+
+# `tessel smoke` on the 3 hosts (4 ranks: two on tsl-h0), each host's spill directory its own 64 MB tmpfs.
+smoke_limits=(--min-spill-free-mb 16 --min-spill-mbs 20 --timeout 20)
+netns_mpirun 2 1 1 -- "$TESSEL" smoke jobs/examples/gpt-demo.toml --set spill.dir="$TESSEL_NETNS_SPILL" \
+  "${smoke_limits[@]}" --json "$TESSEL_WORK/smoke.json" > "$TESSEL_WORK/smoke.log" 2>&1 ||
+  { cat "$TESSEL_WORK/smoke.log"; fail "tessel smoke failed on the healthy 3-host cluster"; }
+sed -n '/^tessel smoke:/,/ranks pass$/p' "$TESSEL_WORK/smoke.log"
+python3 - "$TESSEL_WORK/smoke.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rows = s["ranks"]
+assert [r["host"] for r in rows] == ["tsl-h0", "tsl-h0", "tsl-h1", "tsl-h2"], [r["host"] for r in rows]
+assert not s["failures"], s["failures"]
+for r in rows:
+    sp = r["spill"]
+    assert 0 < sp["free_bytes"] <= 64 << 20, f"rank {r['rank']}: spill free {sp['free_bytes']}, not its own 64 MB tmpfs"
+    assert sp["probe_bytes"] > 0 and sp["write_bytes_per_second"] > 0 and sp["read_bytes_per_second"] > 0, sp
+    assert r["plugins"]["checked"] >= 5 and not r["plugins"]["errors"], r["plugins"]
+    if r["rank"] > 0:
+        assert r["latency_seconds"] > 0 and r["bandwidth_bytes_per_second"] > 0, r
+        assert r["same_host"] == (r["host"] == "tsl-h0"), r
+    assert r["allreduce_seconds"] > 0, r
+PY
+grep -q "^PASS: 4 of 4 ranks pass" "$TESSEL_WORK/smoke.log" || fail "tessel smoke did not print its verdict"
+pass "tessel smoke: 4 ranks on 3 hosts pass (table above)"
+
+# A host whose spill disk is full (a 1 MB tmpfs on tsl-h1): that host's row FAILs, exit 6 (storage).
+set +e
+TESSEL_NETNS_SPILL_MB_tsl_h1=1 netns_mpirun 2 1 1 -- "$TESSEL" smoke --spill-dir "$TESSEL_NETNS_SPILL" \
+  "${smoke_limits[@]}" > "$TESSEL_WORK/smoke-full.log" 2>&1
+rc=$?
+set -e
+grep -E "^(rank|[0-9] )" "$TESSEL_WORK/smoke-full.log"; grep "^FAIL" "$TESSEL_WORK/smoke-full.log" || true
+[ "$rc" -eq 6 ] || { cat "$TESSEL_WORK/smoke-full.log"; fail "a full spill disk on tsl-h1: exit $rc, expected 6"; }
+grep -Eq "^2 +tsl-h1 .*FAIL$" "$TESSEL_WORK/smoke-full.log" || fail "tsl-h1's row is not FAIL"
+[ "$(grep -Ec ' PASS$' "$TESSEL_WORK/smoke-full.log")" -eq 3 ] || fail "the other hosts' rows are not PASS"
+grep -Eq "^FAIL rank 2 \(tsl-h1\) spill: $TESSEL_NETNS_SPILL: .* MB free < 16 MB" "$TESSEL_WORK/smoke-full.log" ||
+  fail "no FAIL line naming rank 2, tsl-h1 and its spill directory"
+pass "a full spill disk on tsl-h1: its row FAILs, the others PASS, exit 6"
+
+# A plugin that fails its check (built for ABI 2.x): every row FAILs, exit 4 (plugin).
+bad=${TESSEL_TEST_PLUGINS:?set by CTest: the folder of the test plugins}/libtest_plugin_wrong_abi_major.so
+set +e
+netns_mpirun 1 1 1 -- "$TESSEL" smoke --spill-dir "$TESSEL_NETNS_SPILL" --plugin "$bad" "${smoke_limits[@]}" \
+  > "$TESSEL_WORK/smoke-plugin.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 4 ] || { cat "$TESSEL_WORK/smoke-plugin.log"; fail "a plugin failing its check: exit $rc, expected 4"; }
+[ "$(grep -Ec ' FAIL$' "$TESSEL_WORK/smoke-plugin.log")" -eq 3 ] || { cat "$TESSEL_WORK/smoke-plugin.log"; fail "not every row FAILs"; }
+grep -Eq "^FAIL rank 1 \(tsl-h1\) plugins: .*libtest_plugin_wrong_abi_major.so.*ABI" "$TESSEL_WORK/smoke-plugin.log" ||
+  { cat "$TESSEL_WORK/smoke-plugin.log"; fail "no FAIL line naming the plugin and its ABI"; }
+pass "a plugin built for another ABI: every row FAILs, exit 4"

@@ -1,0 +1,68 @@
+# A cluster of 3 hosts on this machine, for the multi-host tests (tests/cluster/netns*.sh). Source it
+# after tests/lib.sh.
+# Each host is a network namespace (tsl-h0, tsl-h1, tsl-h2) with one veth link to a bridge (tsl-br) in
+# this namespace, at 10.77.0.10 + i/24 (this namespace: 10.77.0.1). Open MPI launches a rank on a host
+# through ./agent, which enters the host's namespaces; ranks talk over TCP only (no shared memory across
+# hosts): netns_mpirun. Host i's link is tsl-v<i> on this side: `ip link set tsl-v1 down` cuts host 1 off.
+# Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); netns_up skips the test (exit 77) where it cannot build them.
+NETNS_HOSTS=(tsl-h0 tsl-h1 tsl-h2)
+NETNS_SUBNET=10.77.0.0/24
+NETNS_AGENT=$TESSEL_SOURCE_DIR/tests/cluster/netns/agent
+# The node-local spill path: a tmpfs of its own on every host (see ./agent), TESSEL_NETNS_SPILL_MB_<host> MB.
+export TESSEL_NETNS_SPILL=/run/tessel-netns-spill
+
+netns_down() {
+  local i
+  for i in "${!NETNS_HOSTS[@]}"; do
+    ip netns del "${NETNS_HOSTS[$i]}" 2>/dev/null || true
+    ip link del "tsl-v$i" 2>/dev/null || true
+  done
+  ip link del tsl-br 2>/dev/null || true
+}
+
+netns_up() {
+  [ "$(id -u)" -eq 0 ] || skip "the 3-host cluster needs root (network namespaces)"
+  command -v ip >/dev/null && command -v unshare >/dev/null || skip "the 3-host cluster needs ip(8) and unshare(1)"
+  netns_down
+  ip link add tsl-br type bridge 2>/dev/null || skip "cannot create a bridge here (no CAP_NET_ADMIN?)"
+  trap netns_down EXIT
+  ip addr add 10.77.0.1/24 dev tsl-br
+  ip link set tsl-br up
+  local i h
+  for i in "${!NETNS_HOSTS[@]}"; do
+    h=${NETNS_HOSTS[$i]}
+    ip netns add "$h"
+    ip link add "tsl-v$i" type veth peer name eth0 netns "$h"
+    ip link set "tsl-v$i" master tsl-br up
+    ip -n "$h" addr add "10.77.0.1$i/24" dev eth0
+    ip -n "$h" link set eth0 up
+    ip -n "$h" link set lo up
+  done
+  printf '%s slots=4\n' "${NETNS_HOSTS[@]}" > "$TESSEL_WORK/hostfile"
+}
+
+# netns_mpirun NP_PER_HOST... -- ARGS: mpirun over the hosts, ARGS as after `mpirun -np N`. With one
+# count per host (e.g. `2 1 1`), host i gets that many ranks in rank order (rank 0, the coordinator, on
+# tsl-h0). The flags: the base flags of one machine (tests/lib.sh) and TCP on the test subnet only; a
+# job adds --enable-recovery before its program, as on one host.
+netns_mpirun_flags() {
+  local counts=() c i np=0
+  while [ "$1" != -- ]; do counts+=("$1"); shift; done
+  : > "$TESSEL_WORK/hostfile"
+  for i in "${!counts[@]}"; do
+    c=${counts[$i]}
+    [ "$c" -gt 0 ] && echo "${NETNS_HOSTS[$i]} slots=$c max_slots=$c" >> "$TESSEL_WORK/hostfile"
+    np=$((np + c))
+  done
+  echo "${MPIRUN_FLAGS[*]} --hostfile $TESSEL_WORK/hostfile" \
+       "--map-by slot --mca plm_rsh_agent $NETNS_AGENT --mca btl tcp,self" \
+       "--mca btl_tcp_if_include $NETNS_SUBNET --mca oob_tcp_if_include $NETNS_SUBNET -np $np"
+}
+netns_mpirun() {
+  local flags
+  flags=$(netns_mpirun_flags "$@")
+  while [ "$1" != -- ]; do shift; done
+  shift
+  # shellcheck disable=SC2086
+  mpirun $flags "$@"
+}
