@@ -98,17 +98,28 @@ class ProgressPrinter {
 };
 
 // The job's outcome for launchers: `mpirun --enable-recovery` (Open MPI 4.1) exits 0 whatever the ranks
-// do, so scripts/tessel-mpirun reads the exit code from here.
-void WriteStatusFile(const std::string& path, const Status& status) {
+// do, so scripts/tessel-mpirun reads the exit code from here. While the job runs the file says where the
+// coordinator is ({"state": "running", "host", "pid"}), so that a launcher that finds no outcome at the
+// end can say which process and host were lost.
+void WriteStatusFile(const std::string& path, const Status* status) {
   if (path.empty()) return;
-  const Json doc = {{"exit_code", status.exit_code()}, {"error", status.message()}};
+  Json doc = Json::object();
+  doc["state"] = status == nullptr ? "running" : "done";
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  doc["host"] = std::string(host);
+  doc["pid"] = static_cast<int64_t>(::getpid());
+  if (status != nullptr) {
+    doc["exit_code"] = status->exit_code();
+    doc["error"] = status->message();
+  }
   (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
 }
 
 [[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {
   std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
   std::fflush(stderr);
-  WriteStatusFile(status_file, status);
+  WriteStatusFile(status_file, &status);
   // Under `mpirun --enable-recovery` MPI_Abort ends this rank only; a worker that reported an error
   // waits for this shutdown, so tell every rank before aborting (bounded: a dead rank cannot block it).
   // The {1} says "aborting": a worker that gets it leaves without MPI_Finalize, which would wait for this
@@ -575,10 +586,11 @@ Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool*
 }  // namespace
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session) {
+  WriteStatusFile(request.status_file, nullptr);
   bool workers_told = false;
   Status st = Coordinate(request, session, &workers_told);
   if (!st.ok() && !workers_told) ShutdownWorkers(session);  // the job file did not load
-  WriteStatusFile(request.status_file, st);
+  WriteStatusFile(request.status_file, &st);
   return st;
 }
 

@@ -14,6 +14,8 @@ export TESSEL_NETNS_SPILL=/run/tessel-netns-spill
 netns_down() {
   local i
   for i in "${!NETNS_HOSTS[@]}"; do
+    # What a test left running there (a rank cut off from the others, Open MPI's daemon) goes too.
+    ip netns pids "${NETNS_HOSTS[$i]}" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "${NETNS_HOSTS[$i]}" 2>/dev/null || true
     ip link del "tsl-v$i" 2>/dev/null || true
   done
@@ -41,28 +43,43 @@ netns_up() {
   printf '%s slots=4\n' "${NETNS_HOSTS[@]}" > "$TESSEL_WORK/hostfile"
 }
 
+# netns_link HOST_INDEX down|up: cuts host i off the bridge, or brings it back and waits until the bridge
+# forwards its frames again (a port that was down passes through states that drop them for a moment).
+netns_link() {
+  ip link set "tsl-v$1" "$2"
+  [ "$2" = up ] || return 0
+  local _
+  for _ in $(seq 1 100); do
+    [ "$(cat "/sys/class/net/tsl-v$1/operstate" 2>/dev/null)" = up ] &&
+      [ "$(cat "/sys/class/net/tsl-v$1/brport/state" 2>/dev/null)" = 3 ] && return 0
+    sleep 0.1
+  done
+  fail "host $1's link did not come back up"
+}
+
 # netns_mpirun NP_PER_HOST... -- ARGS: mpirun over the hosts, ARGS as after `mpirun -np N`. With one
 # count per host (e.g. `2 1 1`), host i gets that many ranks in rank order (rank 0, the coordinator, on
-# tsl-h0). The flags: the base flags of one machine (tests/lib.sh) and TCP on the test subnet only; a
-# job adds --enable-recovery before its program, as on one host.
+# tsl-h0). netns_mpirun_flags prints the flags that place them (the hostfile, the agent, TCP on the test
+# subnet only); netns_mpirun adds the base flags of one machine (tests/lib.sh). A job adds
+# --enable-recovery before its program, as on one host.
 netns_mpirun_flags() {
-  local counts=() c i np=0
-  while [ "$1" != -- ]; do counts+=("$1"); shift; done
+  local counts=() c i
+  while [ "${1:---}" != -- ]; do counts+=("$1"); shift; done
   : > "$TESSEL_WORK/hostfile"
   for i in "${!counts[@]}"; do
     c=${counts[$i]}
     [ "$c" -gt 0 ] && echo "${NETNS_HOSTS[$i]} slots=$c max_slots=$c" >> "$TESSEL_WORK/hostfile"
-    np=$((np + c))
   done
-  echo "${MPIRUN_FLAGS[*]} --hostfile $TESSEL_WORK/hostfile" \
+  echo "--hostfile $TESSEL_WORK/hostfile" \
        "--map-by slot --mca plm_rsh_agent $NETNS_AGENT --mca btl tcp,self" \
-       "--mca btl_tcp_if_include $NETNS_SUBNET --mca oob_tcp_if_include $NETNS_SUBNET -np $np"
+       "--mca btl_tcp_if_include $NETNS_SUBNET --mca oob_tcp_if_include $NETNS_SUBNET"
 }
+# For scripts/tessel-mpirun: TESSEL_MPIRUN_ARGS="$(netns_mpirun_flags 2 1 1 --)" scripts/tessel-mpirun -np 4 ...
 netns_mpirun() {
-  local flags
+  local flags np=0
   flags=$(netns_mpirun_flags "$@")
-  while [ "$1" != -- ]; do shift; done
+  while [ "$1" != -- ]; do np=$((np + $1)); shift; done
   shift
   # shellcheck disable=SC2086
-  mpirun $flags "$@"
+  mpirun "${MPIRUN_FLAGS[@]}" $flags -np $np "$@"
 }
