@@ -296,6 +296,14 @@ std::vector<Field> BuildFields() {
                        "the job; the coordinator, for each worker, which then stops; > 2 x the interval."),
       TESSEL_JOB_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
       TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank."),
+      // [smoke]
+      TESSEL_JOB_FIELD(smoke.max_latency_us, Above(0), "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
+      TESSEL_JOB_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0), "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),
+      TESSEL_JOB_FIELD(smoke.max_allreduce_ms, Above(0), "tessel smoke: a 1 MiB float allreduce over all ranks takes at most this."),
+      TESSEL_JOB_FIELD(smoke.min_spill_free_mb, AtLeast(0), "tessel smoke: free space in each rank's spill.dir at least this, in MB."),
+      TESSEL_JOB_FIELD(smoke.min_spill_mb_s, AtLeast(0), "tessel smoke: spill.dir's write and read bandwidth at least this, in MB/s."),
+      TESSEL_JOB_FIELD(smoke.min_gpus, AtLeast(0), "tessel smoke: usable GPUs each rank sees; job.device = \"cuda\" asks at least 1."),
+      TESSEL_JOB_FIELD(smoke.timeout_seconds, Above(0), "tessel smoke: a rank whose message takes longer FAILs."),
   };
 }
 

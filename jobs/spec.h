@@ -203,6 +203,18 @@ struct TimeoutsSection {
   bool operator==(const TimeoutsSection&) const = default;
 };
 
+// What `tessel smoke` (orchestrator/smoke.h) requires of each rank of an allocation; flags override them.
+struct SmokeSection {
+  double max_latency_us = 1000;      // point-to-point with rank 0, one way
+  double min_bandwidth_mb_s = 100;   // point-to-point with rank 0, 4 MiB messages; MB = 1e6 bytes
+  double max_allreduce_ms = 1000;    // a 1 MiB float allreduce over all ranks
+  double min_spill_free_mb = 1024;   // free space in spill.dir
+  double min_spill_mb_s = 50;        // spill.dir's write and read bandwidth
+  int32_t min_gpus = 0;              // usable GPUs per rank (a job with job.device = "cuda": at least 1)
+  double timeout_seconds = 30;       // for any one message; a rank that misses it FAILs
+  bool operator==(const SmokeSection&) const = default;
+};
+
 struct JobSpec {
   int version = kJobFileVersion;
   std::string source_path;  // the file (or source name) it was parsed from
@@ -218,6 +230,7 @@ struct JobSpec {
   PluginsSection plugins;
   MetricsSection metrics;
   TimeoutsSection timeouts;
+  SmokeSection smoke;
 
   // Where each key that was set came from: key path ("train.epochs", "data.edges[1]", or a section
   // name such as "data") -> "FILE:LINE:COL" or "--set k=v". Keys left at their default are absent.

@@ -241,7 +241,7 @@ double Number(const Json& j, const char* key, double otherwise = -1) {
 }
 
 // Judges every row against the limits, in the table's column order, and prints the table.
-std::vector<Failure> Judge(const std::vector<Json>& rows, const SmokeLimits& limits, std::ostream& out) {
+std::vector<Failure> Judge(const std::vector<Json>& rows, const jobs::SmokeSection& limits, std::ostream& out) {
   std::vector<Failure> failures;
   const auto fail = [&](const Json& row, const char* check, std::string message, Code code) {
     failures.push_back({row["rank"].get<int>(), row.value("host", std::string("?")), check, std::move(message), code});
@@ -342,11 +342,19 @@ std::vector<Failure> Judge(const std::vector<Json>& rows, const SmokeLimits& lim
 Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::ostream& out) {
   const int rank = session.world_rank(), size = session.world_size();
   jobs::JobSpec spec;
-  SmokeLimits limits = request.limits;
   if (!request.job.empty()) {
     TESSEL_ASSIGN_OR_RETURN(spec, jobs::LoadJobFile(request.job, request.sets));
-    if (spec.job.device == DeviceChoice::kCuda) limits.min_gpus = std::max(limits.min_gpus, 1);
   }
+  jobs::SmokeSection limits = spec.smoke;
+  if (spec.job.device == DeviceChoice::kCuda) limits.min_gpus = std::max(limits.min_gpus, 1);
+  const SmokeOverrides& o = request.limits;
+  limits.max_latency_us = o.max_latency_us.value_or(limits.max_latency_us);
+  limits.min_bandwidth_mb_s = o.min_bandwidth_mb_s.value_or(limits.min_bandwidth_mb_s);
+  limits.max_allreduce_ms = o.max_allreduce_ms.value_or(limits.max_allreduce_ms);
+  limits.min_spill_free_mb = o.min_spill_free_mb.value_or(limits.min_spill_free_mb);
+  limits.min_spill_mb_s = o.min_spill_mb_s.value_or(limits.min_spill_mb_s);
+  limits.min_gpus = o.min_gpus.value_or(limits.min_gpus);
+  limits.timeout_seconds = o.timeout_seconds.value_or(limits.timeout_seconds);
   if (!request.spill_dir.empty()) spec.spill.dir = request.spill_dir;
 
   Json row = Json::object();

@@ -8,10 +8,14 @@
 //     through the spill store itself (as the stage planner measures it);
 //   - every plugin of the job (or --plugin) loads and passes `tessel plugin check`, and they load together;
 //   - the GPUs this rank sees and their memory; with a GPU on every rank, an NCCL allreduce.
-// Any FAIL exits non-zero on every rank, with the code of the first failing column: 5 (MPI, network,
-// GPUs), 4 (plugins), 6 (spill). Thread safety: one thread per rank. Collective over MPI_COMM_WORLD.
+// The limits are the job's [smoke] keys (jobs/README.md), or their defaults without a job, each
+// overridden by its flag. Any FAIL exits non-zero on every rank, with the code of the first failing
+// column: 5 (MPI, network, GPUs), 4 (plugins), 6 (spill). Thread safety: one thread per rank. Collective
+// over MPI_COMM_WORLD.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -21,23 +25,21 @@
 
 namespace tessel::orchestrator {
 
-struct SmokeLimits {
-  double max_latency_us = 1000;        // point-to-point, one way
-  double min_bandwidth_mb_s = 100;     // point-to-point, MB = 1e6 bytes
-  double max_allreduce_ms = 1000;      // 1 MiB of floats
-  double min_spill_free_mb = 1024;
-  double min_spill_mb_s = 50;          // both write and read
-  int32_t min_gpus = 0;                // per rank; a job with job.device = "cuda" raises it to 1
-  double timeout_seconds = 30;         // for any one message to arrive
+// The flags of `tessel smoke`: each, when given, overrides the job's [smoke] key of the same name
+// (jobs/spec.h SmokeSection, where the defaults live).
+struct SmokeOverrides {
+  std::optional<double> max_latency_us, min_bandwidth_mb_s, max_allreduce_ms, min_spill_free_mb, min_spill_mb_s,
+      timeout_seconds;
+  std::optional<int32_t> min_gpus;
 };
 
 struct SmokeRequest {
-  std::string job;                  // optional: its spill.dir, plugins and device
-  std::vector<std::string> sets;    // --set overrides of the job
-  std::string spill_dir;            // overrides the job's spill.dir; default /tmp/tessel-spill
-  std::vector<std::string> plugins; // checked as well as the job's (or the built-in ones)
-  std::string json_path;            // rank 0 writes the rows here as JSON when set
-  SmokeLimits limits;
+  std::string job;                   // optional: its [smoke] limits, spill.dir, plugins and device
+  std::vector<std::string> sets;     // --set overrides of the job
+  std::string spill_dir;             // overrides the job's spill.dir
+  std::vector<std::string> plugins;  // checked as well as the job's (or the built-in ones)
+  std::string json_path;             // rank 0 writes the rows here as JSON when set
+  SmokeOverrides limits;
 };
 
 Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::ostream& out);

@@ -54,8 +54,11 @@ same_losses gpt-pipeline step_loss
 # Speed is not judged here (the suite shares 2 cores): wide limits but the spill disk's free space.
 smoke_limits=(--min-spill-free-mb 16 --min-spill-mbs 1 --max-latency-us 1e5 --min-bandwidth-mbs 1 --max-allreduce-ms 1e4
               --timeout 20)
+# Here the limits come from the job's [smoke] keys (the other runs give them as flags).
 netns_mpirun 2 1 1 -- "$TESSEL" smoke jobs/examples/gpt-demo.toml --set spill.dir="$TESSEL_NETNS_SPILL" \
-  "${smoke_limits[@]}" --json "$TESSEL_WORK/smoke.json" > "$TESSEL_WORK/smoke.log" 2>&1 ||
+  --set smoke.min_spill_free_mb=16 --set smoke.min_spill_mb_s=1 --set smoke.max_latency_us=1e5 \
+  --set smoke.min_bandwidth_mb_s=1 --set smoke.max_allreduce_ms=1e4 --set smoke.timeout_seconds=20 \
+  --json "$TESSEL_WORK/smoke.json" > "$TESSEL_WORK/smoke.log" 2>&1 ||
   { cat "$TESSEL_WORK/smoke.log"; fail "tessel smoke failed on the healthy 3-host cluster"; }
 sed -n '/^tessel smoke:/,/ranks pass$/p' "$TESSEL_WORK/smoke.log"
 python3 - "$TESSEL_WORK/smoke.json" <<'PY'
@@ -75,6 +78,7 @@ for r in rows:
     assert r["allreduce_seconds"] > 0, r
 PY
 grep -q "^PASS: 4 of 4 ranks pass" "$TESSEL_WORK/smoke.log" || fail "tessel smoke did not print its verdict"
+grep -q "spill free >= 16 MB and >= 1 MB/s" "$TESSEL_WORK/smoke.log" || fail "tessel smoke did not take the job's [smoke] limits"
 pass "tessel smoke: 4 ranks on 3 hosts pass (table above)"
 
 # A host whose spill disk is full (a 1 MB tmpfs on tsl-h1): that host's row FAILs, exit 6 (storage).
