@@ -182,8 +182,8 @@ Result<double> TimeAllreduce() {
 }
 
 // With a usable GPU on every rank: one GPU per rank (by its rank on the node), a 1 MiB NCCL allreduce.
-// Collective. Returns the median seconds, or a note (no GPU everywhere, no NCCL in this build) as an error
-// of kOk's absence: `skipped` set instead.
+// Collective. Returns the median seconds; when it cannot run (a rank without a GPU, a build without NCCL)
+// it sets *skipped and *why and returns 0.
 Result<double> TimeNcclAllreduce(bool* skipped, std::string* why) {
   const CudaProbe probe = ProbeCuda();
   int usable = probe.usable() ? 1 : 0;
@@ -342,6 +342,9 @@ std::vector<Failure> Judge(const std::vector<Json>& rows, const jobs::SmokeSecti
 Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::ostream& out) {
   const int rank = session.world_rank(), size = session.world_size();
   jobs::JobSpec spec;
+  if (request.job.empty() && !request.sets.empty()) {
+    return UsageError("tessel smoke: --set needs a JOB file to apply to (the limits have flags of their own)");
+  }
   if (!request.job.empty()) {
     TESSEL_ASSIGN_OR_RETURN(spec, jobs::LoadJobFile(request.job, request.sets));
   }

@@ -20,3 +20,10 @@ cat "$TESSEL_WORK/smoke.log"
 [ "$(json "$TESSEL_WORK/smoke.json" 'len(s["failures"])')" = 0 ] || fail "tessel smoke: failures in its JSON"
 [ -z "$(ls -A "$TESSEL_WORK/spill")" ] || fail "tessel smoke left files in the spill directory: $(ls -A "$TESSEL_WORK/spill")"
 pass "tessel smoke: 3 ranks pass"
+
+# Bad input: exit 2 naming the cause.
+expect_exit 2 "$TESSEL" smoke --set smoke.min_gpus=1
+expect_stderr "--set needs a JOB file"
+expect_exit 2 "$TESSEL" smoke "$TESSEL_WORK/missing.toml"
+expect_stderr "cannot read job file .*missing.toml"
+pass "tessel smoke: --set without a job and a missing job file are exit 2"
