@@ -13,14 +13,19 @@ constexpr int kMaxDepth = 16;  // nested records a decoder accepts (the encoder 
 
 Record DecodeRecordAt(ByteReader& in, int depth);
 
-RecordValue DecodeValue(ByteReader& in, int depth) {
+// `name` is the field's, for messages.
+RecordValue DecodeValue(ByteReader& in, int depth, const std::string& name) {
   switch (static_cast<Kind>(in.Get<uint8_t>("record value kind"))) {
     case Kind::kInt:
       return RecordValue{in.Get<int64_t>("record int")};
     case Kind::kDouble:
       return RecordValue{in.Get<double>("record double")};
-    case Kind::kBool:
-      return RecordValue{in.Get<uint8_t>("record bool") != 0};
+    case Kind::kBool: {
+      // Only the encoder's 0 and 1: any other byte is a corrupt message, not `true`.
+      const uint8_t raw = in.Get<uint8_t>("record bool");
+      if (in.ok() && raw > 1) in.Fail(StrCat("record field '", name, "': bool = ", int{raw}, " is not a boolean"));
+      return RecordValue{raw == 1};
+    }
     case Kind::kString:
       return RecordValue{in.GetString("record string")};
     case Kind::kDoubles:
@@ -51,7 +56,7 @@ Record DecodeRecordAt(ByteReader& in, int depth) {
   for (uint64_t i = 0; in.ok() && i < n; ++i) {
     RecordField f;
     f.name = in.GetString("record field name");
-    f.value = DecodeValue(in, depth);
+    f.value = DecodeValue(in, depth, f.name);
     record.push_back(std::move(f));
   }
   return record;

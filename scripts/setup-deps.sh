@@ -5,6 +5,8 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config ccache
+  clang libclang-rt-dev                        # the libFuzzer targets (tests/fuzz)
+  iproute2 util-linux                          # ip, unshare: the 3-host tests (tests/cluster/netns)
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libcli11-dev

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing (the build's dependencies, and torch + PyG in build/bench-venv for the
 # reference trainers), builds, and runs every test: the whole CTest suite (unit, integration and
-# mpirun cluster tests), then the unit tests again under AddressSanitizer + UBSan (label "sanitize").
+# mpirun cluster tests), then the unit tests again under AddressSanitizer + UBSan (label "sanitize"),
+# then each libFuzzer target of tests/fuzz for TESSEL_FUZZ_SECONDS (default 60) seconds.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$TESSEL_ROOT"
@@ -22,3 +23,6 @@ cmake -S "$TESSEL_ROOT" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DTESSEL_SANITIZE=ON
 cmake --build "$asan" --parallel "$(tessel_jobs)"
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
    ctest --output-on-failure --no-tests=error --timeout 900 -j "$(tessel_jobs)" -L sanitize)
+
+echo "== fuzzers (libFuzzer, ${TESSEL_FUZZ_SECONDS:-60} s each)"
+"$TESSEL_ROOT/tests/fuzz/run.sh"

@@ -53,6 +53,28 @@ TEST(Record, RoundTripsThroughBytes) {
   }
 }
 
+// Found by tests/fuzz/protocol_fuzz (corpus/protocol/regression-record-bool): a bool byte other than 0
+// or 1 was read as true, so a corrupt message passed as another value.
+TEST(Record, RefusesABoolByteOtherThanZeroOrOne) {
+  const std::vector<uint8_t> bytes = {
+      1,   0,   0,   0,   0,   0,   0,   0,                  // one field
+      9,   0,   0,   0,   0,   0,   0,   0,                  // its name's length
+      'c', 'o', 'n', 'v', 'e', 'r', 'g', 'e', 'd', 3, 0x25,  // "converged", kind bool, 0x25
+  };
+  ByteReader in(bytes.data(), bytes.size());
+  (void)DecodeRecord(in);
+  EXPECT_FALSE(in.ok());
+  EXPECT_EQ(in.error(), "record field 'converged': bool = 37 is not a boolean");
+  for (uint8_t b : {0, 1}) {
+    std::vector<uint8_t> good = bytes;
+    good.back() = b;
+    ByteReader ok(good.data(), good.size());
+    const Record r = DecodeRecord(ok);
+    ASSERT_TRUE(ok.ok()) << ok.error();
+    EXPECT_EQ(std::get<bool>(Find(r, "converged")->data), b == 1);
+  }
+}
+
 TEST(Record, WritesJsonInOrder) {
   // Doubles stay doubles ("1.0", "10.0") and int64 fields stay integers ("3", "12").
   EXPECT_EQ(FormatJson(RecordJson(Sample()), JsonLayout::kCompact),
