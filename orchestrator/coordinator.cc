@@ -100,9 +100,16 @@ class ProgressPrinter {
 // The job's outcome for launchers: `mpirun --enable-recovery` (Open MPI 4.1) exits 0 whatever the ranks
 // do, so scripts/tessel-mpirun reads the exit code from here. While the job runs the file says where the
 // coordinator is ({"state": "running", "host", "pid"}), so that a launcher that finds no outcome at the
-// end can say which process and host were lost.
-void WriteStatusFile(const std::string& path, const Status* status) {
+// end can say which process and host were lost; the coordinator's beats rewrite it every heartbeat
+// interval with the silence after which a launcher may presume the coordinator lost ("timeout_seconds"),
+// the file's modification time being the beat. Once an outcome is written, a late beat changes nothing.
+// Thread safety: any thread.
+void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds = 0) {
   if (path.empty()) return;
+  static std::mutex mu;
+  static bool outcome_written = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (outcome_written) return;
   Json doc = Json::object();
   doc["state"] = status == nullptr ? "running" : "done";
   char host[256] = {};
@@ -112,6 +119,9 @@ void WriteStatusFile(const std::string& path, const Status* status) {
   if (status != nullptr) {
     doc["exit_code"] = status->exit_code();
     doc["error"] = status->message();
+    outcome_written = true;
+  } else if (timeout_seconds > 0) {
+    doc["timeout_seconds"] = timeout_seconds;
   }
   (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
 }
@@ -149,9 +159,12 @@ class AliveBeats {
  public:
   // The beat's bytes are never freed: a beat that times out is cancelled, and Open MPI may not be done with
   // a cancelled send's buffer.
-  AliveBeats(int world, double interval_seconds, double silence_limit_seconds)
+  // `status_file` (may be empty) gets a beat too, for the launcher (WriteStatusFile).
+  AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file)
       : world_(world),
         interval_(interval_seconds),
+        silence_limit_seconds_(silence_limit_seconds),
+        status_file_(std::move(status_file)),
         beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))) {
     thread_ = std::thread([this] { Loop(); });
   }
@@ -175,6 +188,7 @@ class AliveBeats {
       // and goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead
       // rank from delaying the others' beats.
       for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
+      WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
       lock.lock();
       cv_.wait_for(lock, interval_, [this] { return stop_; });
     }
@@ -182,6 +196,8 @@ class AliveBeats {
 
   const int world_;
   const Seconds interval_;
+  const double silence_limit_seconds_;
+  const std::string status_file_;
   const std::vector<uint8_t>& beat_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -572,7 +588,7 @@ Status Coordinate(const RunRequest& request, workers::MpiSession& session, bool*
   std::unique_ptr<AliveBeats> beats;
   if (session.world_size() > 1 && session.thread_multiple()) {
     beats = std::make_unique<AliveBeats>(session.world_size(), spec.timeouts.heartbeat_interval_seconds,
-                                         spec.timeouts.heartbeat_timeout_seconds);
+                                         spec.timeouts.heartbeat_timeout_seconds, request.status_file);
   }
   Coordinator c(session, spec, request, log);
   Status st = c.Run();

@@ -43,18 +43,25 @@ netns_up() {
   printf '%s slots=4\n' "${NETNS_HOSTS[@]}" > "$TESSEL_WORK/hostfile"
 }
 
-# netns_link HOST_INDEX down|up: cuts host i off the bridge, or brings it back and waits until the bridge
-# forwards its frames again (a port that was down passes through states that drop them for a moment).
+# netns_link HOST_INDEX down|up: cuts host i off the bridge, or brings it back and waits until the host
+# can open a TCP connection to this namespace again (a port that was down drops frames for a moment, and
+# the host may hold a failed neighbour entry), as Open MPI's daemon there will have to.
 netns_link() {
   ip link set "tsl-v$1" "$2"
   [ "$2" = up ] || return 0
-  local _
-  for _ in $(seq 1 100); do
-    [ "$(cat "/sys/class/net/tsl-v$1/operstate" 2>/dev/null)" = up ] &&
-      [ "$(cat "/sys/class/net/tsl-v$1/brport/state" 2>/dev/null)" = 3 ] && return 0
-    sleep 0.1
-  done
-  fail "host $1's link did not come back up"
+  python3 - "${NETNS_HOSTS[$1]}" <<'PY' || fail "host $1 cannot reach 10.77.0.1 after its link came back up"
+import socket, subprocess, sys, time
+server = socket.create_server(("10.77.0.1", 0))
+port = server.getsockname()[1]
+probe = f"exec 3<>/dev/tcp/10.77.0.1/{port}"
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    if subprocess.run(["ip", "netns", "exec", sys.argv[1], "timeout", "2", "bash", "-c", probe],
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        sys.exit(0)
+    time.sleep(0.2)
+sys.exit(1)
+PY
 }
 
 # netns_mpirun NP_PER_HOST... -- ARGS: mpirun over the hosts, ARGS as after `mpirun -np N`. With one
