@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -492,9 +493,10 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
         break;
       }
     }
-    out << (failures.empty() ? "PASS" : "FAIL") << ": " << size - static_cast<int>(std::count_if(rows.begin(), rows.end(), [&](const Json& j) {
-             return std::any_of(failures.begin(), failures.end(), [&](const Failure& f) { return f.rank == j["rank"].get<int>(); });
-           })) << " of " << size << " ranks pass\n";
+    std::set<int> failed_ranks;
+    for (const Failure& f : failures) failed_ranks.insert(f.rank);
+    out << (failures.empty() ? "PASS" : "FAIL") << ": " << size - static_cast<int>(failed_ranks.size()) << " of " << size
+        << " ranks pass\n";
     out.flush();
     if (!request.json_path.empty()) {
       Json doc = Json::object();

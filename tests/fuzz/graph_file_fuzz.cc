@@ -17,6 +17,7 @@
 
 #include "core/logging.h"
 #include "storage/graph.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace tessel::storage {
 namespace {
@@ -56,13 +57,9 @@ std::string Difference(const HeteroGraph& a, const HeteroGraph& b) {
   return "";
 }
 
-std::string ScratchPath(const char* what) {
-  return (std::filesystem::temp_directory_path() / StrCat("graph_file_fuzz-", ::getpid(), "-", what, ".h5")).string();
-}
-
 void Check(const uint8_t* data, size_t size) {
-  static const std::string input = ScratchPath("input");
-  static const std::string copy = ScratchPath("copy");
+  static const std::string input = fuzz::ScratchPath("graph_file_fuzz", "input.h5");
+  static const std::string copy = fuzz::ScratchPath("graph_file_fuzz", "copy.h5");
   {
     std::ofstream out(input, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
@@ -138,16 +135,7 @@ extern "C" const char* __asan_default_options() { return "allocator_may_return_n
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // ReadGraph silences its own calls; this covers the rest
-  constexpr const char kFlag[] = "--write-seeds=";
-  for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp((*argv)[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      tessel::storage::WriteSeeds((*argv)[i] + sizeof(kFlag) - 1);
-      std::exit(0);
-    }
-  }
-  std::atexit([] {
-    for (const char* what : {"input", "copy"}) std::remove(tessel::storage::ScratchPath(what).c_str());
-  });
+  tessel::fuzz::WriteSeedsIfAsked(*argc, *argv, tessel::storage::WriteSeeds);
   return 0;
 }
 

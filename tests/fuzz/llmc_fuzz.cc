@@ -24,6 +24,7 @@
 
 #include "core/logging.h"
 #include "storage/llmc.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace tessel::storage {
 namespace {
@@ -35,9 +36,7 @@ constexpr size_t kHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
   std::abort();
 }
 
-std::string ScratchPath(const char* what) {
-  return (std::filesystem::temp_directory_path() / StrCat("llmc_fuzz-", ::getpid(), "-", what, ".bin")).string();
-}
+std::string ScratchPath(const char* what) { return fuzz::ScratchPath("llmc_fuzz", StrCat(what, ".bin")); }
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -166,18 +165,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace tessel::storage
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  constexpr const char kFlag[] = "--write-seeds=";
-  for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp((*argv)[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      tessel::storage::WriteSeeds((*argv)[i] + sizeof(kFlag) - 1);
-      std::exit(0);
-    }
-  }
-  std::atexit([] {
-    for (const char* what : {"input", "tokens-copy", "checkpoint-copy"}) {
-      std::remove(tessel::storage::ScratchPath(what).c_str());
-    }
-  });
+  tessel::fuzz::WriteSeedsIfAsked(*argc, *argv, tessel::storage::WriteSeeds);
   return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/logging.h"
 #include "storage/rdf_import.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace tessel::storage {
 namespace {
@@ -87,12 +88,8 @@ void CheckLine(std::string_view line, Expected* expected) {
   expected->triples.emplace(t.subject, t.predicate, t.object);
 }
 
-std::string ScratchPath() {
-  return (std::filesystem::temp_directory_path() / StrCat("ntriples_fuzz-", ::getpid(), ".nt")).string();
-}
-
 void CheckImport(const uint8_t* data, size_t size, const Expected& expected) {
-  static const std::string input = ScratchPath();
+  static const std::string input = fuzz::ScratchPath("ntriples_fuzz", "input.nt");
   {
     std::ofstream out(input, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
@@ -141,11 +138,6 @@ void Check(const uint8_t* data, size_t size) {
 
 }  // namespace
 }  // namespace tessel::storage
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  std::atexit([] { std::remove(tessel::storage::ScratchPath().c_str()); });
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tessel::storage::Check(data, size);

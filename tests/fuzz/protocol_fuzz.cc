@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "workers/protocol.h"
+#include "tests/fuzz/fuzz_util.h"
 
 namespace tessel::workers {
 namespace {
@@ -120,13 +121,7 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace tessel::workers
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  constexpr const char kFlag[] = "--write-seeds=";
-  for (int i = 1; i < *argc; ++i) {
-    if (std::strncmp((*argv)[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      tessel::workers::WriteSeeds((*argv)[i] + sizeof(kFlag) - 1);
-      std::exit(0);
-    }
-  }
+  tessel::fuzz::WriteSeedsIfAsked(*argc, *argv, tessel::workers::WriteSeeds);
   return 0;
 }
 
