@@ -12,6 +12,7 @@ std::string_view CodeName(Code code) {
     case Code::kRankFailed: return "rank failed";
     case Code::kStorage: return "storage error";
     case Code::kStopped: return "stopped";
+    case Code::kBadLoss: return "bad loss";
   }
   return "unknown";
 }

@@ -24,6 +24,7 @@ enum class Code : int {
   kRankFailed = 5,   // a rank failed or timed out
   kStorage = 6,      // disk full, corrupt file, I/O error
   kStopped = 7,      // stopped by SIGTERM, SIGINT or SIGUSR1 after saving its state (core/stop_signal.h)
+  kBadLoss = 8,      // the training loss became NaN or infinite, or exploded (train.on_bad_loss = "stop")
 };
 
 std::string_view CodeName(Code code);

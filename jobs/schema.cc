@@ -251,6 +251,13 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.precision, Any(),
                        "llm: \"fp32\", or \"bf16\": bf16 activations and matmuls with f32 accumulation, f32 master "
                        "weights, gradients and AdamW moments, f32 LayerNorm statistics and loss."),
+      TESSEL_JOB_FIELD(train.on_bad_loss, Any(),
+                       "A loss that becomes NaN or infinite, or explodes (see bad_loss_factor): \"stop\" ends the job "
+                       "with exit 8 and keeps the checkpoints before it; \"warn\" logs it and trains on."),
+      TESSEL_JOB_FIELD(train.bad_loss_factor, Above(1),
+                       "A loss above this x the median of the last bad_loss_window steps' losses, and above the first "
+                       "step's loss, has exploded."),
+      TESSEL_JOB_FIELD(train.bad_loss_window, AtLeast(1), "Steps (epochs for rgnn) whose median a loss is compared with."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
@@ -287,6 +294,14 @@ std::vector<Field> BuildFields() {
                        "Rank r listens on port_base + r; 0 = no exporter."),
       TESSEL_JOB_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
       TESSEL_JOB_FIELD(metrics.pushgateway, Any(), "Pushgateway URL for the final metrics; \"\" = none."),
+      TESSEL_JOB_FIELD(metrics.straggler_factor, Above(1),
+                       "A worker whose median compute time (step time less waits on peers) over a straggler window is "
+                       "this x the fastest worker's is named a straggler (log warning, tessel_straggler_score)."),
+      TESSEL_JOB_FIELD(metrics.straggler_window, AtLeast(1), "Steps (epochs for rgnn) per straggler window."),
+      TESSEL_JOB_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
+                       "After a failure, the coordinator keeps its exporter up this long before it ends the job, so "
+                       "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "
+                       "fire; 0 = end at once; at most 30 (the workers wait 60 s for the end). Without an exporter (port_base = 0) there is no wait."),
       // [timeouts]
       TESSEL_JOB_FIELD(timeouts.heartbeat_interval_seconds, Above(0),
                        "Seconds between heartbeats of each rank (workers to the coordinator, and the coordinator "

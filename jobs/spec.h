@@ -145,6 +145,9 @@ struct TrainSection {
   int32_t val_every = 0;          // steps between validations; 0 = at the end only
   int32_t val_batches = 20;       // batches of batch_size sequences per validation; 0 = the whole split
   Precision precision = Precision::kFp32;  // activations and matmuls: fp32, or bf16 with f32 accumulation
+  BadLossAction on_bad_loss = BadLossAction::kStop;
+  double bad_loss_factor = 10;   // a loss above this x the median of the last bad_loss_window steps (and above step 1's) has exploded
+  int32_t bad_loss_window = 5;
   bool operator==(const TrainSection&) const = default;
 };
 
@@ -192,6 +195,9 @@ struct MetricsSection {
   int32_t port_base = 9400;  // rank r listens on port_base + r; 0 disables the exporter
   std::string targets_file;  // "" = OUTPUT_DIR/targets.json
   std::string pushgateway;   // "" = no push; else a Pushgateway URL
+  double straggler_factor = 1.5;  // a worker whose median step time over the window is this x the fastest's is a straggler
+  int32_t straggler_window = 10;  // steps per straggler window
+  double final_scrape_seconds = 15;  // after a failure, the exporters stay up this long for a last scrape
   bool operator==(const MetricsSection&) const = default;
 };
 

@@ -2,8 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <prometheus/exposer.h>
+#include <CivetServer.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,6 +62,26 @@ std::string ProbeBindError(int family, const std::string& bind, int32_t port) {
 
 }  // namespace
 
+// Answers GET /metrics with the registry's families in the text format. Runs on the server's threads;
+// Registry::Collect is thread-safe.
+class Exporter::Handler : public CivetHandler {
+ public:
+  explicit Handler(std::shared_ptr<prometheus::Registry> registry) : registry_(std::move(registry)) {}
+
+  bool handleGet(CivetServer* /*server*/, mg_connection* conn) override {
+    const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
+    mg_printf(conn,
+              "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+              body.size());
+    mg_write(conn, body.data(), body.size());
+    return true;
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+};
+
 Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& bind, int32_t port, Metrics& metrics) {
   const std::string where = HostPort(bind, port);
   const int family = AddressFamily(bind);
@@ -72,9 +93,11 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& bind, int32
     return UsageError(StrCat("metrics exporter cannot listen on ", where, ": port must be in 0..65535"));
   }
 
-  std::unique_ptr<prometheus::Exposer> exposer;
+  auto handler = std::make_unique<Handler>(metrics.registry());
+  std::unique_ptr<CivetServer> server;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(where, /*num_threads=*/2);
+    // civetweb's options as prometheus-cpp's Exposer sets them: 2 threads answer the scrapes.
+    server = std::make_unique<CivetServer>(std::vector<std::string>{"listening_ports", where, "num_threads", "2"});
   } catch (const std::exception& e) {
     std::string cause = ProbeBindError(family, bind, port);
     if (cause.empty() && family == AF_INET6) {
@@ -87,24 +110,20 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& bind, int32
     return UsageError(StrCat("metrics exporter cannot listen on ", where, ": unknown error"));
   }
 
-  std::vector<int> ports = exposer->GetListeningPorts();
+  std::vector<int> ports = server->getListeningPorts();
   if (ports.empty()) {
     return UsageError(StrCat("metrics exporter cannot listen on ", where, ": server reports no listening port"));
   }
-  std::shared_ptr<prometheus::Registry> registry = metrics.registry();
-  try {
-    exposer->RegisterCollectable(registry);
-  } catch (const std::exception& e) {
-    return InternalError(StrCat("metrics exporter on ", where, ": cannot register the registry: ", e.what()));
-  }
-  return std::unique_ptr<Exporter>(new Exporter(bind, ports.front(), std::move(registry), std::move(exposer)));
+  server->addHandler("/metrics", handler.get());
+  return std::unique_ptr<Exporter>(new Exporter(bind, ports.front(), std::move(handler), std::move(server)));
 }
 
-Exporter::Exporter(std::string bind, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-                   std::unique_ptr<prometheus::Exposer> exposer)
-    : bind_(std::move(bind)), port_(port), registry_(std::move(registry)), exposer_(std::move(exposer)) {}
+Exporter::Exporter(std::string bind, int32_t port, std::unique_ptr<Handler> handler, std::unique_ptr<CivetServer> server)
+    : bind_(std::move(bind)), port_(port), handler_(std::move(handler)), server_(std::move(server)) {}
 
-Exporter::~Exporter() = default;
+Exporter::~Exporter() {
+  server_.reset();  // joins the server's threads: no scrape is in the handler after this
+}
 
 std::string Exporter::url() const { return StrCat("http://", HostPort(bind_, port_), "/metrics"); }
 

@@ -1,5 +1,7 @@
-// Serves one rank's Metrics on http://BIND:PORT/metrics (Prometheus text format) with prometheus-cpp's
-// Exposer. Each rank runs its own Exporter on port_base + rank; "port 0 means disabled" is the caller's
+// Serves one rank's Metrics on http://BIND:PORT/metrics (Prometheus text format 0.0.4) with civetweb, the
+// HTTP server prometheus-cpp's Exposer uses. Not the Exposer itself: it adds metrics of its own
+// (exposer_scrapes_total, ...) that carry neither the tessel_ prefix nor the rank's labels, and a rank
+// serves exactly the catalog of monitoring/METRICS.md. Each rank runs its own Exporter on port_base + rank; "port 0 means disabled" is the caller's
 // rule, here port 0 asks the kernel for a free port (tests use that), and port() reports it.
 #pragma once
 
@@ -10,8 +12,9 @@
 #include "core/status.h"
 #include "monitoring/metrics.h"
 
+class CivetServer;
+
 namespace prometheus {
-class Exposer;
 class Registry;
 }  // namespace prometheus
 
@@ -41,13 +44,13 @@ class Exporter {
   std::string url() const;
 
  private:
-  Exporter(std::string bind, int32_t port, std::shared_ptr<prometheus::Registry> registry,
-           std::unique_ptr<prometheus::Exposer> exposer);
+  class Handler;
+  Exporter(std::string bind, int32_t port, std::unique_ptr<Handler> handler, std::unique_ptr<CivetServer> server);
 
   std::string bind_;
   int32_t port_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;  // destroyed first: stops serving before the registry goes
+  std::unique_ptr<Handler> handler_;     // owns a share of the registry it serves
+  std::unique_ptr<CivetServer> server_;  // destroyed first: stops serving before the handler goes
 };
 
 }  // namespace tessel::monitoring

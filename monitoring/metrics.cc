@@ -5,9 +5,17 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <utility>
+
+#include "core/logging.h"
 
 namespace tessel::monitoring {
 namespace {
@@ -99,9 +107,111 @@ constexpr MetricSpec kActivationResident{.name = "tessel_activation_resident_byt
                                          .exported_by = ExportedBy::kWorkers,
                                          .help = "Bytes of saved activations this rank holds in memory now."};
 
-constexpr std::array kCatalog{kBuildInfo,   kStepDuration, kLoss,          kEpoch,          kHaloBytes,
-                              kGatherBytes, kEdgeCut,      kWorkersAlive, kSpillWritten,   kSpillRead,
-                              kSpillWait,   kSpillFallbacks, kActivationResident};
+constexpr MetricSpec kLastStep{.name = "tessel_last_step_timestamp_seconds",
+                               .kind = MetricKind::kGauge,
+                               .unit = "seconds",
+                               .variable_labels = "",
+                               .exported_by = ExportedBy::kWorkers,
+                               .help = "Unix time at which this rank last finished a training step; 0 before the first."};
+constexpr MetricSpec kForward{.name = "tessel_forward_duration_seconds",
+                              .kind = MetricKind::kHistogram,
+                              .unit = "seconds",
+                              .variable_labels = "",
+                              .exported_by = ExportedBy::kWorkers,
+                              .help = "Forward time of one training step on this rank (halo and pipeline waits included)."};
+constexpr MetricSpec kBackward{.name = "tessel_backward_duration_seconds",
+                               .kind = MetricKind::kHistogram,
+                               .unit = "seconds",
+                               .variable_labels = "",
+                               .exported_by = ExportedBy::kWorkers,
+                               .help = "Backward and optimizer time of one training step on this rank."};
+constexpr MetricSpec kSamples{.name = "tessel_samples_total",
+                              .kind = MetricKind::kCounter,
+                              .unit = "",
+                              .variable_labels = "kind",
+                              .exported_by = ExportedBy::kWhenSet,
+                              .help = "Samples of the job's global batches trained so far, counted on every worker: "
+                                      "labelled training nodes (kind=nodes) or tokens (kind=tokens)."};
+constexpr MetricSpec kLearningRate{.name = "tessel_learning_rate",
+                                   .kind = MetricKind::kGauge,
+                                   .unit = "",
+                                   .variable_labels = "",
+                                   .exported_by = ExportedBy::kWorkers,
+                                   .help = "Learning rate of the most recent step on this rank."};
+constexpr MetricSpec kValLoss{.name = "tessel_validation_loss",
+                              .kind = MetricKind::kGauge,
+                              .unit = "",
+                              .variable_labels = "",
+                              .exported_by = ExportedBy::kWhenSet,
+                              .help = "Validation loss of the most recent validation on this rank."};
+constexpr MetricSpec kPipelineBytes{.name = "tessel_pipeline_bytes_total",
+                                    .kind = MetricKind::kCounter,
+                                    .unit = "bytes",
+                                    .variable_labels = "direction",
+                                    .exported_by = ExportedBy::kWorkers,
+                                    .help = "Bytes of activations and gradients this pipeline stage sent to or received "
+                                            "from its neighbouring stages."};
+constexpr MetricSpec kPeerWait{
+    .name = "tessel_peer_wait_seconds_total",
+    .kind = MetricKind::kCounter,
+    .unit = "seconds",
+    .variable_labels = "",
+    .exported_by = ExportedBy::kWorkers,
+    .help = "Time this rank spent blocked in communication with its peers (collectives, halo and pipeline "
+            "transfers), apart from computing."};
+constexpr MetricSpec kBadLoss{.name = "tessel_bad_loss_total",
+                              .kind = MetricKind::kCounter,
+                              .unit = "",
+                              .variable_labels = "",
+                              .exported_by = ExportedBy::kEveryRank,
+                              .help = "Steps whose loss was NaN, infinite or exploded (train.on_bad_loss): counted by "
+                                      "the workers, and by the coordinator when a worker stops the job for one."};
+constexpr MetricSpec kResident{.name = "tessel_resident_memory_bytes",
+                               .kind = MetricKind::kGauge,
+                               .unit = "bytes",
+                               .variable_labels = "",
+                               .exported_by = ExportedBy::kEveryRank,
+                               .help = "Resident memory of this rank's process."};
+constexpr MetricSpec kPluginInfo{.name = "tessel_plugin_info",
+                                 .kind = MetricKind::kGauge,
+                                 .unit = "",
+                                 .variable_labels = "plugin,version,abi",
+                                 .exported_by = ExportedBy::kWhenSet,
+                                 .help = "Always 1, one series per plugin this rank loaded: its name, version and ABI."};
+constexpr MetricSpec kImbalance{.name = "tessel_partition_imbalance",
+                                .kind = MetricKind::kGauge,
+                                .unit = "",
+                                .variable_labels = "",
+                                .exported_by = ExportedBy::kCoordinator,
+                                .help = "The graph partition's worst imbalance over its balance constraints (a partition's weight over "
+                                        "the mean); 1 is balanced."};
+constexpr MetricSpec kJobState{.name = "tessel_job_state",
+                               .kind = MetricKind::kGauge,
+                               .unit = "",
+                               .variable_labels = "state",
+                               .exported_by = ExportedBy::kCoordinator,
+                               .help = "1 for the job's current state (planning, training, done, failed, stopped), 0 "
+                                       "for the others."};
+constexpr MetricSpec kHeartbeatAge{.name = "tessel_heartbeat_age_seconds",
+                                   .kind = MetricKind::kGauge,
+                                   .unit = "seconds",
+                                   .variable_labels = "worker_rank",
+                                   .exported_by = ExportedBy::kWhenSet,
+                                   .help = "Seconds since the coordinator last heard from the worker."};
+constexpr MetricSpec kStraggler{
+    .name = "tessel_straggler_score",
+    .kind = MetricKind::kGauge,
+    .unit = "",
+    .variable_labels = "worker_rank,kind",
+    .exported_by = ExportedBy::kWhenSet,
+    .help = "The worker's median compute time over the last straggler window against the fastest worker's "
+            "(kind=vs_fastest) and against its own earlier median (kind=vs_own_median)."};
+
+constexpr std::array kCatalog{kBuildInfo,     kStepDuration,  kForward,        kBackward,   kLastStep,  kLoss,
+                              kBadLoss,       kValLoss,       kLearningRate,  kEpoch,          kSamples,    kHaloBytes, kGatherBytes,
+                              kPipelineBytes, kPeerWait,      kEdgeCut,       kImbalance,      kWorkersAlive, kHeartbeatAge,
+                              kJobState,      kStraggler,     kSpillWritten,   kSpillRead,  kSpillWait,
+                              kSpillFallbacks, kActivationResident, kResident, kPluginInfo};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -139,14 +249,15 @@ bool RoleExports(std::string_view role, ExportedBy exported_by) {
     case ExportedBy::kEveryRank: return true;
     case ExportedBy::kWorkers: return role == kRoleWorker || role == kRoleEmbedded;
     case ExportedBy::kCoordinator: return role == kRoleCoordinator || role == kRoleEmbedded;
+    case ExportedBy::kWhenSet: return false;
   }
   return false;
 }
 
 std::span<const double> StepDurationBuckets() { return kStepDurationBuckets; }
 
-// The registered metrics. Family registration goes through the Registry's Merge behaviour, so the two
-// directions of the halo counter share one family.
+// The registered metrics. Family registration goes through the Registry's Merge behaviour, so the series of
+// one family (the two directions of the halo counter, say) share it.
 struct Metrics::Families {
   Families(prometheus::Registry& registry, prometheus::Labels const_labels)
       : registry(registry), const_labels(std::move(const_labels)) {}
@@ -167,81 +278,94 @@ struct Metrics::Families {
         .Register(registry)
         .Add(labels);
   }
+  prometheus::Histogram& AddHistogram(const MetricSpec& spec) {
+    return prometheus::BuildHistogram()
+        .Name(std::string(spec.name))
+        .Help(std::string(spec.help))
+        .Labels(const_labels)
+        .Register(registry)
+        .Add({}, prometheus::Histogram::BucketBoundaries(kStepDurationBuckets.begin(), kStepDurationBuckets.end()));
+  }
 
-  prometheus::Histogram& StepDuration() {
-    return step_duration.Get([this]() -> prometheus::Histogram& {
-      return prometheus::BuildHistogram()
-          .Name(std::string(kStepDuration.name))
-          .Help(std::string(kStepDuration.help))
-          .Labels(const_labels)
-          .Register(registry)
-          .Add({}, prometheus::Histogram::BucketBoundaries(kStepDurationBuckets.begin(), kStepDurationBuckets.end()));
-    });
+  // A series registered on first use, cached for every later use.
+  template <typename T, typename Add>
+  static T& Lazy(LazyMetric<T>& slot, Add&& add) {
+    return slot.Get(std::forward<Add>(add));
   }
-  prometheus::Gauge& Loss() {
-    return loss.Get([this]() -> prometheus::Gauge& { return AddGauge(kLoss); });
-  }
-  prometheus::Gauge& Epoch() {
-    return epoch.Get([this]() -> prometheus::Gauge& { return AddGauge(kEpoch); });
-  }
+  prometheus::Histogram& StepDuration() { return Lazy(step_duration, [this]() -> auto& { return AddHistogram(kStepDuration); }); }
+  prometheus::Histogram& Forward() { return Lazy(forward, [this]() -> auto& { return AddHistogram(kForward); }); }
+  prometheus::Histogram& Backward() { return Lazy(backward, [this]() -> auto& { return AddHistogram(kBackward); }); }
+  prometheus::Gauge& LastStep() { return Lazy(last_step, [this]() -> auto& { return AddGauge(kLastStep); }); }
+  prometheus::Gauge& Loss() { return Lazy(loss, [this]() -> auto& { return AddGauge(kLoss); }); }
+  prometheus::Gauge& ValLoss() { return Lazy(val_loss, [this]() -> auto& { return AddGauge(kValLoss); }); }
+  prometheus::Gauge& LearningRate() { return Lazy(lr, [this]() -> auto& { return AddGauge(kLearningRate); }); }
+  prometheus::Gauge& Epoch() { return Lazy(epoch, [this]() -> auto& { return AddGauge(kEpoch); }); }
   prometheus::Counter& HaloSent() {
-    return halo_sent.Get([this]() -> prometheus::Counter& { return AddCounter(kHaloBytes, {{"direction", "sent"}}); });
+    return Lazy(halo_sent, [this]() -> auto& { return AddCounter(kHaloBytes, {{"direction", "sent"}}); });
   }
   prometheus::Counter& HaloReceived() {
-    return halo_received.Get([this]() -> prometheus::Counter& {
-      return AddCounter(kHaloBytes, {{"direction", "received"}});
-    });
+    return Lazy(halo_received, [this]() -> auto& { return AddCounter(kHaloBytes, {{"direction", "received"}}); });
   }
   prometheus::Counter& GatherLocal() {
-    return gather_local.Get([this]() -> prometheus::Counter& { return AddCounter(kGatherBytes, {{"source", "local"}}); });
+    return Lazy(gather_local, [this]() -> auto& { return AddCounter(kGatherBytes, {{"source", "local"}}); });
   }
   prometheus::Counter& GatherRemote() {
-    return gather_remote.Get([this]() -> prometheus::Counter& { return AddCounter(kGatherBytes, {{"source", "remote"}}); });
+    return Lazy(gather_remote, [this]() -> auto& { return AddCounter(kGatherBytes, {{"source", "remote"}}); });
   }
-  prometheus::Gauge& EdgeCut() {
-    return edge_cut.Get([this]() -> prometheus::Gauge& { return AddGauge(kEdgeCut); });
+  prometheus::Counter& BadLoss() { return Lazy(bad_loss, [this]() -> auto& { return AddCounter(kBadLoss); }); }
+  prometheus::Counter& PipelineSent() {
+    return Lazy(pipeline_sent, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "sent"}}); });
   }
-  prometheus::Gauge& WorkersAlive() {
-    return workers_alive.Get([this]() -> prometheus::Gauge& { return AddGauge(kWorkersAlive); });
+  prometheus::Counter& PipelineReceived() {
+    return Lazy(pipeline_received, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "received"}}); });
   }
-
-  prometheus::Counter& SpillWritten() {
-    return spill_written.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillWritten); });
-  }
-  prometheus::Counter& SpillRead() {
-    return spill_read.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillRead); });
-  }
-  prometheus::Counter& SpillWait() {
-    return spill_wait.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillWait); });
-  }
+  prometheus::Counter& PeerWait() { return Lazy(peer_wait, [this]() -> auto& { return AddCounter(kPeerWait); }); }
+  prometheus::Gauge& EdgeCut() { return Lazy(edge_cut, [this]() -> auto& { return AddGauge(kEdgeCut); }); }
+  prometheus::Gauge& Imbalance() { return Lazy(imbalance, [this]() -> auto& { return AddGauge(kImbalance); }); }
+  prometheus::Gauge& WorkersAlive() { return Lazy(workers_alive, [this]() -> auto& { return AddGauge(kWorkersAlive); }); }
+  prometheus::Gauge& Resident() { return Lazy(resident, [this]() -> auto& { return AddGauge(kResident); }); }
+  prometheus::Counter& SpillWritten() { return Lazy(spill_written, [this]() -> auto& { return AddCounter(kSpillWritten); }); }
+  prometheus::Counter& SpillRead() { return Lazy(spill_read, [this]() -> auto& { return AddCounter(kSpillRead); }); }
+  prometheus::Counter& SpillWait() { return Lazy(spill_wait, [this]() -> auto& { return AddCounter(kSpillWait); }); }
   prometheus::Counter& SpillFallbacks(Metrics::SpillFallback to) {
     if (to == Metrics::SpillFallback::kKeep) {
-      return fallback_keep.Get([this]() -> prometheus::Counter& { return AddCounter(kSpillFallbacks, {{"to", "keep"}}); });
+      return Lazy(fallback_keep, [this]() -> auto& { return AddCounter(kSpillFallbacks, {{"to", "keep"}}); });
     }
-    return fallback_recompute.Get(
-        [this]() -> prometheus::Counter& { return AddCounter(kSpillFallbacks, {{"to", "recompute"}}); });
+    return Lazy(fallback_recompute, [this]() -> auto& { return AddCounter(kSpillFallbacks, {{"to", "recompute"}}); });
   }
   prometheus::Gauge& ActivationResident() {
-    return activation_resident.Get([this]() -> prometheus::Gauge& { return AddGauge(kActivationResident); });
+    return Lazy(activation_resident, [this]() -> auto& { return AddGauge(kActivationResident); });
+  }
+  std::array<prometheus::Gauge*, std::size(kJobStates)>& JobStates() {
+    std::call_once(job_states_once, [this] {
+      for (size_t i = 0; i < std::size(kJobStates); ++i) {
+        job_states[i] = &AddGauge(kJobState, {{"state", std::string(kJobStates[i])}});
+      }
+    });
+    return job_states;
+  }
+
+  // Series whose label values are known only when set: looked up under a lock, by the coordinator once a
+  // heartbeat or a straggler window, by a worker once a step (samples) or once (plugins).
+  template <typename T>
+  T& Keyed(const std::string& key, const std::function<T&()>& add) {
+    std::lock_guard<std::mutex> lock(keyed_mu);
+    auto [it, fresh] = keyed.emplace(key, nullptr);
+    if (fresh) it->second = &add();
+    return *static_cast<T*>(it->second);
   }
 
   prometheus::Registry& registry;
   const prometheus::Labels const_labels;
-  LazyMetric<prometheus::Histogram> step_duration;
-  LazyMetric<prometheus::Gauge> loss;
-  LazyMetric<prometheus::Gauge> epoch;
-  LazyMetric<prometheus::Counter> halo_sent;
-  LazyMetric<prometheus::Counter> halo_received;
-  LazyMetric<prometheus::Counter> gather_local;
-  LazyMetric<prometheus::Counter> gather_remote;
-  LazyMetric<prometheus::Gauge> edge_cut;
-  LazyMetric<prometheus::Gauge> workers_alive;
-  LazyMetric<prometheus::Counter> spill_written;
-  LazyMetric<prometheus::Counter> spill_read;
-  LazyMetric<prometheus::Counter> spill_wait;
-  LazyMetric<prometheus::Counter> fallback_keep;
-  LazyMetric<prometheus::Counter> fallback_recompute;
-  LazyMetric<prometheus::Gauge> activation_resident;
+  LazyMetric<prometheus::Histogram> step_duration, forward, backward;
+  LazyMetric<prometheus::Gauge> last_step, loss, val_loss, lr, epoch, edge_cut, imbalance, workers_alive, resident,
+      activation_resident;
+  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, peer_wait, spill_written,
+      spill_read, spill_wait, fallback_keep, fallback_recompute;
+  std::once_flag job_states_once;
+  std::array<prometheus::Gauge*, std::size(kJobStates)> job_states{};
+  std::mutex keyed_mu;
+  std::map<std::string, void*> keyed;
 };
 
 Metrics::Metrics(RankLabels labels, std::string_view version)
@@ -250,14 +374,23 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
       *registry_,
       prometheus::Labels{{"job", labels_.job}, {"rank", std::to_string(labels_.rank)}, {"role", labels_.role}});
   families_->AddGauge(kBuildInfo, {{"version", std::string(version)}}).Set(1);
+  families_->Resident();
+  families_->BadLoss();
   if (RoleExports(labels_.role, ExportedBy::kWorkers)) {
     families_->StepDuration();
+    families_->Forward();
+    families_->Backward();
+    families_->LastStep();
     families_->Loss();
+    families_->LearningRate();
     families_->Epoch();
     families_->HaloSent();
     families_->HaloReceived();
     families_->GatherLocal();
     families_->GatherRemote();
+    families_->PeerWait();
+    families_->PipelineSent();
+    families_->PipelineReceived();
     families_->SpillWritten();
     families_->SpillRead();
     families_->SpillWait();
@@ -266,7 +399,9 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
   }
   if (RoleExports(labels_.role, ExportedBy::kCoordinator)) {
     families_->EdgeCut();
+    families_->Imbalance();
     families_->WorkersAlive();
+    families_->JobStates();
   }
 }
 
@@ -274,7 +409,54 @@ Metrics::~Metrics() = default;
 
 void Metrics::ObserveStep(double seconds) {
   prometheus::Histogram& histogram = families_->StepDuration();
+  prometheus::Gauge& last = families_->LastStep();
   if (seconds >= 0) histogram.Observe(seconds);  // false for NaN too
+  last.Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+void Metrics::ObserveForwardBackward(double forward_seconds, double backward_seconds) {
+  prometheus::Histogram& forward = families_->Forward();
+  prometheus::Histogram& backward = families_->Backward();
+  if (forward_seconds >= 0) forward.Observe(forward_seconds);
+  if (backward_seconds >= 0) backward.Observe(backward_seconds);
+}
+
+void Metrics::AddSamples(std::string_view kind, int64_t n) {
+  prometheus::Counter& samples = families_->Keyed<prometheus::Counter>(
+      StrCat("samples/", kind),
+      [&]() -> prometheus::Counter& { return families_->AddCounter(kSamples, {{"kind", std::string(kind)}}); });
+  if (n > 0) samples.Increment(static_cast<double>(n));
+}
+
+void Metrics::SetLearningRate(double lr) { families_->LearningRate().Set(lr); }
+
+void Metrics::SetValidationLoss(double loss) { families_->ValLoss().Set(loss); }
+
+void Metrics::AddPipelineBytes(int64_t sent, int64_t received) {
+  prometheus::Counter& sent_total = families_->PipelineSent();
+  prometheus::Counter& received_total = families_->PipelineReceived();
+  if (sent > 0) sent_total.Increment(static_cast<double>(sent));
+  if (received > 0) received_total.Increment(static_cast<double>(received));
+}
+
+void Metrics::AddPeerWait(double seconds) {
+  prometheus::Counter& wait = families_->PeerWait();
+  if (seconds > 0) wait.Increment(seconds);
+}
+
+void Metrics::AddBadLoss() { families_->BadLoss().Increment(); }
+
+void Metrics::SetResidentMemoryBytes(int64_t bytes) { families_->Resident().Set(static_cast<double>(bytes)); }
+
+void Metrics::SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi) {
+  families_
+      ->Keyed<prometheus::Gauge>(StrCat("plugin/", plugin, "/", version, "/", abi),
+                                 [&]() -> prometheus::Gauge& {
+                                   return families_->AddGauge(kPluginInfo, {{"plugin", std::string(plugin)},
+                                                                            {"version", std::string(version)},
+                                                                            {"abi", std::string(abi)}});
+                                 })
+      .Set(1);
 }
 
 void Metrics::SetLoss(double loss) { families_->Loss().Set(loss); }
@@ -297,7 +479,39 @@ void Metrics::AddGatherBytes(int64_t local, int64_t remote) {
 
 void Metrics::SetPartitionEdgeCut(int64_t cut) { families_->EdgeCut().Set(static_cast<double>(cut)); }
 
+void Metrics::SetPartitionImbalance(double ratio) { families_->Imbalance().Set(ratio); }
+
 void Metrics::SetWorkersAlive(int64_t n) { families_->WorkersAlive().Set(static_cast<double>(n)); }
+
+void Metrics::SetJobState(std::string_view state) {
+  auto& gauges = families_->JobStates();
+  const auto* it = std::find(std::begin(kJobStates), std::end(kJobStates), state);
+  if (it == std::end(kJobStates)) return;
+  for (size_t i = 0; i < gauges.size(); ++i) gauges[i]->Set(kJobStates[i] == state ? 1 : 0);
+}
+
+void Metrics::SetHeartbeatAge(int32_t worker_rank, double seconds) {
+  families_
+      ->Keyed<prometheus::Gauge>(StrCat("heartbeat/", worker_rank),
+                                 [&]() -> prometheus::Gauge& {
+                                   return families_->AddGauge(kHeartbeatAge,
+                                                              {{"worker_rank", std::to_string(worker_rank)}});
+                                 })
+      .Set(seconds);
+}
+
+void Metrics::SetStragglerScore(int32_t worker_rank, double vs_fastest, double vs_own_median) {
+  const std::string rank = std::to_string(worker_rank);
+  for (auto [kind, value] : {std::pair<const char*, double>{"vs_fastest", vs_fastest}, {"vs_own_median", vs_own_median}}) {
+    if (std::isnan(value)) continue;
+    families_
+        ->Keyed<prometheus::Gauge>(StrCat("straggler/", rank, "/", kind),
+                                   [&]() -> prometheus::Gauge& {
+                                     return families_->AddGauge(kStraggler, {{"worker_rank", rank}, {"kind", kind}});
+                                   })
+        .Set(value);
+  }
+}
 
 void Metrics::AddSpillIo(int64_t written_bytes, int64_t read_bytes, double wait_seconds) {
   prometheus::Counter& written = families_->SpillWritten();
@@ -315,6 +529,23 @@ void Metrics::AddSpillFallbacks(SpillFallback to, int64_t n) {
 
 void Metrics::SetActivationResidentBytes(int64_t bytes) {
   families_->ActivationResident().Set(static_cast<double>(bytes));
+}
+
+MetricTotals Metrics::Totals() {
+  Families& f = *families_;
+  MetricTotals t;
+  t.halo_sent_bytes = f.HaloSent().Value();
+  t.halo_received_bytes = f.HaloReceived().Value();
+  t.gather_local_bytes = f.GatherLocal().Value();
+  t.gather_remote_bytes = f.GatherRemote().Value();
+  t.spill_written_bytes = f.SpillWritten().Value();
+  t.spill_read_bytes = f.SpillRead().Value();
+  t.spill_wait_seconds = f.SpillWait().Value();
+  t.peer_wait_seconds = f.PeerWait().Value();
+  t.pipeline_sent_bytes = f.PipelineSent().Value();
+  t.pipeline_received_bytes = f.PipelineReceived().Value();
+  t.activation_resident_bytes = f.ActivationResident().Value();
+  return t;
 }
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() { return registry_; }

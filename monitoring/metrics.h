@@ -39,6 +39,7 @@ enum class ExportedBy {
   kEveryRank,    // coordinator, worker, embedded
   kWorkers,      // worker, embedded
   kCoordinator,  // coordinator, embedded
+  kWhenSet,      // no role up front: a label value or the value itself is known only later (METRICS.md "when set")
 };
 
 struct MetricSpec {
@@ -60,8 +61,22 @@ std::string_view MetricKindName(MetricKind kind);
 // kEveryRank metrics up front.
 bool RoleExports(std::string_view role, ExportedBy exported_by);
 
-// Upper bounds (seconds) of the tessel_step_duration_seconds buckets: 1 ms to 100 s, 1-2.5-5 steps.
+// Upper bounds (seconds) of the duration histograms' buckets (step, forward, backward): 1 ms to 100 s, 1-2.5-5
+// steps.
 std::span<const double> StepDurationBuckets();
+
+// The values of tessel_job_state's state label, in the order a job passes them.
+inline constexpr std::string_view kJobStates[] = {"planning", "training", "done", "failed", "stopped"};
+
+// A rank's running totals, read back for RUN_DIR/metrics.csv (the differences of two snapshots make a step's row).
+struct MetricTotals {
+  double halo_sent_bytes = 0, halo_received_bytes = 0;
+  double gather_local_bytes = 0, gather_remote_bytes = 0;
+  double spill_written_bytes = 0, spill_read_bytes = 0, spill_wait_seconds = 0;
+  double peer_wait_seconds = 0;
+  double pipeline_sent_bytes = 0, pipeline_received_bytes = 0;
+  double activation_resident_bytes = 0;
+};
 
 // Owns a prometheus::Registry holding every Tessel metric family of one rank, each with the constant labels
 // job, rank and role.
@@ -80,8 +95,31 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // tessel_step_duration_seconds. Negative or NaN durations (a clock bug) are dropped.
+  // tessel_step_duration_seconds, and tessel_last_step_timestamp_seconds set to now (the Unix time).
+  // Negative or NaN durations (a clock bug) are dropped; the timestamp is still set.
   void ObserveStep(double seconds);
+  // tessel_forward_duration_seconds and tessel_backward_duration_seconds: the step's compute phases.
+  // Negative or NaN durations are dropped.
+  void ObserveForwardBackward(double forward_seconds, double backward_seconds);
+  // tessel_samples_total{kind}: `kind` is "nodes" or "tokens" (StepResult::samples_kind). Non-positive
+  // counts are dropped.
+  void AddSamples(std::string_view kind, int64_t n);
+  // tessel_learning_rate.
+  void SetLearningRate(double lr);
+  // tessel_validation_loss (registered when first set: a job that never validates does not export it).
+  void SetValidationLoss(double loss);
+  // tessel_pipeline_bytes_total{direction="sent"|"received"}: activations and gradients a pipeline stage
+  // sent to or received from its neighbours. Negative amounts are dropped.
+  void AddPipelineBytes(int64_t sent, int64_t received);
+  // tessel_peer_wait_seconds_total: time the rank spent blocked in communication with its peers (collectives,
+  // halo and pipeline transfers), apart from computing. Negative or NaN amounts are dropped.
+  void AddPeerWait(double seconds);
+  // tessel_bad_loss_total: a step whose loss was NaN, infinite or exploded (train.on_bad_loss).
+  void AddBadLoss();
+  // tessel_resident_memory_bytes: the process's resident set now.
+  void SetResidentMemoryBytes(int64_t bytes);
+  // tessel_plugin_info{plugin, version, abi} = 1 for each loaded plugin.
+  void SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi);
   // tessel_loss. NaN and infinities are stored as they are: an alert watches for them.
   void SetLoss(double loss);
   // tessel_epoch: the current epoch (rgnn) or step (llm).
@@ -95,6 +133,20 @@ class Metrics {
   void SetPartitionEdgeCut(int64_t cut);
   // tessel_workers_alive (coordinator).
   void SetWorkersAlive(int64_t n);
+  // tessel_partition_imbalance (coordinator): the partition's worst imbalance over its balance constraints.
+  void SetPartitionImbalance(double ratio);
+  // tessel_job_state{state}: 1 for `state` (one of kJobStates), 0 for the others (coordinator). Unknown
+  // states are dropped.
+  void SetJobState(std::string_view state);
+  // tessel_heartbeat_age_seconds{worker_rank} (coordinator): seconds since the worker's last message.
+  void SetHeartbeatAge(int32_t worker_rank, double seconds);
+  // tessel_straggler_score{worker_rank, kind}: the worker's median compute time over the last straggler
+  // window against the fastest worker's (kind="vs_fastest") and against its own median before that window
+  // (kind="vs_own_median"). NaN (not known yet) is dropped.
+  void SetStragglerScore(int32_t worker_rank, double vs_fastest, double vs_own_median);
+
+  // The running totals of this rank's counters and byte gauges.
+  MetricTotals Totals();
 
   // The spill store's I/O since the last call: tessel_spill_written_bytes_total,
   // tessel_spill_read_bytes_total and tessel_spill_wait_seconds_total (pass the difference of two

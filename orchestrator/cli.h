@@ -15,5 +15,6 @@ void RegisterExportCommands(CLI::App& app, Status* result);     // export llmc (
 void RegisterPartitionCommands(CLI::App& app, Status* result);  // partition (cli_partition.cc)
 void RegisterPluginCommands(CLI::App& app, Status* result);     // plugin list|inspect|check (cli_plugin.cc)
 void RegisterSmokeCommand(CLI::App& app, Status* result);       // smoke (cli_smoke.cc)
+void RegisterReportCommand(CLI::App& app, Status* result);      // report (cli_report.cc)
 
 }  // namespace tessel::cli

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -12,16 +13,21 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 #include <variant>
 
 #include "core/json.h"
+#include "core/process_memory.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
 #include "core/version.h"
 #include "jobs/spec.h"
 #include "monitoring/exporter.h"
 #include "monitoring/metrics.h"
+#include "monitoring/run_csv.h"
+#include "monitoring/straggler.h"
 #include "monitoring/targets.h"
 #include "orchestrator/checkpoints.h"
 #include "orchestrator/planners/registry.h"
@@ -54,6 +60,9 @@ workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
   s.heartbeat_interval_seconds = spec.timeouts.heartbeat_interval_seconds;
   s.step_timeout_seconds = spec.timeouts.step_seconds;
   s.startup_timeout_seconds = spec.timeouts.startup_seconds;
+  s.on_bad_loss = spec.train.on_bad_loss;
+  s.bad_loss_factor = spec.train.bad_loss_factor;
+  s.bad_loss_window = spec.train.bad_loss_window;
   return s;
 }
 
@@ -232,6 +241,16 @@ class Coordinator {
 
  private:
   Status StartMetrics(const std::string& role);
+  // Where the targets file goes: metrics.targets_file, or RUN_DIR/targets.json.
+  std::string TargetsPath() const;
+  // One worker's step: its row of metrics.csv, and the loss history of a failure's summary.json.
+  void RecordStep(int rank, const ProgressMsg& p);
+  // After training began, a failed run still writes summary.json: what it has, the error, the rank.
+  void WriteFailureSummary(const Status& st);
+  // Everything a failure does before the job ends: the failed state, summary.json, and a last scrape.
+  void Fail(const Status& st);
+  // The error for a bad loss reported by a worker, with the checkpoint to resume from.
+  Status BadLossError(const std::string& who, const std::string& message) const;
   Status RunEmbedded(Plan& plan, Record* result);
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
@@ -256,27 +275,106 @@ class Coordinator {
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;
   bool workers_released_ = false;
+  Clock::time_point start_ = Clock::now();
+  std::string step_unit_ = "step";
+  std::vector<double> losses_;      // by step, as the first worker reported them
+  int failed_rank_ = -1;            // the rank a failure concerns, when one does
+  int64_t last_checkpoint_ = 0;     // the step of the last checkpoint committed (0 = none)
+  std::optional<monitoring::RunCsv> csv_;
 };
+
+// The address Prometheus should scrape a rank's exporter at: the bound address itself, unless it is a
+// wildcard (0.0.0.0, ::), which the rank's host name stands for.
+std::string TargetHost(const std::string& bind, const std::string& host) {
+  return bind == "0.0.0.0" || bind == "::" || bind == "[::]" ? host : bind;
+}
 
 Status Coordinator::StartMetrics(const std::string& role) {
   metrics_ = std::make_unique<monitoring::Metrics>(monitoring::RankLabels{spec_.job.name, 0, role}, kTesselVersion);
+  metrics_->SetJobState("planning");
+  metrics_->SetResidentMemoryBytes(ResidentBytes());
+  TESSEL_ASSIGN_OR_RETURN(monitoring::RunCsv csv, monitoring::RunCsv::Open(run_dir_ + "/metrics.csv"));
+  csv_.emplace(std::move(csv));
   if (spec_.metrics.port_base <= 0) return Status();
   auto started = monitoring::Exporter::Start(spec_.metrics.bind, spec_.metrics.port_base, *metrics_);
   if (!started.ok()) {
-    log_.Warn("metrics disabled on this rank: " + started.status().message());
-    return Status();
+    return UsageError(StrCat("metrics.port_base: rank 0 on ", session_.hostname(), " cannot serve its metrics on port ",
+                             spec_.metrics.port_base, ": ", started.status().message(),
+                             " (choose a free metrics.port_base, or 0 to serve none)"));
   }
   exporter_ = std::move(started).value();
+  // Before training: an unwritable targets file is an error now, not a warning after the ranks started.
+  // An empty list is a valid file_sd file that Prometheus reads as "no targets yet".
+  if (Status st = WriteTargets({}); !st.ok()) {
+    return Status(st.code(), StrCat("metrics.targets_file: ", st.message()));
+  }
   return Status();
+}
+
+std::string Coordinator::TargetsPath() const {
+  return spec_.metrics.targets_file.empty() ? run_dir_ + "/targets.json" : spec_.metrics.targets_file;
 }
 
 Status Coordinator::WriteTargets(const std::vector<monitoring::Target>& targets) {
   if (spec_.metrics.port_base <= 0) return Status();
-  const std::string path = spec_.metrics.targets_file.empty() ? run_dir_ + "/targets.json" : spec_.metrics.targets_file;
-  Status st = monitoring::WriteTargetsFile(path, spec_.job.name, targets);
-  if (!st.ok()) log_.Warn("could not write the Prometheus targets file: " + st.message());
-  else if (!targets.empty()) log_.Info("Prometheus targets: " + path);
+  TESSEL_RETURN_IF_ERROR(monitoring::WriteTargetsFile(TargetsPath(), spec_.job.name, targets));
+  if (!targets.empty()) log_.Info("Prometheus targets: " + TargetsPath());
   return Status();
+}
+
+void Coordinator::RecordStep(int rank, const ProgressMsg& p) {
+  if (rank == 1 || session_.world_size() == 1) {
+    if (losses_.size() < static_cast<size_t>(p.step)) losses_.resize(static_cast<size_t>(p.step), std::nan(""));
+    if (p.step >= 1) losses_[static_cast<size_t>(p.step - 1)] = p.loss;
+  }
+  if (!csv_) return;
+  if (Status st = csv_->Append(rank, p.step, p.figures); !st.ok()) {
+    log_.Warn(StrCat(st.message(), ": metrics.csv stops here; the training goes on"));
+    csv_.reset();
+  }
+}
+
+Status Coordinator::BadLossError(const std::string& who, const std::string& message) const {
+  std::string resume = "checkpoints are off (checkpoint.every_steps = 0)";
+  if (last_checkpoint_ > 0) {
+    resume = StrCat("the last checkpoint, ", checkpoint_dir_, "/step-", last_checkpoint_,
+                    ", is kept: tessel run --resume continues from it");
+  }
+  return Status(Code::kBadLoss, StrCat(who, ": ", message, "; ", resume));
+}
+
+void Coordinator::Fail(const Status& st) {
+  metrics_->SetJobState("failed");
+  if (st.code() == Code::kBadLoss) metrics_->AddBadLoss();
+  DiscardUnusedRunDir();
+  WriteFailureSummary(st);
+  const double linger = spec_.metrics.final_scrape_seconds;
+  if (exporter_ && linger > 0) {
+    log_.Info(StrCat("keeping the metrics exporter up ", linger, " s for a last scrape (metrics.final_scrape_seconds)"));
+    std::this_thread::sleep_for(Seconds(linger));
+  }
+}
+
+void Coordinator::WriteFailureSummary(const Status& st) {
+  if (run_dir_.empty() || steps_done_ <= 0) return;  // nothing trained: the run directory is discarded
+  Record summary;
+  Set(summary, "job", spec_.job.name);
+  Set(summary, "kind", std::string(NameOf(spec_.job.kind)));
+  Set(summary, "outcome", "failed");
+  Set(summary, "error", st.message());
+  Set(summary, "exit_code", static_cast<int64_t>(st.exit_code()));
+  Set(summary, "exit_reason", std::string(CodeName(st.code())));
+  if (failed_rank_ >= 0) Set(summary, "failed_rank", static_cast<int64_t>(failed_rank_));
+  Set(summary, step_unit_ + "s_done", steps_done_);
+  Set(summary, step_unit_ + "_loss", losses_);
+  if (last_checkpoint_ > 0) Set(summary, "last_checkpoint", StrCat(checkpoint_dir_, "/step-", last_checkpoint_));
+  Set(summary, "wall_seconds", Seconds(Clock::now() - start_).count());
+  Set(summary, "version", kTesselVersion);
+  if (Status written = WriteSummary(run_dir_, summary); !written.ok()) {
+    log_.Warn("could not write the failed run's summary.json: " + written.message());
+    return;
+  }
+  std::fprintf(stderr, "tessel: summary of the failed run: %s/summary.json\n", run_dir_.c_str());
 }
 
 workers::WorkerSettings Coordinator::Settings() const {
@@ -314,11 +412,13 @@ Status Coordinator::PrepareCheckpoints(int32_t workers, const std::string& step_
 Status Coordinator::Commit(const workers::CheckpointMsg& m) {
   std::vector<storage::FileDigest> shards(m.bytes.size());
   for (size_t i = 0; i < shards.size(); ++i) shards[i] = {m.bytes[i], static_cast<uint32_t>(m.crc32[i])};
-  return CommitCheckpoint(checkpoint_dir_, spec_.job.name, m.step, shards, spec_.checkpoint.keep, log_);
+  TESSEL_RETURN_IF_ERROR(CommitCheckpoint(checkpoint_dir_, spec_.job.name, m.step, shards, spec_.checkpoint.keep, log_));
+  last_checkpoint_ = m.step;
+  return Status();
 }
 
 Status Coordinator::Run() {
-  const auto start = Clock::now();
+  const auto start = start_;
   const int world = session_.world_size();
   const int32_t num_workers = world == 1 ? 1 : world - 1;
   if (world > 1 && spec_.resources.workers != num_workers) {
@@ -339,12 +439,18 @@ Status Coordinator::Run() {
   }
   TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers, plan.step_unit));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
-  TESSEL_RETURN_IF_ERROR(StartMetrics(world == 1 ? "embedded" : "coordinator"));
-  if (metrics_) planner->Publish(plan, *metrics_);
+  step_unit_ = plan.step_unit;
+  if (Status st = StartMetrics(world == 1 ? "embedded" : "coordinator"); !st.ok()) {
+    DiscardUnusedRunDir();
+    return st;
+  }
+  planner->Publish(plan, *metrics_);
 
   Record result;
   if (Status st = world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result); !st.ok()) {
-    DiscardUnusedRunDir();
+    if (st.code() == Code::kBadLoss) st = BadLossError("rank 0 (embedded)", st.message());
+    failed_rank_ = 0;
+    Fail(st);
     return st;
   }
   const double wall = Seconds(Clock::now() - start).count();
@@ -356,10 +462,16 @@ Status Coordinator::Run() {
   Set(summary, "wall_seconds", wall);
   Merge(summary, plan.summary);
   Merge(summary, result);
+  Set(summary, "outcome", Find(result, "stopped_by") != nullptr ? "stopped" : "done");
   Set(summary, "version", kTesselVersion);
+  metrics_->SetJobState(Find(result, "stopped_by") != nullptr ? "stopped" : "done");
   TESSEL_RETURN_IF_ERROR(WriteSummary(run_dir_, summary));
-  // The ranks' exporters go away with the job: an empty target list keeps Prometheus from alerting on them.
-  TESSEL_RETURN_IF_ERROR(WriteTargets({}));
+  // The ranks' exporters go away with the job: without the targets file Prometheus stops scraping them and
+  // does not alert. (A failed job keeps it, so that TesselRankDown tells the operator.)
+  if (spec_.metrics.port_base > 0) {
+    std::error_code ec;
+    std::filesystem::remove(TargetsPath(), ec);
+  }
   char line[64];
   std::snprintf(line, sizeof line, "%.1f s", wall);
   std::printf("summary: %s/summary.json\n", run_dir_.c_str());
@@ -382,8 +494,10 @@ Status Coordinator::Run() {
 
 Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   if (exporter_) {
-    TESSEL_RETURN_IF_ERROR(WriteTargets({monitoring::Target{session_.hostname(), exporter_->port(), 0, "embedded"}}));
+    TESSEL_RETURN_IF_ERROR(WriteTargets(
+        {monitoring::Target{TargetHost(spec_.metrics.bind, session_.hostname()), exporter_->port(), 0, "embedded"}}));
   }
+  metrics_->SetJobState("training");
   workers::LocalComm comm;
   ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
   workers::RunHooks hooks;
@@ -391,6 +505,7 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   hooks.run_dir = run_dir_;
   hooks.on_step = [&](const ProgressMsg& p) {
     steps_done_ = std::max(steps_done_, p.step);
+    RecordStep(0, p);
     progress.Step(p);
   };
   hooks.on_checkpoint = [&](const workers::CheckpointMsg& m) { return Commit(m); };
@@ -403,7 +518,7 @@ Status Coordinator::RunDistributed(Plan& plan, Record* result) {
   // Once workers run, no failure may return quietly: they would wait for work that never comes.
   Status st = DispatchAndWatch(plan, result);
   if (!st.ok()) {
-    DiscardUnusedRunDir();
+    Fail(st);
     AbortJob(st, status_file_);
   }
   return st;
@@ -417,7 +532,7 @@ void Coordinator::DiscardUnusedRunDir() {
     // What the run writes before its first step (the workers' checkpoint directory, still empty,
     // included); anything else keeps the directory.
     const bool empty_checkpoints = name == "checkpoints" && std::filesystem::is_empty(e.path(), ec) && !ec;
-    if (name != "job.toml" && name != "targets.json" && !empty_checkpoints) return;
+    if (name != "job.toml" && name != "targets.json" && name != "metrics.csv" && !empty_checkpoints) return;
   }
   if (ec) return;
   std::filesystem::remove_all(run_dir_, ec);
@@ -443,6 +558,12 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     if (!sent.ok()) return RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message()));
   }
   log_.Info(StrCat("dispatched ", world - 1, " assignments; training ", plan.num_steps, " ", plan.step_unit, "s"));
+  metrics_->SetJobState("training");
+  std::vector<int32_t> worker_ranks;
+  for (int r = 1; r < world; ++r) worker_ranks.push_back(r);
+  monitoring::StragglerTracker stragglers(worker_ranks, spec_.metrics.straggler_factor, spec_.metrics.straggler_window);
+  std::set<int32_t> straggling;  // the ranks the last window named
+  auto last_ages = Clock::now();
   InstallStopHandlers();  // a SIGTERM, SIGINT or SIGUSR1 here is passed on to every worker
   bool stop_passed_on = false;
 
@@ -479,12 +600,15 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           w.hello = true;
           if (++hellos == world - 1) {
             std::vector<monitoring::Target> targets;
-            if (exporter_) targets.push_back({session_.hostname(), exporter_->port(), 0, "coordinator"});
+            const std::string& bind = spec_.metrics.bind;
+            if (exporter_) targets.push_back({TargetHost(bind, session_.hostname()), exporter_->port(), 0, "coordinator"});
             for (const auto& [r, s] : state) {
-              if (s.info.metrics_port > 0) targets.push_back({s.info.host, s.info.metrics_port, r, "worker"});
+              if (s.info.metrics_port > 0) targets.push_back({TargetHost(bind, s.info.host), s.info.metrics_port, r, "worker"});
             }
-            TESSEL_RETURN_IF_ERROR(WriteTargets(targets));
-            if (metrics_) metrics_->SetWorkersAlive(hellos);
+            if (Status written = WriteTargets(targets); !written.ok()) {
+              return Status(written.code(), StrCat("metrics.targets_file: ", written.message()));
+            }
+            metrics_->SetWorkersAlive(hellos);
           }
           break;
         }
@@ -502,12 +626,32 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           if (p.step != w.step) w.last_step_change = now;
           w.step = p.step;
           steps_done_ = std::max(steps_done_, p.step);
-          progress.Step(p);
-          if (metrics_) {
-            metrics_->SetLoss(p.loss);
-            metrics_->SetEpoch(p.step);
-            metrics_->ObserveStep(p.seconds);
+          RecordStep(m.source, p);
+          stragglers.Add(m.source, FindNumber(p.figures, "compute_seconds").value_or(p.seconds));
+          for (monitoring::StragglerTracker::Window win; stragglers.TakeWindow(&win);) {
+            std::set<int32_t> now_straggling;
+            for (const auto& sc : win.scores) {
+              metrics_->SetStragglerScore(sc.worker_rank, sc.vs_fastest, sc.vs_own_median);
+              if (!sc.straggler) continue;
+              now_straggling.insert(sc.worker_rank);
+              if (straggling.contains(sc.worker_rank)) continue;
+              char line[320];
+              std::snprintf(line, sizeof line,
+                            "straggler: rank %d (worker on %s) computes %.2fx slower than the fastest, rank %d, over "
+                            "%ss %lld..%lld (median %.1f ms against %.1f ms; metrics.straggler_factor = %.2f)",
+                            sc.worker_rank, state[sc.worker_rank].info.host.c_str(), sc.vs_fastest, win.fastest_rank,
+                            plan.step_unit.c_str(), static_cast<long long>(win.first), static_cast<long long>(win.last),
+                            sc.median_seconds * 1e3, sc.median_seconds / sc.vs_fastest * 1e3,
+                            spec_.metrics.straggler_factor);
+              log_.Warn(line);
+            }
+            straggling = std::move(now_straggling);
           }
+          if (m.source != 1) break;  // the first worker speaks for the job
+          progress.Step(p);
+          metrics_->SetLoss(p.loss);
+          metrics_->SetEpoch(p.step);
+          metrics_->ObserveStep(p.seconds);
           break;
         }
         case workers::kTagResult: {
@@ -530,21 +674,34 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         case workers::kTagError: {
           workers::ErrorMsg e;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &e));
-          const Code code = e.code >= 1 && e.code <= 7 ? static_cast<Code>(e.code) : Code::kInternal;
-          return Status(code, StrCat("rank ", m.source, " (worker on ", w.info.host.empty() ? "?" : w.info.host,
-                                     ") failed at step ", e.step, ": ", e.message));
+          const Code code =
+              e.code >= 1 && e.code <= static_cast<int32_t>(Code::kBadLoss) ? static_cast<Code>(e.code) : Code::kInternal;
+          failed_rank_ = m.source;
+          const std::string who = w.hello ? StrCat("rank ", m.source, " (worker on ", w.info.host, ")") : StrCat("rank ", m.source);
+          // A bad loss names its own step; any other failure happened after the worker's last finished step.
+          if (code == Code::kBadLoss) return BadLossError(who, e.message);
+          if (e.step == 0) return Status(code, StrCat(who, " failed before training: ", e.message));
+          return Status(code, StrCat(who, " failed after ", plan.step_unit, " ", e.step, ": ", e.message));
         }
         default:
           log_.Warn(StrCat("ignoring a message with tag ", m.tag, " from rank ", m.source));
       }
       continue;
     }
+    if (now - last_ages > std::chrono::seconds(1)) {
+      last_ages = now;
+      for (const auto& [r, s] : state) {
+        if (!s.done) metrics_->SetHeartbeatAge(r, Seconds(now - s.last_seen).count());
+      }
+      metrics_->SetResidentMemoryBytes(ResidentBytes());
+    }
     for (const auto& [r, s] : state) {
       if (s.done) continue;
       const Seconds silent = now - s.last_seen;
       const Seconds limit = s.hello ? heartbeat_timeout : startup_timeout;
       if (silent > limit) {
-        if (metrics_) metrics_->SetWorkersAlive(hellos - 1);
+        metrics_->SetWorkersAlive(hellos - 1);
+        failed_rank_ = r;
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f", silent.count());
         return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
@@ -554,6 +711,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     }
     for (const auto& [r, s] : state) {
       if (s.done || !s.hello || now - s.last_step_change <= step_timeout) continue;
+      failed_rank_ = r;
       return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
                                     ") is alive but has been at step ", s.step, " for more than ", step_timeout.count(),
                                     " s (timeouts.step_seconds): presumed hung; aborting the job"));
@@ -573,6 +731,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   Set(hosts, "0", session_.hostname());
   for (const auto& [r, s] : state) Set(hosts, std::to_string(r), s.info.host);
   Set(*result, "rank_hosts", std::move(hosts));
+  Set(*result, "stragglers", stragglers.Summary());
   return Status();
 }
 

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tessel::cli::RegisterPartitionCommands(app, &result);
   tessel::cli::RegisterPluginCommands(app, &result);
   tessel::cli::RegisterSmokeCommand(app, &result);
+  tessel::cli::RegisterReportCommand(app, &result);
   app.add_subcommand("version", "Print the version and build facts")->callback([] {
     std::cout << "tessel " << tessel::kTesselVersion << " (plugin ABI " << tessel::kPluginAbiString << ")\n";
   });

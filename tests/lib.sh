@@ -20,6 +20,16 @@ rm -rf "$TESSEL_WORK" && mkdir -p "$TESSEL_WORK"
 cd "$TESSEL_SOURCE_DIR"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# descendants PID: every process below PID. rank_pid LAUNCHER RANK: world rank RANK's process among the
+# descendants of LAUNCHER (an mpirun or scripts/tessel-mpirun), by its OMPI_COMM_WORLD_RANK.
+descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
+rank_pid() {
+  local p
+  for p in $(descendants "$1"); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
 skip() { echo "SKIP: $*"; exit 77; }
 pass() { echo "PASS: $*"; }
 

@@ -41,6 +41,9 @@ namespace tessel::workers {
   X(double, startup_timeout_seconds)               \
   X(std::string, checkpoint_dir)                   \
   X(int32_t, checkpoint_every_steps)               \
+  X(BadLossAction, on_bad_loss)                    \
+  X(double, bad_loss_factor)                       \
+  X(int32_t, bad_loss_window)                      \
   X(std::string, resume_step_dir)                  \
   X(int64_t, resume_step)
 struct WorkerSettings {

@@ -63,6 +63,9 @@ struct ExecutorContext {
 // One step's outcome. `loss` is averaged over all workers (the same on every worker).
 struct StepResult {
   double loss = 0;
+  double lr = 0;         // the learning rate this step used
+  int64_t samples = 0;   // the job's global batch this step, in samples_kind units (the same on every worker)
+  std::string_view samples_kind = "samples";  // "nodes" (labelled training nodes, rgnn) or "tokens" (llm)
   Record shown;    // small figures for progress lines (train_accuracy, ...)
   Record timings;  // recorded per step as arrays in summary.json (forward_seconds, ...)
 };

@@ -108,6 +108,7 @@ std::vector<uint8_t> Encode(const ProgressMsg& m) {
   w.Put(m.loss);
   w.Put(m.seconds);
   EncodeRecord(m.shown, w);
+  EncodeRecord(m.figures, w);
   return w.Take();
 }
 
@@ -118,6 +119,7 @@ Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m) {
   m->loss = r.Get<double>("loss");
   m->seconds = r.Get<double>("seconds");
   m->shown = DecodeRecord(r);
+  m->figures = DecodeRecord(r);
   return Finish(r);
 }
 

@@ -20,7 +20,7 @@ enum Tag : int {
   kTagHello = 101,      // worker -> coordinator: host, pid, metrics port
   kTagAssign = 102,     // coordinator -> worker: settings + executor payload
   kTagHeartbeat = 103,  // worker -> coordinator: current step
-  kTagProgress = 104,   // first worker -> coordinator: one finished step
+  kTagProgress = 104,   // worker -> coordinator: one finished step (every worker, every step)
   kTagResult = 105,     // worker -> coordinator: final figures
   kTagError = 106,      // worker -> coordinator: a failure, with its exit code
   kTagShutdown = 107,   // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
@@ -63,7 +63,8 @@ struct ProgressMsg {
   int64_t step = 0;
   double loss = 0;
   double seconds = 0;
-  Record shown;  // the executor's progress figures (StepResult::shown)
+  Record shown;    // the executor's progress figures (StepResult::shown)
+  Record figures;  // this rank's figures of the step, a row of RUN_DIR/metrics.csv (monitoring/step_figures.h)
 };
 
 struct ResultMsg {

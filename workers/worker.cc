@@ -24,9 +24,12 @@
 #include "core/version.h"
 #include "monitoring/exporter.h"
 #include "storage/checkpoint_shard.h"
+#include "monitoring/run_csv.h"
 #include "workers/comm/nccl_comm.h"
+#include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
+#include "workers/loss_watch.h"
 #include "workers/plugin_host/kernel_registry.h"
 
 namespace tessel::workers {
@@ -262,6 +265,74 @@ class ShardState final : public StateWriter, public StateReader {
   std::vector<storage::NamedTensor> tensors_;
 };
 
+// For tests of the straggler watch only: TESSEL_TEST_SLOW_WORKER="W:MS" makes worker W (its rank among the
+// workers, 0-based) spend MS more milliseconds computing each step. Not a job setting: it exists to make a
+// straggler on demand (tests/cluster/prometheus_live.sh).
+Seconds TestStepDelay(int worker, const Logger& log) {
+  const char* env = std::getenv("TESSEL_TEST_SLOW_WORKER");
+  if (env == nullptr) return Seconds(0);
+  int w = -1;
+  double ms = 0;
+  if (std::sscanf(env, "%d:%lf", &w, &ms) != 2 || w != worker || ms <= 0) return Seconds(0);
+  log.Warn(StrCat("TESSEL_TEST_SLOW_WORKER: this worker spends ", ms, " ms more on every step (a test's straggler)"));
+  return Seconds(ms / 1e3);
+}
+
+// One step's figures: the step's metrics that the runtime sets (the executors set their own as they go),
+// and the row of RUN_DIR/metrics.csv (monitoring/run_csv.h), built from the same values. `metrics` may be
+// null (a test's run): then the row has only the step's own figures.
+class StepFigures {
+ public:
+  explicit StepFigures(monitoring::Metrics* metrics) : metrics_(metrics) {
+    if (metrics_ != nullptr) before_ = metrics_->Totals();
+  }
+
+  Record Take(const StepResult& r, const Record& shown, double seconds, double peer_wait_seconds,
+              int64_t pipeline_sent, int64_t pipeline_received) {
+    const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
+    const double backward = FindNumber(r.timings, "backward_seconds").value_or(-1);
+    const std::optional<double> val_loss = FindNumber(shown, "val_loss");
+    const int64_t resident = ResidentBytes();
+    Record row;
+    Set(row, "unix_seconds", Seconds(std::chrono::system_clock::now().time_since_epoch()).count());
+    Set(row, "step_seconds", seconds);
+    Set(row, "compute_seconds", std::max(0.0, seconds - peer_wait_seconds));
+    Set(row, "peer_wait_seconds", peer_wait_seconds);
+    if (forward >= 0) Set(row, "forward_seconds", forward);
+    if (backward >= 0) Set(row, "backward_seconds", backward);
+    Set(row, "loss", r.loss);
+    if (val_loss) Set(row, "val_loss", *val_loss);
+    Set(row, "lr", r.lr);
+    Set(row, "samples", r.samples);
+    Set(row, "resident_bytes", resident);
+    if (metrics_ == nullptr) return row;
+    metrics_->ObserveForwardBackward(forward, backward);
+    metrics_->AddSamples(r.samples_kind, r.samples);
+    metrics_->SetLearningRate(r.lr);
+    if (val_loss) metrics_->SetValidationLoss(*val_loss);
+    metrics_->AddPeerWait(peer_wait_seconds);
+    metrics_->AddPipelineBytes(pipeline_sent, pipeline_received);
+    metrics_->SetResidentMemoryBytes(resident);
+    const monitoring::MetricTotals now = metrics_->Totals();
+    Set(row, "gather_local_bytes", now.gather_local_bytes - before_.gather_local_bytes);
+    Set(row, "gather_remote_bytes", now.gather_remote_bytes - before_.gather_remote_bytes);
+    Set(row, "halo_sent_bytes", now.halo_sent_bytes - before_.halo_sent_bytes);
+    Set(row, "halo_received_bytes", now.halo_received_bytes - before_.halo_received_bytes);
+    Set(row, "pipeline_sent_bytes", now.pipeline_sent_bytes - before_.pipeline_sent_bytes);
+    Set(row, "pipeline_received_bytes", now.pipeline_received_bytes - before_.pipeline_received_bytes);
+    Set(row, "spill_written_bytes", now.spill_written_bytes - before_.spill_written_bytes);
+    Set(row, "spill_read_bytes", now.spill_read_bytes - before_.spill_read_bytes);
+    Set(row, "spill_wait_seconds", now.spill_wait_seconds - before_.spill_wait_seconds);
+    Set(row, "activation_bytes", now.activation_resident_bytes);
+    before_ = now;
+    return row;
+  }
+
+ private:
+  monitoring::Metrics* metrics_;
+  monitoring::MetricTotals before_;
+};
+
 // The per-step arrays of summary.json; a checkpoint carries them so a resumed run reports every step.
 class StepHistory {
  public:
@@ -392,11 +463,18 @@ Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
 }  // namespace
 
 Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
-                             WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
+                             WorkerComm& worker_comm, const RunHooks& hooks, const Logger& log) {
+  // Every wait on a peer is counted: tessel_peer_wait_seconds_total, and the compute time of metrics.csv.
+  TimedComm comm(worker_comm);
   TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
   InstallStopHandlers();  // from here a SIGTERM, SIGINT or SIGUSR1 stops after a step, state saved
   KernelRegistry registry;
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
+  if (hooks.metrics != nullptr) {
+    for (const PluginInfo& p : registry.plugins()) {
+      hooks.metrics->SetPluginInfo(p.name, p.version, StrCat(p.abi_major, ".", p.abi_minor));
+    }
+  }
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));
   TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(payload->kind()));
   log.Debug(payload->Describe());
@@ -441,21 +519,37 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     first_step = settings.resume_step + 1;
     log.Info(StrCat("resumed from ", shard, " after ", unit, " ", settings.resume_step));
   }
+  LossWatch loss_watch(settings.bad_loss_factor, settings.bad_loss_window);
+  const Seconds test_delay = TestStepDelay(comm.rank(), log);
+  StepFigures figures(hooks.metrics);
   for (int64_t step = first_step; step <= executor->num_steps(); ++step) {
     const auto start = Clock::now();
+    const double waited_before = comm.wait_seconds();
+    const int64_t sent_before = comm.p2p_sent_bytes(), received_before = comm.p2p_received_bytes();
+    if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // compute time, as a slow host's
     TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
     const double took = Seconds(Clock::now() - start).count();
-    if (!std::isfinite(r.loss)) {
-      return BadDataError(StrCat("the loss became ", r.loss, " at ", unit, " ", step, ": lower train.lr?"));
+    if (hooks.metrics) hooks.metrics->SetLoss(r.loss);  // a bad one too: TesselLossNotFinite watches for it
+    if (const std::string bad = loss_watch.Check(unit, step, r.loss); !bad.empty()) {
+      if (hooks.metrics) hooks.metrics->AddBadLoss();
+      // Every worker sees the same loss; the first reports it, the others stop quietly with it.
+      const std::string hint = "lower train.lr, or set train.grad_clip";
+      if (settings.on_bad_loss == BadLossAction::kStop) {
+        if (comm.rank() != 0) return Status(Code::kRankFailed, "peer: " + bad);
+        return Status(Code::kBadLoss, StrCat(bad, " (train.on_bad_loss = \"stop\"; ", hint, ")"));
+      }
+      if (comm.rank() == 0) log.Warn(StrCat(bad, " (train.on_bad_loss = \"warn\": training on)"));
     }
     history.Add(r, took);
     if (hooks.step) hooks.step->store(step);
+    ProgressMsg progress{step, r.loss, took, std::move(r.shown), {}};
+    progress.figures = figures.Take(r, progress.shown, took, comm.wait_seconds() - waited_before,
+                                    comm.p2p_sent_bytes() - sent_before, comm.p2p_received_bytes() - received_before);
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
-      hooks.metrics->SetLoss(r.loss);
       hooks.metrics->SetEpoch(step);
     }
-    if (hooks.on_step) hooks.on_step(ProgressMsg{step, r.loss, took, std::move(r.shown)});
+    if (hooks.on_step) hooks.on_step(progress);
     const bool checkpointed = settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0;
     if (checkpointed) TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
     if (step == executor->num_steps()) break;  // the job is done: a stop request changes nothing now
@@ -517,7 +611,11 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
       exporter = std::move(started).value();
       hello.metrics_port = exporter->port();
     } else {
-      log.Warn("metrics disabled on this rank: " + started.status().message());
+      // Before training: a rank that cannot serve its metrics stops the job (exit 2) rather than train unwatched.
+      return UsageError(StrCat("metrics.port_base: rank ", session.world_rank(), " on ", session.hostname(),
+                               " cannot serve its metrics on port ", settings.metrics_port_base + session.world_rank(),
+                               ": ", started.status().message(),
+                               " (choose a free metrics.port_base, or 0 to serve none)"));
     }
   }
   TESSEL_RETURN_IF_ERROR(SendBytes(Encode(hello), 0, kTagHello, Seconds(settings.startup_timeout_seconds)));
@@ -533,10 +631,10 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   } else {
     log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per step");
   }
-  const bool reports_progress = comm.rank() == 0;
+  // Every worker reports each step: its row of metrics.csv, and its compute time for the straggler watch.
   hooks.on_step = [&](const ProgressMsg& p) {
     if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step}), 0, kTagHeartbeat, interval * 4);
-    if (reports_progress) (void)SendBytes(Encode(p), 0, kTagProgress, interval * 4);
+    (void)SendBytes(Encode(p), 0, kTagProgress, interval * 4);
   };
   hooks.on_checkpoint = [&](const CheckpointMsg& m) {
     return SendBytes(Encode(m), 0, kTagCheckpoint, Seconds(settings.step_timeout_seconds));

@@ -310,7 +310,14 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
 }
 
 void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const {
-  if (const Record* pr = Sub(plan.summary, "partition")) metrics.SetPartitionEdgeCut(Int(*pr, "edge_cut"));
+  const Record* pr = Sub(plan.summary, "partition");
+  if (pr == nullptr) return;
+  metrics.SetPartitionEdgeCut(Int(*pr, "edge_cut"));
+  double worst = 1;
+  if (const Record* imbalance = Sub(*pr, "imbalance")) {
+    for (const RecordField& f : *imbalance) worst = std::max(worst, FindNumber(*imbalance, f.name).value_or(1));
+  }
+  metrics.SetPartitionImbalance(worst);
 }
 
 void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {

@@ -11,7 +11,6 @@
 # - the checkpoint directory holds `checkpoint.keep` checkpoints and `latest` names the newest.
 source "$(dirname "$0")/../lib.sh"
 
-descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
 
 # run_killed DIR NP JOB SETS...: runs under mpirun, SIGKILLs everything once DIR/checkpoints/latest exists.
 run_killed() {

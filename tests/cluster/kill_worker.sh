@@ -23,17 +23,6 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 secs() { printf '%d.%d' $(( $1 / 1000 )) $(( ($1 % 1000) / 100 )); }  # milliseconds -> "S.d"
 "$TESSEL" run "$job" "${sets[@]}" --set train.epochs=1 --set job.output_dir="$TESSEL_WORK/warm" >/dev/null 2>&1
 
-descendants() {  # every process below $1
-  local kid
-  for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done
-}
-
-rank_pid() {  # $1 = launcher pid, $2 = world rank: that rank's process among the launcher's descendants
-  local p
-  for p in $(descendants "$1"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
-  done
-}
 
 run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); sets rc, elapsed_ms (kill to
                   # exit), report_ms (kill to the "$report_pattern" line, or empty); log in $TESSEL_WORK/log

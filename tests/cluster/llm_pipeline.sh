@@ -155,13 +155,6 @@ pass "llm bad input: empty and short text exit 3, stages > workers, batch produc
 
 # A stage killed mid-run (SIGKILL on world rank 2, the second stage): its neighbour waits on it, the
 # coordinator's heartbeat names the rank and its step, and the job ends with exit 5.
-descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
-rank_pid() {
-  local p
-  for p in $(descendants "$1"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
-  done
-}
 log=$TESSEL_WORK/kill.log
 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${small[@]}" --set resources.workers=2 --set pipeline.stages=2 \
   --set train.steps=100000 --set train.log_every=1 --set timeouts.heartbeat_timeout_seconds=4 \

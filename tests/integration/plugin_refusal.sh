@@ -22,7 +22,7 @@ pass "missing op: exit 4 naming the op, after ${elapsed}s"
 
 expect_exit_within "$limit" 4 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run3" \
   --set "plugins.paths=[\"$plugins/libtest_plugin_missing_ops.so\"]"
-expect_stderr "rank [12] \(worker on [^)]*\) failed at step 0: .*rgnn\."
+expect_stderr "rank [12] \(worker on [^)]*\) failed before training: .*rgnn\."
 pass "missing op under mpirun: exit 4 from the worker's report, all ranks done after ${elapsed}s (limit ${limit}s)"
 
 expect_exit_within "$limit" 4 "$TESSEL" plugin check "$plugins/libtest_plugin_wrong_abi_major.so"

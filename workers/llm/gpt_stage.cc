@@ -350,6 +350,9 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(&total, 1));
   StepResult r;
   r.loss = total / (static_cast<double>(a_.train.global_batch()) * a_.train.seq_len);
+  r.lr = LearningRate(a_.train, step - 1);
+  r.samples = static_cast<int64_t>(a_.train.global_batch()) * a_.train.seq_len;
+  r.samples_kind = "tokens";
   const double seconds = Since(start);
   step_seconds_.push_back(seconds);
   compute_seconds_.push_back((forward_seconds_ + backward_seconds_) / static_cast<double>(m_count));

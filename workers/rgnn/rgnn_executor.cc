@@ -367,6 +367,9 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
   }
   StepResult r;
   r.loss = figures[0] / std::max(1.0, figures[2]);
+  r.lr = settings_.lr;
+  r.samples = static_cast<int64_t>(figures[2]);
+  r.samples_kind = "nodes";
   last_train_accuracy_ = figures[1] / std::max(1.0, figures[2]);
   Set(r.shown, "train_accuracy", last_train_accuracy_);
   Set(r.timings, "forward_seconds", forward_s);

@@ -7,7 +7,8 @@ The catalog is the table in monitoring/METRICS.md whose header starts with "| na
   - every metric a query names is in the catalog (a histogram only as _bucket, _sum or _count);
   - every catalog metric appears on some panel;
   - every $variable a query uses is defined in templating;
-  - with --rules: every `expr:` in the rule files names only catalog metrics (and `up`).
+  - with --rules: every `expr:` in the rule files names only catalog metrics (and `up`);
+  - with --rule-tests: every alert of the rule files has a promtool unit test there that expects it to fire.
 Exits 0 when all hold. Otherwise it prints one line per problem, then "N problems", and exits 1.
 Only the standard library is used: PyYAML is not assumed.
 """
@@ -186,6 +187,7 @@ def main():
     parser.add_argument("--catalog", required=True)
     parser.add_argument("--dashboard", required=True)
     parser.add_argument("--rules", action="append", default=[])
+    parser.add_argument("--rule-tests", help="promtool test file that must make every alert fire")
     args = parser.parse_args()
 
     catalog = parse_catalog(args.catalog)
@@ -201,6 +203,16 @@ def main():
             check_names(names, catalog, {"up"}, f"{path}:{line}", problems)
         if not rule_exprs(path):
             problems.append(f"{path}: no rules found")
+    if args.rule_tests:
+        with open(args.rule_tests, encoding="utf-8") as f:
+            tests = f.read()
+        # An alert counts as tested when some alert_rule_test names it and expects at least one alert.
+        fired = set(re.findall(r"alertname:\s*(\w+)\s*\n\s*exp_alerts:\s*\n\s*- exp_labels", tests))
+        for path in args.rules:
+            with open(path, encoding="utf-8") as f:
+                for alert in re.findall(r"^\s*- alert:\s*(\w+)", f.read(), re.M):
+                    if alert not in fired:
+                        problems.append(f"{args.rule_tests}: no test makes alert {alert} fire")
 
     for problem in problems:
         print(problem)

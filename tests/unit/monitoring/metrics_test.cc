@@ -2,6 +2,8 @@
 #include "monitoring/metrics.h"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
@@ -82,7 +84,9 @@ std::map<std::string, CatalogRow> ParseCatalog(const std::string& path) {
     EXPECT_TRUE(name.size() > 2 && name.front() == '`' && name.back() == '`') << "name not in backticks: " << line;
     name = name.substr(1, name.size() - 2);
     EXPECT_EQ(rows.count(name), 0u) << "duplicate row " << name;
-    rows[name] = CatalogRow{cells[1], SplitList(cells[2]), cells[3], SplitList(cells[5])};
+    // "when set": no role registers it up front (ExportedBy::kWhenSet).
+    rows[name] = CatalogRow{cells[1], SplitList(cells[2]), cells[3],
+                            cells[5] == "when set" ? std::set<std::string>{} : SplitList(cells[5])};
   }
   EXPECT_FALSE(rows.empty()) << "no catalog table in " << path;
   return rows;
@@ -143,6 +147,18 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.AddGatherBytes(300, 400);
   metrics.SetPartitionEdgeCut(42);
   metrics.SetWorkersAlive(4);
+  metrics.ObserveForwardBackward(0.1, 0.15);
+  metrics.AddSamples("tokens", 4096);
+  metrics.SetLearningRate(3e-4);
+  metrics.AddBadLoss();
+  metrics.SetValidationLoss(1.25);
+  metrics.AddPeerWait(0.05);
+  metrics.SetResidentMemoryBytes(1 << 20);
+  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1");
+  metrics.SetPartitionImbalance(1.03);
+  metrics.SetJobState("training");
+  metrics.SetHeartbeatAge(1, 0.5);
+  metrics.SetStragglerScore(1, 1.0, 1.0);
 }
 
 TEST(MetricsCatalog, MarkdownMatchesRegisteredFamilies) {
@@ -287,6 +303,67 @@ TEST(Metrics, SpillSettersUpdateValues) {
     for (const std::string& label : SplitList(std::string(spec.variable_labels))) labels.insert(label);
     EXPECT_EQ(LabelNames(family), labels) << spec.name;
   }
+}
+
+TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
+  Metrics metrics({"more", 0, std::string(kRoleEmbedded)}, "0.1.0");
+  const double before = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  metrics.ObserveStep(0.5);
+  metrics.ObserveForwardBackward(0.2, -1.0);  // the negative backward is dropped
+  metrics.AddSamples("tokens", 2048);
+  metrics.AddSamples("tokens", 2048);
+  metrics.AddSamples("tokens", -5);  // dropped
+  metrics.SetLearningRate(6e-4);
+  metrics.AddPeerWait(0.125);
+  metrics.AddPeerWait(std::numeric_limits<double>::quiet_NaN());  // dropped
+  metrics.AddBadLoss();
+  metrics.SetJobState("planning");
+  metrics.SetJobState("training");
+  metrics.SetJobState("no-such-state");  // dropped
+  metrics.SetHeartbeatAge(2, 0.75);
+  metrics.SetStragglerScore(2, 1.8, std::numeric_limits<double>::quiet_NaN());  // vs_own_median unknown yet
+  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1");
+  metrics.AddHaloBytes(10, 20);
+  metrics.AddSpillIo(30, 40, 0.5);
+  metrics.AddPipelineBytes(64, -1);  // the negative amount is dropped
+  const auto families = Collect(metrics);
+
+  const double stamp = families.at("tessel_last_step_timestamp_seconds").metric.at(0).gauge.value;
+  EXPECT_GE(stamp, before);
+  EXPECT_LT(stamp, before + 60);
+  EXPECT_EQ(families.at("tessel_forward_duration_seconds").metric.at(0).histogram.sample_count, 1u);
+  EXPECT_EQ(families.at("tessel_backward_duration_seconds").metric.at(0).histogram.sample_count, 0u);
+  const auto& samples = families.at("tessel_samples_total").metric.at(0);
+  EXPECT_EQ(Label(samples, "kind"), "tokens");
+  EXPECT_EQ(samples.counter.value, 4096.0);
+  EXPECT_EQ(families.at("tessel_learning_rate").metric.at(0).gauge.value, 6e-4);
+  EXPECT_EQ(families.at("tessel_peer_wait_seconds_total").metric.at(0).counter.value, 0.125);
+  EXPECT_EQ(families.at("tessel_bad_loss_total").metric.at(0).counter.value, 1.0);
+  std::map<std::string, double> states;
+  for (const auto& m : families.at("tessel_job_state").metric) states[Label(m, "state")] = m.gauge.value;
+  EXPECT_EQ(states, (std::map<std::string, double>{
+                        {"done", 0}, {"failed", 0}, {"planning", 0}, {"stopped", 0}, {"training", 1}}));
+  const auto& age = families.at("tessel_heartbeat_age_seconds").metric.at(0);
+  EXPECT_EQ(Label(age, "worker_rank"), "2");
+  EXPECT_EQ(age.gauge.value, 0.75);
+  const auto& straggler = families.at("tessel_straggler_score").metric;
+  ASSERT_EQ(straggler.size(), 1u) << "the NaN score is not exported";
+  EXPECT_EQ(Label(straggler[0], "kind"), "vs_fastest");
+  EXPECT_EQ(straggler[0].gauge.value, 1.8);
+  const auto& plugin = families.at("tessel_plugin_info").metric.at(0);
+  EXPECT_EQ(Label(plugin, "plugin"), "tessel-cpu");
+  EXPECT_EQ(Label(plugin, "abi"), "1.1");
+  EXPECT_EQ(families.count("tessel_validation_loss"), 0u) << "registered only when set";
+
+  const MetricTotals totals = metrics.Totals();
+  EXPECT_EQ(totals.halo_sent_bytes, 10.0);
+  EXPECT_EQ(totals.halo_received_bytes, 20.0);
+  EXPECT_EQ(totals.spill_written_bytes, 30.0);
+  EXPECT_EQ(totals.spill_read_bytes, 40.0);
+  EXPECT_EQ(totals.spill_wait_seconds, 0.5);
+  EXPECT_EQ(totals.peer_wait_seconds, 0.125);
+  EXPECT_EQ(totals.pipeline_sent_bytes, 64.0);
+  EXPECT_EQ(totals.pipeline_received_bytes, 0.0);
 }
 
 TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {

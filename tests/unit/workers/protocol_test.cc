@@ -71,12 +71,15 @@ TEST(Protocol, HelloHeartbeatProgressResultAndErrorRoundTrip) {
   ASSERT_TRUE(Decode(Encode(stop), &stop2).ok());
   EXPECT_EQ(stop2.signal, 10);
 
-  ProgressMsg p{12, 0.5, 0.25, FullRecord()}, p2;
+  Record figures;
+  Set(figures, "compute_seconds", 0.125);
+  ProgressMsg p{12, 0.5, 0.25, FullRecord(), figures}, p2;
   ASSERT_TRUE(Decode(Encode(p), &p2).ok());
   EXPECT_EQ(p2.step, 12);
   EXPECT_EQ(p2.loss, 0.5);
   EXPECT_EQ(p2.seconds, 0.25);
   ASSERT_EQ(p2.shown.size(), p.shown.size());
+  EXPECT_EQ(FindNumber(p2.figures, "compute_seconds"), 0.125);
 
   const ResultMsg r{FullRecord()};
   ResultMsg r2;
