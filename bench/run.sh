@@ -31,6 +31,9 @@
 #                  trainers (bench/peers/rgnn_reference.py: RGCN as the R-GCN paper's code, HGT as PyG's
 #                  HGTConv) and PyG's layers, the same hyperparameters (the example jobs'), per case:
 #                  RGCN with 0 and 30 bases, RGAT, HGT (bench/accuracy/accuracy_bench.py)
+#   metrics        the cost of monitoring: step time with the exporter on (scraped every second) against off,
+#                  interleaved runs, medians, on the RGCN AIFB job, the sampled synthetic job (1/8 of its nodes)
+#                  and the GPT demo job; target at most 1% (bench/metrics/metrics_bench.py)
 #   partition: not implemented yet (exit 2)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
@@ -143,6 +146,7 @@ case "$family" in
   spill) ;;
   graph) ;;
   accuracy) ;;
+  metrics) ;;
   partition)
     echo "family $family is not implemented yet" >&2
     exit 2 ;;
@@ -272,6 +276,23 @@ if [[ "$family" == accuracy ]]; then
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && acc_args+=(--quick); done
   [[ -n "${json:-}" ]] && acc_args+=(--json "$json")
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/accuracy/accuracy_bench.py" "${acc_args[@]}"
+fi
+if [[ "$family" == metrics ]]; then
+  if [[ -n "$rgnn_only" || ${#llm_extra[@]} -gt 0 ]]; then
+    echo "run.sh: the metrics family takes --quick and --json only" >&2
+    exit 2
+  fi
+  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn tessel_llm" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn tessel_llm --parallel 2 \
+      >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  metrics_args=()
+  for a in "${args[@]}"; do [[ "$a" == --quick ]] && metrics_args+=(--quick); done
+  [[ -n "${json:-}" ]] && metrics_args+=(--json "$json")
+  exec python3 "$ROOT/bench/metrics/metrics_bench.py" "${metrics_args[@]}"
 fi
 if [[ "$family" == llm || "$family" == peers-llm ]]; then
   echo "[bench] cmake --build build --target tessel tessel-bench-limits tessel_nn tessel_llm" >&2
