@@ -282,8 +282,8 @@ if [[ "$family" == metrics ]]; then
     echo "run.sh: the metrics family takes --quick and --json only" >&2
     exit 2
   fi
-  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn tessel_llm" >&2
-  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn tessel_llm --parallel 2 \
+  echo "[bench] cmake --build build --target tessel tessel_nn tessel_rgnn tessel_llm tessel-bench-metrics-cost" >&2
+  if ! cmake --build "$BUILD" --target tessel tessel_nn tessel_rgnn tessel_llm tessel-bench-metrics-cost --parallel 2 \
       >"$BUILD/bench-build.log" 2>&1; then
     tail -n 30 "$BUILD/bench-build.log" >&2
     echo "run.sh: the build failed (full log: build/bench-build.log)" >&2

@@ -299,7 +299,7 @@ std::vector<Field> BuildFields() {
                        "this x the fastest worker's is named a straggler (log warning, tessel_straggler_score)."),
       TESSEL_JOB_FIELD(metrics.straggler_window, AtLeast(1), "Steps (epochs for rgnn) per straggler window."),
       TESSEL_JOB_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
-                       "After a failure, the coordinator keeps its exporter up this long before it ends the job, so "
+                       "After a failure during training, the coordinator keeps its exporter up this long before it ends the job, so "
                        "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "
                        "fire; 0 = end at once; at most 30 (the workers wait 60 s for the end). Without an exporter (port_base = 0) there is no wait."),
       // [timeouts]

@@ -247,8 +247,11 @@ class Coordinator {
   void RecordStep(int rank, const ProgressMsg& p);
   // After training began, a failed run still writes summary.json: what it has, the error, the rank.
   void WriteFailureSummary(const Status& st);
-  // Everything a failure does before the job ends: the failed state, summary.json, and a last scrape.
+  // Everything a failure does before the job ends: the failed state, summary.json, and (after training
+  // began) a last scrape.
   void Fail(const Status& st);
+  // The step of the newest checkpoint on disk: this run's last, or the one it resumed from (0 = none).
+  int64_t LastCheckpoint() const { return last_checkpoint_ > 0 ? last_checkpoint_ : resume_point_.step; }
   // The error for a bad loss reported by a worker, with the checkpoint to resume from.
   Status BadLossError(const std::string& who, const std::string& message) const;
   Status RunEmbedded(Plan& plan, Record* result);
@@ -336,9 +339,10 @@ void Coordinator::RecordStep(int rank, const ProgressMsg& p) {
 
 Status Coordinator::BadLossError(const std::string& who, const std::string& message) const {
   std::string resume = "checkpoints are off (checkpoint.every_steps = 0)";
-  if (last_checkpoint_ > 0) {
-    resume = StrCat("the last checkpoint, ", checkpoint_dir_, "/step-", last_checkpoint_,
-                    ", is kept: tessel run --resume continues from it");
+  if (const int64_t last = LastCheckpoint(); last > 0) {
+    resume = StrCat("the last checkpoint, ", checkpoint_dir_, "/step-", last, ", is kept: tessel run --resume continues from it");
+  } else if (spec_.checkpoint.every_steps > 0) {
+    resume = StrCat("no checkpoint was written before it (checkpoint.every_steps = ", spec_.checkpoint.every_steps, ")");
   }
   return Status(Code::kBadLoss, StrCat(who, ": ", message, "; ", resume));
 }
@@ -348,8 +352,10 @@ void Coordinator::Fail(const Status& st) {
   if (st.code() == Code::kBadLoss) metrics_->AddBadLoss();
   DiscardUnusedRunDir();
   WriteFailureSummary(st);
+  // Only once training began: a job refused before it (a bad plugin, a port in use) has nothing to alert on
+  // that its exit code does not say, and should not make its user wait.
   const double linger = spec_.metrics.final_scrape_seconds;
-  if (exporter_ && linger > 0) {
+  if (exporter_ && linger > 0 && steps_done_ > 0) {
     log_.Info(StrCat("keeping the metrics exporter up ", linger, " s for a last scrape (metrics.final_scrape_seconds)"));
     std::this_thread::sleep_for(Seconds(linger));
   }
@@ -367,7 +373,7 @@ void Coordinator::WriteFailureSummary(const Status& st) {
   if (failed_rank_ >= 0) Set(summary, "failed_rank", static_cast<int64_t>(failed_rank_));
   Set(summary, step_unit_ + "s_done", steps_done_);
   Set(summary, step_unit_ + "_loss", losses_);
-  if (last_checkpoint_ > 0) Set(summary, "last_checkpoint", StrCat(checkpoint_dir_, "/step-", last_checkpoint_));
+  if (const int64_t last = LastCheckpoint(); last > 0) Set(summary, "last_checkpoint", StrCat(checkpoint_dir_, "/step-", last));
   Set(summary, "wall_seconds", Seconds(Clock::now() - start_).count());
   Set(summary, "version", kTesselVersion);
   if (Status written = WriteSummary(run_dir_, summary); !written.ok()) {

@@ -111,6 +111,16 @@ for name in full sampled gpt; do
   [ ! -e "$W/prom/targets/$name.json" ] || fail "live-$name ended but left its targets file"
   [ -s "$W/runs/$name/metrics.csv" ] || fail "live-$name wrote no metrics.csv"
 done
+"$TESSEL" report "$W/runs/full" >/dev/null || fail "tessel report on the 3-rank run"
+python3 - "$W/runs/full/report.html" <<'PY' || fail "the 3-rank run's report.html"
+import re, sys
+html = open(sys.argv[1]).read()
+charts = set(re.findall(r'data-chart="([a-z-]+)"', html))
+assert charts == {"loss", "step-time", "throughput", "bandwidth", "memory"}, charts
+assert "http://" not in html and "https://" not in html and "<script" not in html, "not self-contained"
+assert "rank 2" in html and "rank 1" in html, "a worker is missing"
+print(f"report.html of live-full: {len(html)} bytes, charts {sorted(charts)}, no URL, no script")
+PY
 pass "every panel returned data, the exporters serve exactly the catalog, every rule is healthy, targets removed at the end"
 
 # ---- Part 2: the alerts fire for real -----------------------------------------------------------------

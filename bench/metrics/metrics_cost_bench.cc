@@ -1,0 +1,83 @@
+// tessel-bench-metrics-cost: what monitoring costs, measured in-process where a whole job's step-time noise
+// cannot hide it (bench/metrics/metrics_bench.py combines it with the jobs' step times):
+//   update_us_per_step  the Metrics calls the worker runtime makes after every step (workers/worker.cc,
+//                       StepFigures and RunAssignment) plus an executor's halo, gather and spill updates;
+//   csv_us_per_row      one RunCsv::Append of a full row (flushed);
+//   scrape_us           one scrape: Collect() and the text serialisation of a worker's registry, as the
+//                       exporter's handler does it.
+// Prints one JSON object. Medians of 9 rounds.
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/process_memory.h"
+#include "monitoring/metrics.h"
+#include "monitoring/run_csv.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename F>
+double MedianMicros(int rounds, int iterations, F&& body) {
+  std::vector<double> us;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int i = 0; i < iterations; ++i) body(i);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iterations);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  using tessel::monitoring::Metrics;
+  Metrics metrics({"bench", 1, "worker"}, "0.1.0");
+  metrics.SetPluginInfo("nn", "0.1.0", "1.1");
+  const double update = MedianMicros(9, 20000, [&](int i) {
+    metrics.AddHaloBytes(1 << 20, 1 << 20);
+    metrics.AddGatherBytes(1 << 16, 1 << 12);
+    metrics.AddSpillIo(1 << 20, 1 << 20, 0.001);
+    metrics.SetActivationResidentBytes(1 << 24);
+    metrics.ObserveForwardBackward(0.01, 0.02);
+    metrics.AddSamples("tokens", 4096);
+    metrics.SetLearningRate(3e-4);
+    metrics.AddPeerWait(0.001);
+    metrics.AddPipelineBytes(1 << 16, 1 << 16);
+    metrics.SetResidentMemoryBytes(tessel::ResidentBytes());
+    (void)metrics.Totals();
+    metrics.ObserveStep(0.03);
+    metrics.SetLoss(1.0 / (i + 1));
+    metrics.SetEpoch(i);
+  });
+  const std::string path = std::filesystem::temp_directory_path() / ("metrics-cost." + std::to_string(::getpid()) + ".csv");
+  double csv = 0;
+  {
+    auto out = tessel::monitoring::RunCsv::Open(path);
+    if (!out.ok()) {
+      std::fprintf(stderr, "%s\n", out.status().message().c_str());
+      return 1;
+    }
+    tessel::Record row;
+    for (std::string_view c : tessel::monitoring::kStepColumns) tessel::Set(row, c, 12345.678);
+    csv = MedianMicros(9, 2000, [&](int i) { (void)out->Append(1, i, row); });
+  }
+  std::filesystem::remove(path);
+  auto registry = metrics.registry();
+  size_t bytes = 0;
+  const double scrape = MedianMicros(9, 200, [&](int) {
+    bytes = prometheus::TextSerializer().Serialize(registry->Collect()).size();
+  });
+  std::printf("{\"update_us_per_step\": %.3f, \"csv_us_per_row\": %.3f, \"scrape_us\": %.1f, \"scrape_bytes\": %zu}\n",
+              update, csv, scrape, bytes);
+  return 0;
+}
