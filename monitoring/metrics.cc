@@ -166,6 +166,13 @@ constexpr MetricSpec kBadLoss{.name = "tessel_bad_loss_total",
                               .exported_by = ExportedBy::kEveryRank,
                               .help = "Steps whose loss was NaN, infinite or exploded (train.on_bad_loss): counted by "
                                       "the workers, and by the coordinator when a worker stops the job for one."};
+constexpr MetricSpec kMemory{.name = "tessel_memory_bytes",
+                             .kind = MetricKind::kGauge,
+                             .unit = "bytes",
+                             .variable_labels = "kind",
+                             .exported_by = ExportedBy::kWhenSet,
+                             .help = "Bytes this rank holds, by kind: weights, gradients, optimizer state, "
+                                     "activations, kernel workspace (peak), graph (features, labels, masks)."};
 constexpr MetricSpec kResident{.name = "tessel_resident_memory_bytes",
                                .kind = MetricKind::kGauge,
                                .unit = "bytes",
@@ -211,7 +218,7 @@ constexpr std::array kCatalog{kBuildInfo,     kStepDuration,  kForward,        k
                               kBadLoss,       kValLoss,       kLearningRate,  kEpoch,          kSamples,    kHaloBytes, kGatherBytes,
                               kPipelineBytes, kPeerWait,      kEdgeCut,       kImbalance,      kWorkersAlive, kHeartbeatAge,
                               kJobState,      kStraggler,     kSpillWritten,   kSpillRead,  kSpillWait,
-                              kSpillFallbacks, kActivationResident, kResident, kPluginInfo};
+                              kSpillFallbacks, kActivationResident, kMemory, kResident, kPluginInfo};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -445,6 +452,16 @@ void Metrics::AddPeerWait(double seconds) {
 }
 
 void Metrics::AddBadLoss() { families_->BadLoss().Increment(); }
+
+void Metrics::SetMemoryBytes(std::string_view kind, int64_t bytes) {
+  if (std::find(std::begin(kMemoryKinds), std::end(kMemoryKinds), kind) == std::end(kMemoryKinds)) return;
+  families_
+      ->Keyed<prometheus::Gauge>(StrCat("memory/", kind),
+                                 [&]() -> prometheus::Gauge& {
+                                   return families_->AddGauge(kMemory, {{"kind", std::string(kind)}});
+                                 })
+      .Set(static_cast<double>(bytes));
+}
 
 void Metrics::SetResidentMemoryBytes(int64_t bytes) { families_->Resident().Set(static_cast<double>(bytes)); }
 

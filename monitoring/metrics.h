@@ -65,6 +65,10 @@ bool RoleExports(std::string_view role, ExportedBy exported_by);
 // steps.
 std::span<const double> StepDurationBuckets();
 
+// The values of tessel_memory_bytes's kind label.
+inline constexpr std::string_view kMemoryKinds[] = {"weights", "gradients", "optimizer", "activations", "workspace",
+                                                    "graph"};
+
 // The values of tessel_job_state's state label, in the order a job passes them.
 inline constexpr std::string_view kJobStates[] = {"planning", "training", "done", "failed", "stopped"};
 
@@ -116,6 +120,9 @@ class Metrics {
   void AddPeerWait(double seconds);
   // tessel_bad_loss_total: a step whose loss was NaN, infinite or exploded (train.on_bad_loss).
   void AddBadLoss();
+  // tessel_memory_bytes{kind}: bytes the rank holds for `kind` (one of kMemoryKinds; others are dropped).
+  // A kind is exported once set: a job that has none of it (a GPT stage's graph) does not show it.
+  void SetMemoryBytes(std::string_view kind, int64_t bytes);
   // tessel_resident_memory_bytes: the process's resident set now.
   void SetResidentMemoryBytes(int64_t bytes);
   // tessel_plugin_info{plugin, version, abi} = 1 for each loaded plugin.

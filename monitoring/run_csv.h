@@ -39,6 +39,12 @@ inline constexpr std::string_view kStepColumns[] = {
     "spill_wait_seconds",
     "resident_bytes",      // process resident memory
     "activation_bytes",    // saved activations held in memory
+    "memory_weights_bytes",      // tessel_memory_bytes by kind (empty where the executor has none of it)
+    "memory_gradients_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_workspace_bytes",
+    "memory_graph_bytes",
 };
 
 class RunCsv {

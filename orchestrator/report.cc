@@ -55,6 +55,12 @@ enum Col : int {
   kUnixSeconds,
   kResidentBytes,
   kActivationBytes,
+  kMemWeights,
+  kMemGradients,
+  kMemOptimizer,
+  kMemActivations,
+  kMemWorkspace,
+  kMemGraph,
   kNumCols,
 };
 constexpr std::array<std::string_view, kNumCols> kColNames = {
@@ -65,6 +71,8 @@ constexpr std::array<std::string_view, kNumCols> kColNames = {
     "halo_sent_bytes",    "pipeline_sent_bytes", "spill_written_bytes",
     "spill_read_bytes",   "unix_seconds",
     "resident_bytes",     "activation_bytes",
+    "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
+    "memory_activations_bytes", "memory_workspace_bytes", "memory_graph_bytes",
 };
 
 constexpr bool WrittenByRunCsv(std::string_view name) {
@@ -493,6 +501,30 @@ ChartSpec MemoryChart(const Metrics& m, const Summary& s) {
   return c;
 }
 
+// Memory by kind (metrics.csv's memory_*_bytes) of the lowest rank: one line per kind it has.
+ChartSpec MemoryByKindChart(const Metrics& m, const Summary& s) {
+  ChartSpec c{.id = "memory-kind",
+              .title = StrCat("Memory by kind at the end of each ", StepUnit(s), " (the lowest rank)"),
+              .x_title = StepUnit(s),
+              .y_title = "memory (MiB)"};
+  if (m.ranks.empty()) return c;
+  const auto& [rank, rows] = *m.ranks.begin();
+  const std::pair<const char*, Col> kinds[] = {{"weights", kMemWeights},         {"gradients", kMemGradients},
+                                               {"optimizer", kMemOptimizer},     {"activations", kMemActivations},
+                                               {"workspace", kMemWorkspace},     {"graph", kMemGraph}};
+  size_t index = 0;
+  for (const auto& [kind, col] : kinds) {
+    const std::string color = RankColor(index++);
+    bool any = false;
+    for (const StepRow& r : rows) any = any || std::isfinite(r.v[col]);
+    if (!any) continue;  // the executor has none of this kind
+    c.series.push_back({.label = StrCat(kind, " (", RankLabel(rank, s), ")"),
+                        .color = color,
+                        .points = PointsOf(rows, [col = col](const StepRow& r) { return r.v[col] / kMiB; })});
+  }
+  return c;
+}
+
 std::string RankTable(const Metrics& m, const Summary& s) {
   std::string t =
       "<table class=\"ranks\">\n<thead><tr><th>rank</th><th>rows</th><th>median step (ms)</th>"
@@ -625,7 +657,7 @@ std::string RenderPage(const std::string& run_dir, const Metrics& m, const Summa
   h += "<h2>Step time</h2>\n" + RenderChart(StepTimeChart(m, s)) + RankTable(m, s);
   h += "<h2>Throughput</h2>\n" + RenderChart(ThroughputChart(m, s));
   h += "<h2>Bandwidth</h2>\n" + RenderChart(BandwidthChart(m, s));
-  h += "<h2>Memory</h2>\n" + RenderChart(MemoryChart(m, s));
+  h += "<h2>Memory</h2>\n" + RenderChart(MemoryChart(m, s)) + RenderChart(MemoryByKindChart(m, s));
   h += StrCat("<footer>tessel report of ", Escape(run_dir), " (metrics.csv", s.present ? ", summary.json" : "",
               ")</footer>\n</body>\n</html>\n");
   return h;

@@ -84,9 +84,22 @@ class StateReader {
   virtual Result<Tensor> Read(std::string_view name) = 0;
 };
 
+// Bytes an executor holds now, by what they are for (tessel_memory_bytes{kind}, metrics.csv); -1 where it
+// has none of that kind or does not know. The worker runtime adds the kernel workspaces (its MemoryBudget).
+struct MemoryUse {
+  int64_t weights = -1;      // the parameters (and a reduced-precision working copy of them)
+  int64_t gradients = -1;    // their gradients
+  int64_t optimizer = -1;    // the optimizer's state (Adam's or AdamW's moments)
+  int64_t activations = -1;  // what the forward keeps for the backward, and the layer outputs
+  int64_t graph = -1;        // the worker's share of the graph: node features, labels, masks
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
+
+  // What the executor holds now, by kind (called after each step; cheap: sizes only).
+  virtual MemoryUse Memory() const { return {}; }
 
   // What a step is called in progress lines and summary.json ("epoch" for full-graph training, so the
   // per-step arrays are epoch_loss, epoch_seconds, ...).

@@ -288,7 +288,7 @@ class StepFigures {
   }
 
   Record Take(const StepResult& r, const Record& shown, double seconds, double peer_wait_seconds,
-              int64_t pipeline_sent, int64_t pipeline_received) {
+              int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
     const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
     const double backward = FindNumber(r.timings, "backward_seconds").value_or(-1);
     const std::optional<double> val_loss = FindNumber(shown, "val_loss");
@@ -305,6 +305,14 @@ class StepFigures {
     Set(row, "lr", r.lr);
     Set(row, "samples", r.samples);
     Set(row, "resident_bytes", resident);
+    const std::pair<std::string_view, int64_t> kinds[] = {
+        {"weights", memory.weights},         {"gradients", memory.gradients}, {"optimizer", memory.optimizer},
+        {"activations", memory.activations}, {"workspace", workspace},        {"graph", memory.graph}};
+    for (const auto& [kind, bytes] : kinds) {
+      if (bytes < 0) continue;
+      Set(row, StrCat("memory_", kind, "_bytes"), bytes);
+      if (metrics_ != nullptr) metrics_->SetMemoryBytes(kind, bytes);
+    }
     if (metrics_ == nullptr) return row;
     metrics_->ObserveForwardBackward(forward, backward);
     metrics_->AddSamples(r.samples_kind, r.samples);
@@ -544,7 +552,8 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     if (hooks.step) hooks.step->store(step);
     ProgressMsg progress{step, r.loss, took, std::move(r.shown), {}};
     progress.figures = figures.Take(r, progress.shown, took, comm.wait_seconds() - waited_before,
-                                    comm.p2p_sent_bytes() - sent_before, comm.p2p_received_bytes() - received_before);
+                                    comm.p2p_sent_bytes() - sent_before, comm.p2p_received_bytes() - received_before,
+                                    executor->Memory(), budget.peak());
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
       hooks.metrics->SetEpoch(step);

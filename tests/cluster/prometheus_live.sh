@@ -116,7 +116,7 @@ python3 - "$W/runs/full/report.html" <<'PY' || fail "the 3-rank run's report.htm
 import re, sys
 html = open(sys.argv[1]).read()
 charts = set(re.findall(r'data-chart="([a-z-]+)"', html))
-assert charts == {"loss", "step-time", "throughput", "bandwidth", "memory"}, charts
+assert charts == {"loss", "step-time", "throughput", "bandwidth", "memory", "memory-kind"}, charts
 assert "http://" not in html and "https://" not in html and "<script" not in html, "not self-contained"
 assert "rank 2" in html and "rank 1" in html, "a worker is missing"
 print(f"report.html of live-full: {len(html)} bytes, charts {sorted(charts)}, no URL, no script")
@@ -155,11 +155,14 @@ pass "a diverging job: exit 8, $msg"
 
 finish kill 5 60
 [ -e "$W/prom/targets/kill.json" ] || fail "the killed job removed its targets file (TesselRankDown would not fire)"
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+python3 - "$W/runs/kill/summary.json" <<'PY' || fail "the killed job's summary.json does not say why"
+import json, sys
+s = json.load(open(sys.argv[1]))
 assert s["outcome"] == "failed" and s["exit_code"] == 5 and s["failed_rank"] == 2 and "rank 2" in s["error"], s
-assert len(s["epoch_loss"]) >= 3, s
-print(f"summary.json of the killed job: exit_code 5, failed_rank 2, {len(s[\"epoch_loss\"])} epochs: {s[\"error\"][:70]}...")' \
-  "$W/runs/kill/summary.json" || fail "the killed job's summary.json does not say why"
+epochs, error = len(s["epoch_loss"]), s["error"][:70]
+assert epochs >= 3, s
+print(f"summary.json of the killed job: exit_code 5, failed_rank 2, {epochs} epochs: {error}...")
+PY
 $check alert "$prom" TesselRankDown live-kill "$t1" 150 rank=2 || fail "TesselRankDown did not fire for the killed rank"
 $check alert "$prom" TesselJobStuck live-stop "$t1" 150 || fail "TesselJobStuck did not fire"
 kill -0 "$launcher_stop" 2>/dev/null || fail "the stopped job ended before TesselJobStuck fired"

@@ -48,6 +48,13 @@ class GptParams {
   size_t lnfw() const { return lnfw_; }
   size_t lnfb() const { return lnfb_; }
   const std::vector<BlockParams>& blocks() const { return blocks_; }
+  // Bytes held: the f32 values and their bf16 working copy; the gradients and the tied embedding's;
+  // AdamW's moments.
+  int64_t value_bytes() const { return static_cast<int64_t>(store_.flat_value().nbytes() + work_.nbytes()); }
+  int64_t grad_bytes() const {
+    return store_.num_grad_values() * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(tied_.nbytes());
+  }
+  int64_t optimizer_bytes() const { return static_cast<int64_t>(m_.nbytes() + v_.nbytes()); }
 
   // One AdamW update of 1-based `step` from the accumulated gradients, which it then zeroes: the sum over
   // this stage's replicas (`replicas`), the tied embedding's exchange between the first and last stage of

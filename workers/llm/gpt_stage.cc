@@ -50,6 +50,14 @@ class GptStageExecutor final : public Executor {
   Status Init();
 
   std::string_view step_unit() const override { return "step"; }
+  MemoryUse Memory() const override {
+    MemoryUse m;
+    m.weights = params_.value_bytes();
+    m.gradients = params_.grad_bytes();
+    m.optimizer = params_.optimizer_bytes();
+    m.activations = acts_.resident_bytes() + acts_.scratch_bytes();
+    return m;
+  }
   int64_t num_steps() const override { return a_.train.steps; }
   Result<StepResult> Step(int64_t step) override;
   Result<Record> Evaluate() override;

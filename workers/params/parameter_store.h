@@ -112,6 +112,7 @@ class AdamOptimizer {
   // when no parameter has a row gradient.
   Status Step(ParameterStore& params, const Kernel& adam, const Kernel* adam_rows, const CallOptions& options);
   int64_t steps() const { return step_; }
+  int64_t state_bytes() const { return static_cast<int64_t>(m_.nbytes() + v_.nbytes()); }
 
   // Saves and restores the moments ("adam/m", "adam/v") and the step count ("adam/step").
   Status SaveState(StateWriter& out) const;

@@ -116,6 +116,9 @@ Record FullGraphSource::Figures() const {
   Record r;
   Set(r, "halo_bytes_sent", halo_.bytes_sent());
   Set(r, "halo_bytes_received", halo_.bytes_received());
+  // The worker's node features, labels and masks (the adjacency is not counted yet).
+  Set(r, "graph_bytes", static_cast<int64_t>(features_.nbytes() + labels_.nbytes() + train_mask_.nbytes() +
+                                             test_mask_.nbytes()));
   return r;
 }
 

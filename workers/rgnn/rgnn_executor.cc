@@ -334,6 +334,21 @@ Status RgnnExecutor::TrainBatch(const Batch& b, double* loss_sum, int64_t* corre
   return Status();
 }
 
+MemoryUse RgnnExecutor::Memory() const {
+  MemoryUse m;
+  m.weights = static_cast<int64_t>(params_.flat_value().nbytes());
+  m.gradients = params_.num_grad_values() * static_cast<int64_t>(sizeof(float));
+  m.optimizer = adam_.state_bytes();
+  // The layer inputs and outputs and their gradients (the layers' own saved tensors are not counted yet).
+  int64_t acts = static_cast<int64_t>(logits_.nbytes() + dlast_.nbytes() + dlogits_.nbytes());
+  for (const auto* bufs : {&out_buf_, &dout_buf_, &hidden_buf_, &dhidden_buf_}) {
+    for (const GrowBuffer& b : *bufs) acts += b.bytes();
+  }
+  m.activations = acts;
+  if (const std::optional<double> g = FindNumber(source_->Figures(), "graph_bytes")) m.graph = static_cast<int64_t>(*g);
+  return m;
+}
+
 Result<StepResult> RgnnExecutor::Step(int64_t step) {
   const auto start = Clock::now();
   TESSEL_RETURN_IF_ERROR(source_->Begin(BatchSource::Pass::kTrain, step));

@@ -48,6 +48,7 @@ class RgnnExecutor final : public Executor {
   static Result<std::vector<const tessel_op_decl*>> RequiredOps(const RgnnSettings& settings, const ModelShape& shape);
 
   std::string_view step_unit() const override { return "epoch"; }
+  MemoryUse Memory() const override;
   int64_t num_steps() const override { return settings_.epochs; }
   Result<StepResult> Step(int64_t step) override;
   Result<Record> Evaluate() override;

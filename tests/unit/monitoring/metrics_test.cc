@@ -159,6 +159,7 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.SetJobState("training");
   metrics.SetHeartbeatAge(1, 0.5);
   metrics.SetStragglerScore(1, 1.0, 1.0);
+  metrics.SetMemoryBytes("weights", 4096);
 }
 
 TEST(MetricsCatalog, MarkdownMatchesRegisteredFamilies) {
@@ -354,6 +355,7 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   EXPECT_EQ(Label(plugin, "plugin"), "tessel-cpu");
   EXPECT_EQ(Label(plugin, "abi"), "1.1");
   EXPECT_EQ(families.count("tessel_validation_loss"), 0u) << "registered only when set";
+  EXPECT_EQ(families.count("tessel_memory_bytes"), 0u) << "registered only when set";
 
   const MetricTotals totals = metrics.Totals();
   EXPECT_EQ(totals.halo_sent_bytes, 10.0);
@@ -364,6 +366,18 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   EXPECT_EQ(totals.peer_wait_seconds, 0.125);
   EXPECT_EQ(totals.pipeline_sent_bytes, 64.0);
   EXPECT_EQ(totals.pipeline_received_bytes, 0.0);
+}
+
+TEST(Metrics, MemoryBytesByKnownKindOnly) {
+  Metrics metrics({"memory", 1, std::string(kRoleWorker)}, "0.1.0");
+  metrics.SetMemoryBytes("weights", 1000);
+  metrics.SetMemoryBytes("optimizer", 2000);
+  metrics.SetMemoryBytes("weights", 1500);   // a gauge: the latest value
+  metrics.SetMemoryBytes("no-such-kind", 7);  // dropped
+  const auto families = Collect(metrics);
+  std::map<std::string, double> kinds;
+  for (const auto& m : families.at("tessel_memory_bytes").metric) kinds[Label(m, "kind")] = m.gauge.value;
+  EXPECT_EQ(kinds, (std::map<std::string, double>{{"optimizer", 2000}, {"weights", 1500}}));
 }
 
 TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {

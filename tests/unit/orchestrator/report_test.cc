@@ -97,7 +97,7 @@ TEST_F(ReportTest, DrawsEveryChartWithUnitsAndMarksTheStraggler) {
   Write("metrics.csv", TwoRankCsv());
   Write("summary.json", Summary("llama-tiny"));
   const std::string html = Report();
-  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory"}) {
+  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory", "memory-kind"}) {
     EXPECT_NE(ChartOf(html, id), "") << "no chart " << id;
     EXPECT_NE(ChartOf(html, id).find("class=\"legend\""), std::string::npos) << id;
   }
@@ -202,7 +202,7 @@ TEST_F(ReportTest, MissingSummaryIsSaidAndTheChartsAreStillDrawn) {
   Write("metrics.csv", TwoRankCsv());
   const std::string html = Report();
   EXPECT_NE(html.find("summary.json is missing"), std::string::npos);
-  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory"}) {
+  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory", "memory-kind"}) {
     EXPECT_NE(ChartOf(html, id), "") << "no chart " << id;
   }
   EXPECT_EQ(html.find("(straggler)"), std::string::npos) << "stragglers come from summary.json";
@@ -259,7 +259,7 @@ TEST_F(ReportTest, FindsColumnsByNameInAnyOrder) {
 TEST_F(ReportTest, OneStepWithEmptyCellsHasNoNanOrInf) {
   Write("metrics.csv", std::string(kHeader) + "\n0,1,,0.25,,,,,,,,,,,,,,,,,\n");
   const std::string html = Report();
-  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory"}) {
+  for (const char* id : {"loss", "step-time", "throughput", "bandwidth", "memory", "memory-kind"}) {
     EXPECT_NE(ChartOf(html, id), "") << "no chart " << id;
   }
   EXPECT_NE(ChartOf(html, "bandwidth").find("no data"), std::string::npos);

@@ -34,6 +34,7 @@ class GrowBuffer {
     }
     return Tensor::Borrow(storage_.raw(), dtype, std::move(shape), storage_.device());
   }
+  int64_t bytes() const { return static_cast<int64_t>(storage_.nbytes()); }
 
  private:
   Tensor storage_;
