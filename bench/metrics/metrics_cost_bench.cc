@@ -54,6 +54,7 @@ int main() {
     metrics.AddPeerWait(0.001);
     metrics.AddPipelineBytes(1 << 16, 1 << 16);
     metrics.SetResidentMemoryBytes(tessel::ResidentBytes());
+    for (std::string_view kind : tessel::monitoring::kMemoryKinds) metrics.SetMemoryBytes(kind, 1 << 20);
     (void)metrics.Totals();
     metrics.ObserveStep(0.03);
     metrics.SetLoss(1.0 / (i + 1));

@@ -111,7 +111,7 @@ void WriteSeeds(const std::string& dir) {
   WriteSeed(dir, 2, Encode(HeartbeatMsg{12}));
   WriteSeed(dir, 3, Encode(AliveMsg{10.0}));
   WriteSeed(dir, 4, Encode(StopMsg{10}));
-  WriteSeed(dir, 5, Encode(ProgressMsg{3, 0.693, 1.25, SeedRecord()}));
+  WriteSeed(dir, 5, Encode(ProgressMsg{3, 0.693, 1.25, SeedRecord(), SeedRecord()}));
   WriteSeed(dir, 6, Encode(ResultMsg{SeedRecord()}));
   WriteSeed(dir, 7, Encode(ErrorMsg{3, 17, "bad data: x.h5: /nodes/entity/count: negative count -1"}));
   WriteSeed(dir, 8, Encode(CheckpointMsg{20, {4096, 8192}, {0x1234, 0xabcd}}));
