@@ -585,6 +585,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   bool have_result = false;
   int64_t peak_rss = 0;
   int64_t sleep_us = 100;
+  auto last_turn = Clock::now();
   while (done < world - 1) {
     if (const int sig = StopSignal(); sig != 0 && !stop_passed_on) {
       stop_passed_on = true;
@@ -596,6 +597,25 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     }
     TESSEL_ASSIGN_OR_RETURN(workers::Message m, workers::TryReceive(MPI_ANY_SOURCE, MPI_ANY_TAG));
     const auto now = Clock::now();
+    // This loop turns every few milliseconds. A longer gap is the coordinator's own stall (the process
+    // was stopped, its host froze or starved it): the workers' silence during it is no evidence against
+    // them, so it does not count towards their timeouts. Their messages queued meanwhile are read next;
+    // a worker that presumed this coordinator dead in the meantime has said so in one of them.
+    if (const Seconds gap = now - last_turn; gap > Seconds(1)) {
+      const auto shift = std::chrono::duration_cast<Clock::duration>(gap);
+      for (auto& [r, s] : state) {
+        s.last_seen += shift;
+        s.last_step_change += shift;
+      }
+      if (gap > heartbeat_timeout) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.1f", gap.count());
+        log_.Warn(StrCat("this coordinator did not run for ", buf, " s, longer than timeouts.heartbeat_timeout_seconds = ",
+                         heartbeat_timeout.count(), " (it was stopped, or its host froze): the workers may have "
+                         "presumed it dead"));
+      }
+    }
+    last_turn = now;
     if (m.source >= 0) {
       sleep_us = 100;
       WorkerState& w = state[m.source];

@@ -212,6 +212,10 @@ class HeartbeatThread {
         // the next run on this node removes the dead run's spill file.
         log_.Error(alive.message());
         std::fflush(stderr);
+        // Said to the coordinator too, briefly: one that was only stopped or frozen reads it when it runs
+        // again, and reports this rather than the silence of the workers that left.
+        (void)SendBytes(Encode(ErrorMsg{alive.exit_code(), step_->load(), alive.message()}), 0, kTagError,
+                        std::chrono::milliseconds(200));
         std::_Exit(alive.exit_code());
       }
       lock.lock();

@@ -124,7 +124,7 @@ kill_signal=9
 [ "$rc" -eq 5 ] || { tail -5 "$TESSEL_WORK/log"; fail "a stopped coordinator: tessel-mpirun exited $rc, expected 5"; }
 grep -Eq "tessel-mpirun: the coordinator has not beaten for [0-9]+ s \(heartbeat timeout $heartbeat_timeout_s(\.0)? s\): presumed lost" "$TESSEL_WORK/log" ||
   { tail -8 "$TESSEL_WORK/log"; fail "a stopped coordinator: tessel-mpirun did not say it stopped beating"; }
-grep -Eq "^tessel: error: the coordinator \(rank 0, on .*, pid [0-9]+\) ended without an outcome" "$TESSEL_WORK/log" ||
+grep -Eq "^tessel: error: the coordinator \(rank 0, on .*, pid [0-9]+\) stopped beating for [0-9]+ s" "$TESSEL_WORK/log" ||
   { tail -8 "$TESSEL_WORK/log"; fail "a stopped coordinator: no message naming its host and pid"; }
 pass "coordinator stopped: the workers said so $(secs "$report_ms") s after the stop, and tessel-mpirun ended the job (exit 5) after $(secs "$elapsed_ms") s"
 

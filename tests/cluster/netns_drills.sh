@@ -122,9 +122,9 @@ resume link
 results+=("tsl-h1's link cut: exit 5, detected in $(secs "$detected_ms") s, job ended in $(secs "$exit_ms") s; $(compare "$TESSEL_WORK/uncut" "$TESSEL_WORK/link")")
 pass "${results[-1]}"
 
-drill coordinator-host "rank [23]: the coordinator \(rank 0\) has sent nothing|the coordinator \(rank 0, on tsl-h0, pid [0-9]+\) ended without an outcome" \
+drill coordinator-host "rank [23]: the coordinator \(rank 0\) has sent nothing|the coordinator \(rank 0, on tsl-h0, pid [0-9]+\) (ended without an outcome|stopped beating)" \
   'ip netns pids tsl-h0 | xargs -r kill -9'
-grep -Eq "^tessel: error: the coordinator \(rank 0, on tsl-h0, pid [0-9]+\) ended without an outcome" "$TESSEL_WORK/coordinator-host.log" ||
+grep -Eq "^tessel: error: the coordinator \(rank 0, on tsl-h0, pid [0-9]+\) (ended without an outcome|stopped beating)" "$TESSEL_WORK/coordinator-host.log" ||
   { tail -5 "$TESSEL_WORK/coordinator-host.log"; fail "coordinator-host: tessel-mpirun does not say the coordinator was lost"; }
 resume coordinator-host
 results+=("tsl-h0 lost (coordinator, worker 1, Open MPI's daemon SIGKILLed): exit 5, detected in $(secs "$detected_ms") s, job ended in $(secs "$exit_ms") s; $(compare "$TESSEL_WORK/uncut" "$TESSEL_WORK/coordinator-host")")
