@@ -67,10 +67,10 @@ Status CudaFailure(std::string_view what, cudaError_t err) {
 }
 }  // namespace
 
-Result<CudaEvent> CudaEvent::Create(bool blocking) {
+Result<CudaEvent> CudaEvent::Create(bool blocking, bool timing) {
   cudaEvent_t e = nullptr;
-  const cudaError_t err =
-      cudaEventCreateWithFlags(&e, cudaEventDisableTiming | (blocking ? cudaEventBlockingSync : 0u));
+  const cudaError_t err = cudaEventCreateWithFlags(
+      &e, (timing ? 0u : cudaEventDisableTiming) | (blocking ? cudaEventBlockingSync : 0u));
   if (err != cudaSuccess) return CudaFailure("cudaEventCreate", err);
   CudaEvent event;
   event.event_ = e;
@@ -97,6 +97,22 @@ Status CudaEvent::Synchronize() const {
   return err == cudaSuccess ? Status() : CudaFailure("cudaEventSynchronize", err);
 }
 
+Result<std::string> CudaPciBusId(int ordinal) {
+  char id[32] = {};
+  const cudaError_t err = cudaDeviceGetPCIBusId(id, sizeof id, ordinal);
+  if (err != cudaSuccess) return CudaFailure(StrCat("cudaDeviceGetPCIBusId(", ordinal, ")"), err);
+  return std::string(id);
+}
+
+Result<double> CudaEvent::SecondsSince(const CudaEvent& start) const {
+  TESSEL_RETURN_IF_ERROR(Synchronize());
+  float ms = 0;
+  const cudaError_t err =
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(event_));
+  if (err != cudaSuccess) return CudaFailure("cudaEventElapsedTime", err);
+  return static_cast<double>(ms) / 1e3;
+}
+
 Status CopyMemoryAsync(void* dst, const void* src, size_t bytes, void* stream) {
   const cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
   return err == cudaSuccess ? Status() : CudaFailure(StrCat("cudaMemcpyAsync of ", bytes, " bytes"), err);
@@ -109,6 +125,7 @@ CudaProbe ProbeCuda() {
 }
 
 Status SelectCudaDevice(int) { return InternalError("this Tessel was built without CUDA"); }
+Result<std::string> CudaPciBusId(int) { return InternalError("this Tessel was built without CUDA"); }
 
 Result<CudaStream> CudaStream::Create() { return InternalError("this Tessel was built without CUDA"); }
 
@@ -117,7 +134,8 @@ CudaStream::~CudaStream() = default;
 Status RegisterHostMemory(const void*, size_t) { return Status(); }
 void UnregisterHostMemory(const void*) {}
 
-Result<CudaEvent> CudaEvent::Create(bool) { return InternalError("this Tessel was built without CUDA"); }
+Result<CudaEvent> CudaEvent::Create(bool, bool) { return InternalError("this Tessel was built without CUDA"); }
+Result<double> CudaEvent::SecondsSince(const CudaEvent&) const { return InternalError("this Tessel was built without CUDA"); }
 CudaEvent::~CudaEvent() = default;
 Status CudaEvent::Record(void*) { return InternalError("this Tessel was built without CUDA"); }
 Status CudaEvent::StreamWait(void*) const { return InternalError("this Tessel was built without CUDA"); }

@@ -25,6 +25,10 @@ CudaProbe ProbeCuda();
 // Makes `ordinal` the current device of the calling thread (cudaSetDevice).
 Status SelectCudaDevice(int ordinal);
 
+// The PCI bus id of device `ordinal` ("0000:3b:00.0", cudaDeviceGetPCIBusId), which names it to NVML.
+// Failure: kInternal with CUDA's reason, or without CUDA.
+Result<std::string> CudaPciBusId(int ordinal);
+
 // Page-locks host memory that the caller already owns, e.g. a read-only file mapping, and maps it for
 // the GPU, so that a kernel reads it in place through the same address (unified addressing; the
 // registration is read-only: kernels must not write through it). Locking faults in and pins every page
@@ -52,16 +56,17 @@ class CudaStream {
   void* stream_ = nullptr;
 };
 
-// An owned CUDA event (no timing) on the current device, for ordering work across streams and threads:
+// An owned CUDA event on the current device, for ordering work across streams and threads:
 //   ready.Record(compute);  ready.StreamWait(copy);  // the copy stream starts after what compute queued
 //   CopyMemoryAsync(host, device, bytes, copy);  done.Record(copy);
 //   done.Synchronize();  // on another thread: the copy has landed
 // Record, StreamWait and Synchronize may be called from any thread, but not concurrently with a Record
 // of the same event. `blocking`: a thread in Synchronize sleeps instead of spinning (for waits on another
-// thread that may last a whole kernel). Without CUDA, Create fails. Failure: kInternal with CUDA's reason.
+// thread that may last a whole kernel). `timing`: the event can be timed (SecondsSince); otherwise it is the
+// cheaper kind without timing. Without CUDA, Create fails. Failure: kInternal with CUDA's reason.
 class CudaEvent {
  public:
-  static Result<CudaEvent> Create(bool blocking = false);
+  static Result<CudaEvent> Create(bool blocking = false, bool timing = false);
   CudaEvent() = default;
   ~CudaEvent();
   CudaEvent(CudaEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
@@ -74,6 +79,9 @@ class CudaEvent {
   Status StreamWait(void* stream) const;
   // The calling thread waits for the captured work (at once if nothing was recorded).
   Status Synchronize() const;
+  // The GPU time from `start`'s captured work to this event's (both recorded, both created with timing);
+  // waits for this event first.
+  Result<double> SecondsSince(const CudaEvent& start) const;
 
  private:
   void* event_ = nullptr;  // a cudaEvent_t

@@ -298,6 +298,9 @@ std::vector<Field> BuildFields() {
                        "A worker whose median compute time (step time less waits on peers) over a straggler window is "
                        "this x the fastest worker's is named a straggler (log warning, tessel_straggler_score)."),
       TESSEL_JOB_FIELD(metrics.straggler_window, AtLeast(1), "Steps (epochs for rgnn) per straggler window."),
+      TESSEL_JOB_FIELD(metrics.kernel_sample_every, AtLeast(0),
+                       "Every kernel call of steps 1, 1 + n, 1 + 2n, ... is timed, by op and device "
+                       "(tessel_kernel_seconds_total); 0 = never."),
       TESSEL_JOB_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
                        "After a failure during training, the coordinator keeps its exporter up this long before it ends the job, so "
                        "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "

@@ -197,6 +197,7 @@ struct MetricsSection {
   std::string pushgateway;   // "" = no push; else a Pushgateway URL
   double straggler_factor = 1.5;  // a worker whose median step time over the window is this x the fastest's is a straggler
   int32_t straggler_window = 10;  // steps per straggler window
+  int32_t kernel_sample_every = 10;  // time every kernel call of steps 1, 1 + n, ... (tessel_kernel_seconds_total); 0 = never
   double final_scrape_seconds = 15;  // after a failure, the exporters stay up this long for a last scrape
   bool operator==(const MetricsSection&) const = default;
 };

@@ -155,10 +155,43 @@ constexpr MetricSpec kPeerWait{
     .name = "tessel_peer_wait_seconds_total",
     .kind = MetricKind::kCounter,
     .unit = "seconds",
-    .variable_labels = "",
+    .variable_labels = "kind",
     .exported_by = ExportedBy::kWorkers,
-    .help = "Time this rank spent blocked in communication with its peers (collectives, halo and pipeline "
-            "transfers), apart from computing."};
+    .help = "Time this rank spent blocked in communication with its peers, apart from computing, by what it "
+            "waited in: allreduce (gradient and loss sums), alltoall (halo and remote feature rows), p2p "
+            "(pipeline activations and gradients)."};
+constexpr MetricSpec kKernelSeconds{.name = "tessel_kernel_seconds_total",
+                                    .kind = MetricKind::kCounter,
+                                    .unit = "seconds",
+                                    .variable_labels = "op,device",
+                                    .exported_by = ExportedBy::kWhenSet,
+                                    .help = "Time of the kernel calls timed on sampled steps "
+                                            "(metrics.kernel_sample_every), by op and device."};
+constexpr MetricSpec kKernelCalls{.name = "tessel_kernel_calls_total",
+                                  .kind = MetricKind::kCounter,
+                                  .unit = "",
+                                  .variable_labels = "op,device",
+                                  .exported_by = ExportedBy::kWhenSet,
+                                  .help = "Kernel calls timed on sampled steps, by op and device."};
+constexpr MetricSpec kGpuMemoryUsed{.name = "tessel_gpu_memory_used_bytes",
+                                    .kind = MetricKind::kGauge,
+                                    .unit = "bytes",
+                                    .variable_labels = "device",
+                                    .exported_by = ExportedBy::kWhenSet,
+                                    .help = "Memory used on this rank's GPU, every process's (NVML)."};
+constexpr MetricSpec kGpuMemoryTotal{.name = "tessel_gpu_memory_total_bytes",
+                                     .kind = MetricKind::kGauge,
+                                     .unit = "bytes",
+                                     .variable_labels = "device",
+                                     .exported_by = ExportedBy::kWhenSet,
+                                     .help = "Memory of this rank's GPU (NVML)."};
+constexpr MetricSpec kGpuUtilization{.name = "tessel_gpu_utilization_ratio",
+                                     .kind = MetricKind::kGauge,
+                                     .unit = "",
+                                     .variable_labels = "device",
+                                     .exported_by = ExportedBy::kWhenSet,
+                                     .help = "Fraction of the last sample period in which a kernel ran on this rank's "
+                                             "GPU (NVML's utilization.gpu / 100)."};
 constexpr MetricSpec kBadLoss{.name = "tessel_bad_loss_total",
                               .kind = MetricKind::kCounter,
                               .unit = "",
@@ -218,7 +251,8 @@ constexpr std::array kCatalog{kBuildInfo,     kStepDuration,  kForward,        k
                               kBadLoss,       kValLoss,       kLearningRate,  kEpoch,          kSamples,    kHaloBytes, kGatherBytes,
                               kPipelineBytes, kPeerWait,      kEdgeCut,       kImbalance,      kWorkersAlive, kHeartbeatAge,
                               kJobState,      kStraggler,     kSpillWritten,   kSpillRead,  kSpillWait,
-                              kSpillFallbacks, kActivationResident, kMemory, kResident, kPluginInfo};
+                              kSpillFallbacks, kActivationResident, kMemory, kResident, kPluginInfo,
+                              kKernelSeconds, kKernelCalls, kGpuMemoryUsed, kGpuMemoryTotal, kGpuUtilization};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -326,7 +360,14 @@ struct Metrics::Families {
   prometheus::Counter& PipelineReceived() {
     return Lazy(pipeline_received, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "received"}}); });
   }
-  prometheus::Counter& PeerWait() { return Lazy(peer_wait, [this]() -> auto& { return AddCounter(kPeerWait); }); }
+  std::array<prometheus::Counter*, std::size(kPeerWaitKinds)>& PeerWaits() {
+    std::call_once(peer_waits_once, [this] {
+      for (size_t i = 0; i < std::size(kPeerWaitKinds); ++i) {
+        peer_waits[i] = &AddCounter(kPeerWait, {{"kind", std::string(kPeerWaitKinds[i])}});
+      }
+    });
+    return peer_waits;
+  }
   prometheus::Gauge& EdgeCut() { return Lazy(edge_cut, [this]() -> auto& { return AddGauge(kEdgeCut); }); }
   prometheus::Gauge& Imbalance() { return Lazy(imbalance, [this]() -> auto& { return AddGauge(kImbalance); }); }
   prometheus::Gauge& WorkersAlive() { return Lazy(workers_alive, [this]() -> auto& { return AddGauge(kWorkersAlive); }); }
@@ -367,8 +408,10 @@ struct Metrics::Families {
   LazyMetric<prometheus::Histogram> step_duration, forward, backward;
   LazyMetric<prometheus::Gauge> last_step, loss, val_loss, lr, epoch, edge_cut, imbalance, workers_alive, resident,
       activation_resident;
-  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, peer_wait, spill_written,
+  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, spill_written,
       spill_read, spill_wait, fallback_keep, fallback_recompute;
+  std::once_flag peer_waits_once;
+  std::array<prometheus::Counter*, std::size(kPeerWaitKinds)> peer_waits{};
   std::once_flag job_states_once;
   std::array<prometheus::Gauge*, std::size(kJobStates)> job_states{};
   std::mutex keyed_mu;
@@ -395,7 +438,7 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
     families_->HaloReceived();
     families_->GatherLocal();
     families_->GatherRemote();
-    families_->PeerWait();
+    families_->PeerWaits();
     families_->PipelineSent();
     families_->PipelineReceived();
     families_->SpillWritten();
@@ -446,9 +489,40 @@ void Metrics::AddPipelineBytes(int64_t sent, int64_t received) {
   if (received > 0) received_total.Increment(static_cast<double>(received));
 }
 
-void Metrics::AddPeerWait(double seconds) {
-  prometheus::Counter& wait = families_->PeerWait();
-  if (seconds > 0) wait.Increment(seconds);
+void Metrics::AddPeerWait(std::string_view kind, double seconds) {
+  auto& waits = families_->PeerWaits();
+  const auto* it = std::find(std::begin(kPeerWaitKinds), std::end(kPeerWaitKinds), kind);
+  if (it == std::end(kPeerWaitKinds)) return;
+  if (seconds > 0) waits[static_cast<size_t>(it - std::begin(kPeerWaitKinds))]->Increment(seconds);  // false for NaN
+}
+
+void Metrics::AddKernelTime(std::string_view op, std::string_view device, double seconds, int64_t calls) {
+  if (calls <= 0 || !(seconds >= 0)) return;
+  const prometheus::Labels labels{{"op", std::string(op)}, {"device", std::string(device)}};
+  const std::string key = StrCat(op, "/", device);
+  families_
+      ->Keyed<prometheus::Counter>(StrCat("kernel_seconds/", key),
+                                   [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelSeconds, labels); })
+      .Increment(seconds);
+  families_
+      ->Keyed<prometheus::Counter>(StrCat("kernel_calls/", key),
+                                   [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelCalls, labels); })
+      .Increment(static_cast<double>(calls));
+}
+
+void Metrics::SetGpuStats(std::string_view device, int64_t memory_used_bytes, int64_t memory_total_bytes,
+                          double utilization) {
+  const prometheus::Labels labels{{"device", std::string(device)}};
+  auto set = [&](const MetricSpec& spec, double value) {
+    if (!(value >= 0)) return;
+    families_
+        ->Keyed<prometheus::Gauge>(StrCat(spec.name, "/", device),
+                                   [&]() -> prometheus::Gauge& { return families_->AddGauge(spec, labels); })
+        .Set(value);
+  };
+  set(kGpuMemoryUsed, static_cast<double>(memory_used_bytes));
+  set(kGpuMemoryTotal, static_cast<double>(memory_total_bytes));
+  set(kGpuUtilization, utilization);
 }
 
 void Metrics::AddBadLoss() { families_->BadLoss().Increment(); }
@@ -558,7 +632,7 @@ MetricTotals Metrics::Totals() {
   t.spill_written_bytes = f.SpillWritten().Value();
   t.spill_read_bytes = f.SpillRead().Value();
   t.spill_wait_seconds = f.SpillWait().Value();
-  t.peer_wait_seconds = f.PeerWait().Value();
+  for (prometheus::Counter* wait : f.PeerWaits()) t.peer_wait_seconds += wait->Value();
   t.pipeline_sent_bytes = f.PipelineSent().Value();
   t.pipeline_received_bytes = f.PipelineReceived().Value();
   t.activation_resident_bytes = f.ActivationResident().Value();

@@ -69,6 +69,11 @@ std::span<const double> StepDurationBuckets();
 inline constexpr std::string_view kMemoryKinds[] = {"weights", "gradients", "optimizer", "activations", "workspace",
                                                     "graph"};
 
+// The values of tessel_peer_wait_seconds_total's kind label: what the rank waited in. `allreduce`: the sums
+// of gradients, losses and stop requests; `alltoall`: halo rows (full-graph rgnn) and remote feature rows
+// (sampled rgnn); `p2p`: a pipeline stage's activations and gradients (llm).
+inline constexpr std::string_view kPeerWaitKinds[] = {"allreduce", "alltoall", "p2p"};
+
 // The values of tessel_job_state's state label, in the order a job passes them.
 inline constexpr std::string_view kJobStates[] = {"planning", "training", "done", "failed", "stopped"};
 
@@ -115,9 +120,18 @@ class Metrics {
   // tessel_pipeline_bytes_total{direction="sent"|"received"}: activations and gradients a pipeline stage
   // sent to or received from its neighbours. Negative amounts are dropped.
   void AddPipelineBytes(int64_t sent, int64_t received);
-  // tessel_peer_wait_seconds_total: time the rank spent blocked in communication with its peers (collectives,
-  // halo and pipeline transfers), apart from computing. Negative or NaN amounts are dropped.
-  void AddPeerWait(double seconds);
+  // tessel_peer_wait_seconds_total{kind}: time the rank spent blocked in communication with its peers, apart
+  // from computing, by what it waited in (one of kPeerWaitKinds; others are dropped). Negative or NaN
+  // amounts are dropped.
+  void AddPeerWait(std::string_view kind, double seconds);
+  // tessel_kernel_seconds_total{op, device} and tessel_kernel_calls_total{op, device}: the time and the
+  // number of the kernel calls timed on a sampled step (metrics.kernel_sample_every). Non-positive call
+  // counts and negative or NaN times are dropped.
+  void AddKernelTime(std::string_view op, std::string_view device, double seconds, int64_t calls);
+  // tessel_gpu_memory_used_bytes{device}, tessel_gpu_memory_total_bytes{device} and
+  // tessel_gpu_utilization_ratio{device}, as NVML reports them for the rank's GPU (`device` = "cuda:N").
+  // Negative values (not known) are dropped.
+  void SetGpuStats(std::string_view device, int64_t memory_used_bytes, int64_t memory_total_bytes, double utilization);
   // tessel_bad_loss_total: a step whose loss was NaN, infinite or exploded (train.on_bad_loss).
   void AddBadLoss();
   // tessel_memory_bytes{kind}: bytes the rank holds for `kind` (one of kMemoryKinds; others are dropped).

@@ -21,7 +21,10 @@ inline constexpr std::string_view kStepColumns[] = {
     "unix_seconds",        // when the step ended (Unix time)
     "step_seconds",        // wall time of the step
     "compute_seconds",     // step_seconds less peer_wait_seconds: what tells a straggler apart
-    "peer_wait_seconds",   // blocked in communication with peers
+    "peer_wait_seconds",   // blocked in communication with peers, the three below together
+    "wait_allreduce_seconds",  // ... in sums of gradients and losses
+    "wait_alltoall_seconds",   // ... in halo and remote feature exchanges
+    "wait_p2p_seconds",        // ... in pipeline sends and receives
     "forward_seconds",
     "backward_seconds",
     "loss",

@@ -63,6 +63,7 @@ workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
   s.on_bad_loss = spec.train.on_bad_loss;
   s.bad_loss_factor = spec.train.bad_loss_factor;
   s.bad_loss_window = spec.train.bad_loss_window;
+  s.kernel_sample_every = spec.metrics.kernel_sample_every;
   return s;
 }
 

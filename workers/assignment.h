@@ -44,6 +44,7 @@ namespace tessel::workers {
   X(BadLossAction, on_bad_loss)                    \
   X(double, bad_loss_factor)                       \
   X(int32_t, bad_loss_window)                      \
+  X(int32_t, kernel_sample_every)                  \
   X(std::string, resume_step_dir)                  \
   X(int64_t, resume_step)
 struct WorkerSettings {

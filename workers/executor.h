@@ -51,6 +51,7 @@ struct ExecutorContext {
   const KernelRegistry* kernels = nullptr;       // the loaded plugins
   DeviceContext device;
   MemoryBudget* budget = nullptr;                // charged for kernel workspaces; null = unlimited
+  KernelTimer* kernel_timer = nullptr;           // times the kernels of sampled steps; null = never
   monitoring::Metrics* metrics = nullptr;        // null when the rank exports none
   const Logger* log = nullptr;
   uint64_t seed = 0;                             // the job's seed

@@ -9,6 +9,7 @@ KernelSet::KernelSet(const KernelRegistry& registry, const ExecutorContext& cont
   options_.device_ordinal = context.device.ordinal;
   options_.budget = context.budget;
   options_.workspace_pool = &workspace_;
+  options_.timer = context.kernel_timer;
 }
 
 Status KernelSet::Require(const std::vector<const tessel_op_decl*>& ops) {

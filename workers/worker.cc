@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
+#include "monitoring/gpu_stats.h"
 #include "storage/checkpoint_shard.h"
 #include "monitoring/run_csv.h"
 #include "workers/comm/nccl_comm.h"
@@ -282,6 +283,46 @@ Seconds TestStepDelay(int worker, const Logger& log) {
   return Seconds(ms / 1e3);
 }
 
+// tessel_gpu_* for the worker's GPU, at most once a second, through NVML. Without a GPU, or without NVIDIA's
+// driver library, it is off, and says so once (the rest of the job does not change).
+class GpuSampler {
+ public:
+  GpuSampler(const DeviceContext& device, monitoring::Metrics* metrics, const Logger& log)
+      : metrics_(metrics), label_(StrCat("cuda:", device.ordinal)) {
+    if (metrics == nullptr || device.device != Device::kCuda) return;
+    Result<std::string> bus_id = CudaPciBusId(device.ordinal);
+    Result<std::unique_ptr<monitoring::GpuStats>> nvml =
+        bus_id.ok() ? monitoring::GpuStats::Open() : Result<std::unique_ptr<monitoring::GpuStats>>(bus_id.status());
+    if (!nvml.ok()) {
+      log.Info(StrCat("no GPU metrics (tessel_gpu_*) for ", label_, ": ", nvml.status().message()));
+      return;
+    }
+    nvml_ = std::move(nvml).value();
+    bus_id_ = std::move(bus_id).value();
+    Sample(log);
+  }
+  void Sample(const Logger& log) {
+    if (nvml_ == nullptr) return;
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(1)) return;
+    last_ = now;
+    Result<monitoring::GpuStats::Sample> s = nvml_->Read(bus_id_);
+    if (!s.ok()) {
+      log.Warn(StrCat("GPU metrics off for ", label_, ": ", s.status().message()));
+      nvml_.reset();
+      return;
+    }
+    metrics_->SetGpuStats(label_, s->memory_used_bytes, s->memory_total_bytes, s->utilization);
+  }
+
+ private:
+  monitoring::Metrics* metrics_;
+  std::string label_;
+  std::string bus_id_;
+  std::unique_ptr<monitoring::GpuStats> nvml_;
+  Clock::time_point last_{};
+};
+
 // One step's figures: the step's metrics that the runtime sets (the executors set their own as they go),
 // and the row of RUN_DIR/metrics.csv (monitoring/run_csv.h), built from the same values. `metrics` may be
 // null (a test's run): then the row has only the step's own figures.
@@ -291,17 +332,21 @@ class StepFigures {
     if (metrics_ != nullptr) before_ = metrics_->Totals();
   }
 
-  Record Take(const StepResult& r, const Record& shown, double seconds, double peer_wait_seconds,
+  Record Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
               int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
     const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
     const double backward = FindNumber(r.timings, "backward_seconds").value_or(-1);
     const std::optional<double> val_loss = FindNumber(shown, "val_loss");
     const int64_t resident = ResidentBytes();
+    const double peer_wait_seconds = waited[0] + waited[1] + waited[2];
     Record row;
     Set(row, "unix_seconds", Seconds(std::chrono::system_clock::now().time_since_epoch()).count());
     Set(row, "step_seconds", seconds);
     Set(row, "compute_seconds", std::max(0.0, seconds - peer_wait_seconds));
     Set(row, "peer_wait_seconds", peer_wait_seconds);
+    for (size_t k = 0; k < waited.size(); ++k) {
+      Set(row, StrCat("wait_", monitoring::kPeerWaitKinds[k], "_seconds"), waited[k]);
+    }
     if (forward >= 0) Set(row, "forward_seconds", forward);
     if (backward >= 0) Set(row, "backward_seconds", backward);
     Set(row, "loss", r.loss);
@@ -322,7 +367,7 @@ class StepFigures {
     metrics_->AddSamples(r.samples_kind, r.samples);
     metrics_->SetLearningRate(r.lr);
     if (val_loss) metrics_->SetValidationLoss(*val_loss);
-    metrics_->AddPeerWait(peer_wait_seconds);
+    for (size_t k = 0; k < waited.size(); ++k) metrics_->AddPeerWait(monitoring::kPeerWaitKinds[k], waited[k]);
     metrics_->AddPipelineBytes(pipeline_sent, pipeline_received);
     metrics_->SetResidentMemoryBytes(resident);
     const monitoring::MetricTotals now = metrics_->Totals();
@@ -495,6 +540,8 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   WarnIfBoundToFewerCores(settings.threads, log);
   ThreadPool pool(settings.threads);
   MemoryBudget budget(settings.memory_budget_bytes);
+  // Kernel times are only exported (not in metrics.csv): without an exporter nothing is timed.
+  KernelTimer kernel_timer(hooks.metrics != nullptr && settings.metrics_port_base > 0 ? settings.kernel_sample_every : 0);
   ExecutorContext context;
   context.comm = &comm;
   context.device_comm = device->comm.get();
@@ -502,6 +549,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   context.kernels = &registry;
   context.device = device->context;
   context.budget = &budget;
+  context.kernel_timer = &kernel_timer;
   context.metrics = hooks.metrics;
   context.log = &log;
   context.seed = settings.seed;
@@ -534,13 +582,19 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   LossWatch loss_watch(settings.bad_loss_factor, settings.bad_loss_window);
   const Seconds test_delay = TestStepDelay(comm.rank(), log);
   StepFigures figures(hooks.metrics);
+  GpuSampler gpu(device->context, hooks.metrics, log);
   for (int64_t step = first_step; step <= executor->num_steps(); ++step) {
     const auto start = Clock::now();
-    const double waited_before = comm.wait_seconds();
+    const TimedComm::Waits waited_before = comm.waits();
     const int64_t sent_before = comm.p2p_sent_bytes(), received_before = comm.p2p_received_bytes();
     if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // compute time, as a slow host's
+    kernel_timer.BeginStep(step);
     TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
     const double took = Seconds(Clock::now() - start).count();
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<KernelTimer::Sum> kernel_sums, kernel_timer.EndStep());
+    for (const KernelTimer::Sum& k : kernel_sums) {
+      hooks.metrics->AddKernelTime(k.op, DeviceName(k.device), k.seconds, k.calls);
+    }
     if (hooks.metrics) hooks.metrics->SetLoss(r.loss);  // a bad one too: TesselLossNotFinite watches for it
     if (const std::string bad = loss_watch.Check(unit, step, r.loss); !bad.empty()) {
       if (hooks.metrics) hooks.metrics->AddBadLoss();
@@ -555,9 +609,12 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     history.Add(r, took);
     if (hooks.step) hooks.step->store(step);
     ProgressMsg progress{step, r.loss, took, std::move(r.shown), {}};
-    progress.figures = figures.Take(r, progress.shown, took, comm.wait_seconds() - waited_before,
+    TimedComm::Waits waited = comm.waits();
+    for (size_t k = 0; k < waited.size(); ++k) waited[k] -= waited_before[k];
+    progress.figures = figures.Take(r, progress.shown, took, waited,
                                     comm.p2p_sent_bytes() - sent_before, comm.p2p_received_bytes() - received_before,
                                     executor->Memory(), budget.peak());
+    gpu.Sample(log);
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
       hooks.metrics->SetEpoch(step);

@@ -12,7 +12,9 @@ table also gives its noise (the spread of the off runs, as a standard error of t
 The bound is exact where the measurement is not: tessel-bench-metrics-cost times, in process, what
 monitoring adds per step (every Metrics update the runtime makes after a step, and one metrics.csv row)
 and per scrape (collecting and serialising a worker's registry). bound = (update + csv row) / step time +
-scrape / scrape interval (10 s, prometheus.yml's; and 1 s): the share of the step time monitoring can take.
+scrape / scrape interval (10 s, prometheus.yml's; and 1 s) + the kernel timer's share (a sampled step's kernel
+calls, read from the last scrape, x timer_us_per_call / metrics.kernel_sample_every, plus every call's
+timer_off_us_per_call): the share of the step time monitoring can take.
 The updates and the csv rows happen with the exporter off too (they feed metrics.csv): `port_base = 0`
 removes the HTTP server and the scrapes.
 
@@ -24,6 +26,7 @@ at 1/8 of its nodes unless --full, so that a run takes seconds), gpt (gpt-demo.t
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -66,11 +69,12 @@ def run(name, args, work, metrics_on):
         cmd += ["--set", f"data.graph={os.path.join(work, 'sampled.h5')}"]
     stop = threading.Event()
     scrapes = [0]
+    last = [""]
 
     def scrape():
         while not stop.wait(1.0):
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
+                last[0] = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
                 scrapes[0] += 1
             except OSError:
                 pass
@@ -86,7 +90,17 @@ def run(name, args, work, metrics_on):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
     summary = json.load(open(os.path.join(out, "summary.json")))
     seconds = summary.get("epoch_seconds") or summary.get("step_seconds")
-    return statistics.median(seconds[1:]), scrapes[0]
+    return statistics.median(seconds[1:]), scrapes[0], kernel_calls_per_step(last[0])
+
+
+def kernel_calls_per_step(text, every=10):
+    """Kernel calls of one sampled step, from a scrape: tessel_kernel_calls_total over the steps sampled by then."""
+    calls = sum(float(v) for v in re.findall(r"^tessel_kernel_calls_total\{[^}]*\} (\S+)$", text, re.M))
+    epoch = re.findall(r"^tessel_epoch\{[^}]*\} (\S+)$", text, re.M)
+    if not calls or not epoch:
+        return 0.0
+    sampled = (int(float(epoch[0])) - 1) // every + 1
+    return calls / max(1, sampled)
 
 
 def main():
@@ -106,27 +120,31 @@ def main():
     cost = json.loads(subprocess.run([COST], capture_output=True, text=True, check=True).stdout)
     per_step_us = cost["update_us_per_step"] + cost["csv_us_per_row"]
     print(f"in-process cost: {cost['update_us_per_step']:.2f} us of metric updates and {cost['csv_us_per_row']:.2f} us "
-          f"of metrics.csv per step; {cost['scrape_us']:.0f} us per scrape ({cost['scrape_bytes']} bytes)")
+          f"of metrics.csv per step; {cost['scrape_us']:.0f} us per scrape ({cost['scrape_bytes']} bytes); the kernel "
+          f"timer {cost['timer_us_per_call']:.3f} us per call on a sampled step, {cost['timer_off_us_per_call']:.4f} us on others")
     for name in a.jobs.split(","):
         args, needs = table[name]
         if needs and not os.path.isdir(needs):
             print(f"{name}: skipped, {needs} is missing", file=sys.stderr)
             continue
         run(name, args, work, False)  # warm-up: the page cache, a generated graph file
-        off, on, scrapes = [], [], 0
+        off, on, scrapes, calls = [], [], 0, 0.0
         for _ in range(reps):
             off.append(run(name, args, work, False)[0])
-            t, n = run(name, args, work, True)
+            t, n, c = run(name, args, work, True)
             on.append(t)
             scrapes += n
+            calls = max(calls, c)
         m_off, m_on = statistics.median(off), statistics.median(on)
         # Standard error of a median: 1.2533 x sd / sqrt(n), relative to the median.
         noise = 1.2533 * statistics.stdev(off) / len(off) ** 0.5 / m_off * 100 if len(off) > 1 else float("nan")
-        bound10 = (per_step_us / (m_off * 1e6) + cost["scrape_us"] / 10e6) * 100
-        bound1 = (per_step_us / (m_off * 1e6) + cost["scrape_us"] / 1e6) * 100
+        timer_us = calls * (cost["timer_us_per_call"] / 10 + cost["timer_off_us_per_call"])  # kernel_sample_every = 10
+        bound10 = ((per_step_us + timer_us) / (m_off * 1e6) + cost["scrape_us"] / 10e6) * 100
+        bound1 = ((per_step_us + timer_us) / (m_off * 1e6) + cost["scrape_us"] / 1e6) * 100
         row = {"family": "metrics", "job": name, "reps": reps, "off_step_ms": m_off * 1e3, "on_step_ms": m_on * 1e3,
                "overhead_percent": (m_on / m_off - 1) * 100, "noise_percent": noise,
                "bound_percent_scrape_10s": bound10, "bound_percent_scrape_1s": bound1, "cost": cost, "scrapes": scrapes,
+               "kernel_calls_per_step": calls, "kernel_timer_us_per_step": timer_us,
                "off_runs_ms": [x * 1e3 for x in off], "on_runs_ms": [x * 1e3 for x in on],
                "target_percent": 1.0, "commit": commit}
         rows.append(row)

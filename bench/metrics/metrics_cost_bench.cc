@@ -4,7 +4,10 @@
 //                       StepFigures and RunAssignment) plus an executor's halo, gather and spill updates;
 //   csv_us_per_row      one RunCsv::Append of a full row (flushed);
 //   scrape_us           one scrape: Collect() and the text serialisation of a worker's registry, as the
-//                       exporter's handler does it.
+//                       exporter's handler does it;
+//   timer_us_per_call   what a sampled step's KernelTimer adds to one kernel call (workers/plugin_host/
+//                       kernel_timer.h: two clock reads and a sum under a lock), and timer_off_us_per_call
+//                       on the other steps (one branch), both over a call that does nothing.
 // Prints one JSON object. Medians of 9 rounds.
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -20,6 +23,7 @@
 #include "core/process_memory.h"
 #include "monitoring/metrics.h"
 #include "monitoring/run_csv.h"
+#include "workers/plugin_host/kernel_timer.h"
 
 namespace {
 
@@ -51,7 +55,7 @@ int main() {
     metrics.ObserveForwardBackward(0.01, 0.02);
     metrics.AddSamples("tokens", 4096);
     metrics.SetLearningRate(3e-4);
-    metrics.AddPeerWait(0.001);
+    metrics.AddPeerWait("allreduce", 0.001);
     metrics.AddPipelineBytes(1 << 16, 1 << 16);
     metrics.SetResidentMemoryBytes(tessel::ResidentBytes());
     for (std::string_view kind : tessel::monitoring::kMemoryKinds) metrics.SetMemoryBytes(kind, 1 << 20);
@@ -78,7 +82,17 @@ int main() {
   const double scrape = MedianMicros(9, 200, [&](int) {
     bytes = prometheus::TextSerializer().Serialize(registry->Collect()).size();
   });
-  std::printf("{\"update_us_per_step\": %.3f, \"csv_us_per_row\": %.3f, \"scrape_us\": %.1f, \"scrape_bytes\": %zu}\n",
-              update, csv, scrape, bytes);
+  tessel::workers::KernelTimer timer(2);
+  const std::string op = "nn.linear.fwd";
+  auto nothing = [] { return tessel::Status(); };
+  timer.BeginStep(1);  // sampled
+  const double bare = MedianMicros(9, 200000, [&](int) { (void)nothing(); });
+  const double timed = MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
+  (void)timer.EndStep();
+  timer.BeginStep(2);  // not sampled
+  const double untimed = MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
+  std::printf("{\"update_us_per_step\": %.3f, \"csv_us_per_row\": %.3f, \"scrape_us\": %.1f, \"scrape_bytes\": %zu, "
+              "\"timer_us_per_call\": %.4f, \"timer_off_us_per_call\": %.4f}\n",
+              update, csv, scrape, bytes, std::max(0.0, timed - bare), std::max(0.0, untimed - bare));
   return 0;
 }

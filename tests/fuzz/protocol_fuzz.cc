@@ -92,6 +92,7 @@ WorkerSettings SeedSettings() {
   s.startup_timeout_seconds = 45;
   s.checkpoint_dir = "runs/x/checkpoints";
   s.checkpoint_every_steps = 10;
+  s.kernel_sample_every = 10;
   s.resume_step = -1;
   return s;
 }

@@ -8,6 +8,7 @@
 // Thread safety: the training thread, as WorkerComm. Failure: the inner communicator's.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -21,24 +22,33 @@ class TimedComm final : public WorkerComm {
  public:
   explicit TimedComm(WorkerComm& inner) : inner_(inner), counts_(std::make_shared<Counts>()) {}
 
-  // Seconds blocked so far, this communicator and its splits together.
-  double wait_seconds() const { return counts_->seconds; }
+  // Seconds blocked so far, this communicator and its splits together, by what in: indexed as
+  // monitoring::kPeerWaitKinds (allreduce, alltoall, p2p).
+  using Waits = std::array<double, 3>;
+  const Waits& waits() const { return counts_->seconds; }
+  double wait_seconds() const { return counts_->seconds[0] + counts_->seconds[1] + counts_->seconds[2]; }
   // Point-to-point bytes sent (Isend) and received (Recv) so far.
   int64_t p2p_sent_bytes() const { return counts_->sent_bytes; }
   int64_t p2p_received_bytes() const { return counts_->received_bytes; }
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  Status AllreduceSum(float* data, int64_t count) override { return Timed([&] { return inner_.AllreduceSum(data, count); }); }
-  Status AllreduceSum(double* data, int64_t count) override { return Timed([&] { return inner_.AllreduceSum(data, count); }); }
-  Status AllreduceSum(int64_t* data, int64_t count) override { return Timed([&] { return inner_.AllreduceSum(data, count); }); }
+  Status AllreduceSum(float* data, int64_t count) override {
+    return Timed(kAllreduce, [&] { return inner_.AllreduceSum(data, count); });
+  }
+  Status AllreduceSum(double* data, int64_t count) override {
+    return Timed(kAllreduce, [&] { return inner_.AllreduceSum(data, count); });
+  }
+  Status AllreduceSum(int64_t* data, int64_t count) override {
+    return Timed(kAllreduce, [&] { return inner_.AllreduceSum(data, count); });
+  }
   Status AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) override {
-    return Timed([&] { return inner_.AllToAll(send, recv); });
+    return Timed(kAllToAll, [&] { return inner_.AllToAll(send, recv); });
   }
   Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts, const std::vector<int64_t>& send_offsets,
                    float* recv_buf, const std::vector<int64_t>& recv_counts,
                    const std::vector<int64_t>& recv_offsets) override {
-    return Timed([&] { return inner_.AllToAllV(send_buf, send_counts, send_offsets, recv_buf, recv_counts, recv_offsets); });
+    return Timed(kAllToAll, [&] { return inner_.AllToAllV(send_buf, send_counts, send_offsets, recv_buf, recv_counts, recv_offsets); });
   }
   Result<std::unique_ptr<WorkerComm>> Duplicate() override { return inner_.Duplicate(); }
   Result<std::unique_ptr<WorkerComm>> Split(int color) override {
@@ -51,28 +61,31 @@ class TimedComm final : public WorkerComm {
     return handle;
   }
   Status WaitSend(int64_t handle, double timeout_seconds) override {
-    return Timed([&] { return inner_.WaitSend(handle, timeout_seconds); });
+    return Timed(kP2p, [&] { return inner_.WaitSend(handle, timeout_seconds); });
   }
   Status Recv(int peer, float* data, int64_t count, int tag, double timeout_seconds) override {
-    Status st = Timed([&] { return inner_.Recv(peer, data, count, tag, timeout_seconds); });
+    Status st = Timed(kP2p, [&] { return inner_.Recv(peer, data, count, tag, timeout_seconds); });
     if (st.ok()) counts_->received_bytes += count * static_cast<int64_t>(sizeof(float));
     return st;
   }
-  Status WaitSends(double timeout_seconds) override { return Timed([&] { return inner_.WaitSends(timeout_seconds); }); }
+  Status WaitSends(double timeout_seconds) override {
+    return Timed(kP2p, [&] { return inner_.WaitSends(timeout_seconds); });
+  }
 
  private:
+  enum Kind : size_t { kAllreduce = 0, kAllToAll = 1, kP2p = 2 };  // kPeerWaitKinds' order
   struct Counts {
-    double seconds = 0;
+    Waits seconds{};
     int64_t sent_bytes = 0, received_bytes = 0;
   };
   TimedComm(std::unique_ptr<WorkerComm> owned, std::shared_ptr<Counts> counts)
       : owned_(std::move(owned)), inner_(*owned_), counts_(std::move(counts)) {}
 
   template <typename F>
-  Status Timed(F&& call) {
+  Status Timed(Kind kind, F&& call) {
     const auto start = std::chrono::steady_clock::now();
     Status st = call();
-    counts_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    counts_->seconds[kind] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return st;
   }
 

@@ -157,6 +157,15 @@ Kernel::Kernel(std::string op, Device device, std::string schema_text, Schema sc
 
 Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                     const CallOptions& options, const void* params, size_t params_size) const {
+  if (options.timer != nullptr && options.timer->active()) {
+    return options.timer->Time(op_, device_, device_ == Device::kCuda ? options.cuda_stream : nullptr,
+                               [&] { return Run(inputs, outputs, options, params, params_size); });
+  }
+  return Run(inputs, outputs, options, params, params_size);
+}
+
+Status Kernel::Run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   const CallOptions& options, const void* params, size_t params_size) const {
   if (params_size != params_size_ || (params_size_ > 0 && params == nullptr)) {
     return InternalError(StrCat(context_, ": called with a parameter struct of ", params == nullptr ? 0 : params_size,
                                 " bytes, the op declares ", params_size_));

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "workers/plugin_host/kernel_timer.h"
 #include "workers/plugin_host/schema.h"
 #include "workers/plugin_host/workspace_pool.h"
 
@@ -28,6 +29,7 @@ struct CallOptions {
   // CPU kernels: host workspace comes from (and goes back to) this pool, charged to its own budget;
   // null: allocated and freed per call, charged to `budget`.
   WorkspacePool* workspace_pool = nullptr;
+  KernelTimer* timer = nullptr;  // times the call on its sampled steps; null: never timed
 };
 
 class Kernel {
@@ -63,17 +65,20 @@ class Kernel {
     return Call(inputs, outputs, options, &params, sizeof(P));
   }
   Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool* pool) const {
-    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr});
+    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr, nullptr, nullptr});
   }
   template <typename P>
   Status Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const P& params,
               ThreadPool* pool) const {
-    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr}, &params, sizeof(P));
+    return Call(inputs, outputs, CallOptions{pool, nullptr, 0, nullptr, nullptr, nullptr}, &params, sizeof(P));
   }
 
   size_t params_size() const { return params_size_; }
 
  private:
+  Status Run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const CallOptions& options,
+             const void* params, size_t params_size) const;
+
   std::string op_;
   Device device_;
   std::string schema_text_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "workers/rgnn/model_registry.h"
 #include "workers/rgnn/sampled_source.h"
@@ -339,11 +340,14 @@ MemoryUse RgnnExecutor::Memory() const {
   m.weights = static_cast<int64_t>(params_.flat_value().nbytes());
   m.gradients = params_.num_grad_values() * static_cast<int64_t>(sizeof(float));
   m.optimizer = adam_.state_bytes();
-  // The layer inputs and outputs and their gradients (the layers' own saved tensors are not counted yet).
+  // The layer inputs and outputs and their gradients, and the layers' own buffers (what each keeps for its
+  // backward, and their scratch; a buffer the layers share counted once).
   int64_t acts = static_cast<int64_t>(logits_.nbytes() + dlast_.nbytes() + dlogits_.nbytes());
   for (const auto* bufs : {&out_buf_, &dout_buf_, &hidden_buf_, &dhidden_buf_}) {
     for (const GrowBuffer& b : *bufs) acts += b.bytes();
   }
+  std::set<const void*> counted;
+  for (const auto& layer : layers_) acts += layer->BufferBytes(counted);
   m.activations = acts;
   if (const std::optional<double> g = FindNumber(source_->Figures(), "graph_bytes")) m.graph = static_cast<int64_t>(*g);
   return m;

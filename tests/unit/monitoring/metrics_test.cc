@@ -84,9 +84,9 @@ std::map<std::string, CatalogRow> ParseCatalog(const std::string& path) {
     EXPECT_TRUE(name.size() > 2 && name.front() == '`' && name.back() == '`') << "name not in backticks: " << line;
     name = name.substr(1, name.size() - 2);
     EXPECT_EQ(rows.count(name), 0u) << "duplicate row " << name;
-    // "when set": no role registers it up front (ExportedBy::kWhenSet).
+    // "when set", or "when set (GPU)": no role registers it up front (ExportedBy::kWhenSet).
     rows[name] = CatalogRow{cells[1], SplitList(cells[2]), cells[3],
-                            cells[5] == "when set" ? std::set<std::string>{} : SplitList(cells[5])};
+                            cells[5].rfind("when set", 0) == 0 ? std::set<std::string>{} : SplitList(cells[5])};
   }
   EXPECT_FALSE(rows.empty()) << "no catalog table in " << path;
   return rows;
@@ -152,7 +152,9 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.SetLearningRate(3e-4);
   metrics.AddBadLoss();
   metrics.SetValidationLoss(1.25);
-  metrics.AddPeerWait(0.05);
+  metrics.AddPeerWait("allreduce", 0.05);
+  metrics.AddKernelTime("nn.relu.fwd", "cpu", 0.001, 2);
+  metrics.SetGpuStats("cuda:0", 1 << 30, 80LL << 30, 0.5);
   metrics.SetResidentMemoryBytes(1 << 20);
   metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1");
   metrics.SetPartitionImbalance(1.03);
@@ -315,8 +317,10 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   metrics.AddSamples("tokens", 2048);
   metrics.AddSamples("tokens", -5);  // dropped
   metrics.SetLearningRate(6e-4);
-  metrics.AddPeerWait(0.125);
-  metrics.AddPeerWait(std::numeric_limits<double>::quiet_NaN());  // dropped
+  metrics.AddPeerWait("allreduce", 0.125);
+  metrics.AddPeerWait("p2p", 0.25);
+  metrics.AddPeerWait("alltoall", std::numeric_limits<double>::quiet_NaN());  // dropped
+  metrics.AddPeerWait("no-such-kind", 1.0);                                 // dropped
   metrics.AddBadLoss();
   metrics.SetJobState("planning");
   metrics.SetJobState("training");
@@ -338,7 +342,9 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   EXPECT_EQ(Label(samples, "kind"), "tokens");
   EXPECT_EQ(samples.counter.value, 4096.0);
   EXPECT_EQ(families.at("tessel_learning_rate").metric.at(0).gauge.value, 6e-4);
-  EXPECT_EQ(families.at("tessel_peer_wait_seconds_total").metric.at(0).counter.value, 0.125);
+  std::map<std::string, double> waits;
+  for (const auto& m : families.at("tessel_peer_wait_seconds_total").metric) waits[Label(m, "kind")] = m.counter.value;
+  EXPECT_EQ(waits, (std::map<std::string, double>{{"allreduce", 0.125}, {"alltoall", 0}, {"p2p", 0.25}}));
   EXPECT_EQ(families.at("tessel_bad_loss_total").metric.at(0).counter.value, 1.0);
   std::map<std::string, double> states;
   for (const auto& m : families.at("tessel_job_state").metric) states[Label(m, "state")] = m.gauge.value;
@@ -363,7 +369,7 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   EXPECT_EQ(totals.spill_written_bytes, 30.0);
   EXPECT_EQ(totals.spill_read_bytes, 40.0);
   EXPECT_EQ(totals.spill_wait_seconds, 0.5);
-  EXPECT_EQ(totals.peer_wait_seconds, 0.125);
+  EXPECT_EQ(totals.peer_wait_seconds, 0.375);
   EXPECT_EQ(totals.pipeline_sent_bytes, 64.0);
   EXPECT_EQ(totals.pipeline_received_bytes, 0.0);
 }
@@ -378,6 +384,39 @@ TEST(Metrics, MemoryBytesByKnownKindOnly) {
   std::map<std::string, double> kinds;
   for (const auto& m : families.at("tessel_memory_bytes").metric) kinds[Label(m, "kind")] = m.gauge.value;
   EXPECT_EQ(kinds, (std::map<std::string, double>{{"optimizer", 2000}, {"weights", 1500}}));
+}
+
+TEST(Metrics, KernelTimeByOpAndDevice) {
+  Metrics metrics({"kernels", 1, std::string(kRoleWorker)}, "0.1.0");
+  EXPECT_EQ(Collect(metrics).count("tessel_kernel_seconds_total"), 0u) << "registered only when set";
+  metrics.AddKernelTime("nn.linear.fwd", "cpu", 0.5, 4);
+  metrics.AddKernelTime("nn.linear.fwd", "cpu", 0.25, 2);
+  metrics.AddKernelTime("nn.linear.fwd", "cuda", 0.125, 1);
+  metrics.AddKernelTime("nn.add", "cpu", 0.1, 0);                                       // no calls: dropped
+  metrics.AddKernelTime("nn.add", "cpu", std::numeric_limits<double>::quiet_NaN(), 1);  // dropped
+  const auto families = Collect(metrics);
+  std::map<std::string, double> seconds, calls;
+  for (const auto& m : families.at("tessel_kernel_seconds_total").metric) {
+    seconds[Label(m, "op") + "/" + Label(m, "device")] = m.counter.value;
+  }
+  for (const auto& m : families.at("tessel_kernel_calls_total").metric) {
+    calls[Label(m, "op") + "/" + Label(m, "device")] = m.counter.value;
+  }
+  EXPECT_EQ(seconds, (std::map<std::string, double>{{"nn.linear.fwd/cpu", 0.75}, {"nn.linear.fwd/cuda", 0.125}}));
+  EXPECT_EQ(calls, (std::map<std::string, double>{{"nn.linear.fwd/cpu", 6}, {"nn.linear.fwd/cuda", 1}}));
+}
+
+TEST(Metrics, GpuStatsPerDevice) {
+  Metrics metrics({"gpu", 1, std::string(kRoleWorker)}, "0.1.0");
+  EXPECT_EQ(Collect(metrics).count("tessel_gpu_memory_used_bytes"), 0u) << "registered only when set";
+  metrics.SetGpuStats("cuda:1", 3000, 8000, 0.25);
+  metrics.SetGpuStats("cuda:1", 4000, 8000, -1);  // the utilisation is not known: kept at 0.25
+  const auto families = Collect(metrics);
+  const auto& used = families.at("tessel_gpu_memory_used_bytes").metric.at(0);
+  EXPECT_EQ(Label(used, "device"), "cuda:1");
+  EXPECT_EQ(used.gauge.value, 4000);
+  EXPECT_EQ(families.at("tessel_gpu_memory_total_bytes").metric.at(0).gauge.value, 8000);
+  EXPECT_EQ(families.at("tessel_gpu_utilization_ratio").metric.at(0).gauge.value, 0.25);
 }
 
 TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {

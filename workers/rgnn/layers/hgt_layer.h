@@ -53,6 +53,17 @@ class HgtLayer final : public RgnnLayer {
   Status Bind(const GraphView& graph) override;
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
+  int64_t BufferBytes(std::set<const void*>& counted) const override {
+    int64_t n = agg_buf_.CountOnce(counted) + row_max_buf_.CountOnce(counted) + row_sum_buf_.CountOnce(counted) +
+                o_buf_.CountOnce(counted) + one_hot_ids_buf_.CountOnce(counted) + ones_buf_.CountOnce(counted);
+    if (scratch_ != nullptr) {
+      for (const GrowBuffer* b : {&scratch_->a_buf, &scratch_->b_buf, &scratch_->c_buf, &scratch_->e_buf,
+                                  &scratch_->k_buf, &scratch_->q_buf, &scratch_->v_buf}) {
+        n += b->CountOnce(counted);
+      }
+    }
+    return n;
+  }
 
  private:
   // Whether a typed linear reads the layer's input (one-hot for a one-hot layer) or a dense tensor.

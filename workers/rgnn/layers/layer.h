@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <set>
 #include <vector>
 
 #include "core/allocator.h"
@@ -35,6 +36,8 @@ class GrowBuffer {
     return Tensor::Borrow(storage_.raw(), dtype, std::move(shape), storage_.device());
   }
   int64_t bytes() const { return static_cast<int64_t>(storage_.nbytes()); }
+  // bytes(), or 0 when `counted` has this buffer already (it is added).
+  int64_t CountOnce(std::set<const void*>& counted) const { return counted.insert(this).second ? bytes() : 0; }
 
  private:
   Tensor storage_;
@@ -53,6 +56,13 @@ class RgnnLayer {
   }
   // Whether Backward reads the `out` its Forward wrote (then the executor keeps it intact until then).
   virtual bool reads_own_output() const { return false; }
+  // Bytes of the layer's own buffers (what its Forward keeps for its Backward, and its scratch), for
+  // tessel_memory_bytes{kind="activations"}: each buffer's address goes into `counted` once, so that
+  // buffers the layers of a model share are counted once.
+  virtual int64_t BufferBytes(std::set<const void*>& counted) const {
+    (void)counted;
+    return 0;
+  }
 
   // x: [rows, in] (ignored when the layer reads a one-hot input); out: [owned, out_dim()], overwritten.
   virtual Status Forward(const Tensor& x, Tensor& out) = 0;

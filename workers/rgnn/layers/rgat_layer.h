@@ -36,6 +36,10 @@ class RgatLayer final : public RgnnLayer {
   Status Bind(const GraphView& graph) override;
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
+  int64_t BufferBytes(std::set<const void*>& counted) const override {
+    return heads_buf_.CountOnce(counted) + s_src_buf_.CountOnce(counted) + s_dst_buf_.CountOnce(counted) +
+           row_max_buf_.CountOnce(counted) + row_sum_buf_.CountOnce(counted);
+  }
 
  private:
   Shape shape_;

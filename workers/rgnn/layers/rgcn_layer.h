@@ -49,6 +49,7 @@ class RgcnLayer final : public RgnnLayer {
   int64_t out_dim() const override { return shape_.out_dim; }
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
+  int64_t BufferBytes(std::set<const void*>& counted) const override { return y_buf_.CountOnce(counted); }
 
  private:
   RgcnLayer(const Shape& shape, const GraphView& graph, const KernelSet& kernels, ParameterStore& params,
