@@ -205,7 +205,7 @@ constexpr MetricSpec kMemory{.name = "tessel_memory_bytes",
                              .variable_labels = "kind",
                              .exported_by = ExportedBy::kWhenSet,
                              .help = "Bytes this rank holds, by kind: weights, gradients, optimizer state, "
-                                     "activations, kernel workspace (peak), graph (features, labels, masks)."};
+                                     "activations, kernel workspace (peak), graph (features, labels, masks, adjacency)."};
 constexpr MetricSpec kResident{.name = "tessel_resident_memory_bytes",
                                .kind = MetricKind::kGauge,
                                .unit = "bytes",

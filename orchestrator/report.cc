@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/json.h"
@@ -61,6 +62,9 @@ enum Col : int {
   kMemActivations,
   kMemWorkspace,
   kMemGraph,
+  kWaitAllreduce,
+  kWaitAlltoall,
+  kWaitP2p,
   kNumCols,
 };
 constexpr std::array<std::string_view, kNumCols> kColNames = {
@@ -73,6 +77,7 @@ constexpr std::array<std::string_view, kNumCols> kColNames = {
     "resident_bytes",     "activation_bytes",
     "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
     "memory_activations_bytes", "memory_workspace_bytes", "memory_graph_bytes",
+    "wait_allreduce_seconds", "wait_alltoall_seconds", "wait_p2p_seconds",
 };
 
 constexpr bool WrittenByRunCsv(std::string_view name) {
@@ -422,6 +427,35 @@ ChartSpec StepTimeChart(const Metrics& m, const Summary& s) {
   return c;
 }
 
+// The waits on peers per rank, by what the rank waited in: a line per rank and kind that has any (solid
+// allreduce, dashed alltoall, dotted p2p).
+ChartSpec WaitChart(const Metrics& m, const Summary& s) {
+  ChartSpec c{.id = "waits",
+              .title = StrCat("Time waiting on peers per ", StepUnit(s),
+                              " by rank and kind (solid: allreduce, dashed: alltoall, dots: p2p)"),
+              .x_title = StepUnit(s),
+              .y_title = StrCat("wait per ", StepUnit(s), " (ms)")};
+  const std::tuple<const char*, Col, Stroke> kinds[] = {{"allreduce", kWaitAllreduce, Stroke::kSolid},
+                                                        {"alltoall", kWaitAlltoall, Stroke::kDashed},
+                                                        {"p2p", kWaitP2p, Stroke::kDots}};
+  size_t index = 0;
+  for (const auto& [rank, rows] : m.ranks) {
+    const std::string color = IsStraggler(s, rank) ? kStragglerColor : RankColor(index);
+    ++index;
+    for (const auto& [kind, col, stroke] : kinds) {
+      bool any = false;
+      for (const StepRow& r : rows) any = any || (std::isfinite(r.v[col]) && r.v[col] > 0);
+      if (!any) continue;  // the job never waits in this kind (a full-graph job has no p2p)
+      c.series.push_back({.label = StrCat(RankLabel(rank, s), " ", kind),
+                          .color = color,
+                          .width = 1.5,
+                          .stroke = stroke,
+                          .points = PointsOf(rows, [col = col](const StepRow& r) { return r.v[col] * 1e3; })});
+    }
+  }
+  return c;
+}
+
 ChartSpec ThroughputChart(const Metrics& m, const Summary& s) {
   const std::string unit = SampleUnit(s) + "/s";
   ChartSpec c{.id = "throughput",
@@ -655,6 +689,7 @@ std::string RenderPage(const std::string& run_dir, const Metrics& m, const Summa
 
   h += "<h2>Loss</h2>\n" + RenderChart(LossChart(m, s));
   h += "<h2>Step time</h2>\n" + RenderChart(StepTimeChart(m, s)) + RankTable(m, s);
+  h += "<h2>Waiting on peers</h2>\n" + RenderChart(WaitChart(m, s));
   h += "<h2>Throughput</h2>\n" + RenderChart(ThroughputChart(m, s));
   h += "<h2>Bandwidth</h2>\n" + RenderChart(BandwidthChart(m, s));
   h += "<h2>Memory</h2>\n" + RenderChart(MemoryChart(m, s)) + RenderChart(MemoryByKindChart(m, s));

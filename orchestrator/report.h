@@ -2,9 +2,9 @@
 // the run left behind: RUN_DIR/metrics.csv (monitoring/run_csv.h: one row per step and worker rank) and
 // RUN_DIR/summary.json (orchestrator/run_output.h; optional: a run killed before its end has none, and
 // the page says so). The page has a header (job, kind, outcome, and for a failed run its error, exit code
-// and failed rank), six charts drawn as inline SVG (loss, step time per rank with its compute time and
-// the stragglers of summary.json marked, throughput, bandwidth summed over ranks, memory per rank, memory
-// by kind) and a table of per-rank medians. It refers to nothing outside itself: no URL, no script, no font, so it can
+// and failed rank), seven charts drawn as inline SVG (loss, step time per rank with its compute time and
+// the stragglers of summary.json marked, the waits on peers by rank and kind, throughput, bandwidth summed
+// over ranks, memory per rank, memory by kind) and a table of per-rank medians. It refers to nothing outside itself: no URL, no script, no font, so it can
 // be mailed or attached to a ticket as it is.
 //
 // metrics.csv columns are found by their header names, so a file with more columns (a later version) or

@@ -116,7 +116,11 @@ python3 - "$W/runs/full/report.html" <<'PY' || fail "the 3-rank run's report.htm
 import re, sys
 html = open(sys.argv[1]).read()
 charts = set(re.findall(r'data-chart="([a-z-]+)"', html))
-assert charts == {"loss", "step-time", "throughput", "bandwidth", "memory", "memory-kind"}, charts
+assert charts == {"loss", "step-time", "waits", "throughput", "bandwidth", "memory", "memory-kind"}, charts
+# The full-graph 3-rank run waits on its peers in allreduce (gradient sums) and alltoall (halo rows).
+waits = html[html.index('data-chart="waits"'):]
+waits = waits[:waits.index("</svg>")]
+assert "rank 1 allreduce" in waits and "rank 1 alltoall" in waits, "the waits chart lacks a kind"
 assert "http://" not in html and "https://" not in html and "<script" not in html, "not self-contained"
 assert "rank 2" in html and "rank 1" in html, "a worker is missing"
 print(f"report.html of live-full: {len(html)} bytes, charts {sorted(charts)}, no URL, no script")

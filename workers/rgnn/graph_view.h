@@ -39,6 +39,9 @@ struct GraphView {
 // The runs of `types` (one per row), split at `owned`.
 std::vector<TypeRun> TypeRunsOf(const std::vector<int32_t>& types, int64_t owned);
 
+// The bytes of the view's tensors: its layouts, row types and row ids (the adjacency as the kernels read it).
+int64_t GraphViewBytes(const GraphView& view);
+
 // Replaces a host tensor (or every tensor of a layout) by a copy on `device`; a no-op on CPU and for
 // empty tensors. The copies are queued on the device's stream.
 Status MoveToDevice(Tensor& t, const DeviceContext& device);

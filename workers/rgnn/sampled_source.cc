@@ -325,6 +325,9 @@ Result<const Batch*> SampledSource::Next() {
   rows_local_ += p->rows_local;
   rows_remote_ += p->rows_remote;
   TESSEL_RETURN_IF_ERROR(Upload(p.get()));
+  batch_bytes_ = static_cast<int64_t>(p->feature_storage.nbytes() + p->labels.nbytes() + p->train_mask.nbytes() +
+                                      p->test_mask.nbytes());
+  for (const GraphView& v : p->views) batch_bytes_ += GraphViewBytes(v);
   current_ = std::move(p);
   return &current_->batch;
 }
@@ -479,6 +482,9 @@ Record SampledSource::Figures() const {
   Set(r, "step_layout_seconds", epoch_layout_s_);
   Set(r, "step_feature_seconds", epoch_feature_s_);
   Set(r, "step_feature_wait_seconds", epoch_wait_s_);
+  // The sampling structure (every worker holds it whole) and the latest batch's blocks, feature rows,
+  // labels and masks; a prefetched batch, about as big, is not counted.
+  Set(r, "graph_bytes", graph_->Bytes() + batch_bytes_);
   return r;
 }
 

@@ -151,6 +151,7 @@ class SampledSource final : public BatchSource {
 
   // Figures.
   int64_t rows_local_ = 0, rows_remote_ = 0;
+  int64_t batch_bytes_ = 0;  // the latest batch's (Figures' graph_bytes)
   double epoch_sample_s_ = 0, epoch_layout_s_ = 0, epoch_feature_s_ = 0, epoch_wait_s_ = 0;
 
   // Prefetch.

@@ -23,6 +23,12 @@ uint64_t Below(uint64_t* state, uint64_t n) {
 
 }  // namespace
 
+int64_t SampledGraph::Bytes() const {
+  auto bytes_of = [](const auto& v) { return static_cast<int64_t>(v.size() * sizeof(v[0])); };
+  return bytes_of(type_offsets) + bytes_of(in_ptr) + bytes_of(in_src) + bytes_of(in_rel) + bytes_of(part_of) +
+         bytes_of(labels) + bytes_of(train_mask) + bytes_of(test_mask);
+}
+
 int32_t SampledGraph::TypeOf(int64_t node) const {
   if (type_offsets.size() < 2) return 0;
   const auto it = std::upper_bound(type_offsets.begin(), type_offsets.end(), node);

@@ -45,6 +45,8 @@ struct SampledGraph {
   static SampledGraph FromGraph(const storage::HeteroGraph& graph, const std::vector<int32_t>& part_of);
 
   int64_t num_edges() const { return static_cast<int64_t>(in_src.size()); }
+  // The bytes of its arrays.
+  int64_t Bytes() const;
   int32_t TypeOf(int64_t node) const;
   Status Validate(int32_t num_workers) const;
   void Encode(ByteWriter& out) const;

@@ -256,6 +256,35 @@ TEST_F(ReportTest, FindsColumnsByNameInAnyOrder) {
             std::string::npos);
 }
 
+TEST_F(ReportTest, WaitsByKindPerRankOnlyWhereThereAreAny) {
+  // Rank 1 waits in allreduce and p2p, rank 2 only in allreduce; nobody in alltoall.
+  std::string csv = "rank,step,step_seconds,compute_seconds,peer_wait_seconds,wait_allreduce_seconds,"
+                    "wait_alltoall_seconds,wait_p2p_seconds\n";
+  for (int step = 1; step <= 4; ++step) {
+    csv += "1," + std::to_string(step) + ",0.1,0.05,0.05,0.02,0,0.03\n";
+    csv += "2," + std::to_string(step) + ",0.1,0.09,0.01,0.01,0,0\n";
+  }
+  Write("metrics.csv", csv);
+  Write("summary.json", Summary("j"));
+  const std::string waits = ChartOf(Report(), "waits");
+  ASSERT_NE(waits, "");
+  EXPECT_NE(waits.find("wait per step (ms)"), std::string::npos);
+  EXPECT_NE(waits.find("rank 1 allreduce"), std::string::npos);
+  EXPECT_NE(waits.find("rank 1 p2p"), std::string::npos);
+  EXPECT_NE(waits.find("rank 2 (straggler) allreduce"), std::string::npos);
+  EXPECT_EQ(waits.find("rank 2 (straggler) p2p"), std::string::npos) << "rank 2 never waits in p2p";
+  EXPECT_EQ(waits.find("alltoall<"), std::string::npos) << "nobody waits in alltoall";
+  EXPECT_NE(waits.find("<circle"), std::string::npos) << "p2p is drawn as dots";
+}
+
+TEST_F(ReportTest, ACsvWithoutWaitColumnsHasAnEmptyWaitChart) {
+  Write("metrics.csv", TwoRankCsv());
+  Write("summary.json", Summary("j"));
+  const std::string waits = ChartOf(Report(), "waits");
+  ASSERT_NE(waits, "") << "the chart is there, saying it has no data";
+  EXPECT_NE(waits.find("no data"), std::string::npos);
+}
+
 TEST_F(ReportTest, OneStepWithEmptyCellsHasNoNanOrInf) {
   Write("metrics.csv", std::string(kHeader) + "\n0,1,,0.25,,,,,,,,,,,,,,,,,\n");
   const std::string html = Report();

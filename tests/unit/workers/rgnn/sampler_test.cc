@@ -196,6 +196,20 @@ SampledGraph ParallelEdgeGraph(int64_t n, uint64_t seed) {
   return g;
 }
 
+TEST(SampledGraph, BytesCountsEveryArray) {
+  SampledGraph g;
+  g.num_nodes = 3;
+  g.type_offsets = {0, 3};   // 2 x 8
+  g.in_ptr = {0, 1, 2, 2};   // 4 x 8
+  g.in_src = {1, 2};         // 2 x 4
+  g.in_rel = {0, 0};         // 2 x 4
+  g.part_of = {0, 0, 1};     // 3 x 4
+  g.labels = {0, -1, 1};     // 3 x 8
+  g.train_mask = {1, 0, 0};  // 3 x 1
+  g.test_mask = {0, 0, 1};   // 3 x 1
+  EXPECT_EQ(g.Bytes(), 16 + 32 + 8 + 8 + 12 + 24 + 3 + 3);
+}
+
 // A draw picks distinct edges: an edge that exists m times is drawn at most m times, and with fanout -1
 // (or one past the degree) a node's draw is its whole in-edge multiset.
 TEST(Sampler, NoNeighbourIsDrawnMoreOftenThanItsEdgesExist) {
