@@ -288,6 +288,7 @@ std::vector<Field> BuildFields() {
       // [plugins]
       TESSEL_JOB_FIELD(plugins.paths, Any(), "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside the executable)."),
       TESSEL_JOB_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
+      TESSEL_JOB_FIELD(plugins.prefer, Any(), "Plugin names, most preferred first: which plugin serves an op (on a device) that several loaded plugins offer. Without it such an op is an error naming them."),
       // [metrics]
       TESSEL_JOB_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
       TESSEL_JOB_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),

@@ -187,6 +187,7 @@ struct PluginsSection {
   // Both empty: load the built-in plugins beside the executable. Otherwise load exactly these.
   std::vector<std::string> paths;
   std::vector<std::string> search_dirs;  // directories scanned for libtessel_*.so plugins
+  std::vector<std::string> prefer;       // plugin names: which serves an op that several offer, first first
   bool operator==(const PluginsSection&) const = default;
 };
 

@@ -55,6 +55,7 @@ workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
   s.memory_budget_bytes = spec.resources.memory_budget_bytes;
   s.plugin_paths = spec.plugins.paths;
   s.plugin_search_dirs = spec.plugins.search_dirs;
+  s.plugin_prefer = spec.plugins.prefer;
   s.metrics_bind = spec.metrics.bind;
   s.metrics_port_base = spec.metrics.port_base;
   s.heartbeat_interval_seconds = spec.timeouts.heartbeat_interval_seconds;

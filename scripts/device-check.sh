@@ -120,6 +120,34 @@ json.dump(rows, open(f"{out}/aifb-cuda-vs-cpu.json", "w"), indent=1)
 sys.exit(1 if bad else 0)
 EOF
 
+# Monitoring on the GPU (issue 20): a CUDA job's exporter serves NVML's memory and utilisation of its GPU
+# (tessel_gpu_*) and the CUDA kernels' times from their events (tessel_kernel_seconds_total{device="cuda"}).
+dir=runs/device-check/metrics-cuda
+rm -rf "$dir"
+build/bin/tessel run jobs/examples/rgcn-aifb.toml --set job.device=cuda --set "job.output_dir=$dir" \
+  --set resources.workers=1 --set train.epochs=2000 --set metrics.port_base=9470 >"$logs/metrics-cuda.log" 2>&1 &
+metrics_pid=$!
+python3 - "$out/metrics-cuda.txt" <<'EOF' || { status=1; tail -5 "$logs/metrics-cuda.log"; }
+import re, sys, time, urllib.request
+text, deadline = "", time.time() + 90
+while time.time() < deadline:
+    time.sleep(1)
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:9470/metrics", timeout=2).read().decode()
+    except OSError:
+        continue
+    if re.search(r'^tessel_gpu_memory_used_bytes', text, re.M) and \
+       re.search(r'^tessel_kernel_seconds_total\{[^}]*device="cuda"', text, re.M):
+        break
+lines = [l for l in text.splitlines() if l.startswith(("tessel_gpu_", "tessel_kernel_seconds_total"))]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+print("\n".join(l for l in lines if "tessel_gpu_" in l or 'device="cuda"' in l))
+ok = any(l.startswith("tessel_gpu_memory_used_bytes") for l in lines) and any('device="cuda"' in l for l in lines)
+print("metrics on the GPU:", "ok" if ok else "MISSING tessel_gpu_* or CUDA kernel times")
+sys.exit(0 if ok else 1)
+EOF
+kill "$metrics_pid" 2>/dev/null; wait "$metrics_pid" 2>/dev/null || true
+
 # The GPT of gpt-shakespeare.toml (issue 7's line-1 configuration), 30 steps, one process, on the CPU and on
 # the GPU: the per-step losses must agree to 1e-3 relative; tokens per second of each.
 for dev in cpu cuda; do

@@ -34,6 +34,7 @@ namespace tessel::workers {
   X(int64_t, memory_budget_bytes)                  \
   X(std::vector<std::string>, plugin_paths)        \
   X(std::vector<std::string>, plugin_search_dirs)  \
+  X(std::vector<std::string>, plugin_prefer)       \
   X(std::string, metrics_bind)                     \
   X(int32_t, metrics_port_base)                    \
   X(double, heartbeat_interval_seconds)            \

@@ -41,6 +41,7 @@ void Fill(Tensor& t, uint64_t seed) {
 
 Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m, const workers::LlmTrainSettings& t) {
   workers::KernelRegistry registry;
+  registry.SetPreference(spec.plugins.prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
   ThreadPool pool(spec.resources.threads_per_worker);
   workers::ExecutorContext context;

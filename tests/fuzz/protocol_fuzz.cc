@@ -85,6 +85,7 @@ WorkerSettings SeedSettings() {
   s.memory_budget_bytes = int64_t{1} << 33;
   s.plugin_paths = {"/opt/a.so"};
   s.plugin_search_dirs = {"/opt/plugins"};
+  s.plugin_prefer = {"example"};
   s.metrics_bind = "0.0.0.0";
   s.metrics_port_base = 9400;
   s.heartbeat_interval_seconds = 0.5;

@@ -161,10 +161,6 @@ Status KernelRegistry::Register(PendingLoad& pending, const tessel_kernel_def* d
   for (const auto& k : pending.kernels) {
     if (k.key == key) return PluginError(StrCat(where, ": registered twice"));
   }
-  if (auto it = kernels_.find(key); it != kernels_.end()) {
-    return PluginError(StrCat("op '", op, "' for device ", DeviceLabel(device), " is provided by both ",
-                              it->second->plugin_path(), " and ", pending.path));
-  }
   pending.kernels.push_back({std::move(key), schema_text, std::move(schema).value(), def->fn, def->kernel_state,
                              params_size, floating_dtypes});
   return Status::Ok();
@@ -231,9 +227,9 @@ Status KernelRegistry::LoadPlugin(const std::string& path) {
   for (auto& k : pending.kernels) {
     out.kernels.push_back({k.key.op, k.key.device, k.schema_text});
     const std::vector<OutputRows> rows = OutputRowsFor(k.key.op);
-    kernels_.emplace(k.key, std::make_unique<Kernel>(k.key.op, k.key.device, k.schema_text, std::move(k.schema), rows,
-                                                     k.fn, k.state, file.canonical_path, k.params_size,
-                                                     k.floating_dtypes));
+    kernels_[k.key].push_back(std::make_unique<Kernel>(k.key.op, k.key.device, k.schema_text, std::move(k.schema),
+                                                       rows, k.fn, k.state, file.canonical_path, k.params_size,
+                                                       k.floating_dtypes));
   }
   std::sort(out.kernels.begin(), out.kernels.end(), [](const KernelInfo& a, const KernelInfo& b) {
     return std::tie(a.op, a.device) < std::tie(b.op, b.device);
@@ -262,7 +258,52 @@ Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
     if (files.empty()) logger_.Warn(StrCat("plugin directory ", dir, " holds no libtessel_*.so"));
     for (const std::string& file : files) TESSEL_RETURN_IF_ERROR(LoadPlugin(file));
   }
+  for (const std::string& name : prefer_) {
+    const bool loaded = std::any_of(plugins_.begin(), plugins_.end(), [&](const auto& p) { return p->info.name == name; });
+    if (!loaded) {
+      std::string names;
+      for (const auto& p : plugins_) names += StrCat(names.empty() ? "" : ", ", p->info.name);
+      return PluginError(StrCat("plugins.prefer names '", name, "', but no loaded plugin has that name (loaded: ",
+                                names.empty() ? "none" : names, ")"));
+    }
+  }
+  for (const auto& [key, candidates] : kernels_) {
+    if (candidates.size() < 2) continue;
+    Result<const Kernel*> chosen = Choose(key, candidates);
+    if (!chosen.ok()) continue;  // an error if a job looks it up
+    std::string others;
+    for (const auto& k : candidates) {
+      if (k.get() != *chosen) others += StrCat(others.empty() ? "" : ", ", PluginNameOf(*k));
+    }
+    logger_.Info(StrCat("op ", key.op, " (", DeviceLabel(key.device), "): plugin ", PluginNameOf(**chosen),
+                        " (plugins.prefer), not ", others));
+  }
   return Status::Ok();
+}
+
+std::string KernelRegistry::PluginNameOf(const Kernel& kernel) const {
+  for (const auto& p : plugins_) {
+    if (p->info.path == kernel.plugin_path()) return p->info.name;
+  }
+  return kernel.plugin_path();
+}
+
+Result<const Kernel*> KernelRegistry::Choose(const KernelKey& key,
+                                             const std::vector<std::unique_ptr<Kernel>>& candidates) const {
+  if (candidates.size() == 1) return candidates.front().get();
+  for (const std::string& name : prefer_) {
+    for (const auto& k : candidates) {
+      if (PluginNameOf(*k) == name) return k.get();
+    }
+  }
+  std::string offered;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    offered += StrCat(i == 0 ? "" : i + 1 == candidates.size() ? " and " : ", ", "'", PluginNameOf(*candidates[i]),
+                      "' (", candidates[i]->plugin_path(), ")");
+  }
+  return PluginError(StrCat("op '", key.op, "' for device ", DeviceLabel(key.device), " is provided by ",
+                            candidates.size() == 2 ? "both " : "", offered,
+                            ": name the one to use first in [plugins] prefer"));
 }
 
 std::string KernelRegistry::LoadedList() const {
@@ -281,7 +322,7 @@ Result<const Kernel*> KernelRegistry::Find(std::string_view op, Device device) c
     return PluginError(
         StrCat("no loaded plugin provides op '", op, "' for device ", DeviceLabel(device), " (", LoadedList(), ")"));
   }
-  return it->second.get();
+  return Choose(it->first, it->second);
 }
 
 Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device device) const {
@@ -292,14 +333,19 @@ Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device de
       missing.push_back(op);
       continue;
     }
+    Result<const Kernel*> chosen = Choose(it->first, it->second);
+    if (!chosen.ok()) {
+      problems.push_back(chosen.status().message());
+      continue;
+    }
     const std::string_view expected = ExpectedSchema(op);
     if (expected.empty()) continue;  // an op the host has no schema for: the caller vouches for it
     Result<Schema> want = ParseSchema(expected);
-    const Schema& have = it->second->parsed_schema();
+    const Schema& have = (*chosen)->parsed_schema();
     if (!want.ok() || want->ToString() != have.ToString()) {
-      problems.push_back(StrCat("plugin ", it->second->plugin_path(), " op ", op,
+      problems.push_back(StrCat("plugin ", (*chosen)->plugin_path(), " op ", op,
                                 ": schema mismatch: the host expects '", expected, "', the plugin declares '",
-                                it->second->schema(), "'"));
+                                (*chosen)->schema(), "'"));
     }
   }
   if (!missing.empty()) {

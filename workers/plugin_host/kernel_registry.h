@@ -55,24 +55,33 @@ class KernelRegistry {
   KernelRegistry(const KernelRegistry&) = delete;
   KernelRegistry& operator=(const KernelRegistry&) = delete;
 
-  // Loads one plugin: refuses a world-writable file or directory, dlopens it (RTLD_NOW|RTLD_LOCAL),
-  // calls its tessel_plugin_init, then checks the ABI (same major, host minor >= plugin minor), every
-  // kernel's schema (syntax, and equality with ExpectedSchema for ops the host knows) and duplicate
-  // (op, device) pairs across plugins. Kernels are committed only if all of that holds. Loading the
-  // same file again (by device and inode) is a no-op.
+  // Loads one plugin: refuses a world-writable file or directory or a file that is not a whole ELF
+  // shared object, dlopens it (RTLD_NOW|RTLD_LOCAL), calls its tessel_plugin_init, then checks the ABI
+  // (same major, host minor >= plugin minor), every kernel's schema (syntax, and equality with
+  // ExpectedSchema for ops the host knows) and (op, device) pairs registered twice by the plugin. Kernels
+  // are committed only if all of that holds. Loading the same file again (by device and inode) is a
+  // no-op. Two plugins may offer the same (op, device): Find decides (SetPreference).
   Status LoadPlugin(const std::string& path);
 
   // Loads every path in `paths`, then every libtessel_*.so in each of `search_dirs` (sorted by name).
   // When both are empty, loads the libtessel_*.so files of the first DefaultPluginDirs() entry. Stops
-  // at the first error.
+  // at the first error. Then every name SetPreference gave must be a loaded plugin's, and each (op,
+  // device) that several plugins offer and the preference decides is logged with the plugin chosen.
   Status LoadDefaults(const std::vector<std::string>& paths, const std::vector<std::string>& search_dirs);
+
+  // Which plugin serves an (op, device) that several loaded plugins offer: the first of `plugin_names`
+  // (PluginInfo::name, the job's [plugins] prefer) that offers it. Without one, such an op is an error
+  // naming both plugins when it is looked up.
+  void SetPreference(std::vector<std::string> plugin_names) { prefer_ = std::move(plugin_names); }
 
   // Checks that every op has a kernel for `device` whose schema is the host's expected one. The error
   // lists every problem, and the loaded plugins.
   Status RequireOps(const std::vector<std::string>& ops, Device device) const;
 
-  // The kernel for (op, device), owned by the registry.
+  // The kernel for (op, device), owned by the registry: the only one, or the preferred one of several.
   Result<const Kernel*> Find(std::string_view op, Device device) const;
+  // The name of the plugin that serves `kernel` (one of this registry's).
+  std::string PluginNameOf(const Kernel& kernel) const;
 
   // What was loaded, in load order.
   std::vector<PluginInfo> plugins() const;
@@ -91,11 +100,16 @@ class KernelRegistry {
   Status Register(PendingLoad& pending, const tessel_kernel_def* def) const;
   Status CheckAbi(const PendingLoad& pending, int major, int minor) const;
   std::string LoadedList() const;
+  // The kernel that serves `key` among its candidates (load order), by the preference; kPlugin when
+  // several offer it and the preference names none of them.
+  Result<const Kernel*> Choose(const KernelKey& key, const std::vector<std::unique_ptr<Kernel>>& candidates) const;
 
   Logger logger_;
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
-  // Declared after plugins_ so that kernels die before the libraries that hold their code.
-  std::map<KernelKey, std::unique_ptr<Kernel>> kernels_;
+  std::vector<std::string> prefer_;
+  // Declared after plugins_ so that kernels die before the libraries that hold their code. Every plugin's
+  // kernel for a key, in load order.
+  std::map<KernelKey, std::vector<std::unique_ptr<Kernel>>> kernels_;
 };
 
 }  // namespace tessel::workers

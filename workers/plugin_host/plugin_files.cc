@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "core/logging.h"
+#include "workers/plugin_host/elf_check.h"
 
 namespace tessel::workers {
 namespace {
@@ -45,6 +46,7 @@ Result<SafePluginFile> CheckPluginFile(const std::string& path) {
   }
   TESSEL_RETURN_IF_ERROR(CheckDirectory(ParentOf(fs::absolute(given, ec)), path));
   TESSEL_RETURN_IF_ERROR(CheckDirectory(ParentOf(canonical), path));
+  TESSEL_RETURN_IF_ERROR(CheckElfFile(canonical.string()));
   return SafePluginFile{canonical.string(),
                         FileId{static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino)}};
 }

@@ -23,7 +23,8 @@ struct SafePluginFile {
 
 // Refuses a path that does not exist, is not a regular file, is world-writable, or lies in a
 // world-writable directory (the directory of the path as given and of its resolved target): anyone
-// could swap the code Tessel is about to run. A window remains between this check and dlopen; it is
+// could swap the code Tessel is about to run. Then refuses a file that is not a whole ELF shared object
+// for this host (CheckElfFile), which dlopen would crash on. A window remains between this check and dlopen; it is
 // closed by keeping plugin directories unwritable, which is what the check enforces.
 Result<SafePluginFile> CheckPluginFile(const std::string& path);
 

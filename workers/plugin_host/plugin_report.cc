@@ -2,7 +2,16 @@
 
 #include <tessel/plugin.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <iomanip>
+#include <sstream>
 
 #include "core/logging.h"
 #include "workers/plugin_host/kernel_registry.h"
@@ -16,6 +25,83 @@ namespace {
 Logger QuietLogger() { return Logger("tessel plugin", LogLevel::kError); }
 
 std::string HostAbi() { return StrCat(TESSEL_PLUGIN_ABI_MAJOR, ".", TESSEL_PLUGIN_ABI_MINOR); }
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Runs `body` in a child process, which loads the plugin (dlopen runs its initialisers; tessel_plugin_init
+// runs), so that whatever the plugin does there (a bad pointer, an abort, a SIGBUS from a file cut short
+// after the check) becomes a verdict on `path`, not the death of this process. The child sends back its
+// report and its status through a pipe: [int32 code][int64 message length][message][report]. After a
+// crash, `crash_prefix` and the verdict are written to `out` in place of the report.
+Status InChildProcess(const std::string& path, const std::function<Status(std::ostream&)>& body,
+                      std::string_view crash_prefix, std::ostream& out) {
+  int fds[2];
+  if (pipe(fds) != 0) return InternalError(StrCat("pipe: ", std::strerror(errno)));
+  std::fflush(nullptr);
+  out.flush();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return InternalError(StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::ostringstream report;
+    const Status st = body(report);
+    const int32_t code = static_cast<int32_t>(st.code());
+    const std::string& message = st.message();
+    const int64_t length = static_cast<int64_t>(message.size());
+    const std::string text = report.str();
+    const bool sent = WriteAll(fds[1], &code, sizeof code) && WriteAll(fds[1], &length, sizeof length) &&
+                      WriteAll(fds[1], message.data(), message.size()) && WriteAll(fds[1], text.data(), text.size());
+    close(fds[1]);
+    _exit(sent ? 0 : 1);  // no atexit handlers, no static destructors: the parent owns those
+  }
+  close(fds[1]);
+  std::string bytes;
+  char buf[4096];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<size_t>(r));
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  constexpr size_t kHead = sizeof(int32_t) + sizeof(int64_t);
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && bytes.size() >= kHead) {
+    int32_t code = 0;
+    int64_t length = 0;
+    std::memcpy(&code, bytes.data(), sizeof code);
+    std::memcpy(&length, bytes.data() + sizeof code, sizeof length);
+    if (length >= 0 && static_cast<size_t>(length) <= bytes.size() - kHead) {
+      out << bytes.substr(kHead + static_cast<size_t>(length));
+      if (code == 0) return Status::Ok();
+      return Status(static_cast<Code>(code), bytes.substr(kHead, static_cast<size_t>(length)));
+    }
+  }
+  const std::string how = WIFSIGNALED(wstatus)
+                              ? StrCat("died of signal ", WTERMSIG(wstatus), " (", strsignal(WTERMSIG(wstatus)), ")")
+                              : StrCat("exited ", WEXITSTATUS(wstatus), " without a report");
+  const Status st = PluginError(StrCat("plugin ", path, " crashed the process that loaded it: it ", how,
+                                       " while loading or initialising it (a corrupt file, or a bug in its "
+                                       "initialisers or tessel_plugin_init); nothing else was affected"));
+  out << crash_prefix << st.message() << "\n";
+  return st;
+}
 
 }  // namespace
 
@@ -37,17 +123,23 @@ Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
     }
     if (files->empty()) out << "  (none)\n";
     for (const std::string& file : *files) {
-      KernelRegistry registry(QuietLogger());
-      if (Status st = registry.LoadPlugin(file); !st.ok()) {
-        out << "  ERROR " << st.message() << "\n";
-        ++failures;
-        continue;
-      }
-      for (const PluginInfo& p : registry.plugins()) {
-        out << "  " << std::left << std::setw(16) << p.name << " " << std::setw(10) << p.version << " ABI "
-            << p.abi_major << "." << p.abi_minor << "  " << std::right << std::setw(3) << p.kernels.size()
-            << " kernels  " << p.path << "\n";
-      }
+      const Status listed = InChildProcess(
+          file,
+          [&](std::ostream& report) {
+            KernelRegistry registry(QuietLogger());
+            if (Status st = registry.LoadPlugin(file); !st.ok()) {
+              report << "  ERROR " << st.message() << "\n";
+              return st;
+            }
+            for (const PluginInfo& p : registry.plugins()) {
+              report << "  " << std::left << std::setw(16) << p.name << " " << std::setw(10) << p.version << " ABI "
+                     << p.abi_major << "." << p.abi_minor << "  " << std::right << std::setw(3) << p.kernels.size()
+                     << " kernels  " << p.path << "\n";
+            }
+            return Status::Ok();
+          },
+          "  ERROR ", out);
+      if (!listed.ok()) ++failures;
     }
   }
   if (failures > 0) return PluginError(StrCat(failures, " plugin(s) or directories could not be loaded; see above"));
@@ -55,6 +147,17 @@ Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
 }
 
 Status InspectPlugin(const std::string& path, std::ostream& out) {
+  return InChildProcess(path, [&](std::ostream& report) { return InspectPluginHere(path, report); }, "", out);
+}
+
+Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
+                   std::ostream& out) {
+  return InChildProcess(
+      path, [&](std::ostream& report) { return CheckPluginHere(path, required_ops, device, report); },
+      StrCat("checking ", path, "\n  FAIL "), out);
+}
+
+Status InspectPluginHere(const std::string& path, std::ostream& out) {
   KernelRegistry registry(QuietLogger());
   TESSEL_RETURN_IF_ERROR(registry.LoadPlugin(path));
   for (const PluginInfo& p : registry.plugins()) {
@@ -72,8 +175,8 @@ Status InspectPlugin(const std::string& path, std::ostream& out) {
   return Status::Ok();
 }
 
-Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
-                   std::ostream& out) {
+Status CheckPluginHere(const std::string& path, const std::vector<std::string>& required_ops, Device device,
+                       std::ostream& out) {
   out << "checking " << path << "\n";
   KernelRegistry registry(QuietLogger());
   if (Status st = registry.LoadPlugin(path); !st.ok()) {

@@ -21,11 +21,18 @@ Status ListPlugins(const std::vector<std::string>& dirs, std::ostream& out);
 // Prints a plugin's info and every (op, device, schema) it registers.
 Status InspectPlugin(const std::string& path, std::ostream& out);
 
-// Loads a plugin and validates it as a worker would: file permissions, the init symbol, the ABI
-// version, schema syntax and equality with the host's table; then, if `required_ops` is not empty,
-// that each is provided for `device`.
+// Loads a plugin and validates it as a worker would: file permissions, the ELF file, the init symbol,
+// the ABI version, schema syntax and equality with the host's table; then, if `required_ops` is not
+// empty, that each is provided for `device`.
 Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
                    std::ostream& out);
+
+// Inspect and Check load the plugin in a child process (fork), so that a plugin that crashes while it
+// loads (its initialisers, tessel_plugin_init) gets a verdict, a PluginError naming it and the signal,
+// rather than ending the caller. These do the same in the calling process.
+Status InspectPluginHere(const std::string& path, std::ostream& out);
+Status CheckPluginHere(const std::string& path, const std::vector<std::string>& required_ops, Device device,
+                       std::ostream& out);
 
 // An op family ("nn", "optim", "rgnn": every host op of that prefix), or a comma-separated list of op
 // names. Empty names are a UsageError.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <tessel/plugin.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "core/logging.h"
@@ -33,6 +34,33 @@ TEST(PluginReport, CheckFailsEveryBrokenPluginWithExitCode4) {
     EXPECT_THAT(out.str(), HasSubstr("FAIL")) << variant;
     EXPECT_THAT(out.str(), ::testing::Not(HasSubstr("PASS"))) << variant;
   }
+}
+
+TEST(PluginReport, APluginThatCrashesWhileLoadingIsAVerdictNotACrash) {
+  // Its tessel_plugin_init raises SIGSEGV: the check's child process dies, this one reports it.
+  std::ostringstream out;
+  const Status st = CheckPlugin(testing::TestPlugin("init_crashes"), {}, Device::kCpu, out);
+  EXPECT_EQ(st.exit_code(), 4) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("libtest_plugin_init_crashes.so crashed the process that loaded it"));
+  EXPECT_THAT(out.str(), HasSubstr("FAIL"));
+  std::ostringstream inspect;
+  EXPECT_EQ(InspectPlugin(testing::TestPlugin("init_crashes"), inspect).exit_code(), 4);
+  // And this process goes on: the next check passes.
+  std::ostringstream next;
+  EXPECT_TRUE(CheckPlugin(testing::ExamplePlugin(), {}, Device::kCpu, next).ok()) << next.str();
+}
+
+TEST(PluginReport, CheckRefusesATruncatedCopyBeforeLoadingIt) {
+  testing::TempDir dir;
+  const std::string whole = testing::ExamplePlugin();
+  const std::string cut = dir.path() + "/libtessel_cut.so";
+  std::filesystem::copy_file(whole, cut);
+  std::filesystem::resize_file(cut, 3000);
+  std::ostringstream out;
+  const Status st = CheckPlugin(cut, {}, Device::kCpu, out);
+  EXPECT_EQ(st.exit_code(), 4) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("truncated"));
+  EXPECT_THAT(st.message(), ::testing::Not(HasSubstr("crashed"))) << "refused before dlopen, not survived after it";
 }
 
 TEST(PluginReport, CheckWithRequiredOpsFailsAPluginThatLacksThem) {

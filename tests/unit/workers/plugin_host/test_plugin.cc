@@ -3,6 +3,7 @@
 // loader's refusal can only come from the defect under test.
 #include <tessel/plugin.h>
 
+#include <csignal>
 #include <stdexcept>
 
 #define VARIANT_WRONG_ABI_MAJOR 1
@@ -15,6 +16,8 @@
 #define VARIANT_INIT_FAILS 8
 #define VARIANT_INIT_THROWS 9
 #define VARIANT_WRONG_PARAMS 10
+#define VARIANT_INIT_CRASHES 11
+#define VARIANT_FAILS_AT_RUN 12
 
 namespace {
 
@@ -49,6 +52,23 @@ tessel_status* ThroughWorkspace(void*, const tessel_kernel_call* call) {
   for (int64_t i = 0; i < n; ++i) ws[i] = x[i];
   for (int64_t i = 0; i < n; ++i) y[i] = 2 * ws[i];
   call->workspace_free(call->host_ctx, ws);
+  return nullptr;
+}
+#endif
+
+#if TEST_PLUGIN_VARIANT == VARIANT_FAILS_AT_RUN
+// nn.relu.fwd on f32 that works twice, then fails with TESSEL_STATUS_PLUGIN: a kernel that meets a
+// problem only at run time (a device gone, a licence expired), which must stop the job cleanly.
+tessel_status* ReluThenFail(void*, const tessel_kernel_call* call) {
+  static int calls = 0;
+  if (++calls > 2) {
+    return call->make_status(call->host_ctx, TESSEL_STATUS_PLUGIN, "the accelerator went away (an injected failure)");
+  }
+  const tessel_tensor& x = call->inputs[0];
+  const int64_t n = x.shape[0] * x.shape[1];
+  const float* in = static_cast<const float*>(x.data);
+  float* out = static_cast<float*>(call->outputs[0].data);
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0 ? in[i] : 0;
   return nullptr;
 }
 #endif
@@ -98,6 +118,10 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
   return host->make_status(host->registry, TESSEL_STATUS_PLUGIN, "no licence for this machine");
 #elif TEST_PLUGIN_VARIANT == VARIANT_INIT_THROWS
   throw std::runtime_error("init exploded");
+#elif TEST_PLUGIN_VARIANT == VARIANT_INIT_CRASHES
+  std::raise(SIGSEGV);  // what a plugin with a bad pointer in its initialiser does to its host
+#elif TEST_PLUGIN_VARIANT == VARIANT_FAILS_AT_RUN
+  return Register(host, "nn.relu.fwd", relu_schema, &ReluThenFail);
 #elif TEST_PLUGIN_VARIANT == VARIANT_WRONG_PARAMS
   // The host's schema, but a parameter struct of the wrong size.
   return Register(host, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", &Relu, 8);
