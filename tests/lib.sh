@@ -89,3 +89,32 @@ missing_data() {
 }
 have_aifb() { [ -f "$TESSEL_DATA_DIR/aifb/aifb_stripped.nt.gz" ]; }
 need_aifb() { have_aifb || missing_data "no AIFB data at $TESSEL_DATA_DIR/aifb"; }
+
+# free_port_base N: prints a port P such that P .. P+N-1 are free on 127.0.0.1, chosen at random below
+# the kernel's ephemeral range (32768.. by default). Ports of that range are unsafe for a listener a test
+# starts later: mpirun's daemons and any client take them as source ports (a port in use at the job's
+# start), and a connection to a port nobody listens on yet can get that same port as its source and
+# connect to itself (a scrape that reads back its own request).
+free_port_base() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+for _ in range(500):
+    base = random.randrange(10000, max(10000 + n + 1, low - n), 10)
+    held = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket(); held.append(s); s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        for s in held: s.close()
+    print(base)
+    sys.exit(0)
+sys.exit("no free port range")
+PY
+}

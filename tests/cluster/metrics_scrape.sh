@@ -2,23 +2,7 @@
 # During a 3-rank run, every rank serves /metrics on port_base + rank with tessel_step_duration_seconds,
 # tessel_loss and tessel_build_info, labelled by its rank; the coordinator's targets file lists all three.
 source "$(dirname "$0")/../lib.sh"
-# Below the kernel's ephemeral port range (32768.. by default): a connection to a port of that range
-# that nobody listens on yet (the exporter still starting) can get that same port as its source and
-# connect to itself, and the scrape then reads its own request back ("BadStatusLine: GET /metrics", a CI
-# flake seen once).
-port_base=$(python3 -c 'import socket,random
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 32768
-for _ in range(200):
-    b = random.randrange(10000, max(10010, low - 10), 10)
-    try:
-        ss = [socket.socket() for _ in range(3)]
-        for i, s in enumerate(ss): s.bind(("127.0.0.1", b + i))
-        for s in ss: s.close()
-        print(b); break
-    except OSError: pass')
+port_base=$(free_port_base 3) || fail "no free ports"  # tests/lib.sh: below the ephemeral range
 job=jobs/examples/rgcn-synthetic.toml
 log=$TESSEL_WORK/log
 mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" --set data.graph="$TESSEL_WORK/graph.h5" \

@@ -8,8 +8,7 @@ source "$(dirname "$0")/../lib.sh"
 w=$TESSEL_WORK
 job=jobs/examples/rgcn-synthetic.toml
 sets=(--set data.graph="$w/graph.h5" --set data.synthetic.nodes=2000)
-read -r port < <(python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port_base 3) || fail "no free ports"  # port .. port+2: one job's 3 ranks
 
 # --- the default bind is 127.0.0.1, and the targets file lists that address
 "$TESSEL" run "$job" "${sets[@]}" --set train.epochs=100000 --set metrics.port_base="$port" \
