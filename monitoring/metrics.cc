@@ -58,6 +58,20 @@ constexpr MetricSpec kGatherBytes{.name = "tessel_gather_bytes_total",
                                   .exported_by = ExportedBy::kWorkers,
                                   .help = "Bytes of input feature rows this rank's sampled batches gathered from its own "
                                           "feature store (local) or received from other ranks (remote)."};
+constexpr MetricSpec kGatherRows{.name = "tessel_gather_rows_total",
+                                 .kind = MetricKind::kCounter,
+                                 .unit = "",
+                                 .variable_labels = "source",
+                                 .exported_by = ExportedBy::kWorkers,
+                                 .help = "Input feature rows this rank's sampled batches gathered from its own feature "
+                                         "store (local) or received from other ranks (remote)."};
+constexpr MetricSpec kGatherSeconds{.name = "tessel_gather_seconds_total",
+                                    .kind = MetricKind::kCounter,
+                                    .unit = "seconds",
+                                    .variable_labels = "",
+                                    .exported_by = ExportedBy::kWorkers,
+                                    .help = "Time this rank's sampled batches spent fetching their feature rows, local and "
+                                            "remote (on the prefetch thread when batches are prefetched)."};
 constexpr MetricSpec kEdgeCut{
     .name = "tessel_partition_edge_cut",
     .kind = MetricKind::kGauge,
@@ -249,6 +263,7 @@ constexpr MetricSpec kStraggler{
 
 constexpr std::array kCatalog{kBuildInfo,     kStepDuration,  kForward,        kBackward,   kLastStep,  kLoss,
                               kBadLoss,       kValLoss,       kLearningRate,  kEpoch,          kSamples,    kHaloBytes, kGatherBytes,
+                              kGatherRows,    kGatherSeconds,
                               kPipelineBytes, kPeerWait,      kEdgeCut,       kImbalance,      kWorkersAlive, kHeartbeatAge,
                               kJobState,      kStraggler,     kSpillWritten,   kSpillRead,  kSpillWait,
                               kSpillFallbacks, kActivationResident, kMemory, kResident, kPluginInfo,
@@ -353,6 +368,13 @@ struct Metrics::Families {
   prometheus::Counter& GatherRemote() {
     return Lazy(gather_remote, [this]() -> auto& { return AddCounter(kGatherBytes, {{"source", "remote"}}); });
   }
+  prometheus::Counter& GatherRowsLocal() {
+    return Lazy(gather_rows_local, [this]() -> auto& { return AddCounter(kGatherRows, {{"source", "local"}}); });
+  }
+  prometheus::Counter& GatherRowsRemote() {
+    return Lazy(gather_rows_remote, [this]() -> auto& { return AddCounter(kGatherRows, {{"source", "remote"}}); });
+  }
+  prometheus::Counter& GatherSeconds() { return Lazy(gather_seconds, [this]() -> auto& { return AddCounter(kGatherSeconds); }); }
   prometheus::Counter& BadLoss() { return Lazy(bad_loss, [this]() -> auto& { return AddCounter(kBadLoss); }); }
   prometheus::Counter& PipelineSent() {
     return Lazy(pipeline_sent, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "sent"}}); });
@@ -408,7 +430,8 @@ struct Metrics::Families {
   LazyMetric<prometheus::Histogram> step_duration, forward, backward;
   LazyMetric<prometheus::Gauge> last_step, loss, val_loss, lr, epoch, edge_cut, imbalance, workers_alive, resident,
       activation_resident;
-  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, spill_written,
+  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, gather_rows_local,
+      gather_rows_remote, gather_seconds, spill_written,
       spill_read, spill_wait, fallback_keep, fallback_recompute;
   std::once_flag peer_waits_once;
   std::array<prometheus::Counter*, std::size(kPeerWaitKinds)> peer_waits{};
@@ -438,6 +461,9 @@ Metrics::Metrics(RankLabels labels, std::string_view version)
     families_->HaloReceived();
     families_->GatherLocal();
     families_->GatherRemote();
+    families_->GatherRowsLocal();
+    families_->GatherRowsRemote();
+    families_->GatherSeconds();
     families_->PeerWaits();
     families_->PipelineSent();
     families_->PipelineReceived();
@@ -559,6 +585,15 @@ void Metrics::AddHaloBytes(int64_t sent, int64_t received) {
   prometheus::Counter& received_total = families_->HaloReceived();
   if (sent > 0) sent_total.Increment(static_cast<double>(sent));
   if (received > 0) received_total.Increment(static_cast<double>(received));
+}
+
+void Metrics::AddGatherRows(int64_t local, int64_t remote, double seconds) {
+  prometheus::Counter& local_total = families_->GatherRowsLocal();
+  prometheus::Counter& remote_total = families_->GatherRowsRemote();
+  prometheus::Counter& time_total = families_->GatherSeconds();
+  if (local > 0) local_total.Increment(static_cast<double>(local));
+  if (remote > 0) remote_total.Increment(static_cast<double>(remote));
+  if (seconds > 0) time_total.Increment(seconds);  // false for NaN too
 }
 
 void Metrics::AddGatherBytes(int64_t local, int64_t remote) {

@@ -150,6 +150,9 @@ class Metrics {
   // tessel_gather_bytes_total{source="local"|"remote"}: sampled batches' feature rows. Negative amounts
   // are dropped.
   void AddGatherBytes(int64_t local, int64_t remote);
+  // tessel_gather_rows_total{source="local"|"remote"} and tessel_gather_seconds_total: the rows of those
+  // bytes, and the time spent fetching them. Negative or NaN amounts are dropped.
+  void AddGatherRows(int64_t local, int64_t remote, double seconds);
   // tessel_partition_edge_cut (coordinator).
   void SetPartitionEdgeCut(int64_t cut);
   // tessel_workers_alive (coordinator).

@@ -383,6 +383,12 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
     context_.metrics->AddGatherBytes(local - gather_local_seen_, remote - gather_remote_seen_);
     gather_local_seen_ = local;
     gather_remote_seen_ = remote;
+    const auto rows_local = static_cast<int64_t>(FindNumber(source, "feature_rows_local").value_or(0));
+    const auto rows_remote = static_cast<int64_t>(FindNumber(source, "feature_rows_remote").value_or(0));
+    context_.metrics->AddGatherRows(rows_local - rows_local_seen_, rows_remote - rows_remote_seen_,
+                                    FindNumber(source, "step_feature_seconds").value_or(0));  // this epoch's
+    rows_local_seen_ = rows_local;
+    rows_remote_seen_ = rows_remote;
   }
   StepResult r;
   r.loss = figures[0] / std::max(1.0, figures[2]);

@@ -96,6 +96,7 @@ class RgnnExecutor final : public Executor {
   Tensor loss_, correct_;  // the loss kernel's outputs, on the device
   double last_train_accuracy_ = 0;
   int64_t halo_sent_seen_ = 0, halo_received_seen_ = 0, gather_local_seen_ = 0, gather_remote_seen_ = 0;
+  int64_t rows_local_seen_ = 0, rows_remote_seen_ = 0;
 };
 
 }  // namespace tessel::workers

@@ -145,6 +145,7 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.SetEpoch(3);
   metrics.AddHaloBytes(100, 200);
   metrics.AddGatherBytes(300, 400);
+  metrics.AddGatherRows(3, 4, 0.01);
   metrics.SetPartitionEdgeCut(42);
   metrics.SetWorkersAlive(4);
   metrics.ObserveForwardBackward(0.1, 0.15);
@@ -424,7 +425,14 @@ TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {
   metrics.AddGatherBytes(512, 0);
   metrics.AddGatherBytes(1024, 2048);
   metrics.AddGatherBytes(-5, -7);  // dropped
+  metrics.AddGatherRows(8, 0, 0.25);
+  metrics.AddGatherRows(16, 32, 0.5);
+  metrics.AddGatherRows(-1, -1, std::numeric_limits<double>::quiet_NaN());  // dropped
   const auto families = Collect(metrics);
+  std::map<std::string, double> rows;
+  for (const auto& metric : families.at("tessel_gather_rows_total").metric) rows[Label(metric, "source")] = metric.counter.value;
+  EXPECT_EQ(rows, (std::map<std::string, double>{{"local", 24.0}, {"remote", 32.0}}));
+  EXPECT_EQ(families.at("tessel_gather_seconds_total").metric.at(0).counter.value, 0.75);
   std::map<std::string, double> gather;
   for (const auto& metric : families.at("tessel_gather_bytes_total").metric) {
     gather[Label(metric, "source")] = metric.counter.value;
