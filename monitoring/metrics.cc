@@ -229,9 +229,11 @@ constexpr MetricSpec kResident{.name = "tessel_resident_memory_bytes",
 constexpr MetricSpec kPluginInfo{.name = "tessel_plugin_info",
                                  .kind = MetricKind::kGauge,
                                  .unit = "",
-                                 .variable_labels = "plugin,version,abi",
+                                 .variable_labels = "plugin,version,abi,op,device",
                                  .exported_by = ExportedBy::kWhenSet,
-                                 .help = "Always 1, one series per plugin this rank loaded: its name, version and ABI."};
+                                 .help = "Always 1, one series per op and device this rank's plugins offer: the plugin "
+                                         "that serves it (the only one, or the one plugins.prefer chose), its version "
+                                         "and ABI."};
 constexpr MetricSpec kImbalance{.name = "tessel_partition_imbalance",
                                 .kind = MetricKind::kGauge,
                                 .unit = "",
@@ -565,13 +567,16 @@ void Metrics::SetMemoryBytes(std::string_view kind, int64_t bytes) {
 
 void Metrics::SetResidentMemoryBytes(int64_t bytes) { families_->Resident().Set(static_cast<double>(bytes)); }
 
-void Metrics::SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi) {
+void Metrics::SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi, std::string_view op,
+                            std::string_view device) {
   families_
-      ->Keyed<prometheus::Gauge>(StrCat("plugin/", plugin, "/", version, "/", abi),
+      ->Keyed<prometheus::Gauge>(StrCat("plugin/", plugin, "/", version, "/", abi, "/", op, "/", device),
                                  [&]() -> prometheus::Gauge& {
                                    return families_->AddGauge(kPluginInfo, {{"plugin", std::string(plugin)},
                                                                             {"version", std::string(version)},
-                                                                            {"abi", std::string(abi)}});
+                                                                            {"abi", std::string(abi)},
+                                                                            {"op", std::string(op)},
+                                                                            {"device", std::string(device)}});
                                  })
       .Set(1);
 }

@@ -139,8 +139,10 @@ class Metrics {
   void SetMemoryBytes(std::string_view kind, int64_t bytes);
   // tessel_resident_memory_bytes: the process's resident set now.
   void SetResidentMemoryBytes(int64_t bytes);
-  // tessel_plugin_info{plugin, version, abi} = 1 for each loaded plugin.
-  void SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi);
+  // tessel_plugin_info{plugin, version, abi, op, device} = 1 for each (op, device) the rank's plugins offer:
+  // the plugin that serves it (the only one, or the one [plugins] prefer chose).
+  void SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi, std::string_view op,
+                     std::string_view device);
   // tessel_loss. NaN and infinities are stored as they are: an alert watches for them.
   void SetLoss(double loss);
   // tessel_epoch: the current epoch (rgnn) or step (llm).

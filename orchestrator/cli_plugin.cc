@@ -2,6 +2,7 @@
 // The reports themselves live in workers/plugin_host/plugin_report.h; any problem exits 4.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ struct PluginArgs {
   std::string path;
   std::string require_ops;
   std::string device = "cpu";
+  bool no_run = false;
+  workers::ConformanceOptions conformance;
 };
 
 Status Check(const PluginArgs& args) {
@@ -24,7 +27,9 @@ Status Check(const PluginArgs& args) {
     TESSEL_ASSIGN_OR_RETURN(ops, workers::ExpandOpSet(args.require_ops));
   }
   TESSEL_ASSIGN_OR_RETURN(Device device, workers::ParseDevice(args.device));
-  return workers::CheckPlugin(args.path, ops, device, std::cout);
+  std::optional<workers::ConformanceOptions> run;
+  if (!args.no_run) run = args.conformance;
+  return workers::CheckPlugin(args.path, ops, device, std::cout, run);
 }
 
 }  // namespace
@@ -46,12 +51,22 @@ void RegisterPluginCommands(CLI::App& app, Status* result) {
   inspect->callback([=] { *result = workers::InspectPlugin(args->path, std::cout); });
 
   CLI::App* check = plugin->add_subcommand(
-      "check", "Load a plugin as a worker would and validate its ABI and schemas (exit 4 on any problem)");
+      "check",
+      "Load a plugin as a worker would, validate its ABI and schemas, then run every kernel whose op Tessel knows "
+      "against the built-in one: values on random shapes, guard bytes, determinism, finite-difference gradients, "
+      "time (exit 4 on any problem)");
   check->add_option("SO", args->path, "The plugin shared object")->required();
   check->add_option("--require-ops", args->require_ops,
                     "Ops the plugin must provide: 'rgcn' or a comma-separated list of op names");
   check->add_option("--device", args->device, "Device of the required ops: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  check->add_flag("--no-run", args->no_run, "Only load and validate; run no kernel");
+  check->add_option("--threads", args->conformance.threads, "Threads of the pool both kernels get (default 2)")
+      ->check(CLI::Range(1, 1024));
+  check->add_option("--seed", args->conformance.seed, "Seed of the random inputs");
+  check->add_option("--timing-runs", args->conformance.timing_runs,
+                    "Calls timed per kernel on the largest shape, the median reported (default 5; 0: no timing)")
+      ->check(CLI::Range(0, 1000));
   check->callback([=] { *result = Check(*args); });
 }
 

@@ -529,8 +529,9 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   registry.SetPreference(settings.plugin_prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
   if (hooks.metrics != nullptr) {
-    for (const PluginInfo& p : registry.plugins()) {
-      hooks.metrics->SetPluginInfo(p.name, p.version, StrCat(p.abi_major, ".", p.abi_minor));
+    for (const ServedKernel& k : registry.Served()) {
+      hooks.metrics->SetPluginInfo(k.plugin, k.version, StrCat(k.abi_major, ".", k.abi_minor), k.op,
+                                   DeviceName(k.device));
     }
   }
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));

@@ -46,7 +46,7 @@ double MedianMicros(int rounds, int iterations, F&& body) {
 int main() {
   using tessel::monitoring::Metrics;
   Metrics metrics({"bench", 1, "worker"}, "0.1.0");
-  metrics.SetPluginInfo("nn", "0.1.0", "1.1");
+  metrics.SetPluginInfo("nn", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
   const double update = MedianMicros(9, 20000, [&](int i) {
     metrics.AddHaloBytes(1 << 20, 1 << 20);
     metrics.AddGatherBytes(1 << 16, 1 << 12);

@@ -74,6 +74,10 @@ class Kernel {
   }
 
   size_t params_size() const { return params_size_; }
+  // Whether T may be `dtype` in a call (the registration's floating dtypes; f32 and f64 for a 1.0 kernel).
+  bool AcceptsFloating(DType dtype) const {
+    return (floating_dtypes_ & TESSEL_DTYPE_BIT(static_cast<int>(dtype))) != 0;
+  }
 
  private:
   Status Run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, const CallOptions& options,

@@ -359,6 +359,20 @@ Status KernelRegistry::RequireOps(const std::vector<std::string>& ops, Device de
   return PluginError(StrCat(message, " (", LoadedList(), ")"));
 }
 
+std::vector<ServedKernel> KernelRegistry::Served() const {
+  std::vector<ServedKernel> out;
+  for (const auto& [key, candidates] : kernels_) {
+    Result<const Kernel*> chosen = Choose(key, candidates);
+    if (!chosen.ok()) continue;
+    for (const auto& p : plugins_) {
+      if (p->info.path != (*chosen)->plugin_path()) continue;
+      out.push_back(ServedKernel{key.op, key.device, p->info.name, p->info.version, p->info.abi_major, p->info.abi_minor});
+      break;
+    }
+  }
+  return out;
+}
+
 std::vector<PluginInfo> KernelRegistry::plugins() const {
   std::vector<PluginInfo> out;
   out.reserve(plugins_.size());

@@ -46,6 +46,16 @@ struct PluginInfo {
   std::vector<KernelInfo> kernels;  // sorted by (op, device)
 };
 
+// The plugin that serves one (op, device).
+struct ServedKernel {
+  std::string op;
+  Device device = Device::kCpu;
+  std::string plugin;  // PluginInfo::name
+  std::string version;
+  int abi_major = 0;
+  int abi_minor = 0;
+};
+
 class KernelRegistry {
  public:
   explicit KernelRegistry(Logger logger = Logger());
@@ -80,6 +90,10 @@ class KernelRegistry {
 
   // The kernel for (op, device), owned by the registry: the only one, or the preferred one of several.
   Result<const Kernel*> Find(std::string_view op, Device device) const;
+  // Every (op, device) the loaded plugins offer, sorted, with the plugin that serves it: the only one or
+  // the preferred one. An op that several offer and the preference does not decide is left out (looking
+  // it up is an error).
+  std::vector<ServedKernel> Served() const;
   // The name of the plugin that serves `kernel` (one of this registry's).
   std::string PluginNameOf(const Kernel& kernel) const;
 

@@ -38,13 +38,16 @@ bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
+constexpr std::string_view kWhileLoading =
+    "loading or initialising it (a corrupt file, or a bug in its initialisers or tessel_plugin_init)";
+
 // Runs `body` in a child process, which loads the plugin (dlopen runs its initialisers; tessel_plugin_init
 // runs), so that whatever the plugin does there (a bad pointer, an abort, a SIGBUS from a file cut short
 // after the check) becomes a verdict on `path`, not the death of this process. The child sends back its
 // report and its status through a pipe: [int32 code][int64 message length][message][report]. After a
 // crash, `crash_prefix` and the verdict are written to `out` in place of the report.
 Status InChildProcess(const std::string& path, const std::function<Status(std::ostream&)>& body,
-                      std::string_view crash_prefix, std::ostream& out) {
+                      std::string_view crash_prefix, std::string_view while_doing, std::ostream& out) {
   int fds[2];
   if (pipe(fds) != 0) return InternalError(StrCat("pipe: ", std::strerror(errno)));
   std::fflush(nullptr);
@@ -96,11 +99,34 @@ Status InChildProcess(const std::string& path, const std::function<Status(std::o
   const std::string how = WIFSIGNALED(wstatus)
                               ? StrCat("died of signal ", WTERMSIG(wstatus), " (", strsignal(WTERMSIG(wstatus)), ")")
                               : StrCat("exited ", WEXITSTATUS(wstatus), " without a report");
-  const Status st = PluginError(StrCat("plugin ", path, " crashed the process that loaded it: it ", how,
-                                       " while loading or initialising it (a corrupt file, or a bug in its "
-                                       "initialisers or tessel_plugin_init); nothing else was affected"));
+  const Status st = PluginError(StrCat("plugin ", path, " crashed the process that loaded it: it ", how, " while ",
+                                       while_doing, "; nothing else was affected"));
   out << crash_prefix << st.message() << "\n";
   return st;
+}
+
+// The conformance table of the plugin just loaded into `registry`, against the built-in plugins.
+Status RunConformance(const KernelRegistry& registry, const std::string& path, const ConformanceOptions& options,
+                      std::ostream& out) {
+  KernelRegistry reference(QuietLogger());
+  const std::vector<std::string> dirs = options.reference_dirs.empty() ? DefaultPluginDirs() : options.reference_dirs;
+  if (dirs.empty()) {
+    out << "  note no built-in plugins next to this tessel: kernels are checked for guard bytes, determinism and "
+           "gradients, but compared with nothing\n";
+  } else if (Status st = reference.LoadDefaults({}, options.reference_dirs); !st.ok()) {
+    out << "  FAIL the built-in plugins, the reference, did not load: " << st.message() << "\n";
+    return st;
+  }
+  std::string canonical = path;
+  for (const PluginInfo& p : registry.plugins()) canonical = p.path;
+  const ConformanceSummary summary = CheckConformance(registry, canonical, reference, out, options);
+  if (summary.failed > 0) {
+    out << "  FAIL " << summary.failed << " kernel check(s) failed; see the table\n";
+    return PluginError(StrCat("plugin ", path, ": ", summary.failed, " kernel check(s) failed the conformance run (",
+                              summary.passed, " passed, ", summary.skipped, " skipped)"));
+  }
+  out << "  ok   every kernel the host knows ran as the built-in one does (" << summary.skipped << " skipped)\n";
+  return Status::Ok();
 }
 
 }  // namespace
@@ -138,7 +164,7 @@ Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
             }
             return Status::Ok();
           },
-          "  ERROR ", out);
+          "  ERROR ", kWhileLoading, out);
       if (!listed.ok()) ++failures;
     }
   }
@@ -147,14 +173,19 @@ Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
 }
 
 Status InspectPlugin(const std::string& path, std::ostream& out) {
-  return InChildProcess(path, [&](std::ostream& report) { return InspectPluginHere(path, report); }, "", out);
+  return InChildProcess(path, [&](std::ostream& report) { return InspectPluginHere(path, report); }, "", kWhileLoading,
+                        out);
 }
 
 Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
-                   std::ostream& out) {
+                   std::ostream& out, const std::optional<ConformanceOptions>& conformance) {
   return InChildProcess(
-      path, [&](std::ostream& report) { return CheckPluginHere(path, required_ops, device, report); },
-      StrCat("checking ", path, "\n  FAIL "), out);
+      path, [&](std::ostream& report) { return CheckPluginHere(path, required_ops, device, report, conformance); },
+      StrCat("checking ", path, "\n  FAIL "),
+      conformance ? "loading it or running its kernels (a corrupt file, a bug in its initialisers or "
+                    "tessel_plugin_init, or a kernel that reads or writes out of bounds)"
+                  : kWhileLoading,
+      out);
 }
 
 Status InspectPluginHere(const std::string& path, std::ostream& out) {
@@ -176,7 +207,7 @@ Status InspectPluginHere(const std::string& path, std::ostream& out) {
 }
 
 Status CheckPluginHere(const std::string& path, const std::vector<std::string>& required_ops, Device device,
-                       std::ostream& out) {
+                       std::ostream& out, const std::optional<ConformanceOptions>& conformance) {
   out << "checking " << path << "\n";
   KernelRegistry registry(QuietLogger());
   if (Status st = registry.LoadPlugin(path); !st.ok()) {
@@ -204,6 +235,7 @@ Status CheckPluginHere(const std::string& path, const std::vector<std::string>& 
     }
     out << "  ok   provides all " << required_ops.size() << " required ops for " << DeviceName(device) << "\n";
   }
+  if (conformance) TESSEL_RETURN_IF_ERROR(RunConformance(registry, path, *conformance, out));
   out << "PASS\n";
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 // PluginError (exit 4). Thread safety: any thread; each call loads plugins into its own registry.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "workers/plugin_host/conformance.h"
 
 namespace tessel::workers {
 
@@ -23,16 +25,17 @@ Status InspectPlugin(const std::string& path, std::ostream& out);
 
 // Loads a plugin and validates it as a worker would: file permissions, the ELF file, the init symbol,
 // the ABI version, schema syntax and equality with the host's table; then, if `required_ops` is not
-// empty, that each is provided for `device`.
+// empty, that each is provided for `device`; then, given `conformance`, runs its kernels against the
+// built-in plugins of DefaultPluginDirs() (conformance.h) and fails when any kernel does.
 Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
-                   std::ostream& out);
+                   std::ostream& out, const std::optional<ConformanceOptions>& conformance = std::nullopt);
 
 // Inspect and Check load the plugin in a child process (fork), so that a plugin that crashes while it
-// loads (its initialisers, tessel_plugin_init) gets a verdict, a PluginError naming it and the signal,
+// loads (its initialisers, tessel_plugin_init) or while its kernels run gets a verdict, a PluginError naming it and the signal,
 // rather than ending the caller. These do the same in the calling process.
 Status InspectPluginHere(const std::string& path, std::ostream& out);
 Status CheckPluginHere(const std::string& path, const std::vector<std::string>& required_ops, Device device,
-                       std::ostream& out);
+                       std::ostream& out, const std::optional<ConformanceOptions>& conformance = std::nullopt);
 
 // An op family ("nn", "optim", "rgnn": every host op of that prefix), or a comma-separated list of op
 // names. Empty names are a UsageError.

@@ -157,7 +157,7 @@ void TouchEverySetter(Metrics& metrics) {
   metrics.AddKernelTime("nn.relu.fwd", "cpu", 0.001, 2);
   metrics.SetGpuStats("cuda:0", 1 << 30, 80LL << 30, 0.5);
   metrics.SetResidentMemoryBytes(1 << 20);
-  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1");
+  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
   metrics.SetPartitionImbalance(1.03);
   metrics.SetJobState("training");
   metrics.SetHeartbeatAge(1, 0.5);
@@ -328,7 +328,7 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   metrics.SetJobState("no-such-state");  // dropped
   metrics.SetHeartbeatAge(2, 0.75);
   metrics.SetStragglerScore(2, 1.8, std::numeric_limits<double>::quiet_NaN());  // vs_own_median unknown yet
-  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1");
+  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
   metrics.AddHaloBytes(10, 20);
   metrics.AddSpillIo(30, 40, 0.5);
   metrics.AddPipelineBytes(64, -1);  // the negative amount is dropped
@@ -361,6 +361,8 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   const auto& plugin = families.at("tessel_plugin_info").metric.at(0);
   EXPECT_EQ(Label(plugin, "plugin"), "tessel-cpu");
   EXPECT_EQ(Label(plugin, "abi"), "1.1");
+  EXPECT_EQ(Label(plugin, "op"), "nn.relu.fwd");
+  EXPECT_EQ(Label(plugin, "device"), "cpu");
   EXPECT_EQ(families.count("tessel_validation_loss"), 0u) << "registered only when set";
   EXPECT_EQ(families.count("tessel_memory_bytes"), 0u) << "registered only when set";
 

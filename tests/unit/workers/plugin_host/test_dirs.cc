@@ -14,7 +14,7 @@ std::string NnPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libte
 std::string RgnnPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_rgnn.so"; }
 std::string GatherPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_gather.so"; }
 std::string LlmPlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_llm.so"; }
-std::string ExamplePlugin() { return std::string(TESSEL_BINARY_DIR) + "/plugins/libtessel_example.so"; }
+std::string ExamplePlugin() { return std::string(TESSEL_BINARY_DIR) + "/example-plugin/libtessel_example.so"; }
 std::string TestPlugin(const std::string& variant) {
   return std::string(TEST_PLUGIN_DIR) + "/libtest_plugin_" + variant + ".so";
 }

@@ -9,7 +9,7 @@ std::string NnPlugin();                              // build/plugins/libtessel_
 std::string RgnnPlugin();                            // build/plugins/libtessel_rgnn.so
 std::string GatherPlugin();                          // build/plugins/libtessel_gather.so
 std::string LlmPlugin();                             // build/plugins/libtessel_llm.so
-std::string ExamplePlugin();                         // build/plugins/libtessel_example.so
+std::string ExamplePlugin();                         // build/example-plugin/libtessel_example.so
 std::string TestPlugin(const std::string& variant);  // e.g. "wrong_abi_major" -> .../libtest_plugin_wrong_abi_major.so
 
 // A fresh directory (mode 0700) under the system temp dir, removed with everything in it on destruction.
