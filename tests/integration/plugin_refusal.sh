@@ -17,6 +17,8 @@ expect_exit_within "$limit" 4 "$TESSEL" run "$job" "${sets[@]}" --set job.output
 expect_stderr "libtest_plugin_wrong_abi_major.so.*ABI"
 pass "wrong ABI major: exit 4 naming the plugin, after ${elapsed}s"
 
+# plugins.paths replaces the built-in plugins (jobs/README.md): with only this plugin named, the rgnn ops
+# the built-in rgnn plugin would serve are missing.
 expect_exit_within "$limit" 4 "$TESSEL" run "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run2" \
   --set "plugins.paths=[\"$plugins/libtest_plugin_missing_ops.so\"]"
 expect_stderr "op '?rgnn\.[a-z_.]+'? .*cpu"
@@ -29,6 +31,41 @@ pass "missing op under mpirun: exit 4 from the worker's report, all ranks done a
 
 expect_exit_within "$limit" 4 "$TESSEL" plugin check "$plugins/libtest_plugin_wrong_abi_major.so"
 pass "tessel plugin check: exit 4, after ${elapsed}s"
+
+# Each refusal of the loader, by `tessel run` and by `tessel plugin check`: exit 4, the file and the cause
+# named. (An older host is played by a plugin that claims ABI 1.2.)
+for case in "wrong_abi_major:ABI 2\.[0-9]+, host has 1\.1" "newer_abi_minor:ABI 1\.2, host has 1\.1 \(the host's minor is older" \
+            "no_init:does not export the symbol 'tessel_plugin_init'" \
+            "wrong_schema:op nn\.relu\.fwd \(cpu\): schema mismatch: the host expects"; do
+  variant=${case%%:*} cause=${case#*:}
+  expect_exit_within "$limit" 4 "$TESSEL" run "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run-$variant" \
+    --set "plugins.paths=[\"$plugins/libtest_plugin_$variant.so\"]"
+  expect_stderr "libtest_plugin_$variant\.so.*$cause"
+  expect_exit_within "$limit" 4 "$TESSEL" plugin check "$plugins/libtest_plugin_$variant.so"
+  expect_stderr "libtest_plugin_$variant\.so.*$cause"
+  pass "$variant: tessel run and tessel plugin check exit 4 naming the file and the cause"
+done
+
+# A kernel that computes a wrong value: the conformance run of `tessel plugin check` fails it, exit 4,
+# naming the op and the element.
+expect_exit_within 60 4 "$TESSEL" plugin check "$plugins/libbroken_example_wrong_value.so" --timing-runs 0
+expect_stderr "libbroken_example_wrong_value\.so: 2 kernel check\(s\) failed the conformance run"
+grep -Eq "^  nn\.relu\.fwd +cpu +f32 +FAIL" "$TESSEL_WORK/stdout" || fail "no FAIL row for nn.relu.fwd: $(cat "$TESSEL_WORK/stdout")"
+grep -q "FAIL: wrong value: output 'Y'\[" "$TESSEL_WORK/stdout" || fail "the failure is not named"
+pass "a wrong kernel: tessel plugin check exits 4 with its row failed, naming the wrong element"
+
+# A plugin file, or its directory, that others may write is refused: anyone could swap the code.
+open=$TESSEL_WORK/open && mkdir -p "$open" && chmod 700 "$open"
+cp "$(dirname "$TESSEL")/../plugins/libtessel_nn.so" "$open/libtessel_nn.so"
+chmod o+w "$open/libtessel_nn.so"
+expect_exit_within "$limit" 4 "$TESSEL" plugin check "$open/libtessel_nn.so"
+expect_stderr "libtessel_nn\.so.*writable"
+chmod o-w "$open/libtessel_nn.so" && chmod o+w "$open"
+expect_exit_within "$limit" 4 "$TESSEL" run "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run-open" \
+  --set "plugins.search_dirs=[\"$open\"]"
+expect_stderr "$open.*writable"
+chmod 700 "$open"
+pass "a world-writable plugin file or directory: exit 4 naming the path"
 
 # A plugin file that is not a whole ELF shared object is refused before dlopen (which would die of SIGBUS
 # on a file cut short), by `tessel run` and by `tessel plugin check`: the first 3,000 bytes of a real
