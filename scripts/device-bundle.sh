@@ -22,6 +22,9 @@ copy() {  # copy SRC to DST (same relative path below $out), stripped
 }
 copy "$build/bin/tessel" "$out/build/bin/tessel"
 for p in "$build"/plugins/libtessel_*.so; do copy "$p" "$out/build/plugins/$(basename "$p")"; done
+# The example plugin (its CUDA ReLU) for the conformance run of `tessel plugin check` on the GPU.
+[ -f "$build/example-plugin/libtessel_example.so" ] &&
+  copy "$build/example-plugin/libtessel_example.so" "$out/build/example-plugin/libtessel_example.so"
 bins=("$out/build/bin/tessel")
 for t in plugins/nn/nn_kernels_test plugins/rgnn/rgnn_kernels_test plugins/common/plugin_common_test \
          plugins/llm/llm_kernels_test plugins/gather/gather_kernels_test \
@@ -39,7 +42,7 @@ for b in "$build"/bench/*_bench; do
 done
 # Shared libraries: everything the binaries and plugins load, less what any Linux GPU machine has.
 skip='^(linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|librt\.so|libdl\.so|libresolv|libcuda|libcudart|libcublas|libnccl|libnvidia)'
-for f in "${bins[@]}" "$out"/build/plugins/*.so; do
+for f in "${bins[@]}" "$out"/build/plugins/*.so "$out"/build/example-plugin/*.so; do
   ldd "$f" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     [[ $name =~ $skip ]] && continue
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"

@@ -13,7 +13,8 @@
 #                                      AIFB example on the CPU and with device = "cuda" and compares the
 #                                      per-epoch losses (1e-4 relative), and the GPT of
 #                                      gpt-shakespeare.toml for 30 steps the same way (1e-3, tokens/s of
-#                                      each). --bench also runs
+#                                      each), and the conformance run of `tessel plugin check` on
+#                                      every plugin, CUDA kernels included. --bench also runs
 #                                      bench/gpu/compare.py (Tessel against PyG on the GPU), passing it
 #                                      the arguments after --bench.
 #
@@ -119,6 +120,17 @@ for r in rows:
 json.dump(rows, open(f"{out}/aifb-cuda-vs-cpu.json", "w"), indent=1)
 sys.exit(1 if bad else 0)
 EOF
+
+# The conformance run of `tessel plugin check` on the GPU (issue 21): every CUDA kernel of every built-in
+# plugin, and the example's CUDA ReLU, against the CPU reference on random shapes, with guard bytes on the
+# device, a second call for determinism (a note, not a failure, on CUDA) and its time against the built-in
+# CUDA kernel. Tables in conformance-*.txt.
+for p in build/plugins/libtessel_*.so build/example-plugin/libtessel_example.so; do
+  [ -f "$p" ] || continue
+  name=$(basename "$p" .so)
+  build/bin/tessel plugin check "$p" >"$out/conformance-$name.txt" 2>&1 || { status=1; grep -E 'FAIL|error' "$out/conformance-$name.txt" | head -20; }
+  grep -E '^  [0-9]+ passed' "$out/conformance-$name.txt" | sed "s/^/$name: /"
+done
 
 # Monitoring on the GPU (issue 20): a CUDA job's exporter serves NVML's memory and utilisation of its GPU
 # (tessel_gpu_*) and the CUDA kernels' times from their events (tessel_kernel_seconds_total{device="cuda"}).
