@@ -64,6 +64,8 @@ void RegisterPluginCommands(CLI::App& app, Status* result) {
   check->add_option("--threads", args->conformance.threads, "Threads of the pool both kernels get (default 2)")
       ->check(CLI::Range(1, 1024));
   check->add_option("--seed", args->conformance.seed, "Seed of the random inputs");
+  check->add_option("--reference-dir", args->conformance.reference_dirs,
+                    "Directory of the reference plugins (repeatable; default: the built-in plugins beside tessel)");
   check->add_option("--timing-runs", args->conformance.timing_runs,
                     "Calls timed per kernel on the largest shape, the median reported (default 5; 0: no timing)")
       ->check(CLI::Range(0, 1000));

@@ -829,7 +829,7 @@ class Checker {
     const Recipe& recipe = RecipeFor(kernel.op());
     Result<const Kernel*> ref = reference_.Find(kernel.op(), Device::kCpu);
     const Kernel* reference = ref.ok() && (*ref)->AcceptsFloating(t) ? *ref : nullptr;
-    const bool itself = reference != nullptr && reference->plugin_path() == kernel.plugin_path();
+    const bool itself = reference != nullptr && reference->plugin_path() == kernel.plugin_path();  // the same file, loaded twice
     double worst = 0;
     int done = 0;
     constexpr int kVariants = 3;
