@@ -71,7 +71,7 @@ for r in rows:
     sp = r["spill"]
     assert 0 < sp["free_bytes"] <= 64 << 20, f"rank {r['rank']}: spill free {sp['free_bytes']}, not its own 64 MB tmpfs"
     assert sp["probe_bytes"] > 0 and sp["write_bytes_per_second"] > 0 and sp["read_bytes_per_second"] > 0, sp
-    assert r["plugins"]["checked"] >= 5 and not r["plugins"]["errors"], r["plugins"]
+    assert r["plugins"]["checked"] >= 4 and not r["plugins"]["errors"], r["plugins"]
     if r["rank"] > 0:
         assert r["latency_seconds"] > 0 and r["bandwidth_bytes_per_second"] > 0, r
         assert r["same_host"] == (r["host"] == "tsl-h0"), r
