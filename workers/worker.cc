@@ -525,7 +525,7 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   TimedComm comm(worker_comm);
   TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
   InstallStopHandlers();  // from here a SIGTERM, SIGINT or SIGUSR1 stops after a step, state saved
-  KernelRegistry registry;
+  KernelRegistry registry(log);  // the job's log level: at debug, the plugin of every op
   registry.SetPreference(settings.plugin_prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
   if (hooks.metrics != nullptr) {

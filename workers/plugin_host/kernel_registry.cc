@@ -268,7 +268,10 @@ Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
     }
   }
   for (const auto& [key, candidates] : kernels_) {
-    if (candidates.size() < 2) continue;
+    if (candidates.size() < 2) {
+      logger_.Debug(StrCat("op ", key.op, " (", DeviceLabel(key.device), "): plugin ", PluginNameOf(*candidates.front())));
+      continue;
+    }
     Result<const Kernel*> chosen = Choose(key, candidates);
     if (!chosen.ok()) continue;  // an error if a job looks it up
     std::string others;

@@ -76,7 +76,8 @@ class KernelRegistry {
   // Loads every path in `paths`, then every libtessel_*.so in each of `search_dirs` (sorted by name).
   // When both are empty, loads the libtessel_*.so files of the first DefaultPluginDirs() entry. Stops
   // at the first error. Then every name SetPreference gave must be a loaded plugin's, and each (op,
-  // device) that several plugins offer and the preference decides is logged with the plugin chosen.
+  // device) that several plugins offer and the preference decides is logged with the plugin chosen
+  // (info; every other (op, device) with its plugin at debug level).
   Status LoadDefaults(const std::vector<std::string>& paths, const std::vector<std::string>& search_dirs);
 
   // Which plugin serves an (op, device) that several loaded plugins offer: the first of `plugin_names`
