@@ -46,7 +46,10 @@ struct Elementwise {
   }
   static void ReluBwd(void* ctx, int64_t begin, int64_t end) noexcept {
     auto* s = static_cast<Elementwise*>(ctx);
-    for (int64_t i = begin; i < end; ++i) s->out[i] = s->b[i] > T(0) ? s->a[i] : T(0);
+    for (int64_t i = begin; i < end; ++i) {
+      const T g = s->a[i];  // read whatever the sign: a vector blend, not a branch on random signs
+      s->out[i] = s->b[i] > T(0) ? g : T(0);
+    }
   }
 };
 
