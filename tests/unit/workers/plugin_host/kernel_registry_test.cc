@@ -4,9 +4,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <map>
 
 #include "test_dirs.h"
 #include "workers/plugin_host/op_table.h"
@@ -292,6 +294,33 @@ TEST(KernelRegistry, PreferenceChoosesAmongPluginsThatOfferAnOp) {
     EXPECT_EQ(registry.PluginNameOf(**relu), preferred);
     EXPECT_TRUE(registry.RequireOps({"nn.relu.fwd"}, Device::kCpu).ok());
   }
+}
+
+// Served() is what tessel_plugin_info exports: per (op, device), the plugin that serves it; an op that two
+// plugins offer and no preference decides is left out.
+TEST(KernelRegistry, ServedNamesThePluginOfEveryOpAndLeavesOutUndecidedOnes) {
+  const auto served_by = [](const KernelRegistry& registry) {
+    std::map<std::string, std::string> by;
+    for (const ServedKernel& k : registry.Served()) {
+      if (k.device == Device::kCpu) by[k.op] = StrCat(k.plugin, " ", k.version, " ", k.abi_major, ".", k.abi_minor);
+    }
+    return by;
+  };
+  KernelRegistry undecided(QuietLogger());
+  ASSERT_TRUE(undecided.LoadDefaults({testing::NnPlugin(), testing::ExamplePlugin()}, {}).ok());
+  std::map<std::string, std::string> by = served_by(undecided);
+  EXPECT_EQ(by.count("nn.relu.fwd"), 0u);
+  EXPECT_EQ(by.count("nn.relu.bwd"), 0u);
+  EXPECT_EQ(by["nn.gelu.fwd"], "nn 0.1.0 1.1");
+  EXPECT_EQ(by["example.scale.fwd"], "example 1.1.0 1.1");
+
+  KernelRegistry decided(QuietLogger());
+  decided.SetPreference({"example"});
+  ASSERT_TRUE(decided.LoadDefaults({testing::NnPlugin(), testing::ExamplePlugin()}, {}).ok());
+  by = served_by(decided);
+  EXPECT_EQ(by["nn.relu.fwd"], "example 1.1.0 1.1");
+  EXPECT_EQ(by["nn.relu.bwd"], "example 1.1.0 1.1");
+  EXPECT_EQ(by["nn.gelu.fwd"], "nn 0.1.0 1.1");
 }
 
 TEST(KernelRegistry, APreferenceForAPluginNotLoadedIsAnError) {
