@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/activity.h"
 #include "core/logging.h"
 
 #ifdef TESSEL_HAVE_CUDA
@@ -149,7 +150,10 @@ Status CopyMemory(void* dst, Device dst_device, const void* src, Device src_devi
                                                            : cudaMemcpyDeviceToDevice;
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err == cudaSuccess) {
+    const activity::StreamWaitScope wait(StrCat("a copy of ", bytes, " bytes"));  // for a hang's report
+    err = cudaStreamSynchronize(s);
+  }
   if (err != cudaSuccess) return InternalError(StrCat("copy of ", bytes, " bytes failed: ", cudaGetErrorString(err)));
   return Status();
 }
@@ -167,6 +171,7 @@ Status ZeroMemory(void* ptr, Device device, size_t bytes, void* stream) {
 
 Status SyncStream(Device device, void* stream) {
   if (device == Device::kCpu) return Status();
+  const activity::StreamWaitScope wait("a stream synchronisation");  // for a hang's report
   const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) return InternalError(StrCat("cudaStreamSynchronize failed: ", cudaGetErrorString(err)));
   return Status();

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/activity.h"
 #include "core/allocator.h"
 #include "core/logging.h"
 
@@ -93,6 +94,7 @@ Status CudaEvent::StreamWait(void* stream) const {
 }
 
 Status CudaEvent::Synchronize() const {
+  const activity::StreamWaitScope wait("an event");  // for a hang's report
   const cudaError_t err = cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
   return err == cudaSuccess ? Status() : CudaFailure("cudaEventSynchronize", err);
 }

@@ -314,7 +314,7 @@ std::vector<Field> BuildFields() {
                        "A rank silent this long has failed (exit 5): a worker, for the coordinator, which aborts "
                        "the job; the coordinator, for each worker, which then stops; > 2 x the interval."),
       TESSEL_JOB_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
-      TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank."),
+      TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank, an embedded run's included (its first step, which loads the data, gets `startup_seconds` more)."),
       // [smoke]
       TESSEL_JOB_FIELD(smoke.max_latency_us, Above(0), "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
       TESSEL_JOB_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0), "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),

@@ -30,6 +30,7 @@
 #include "monitoring/straggler.h"
 #include "monitoring/targets.h"
 #include "orchestrator/checkpoints.h"
+#include "orchestrator/liveness.h"
 #include "orchestrator/planners/registry.h"
 #include "orchestrator/run_output.h"
 #include "workers/comm/comm.h"
@@ -108,120 +109,6 @@ class ProgressPrinter {
   double total_seconds_ = 0;
 };
 
-// The job's outcome for launchers: `mpirun --enable-recovery` (Open MPI 4.1) exits 0 whatever the ranks
-// do, so scripts/tessel-mpirun reads the exit code from here. While the job runs the file says where the
-// coordinator is ({"state": "running", "host", "pid"}), so that a launcher that finds no outcome at the
-// end can say which process and host were lost; the coordinator's beats rewrite it every heartbeat
-// interval with the silence after which a launcher may presume the coordinator lost ("timeout_seconds"),
-// the file's modification time being the beat. Once an outcome is written, a late beat changes nothing.
-// Thread safety: any thread.
-void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds = 0) {
-  if (path.empty()) return;
-  static std::mutex mu;
-  static bool outcome_written = false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (outcome_written) return;
-  Json doc = Json::object();
-  doc["state"] = status == nullptr ? "running" : "done";
-  char host[256] = {};
-  (void)::gethostname(host, sizeof host - 1);
-  doc["host"] = std::string(host);
-  doc["pid"] = static_cast<int64_t>(::getpid());
-  if (status != nullptr) {
-    doc["exit_code"] = status->exit_code();
-    doc["error"] = status->message();
-    outcome_written = true;
-  } else if (timeout_seconds > 0) {
-    doc["timeout_seconds"] = timeout_seconds;
-  }
-  (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
-}
-
-[[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {
-  std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
-  std::fflush(stderr);
-  WriteStatusFile(status_file, &status);
-  // Under `mpirun --enable-recovery` MPI_Abort ends this rank only; a worker that reported an error
-  // waits for this shutdown, so tell every rank before aborting (bounded: a dead rank cannot block it).
-  // The {1} says "aborting": a worker that gets it leaves without MPI_Finalize, which would wait for this
-  // rank forever.
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  static const std::vector<uint8_t> kAborting{1};  // outlives a cancelled send
-  static const std::vector<uint8_t> kNothing;
-  // First the notice a training rank's heartbeat thread takes (its training thread may be stuck in a
-  // collective with a hung rank, where it would wait out its own timeout), then the one a waiting rank takes.
-  for (int r = 1; r < world; ++r) {
-    (void)workers::SendBytes(kNothing, r, workers::kTagAbort, std::chrono::milliseconds(200));
-  }
-  for (int r = 1; r < world; ++r) {
-    (void)workers::SendBytes(kAborting, r, workers::kTagShutdown, std::chrono::milliseconds(200));
-  }
-  MPI_Abort(MPI_COMM_WORLD, status.exit_code());
-  std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
-}
-
-// While the coordinator runs (planning included) every worker hears from it each heartbeat interval, so
-// that a coordinator that dies (killed, out of memory) does not leave its workers training or waiting
-// under `mpirun --enable-recovery`: a worker presumes it dead after timeouts.heartbeat_timeout_seconds of
-// silence and exits 5 (workers/worker.cc, CoordinatorWatch). A thread of its own, so that a long plan or
-// a big assignment does not hold the beats back; it needs MPI_THREAD_MULTIPLE.
-class AliveBeats {
- public:
-  // The beat's bytes are never freed: a beat that times out is cancelled, and Open MPI may not be done with
-  // a cancelled send's buffer.
-  // `status_file` (may be empty) gets a beat too, for the launcher (WriteStatusFile).
-  AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file)
-      : world_(world),
-        interval_(interval_seconds),
-        silence_limit_seconds_(silence_limit_seconds),
-        status_file_(std::move(status_file)),
-        beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))) {
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~AliveBeats() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  AliveBeats(const AliveBeats&) = delete;
-  AliveBeats& operator=(const AliveBeats&) = delete;
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      lock.unlock();
-      // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report. A beat is small
-      // and goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead
-      // rank from delaying the others' beats.
-      for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
-      WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
-      lock.lock();
-      cv_.wait_for(lock, interval_, [this] { return stop_; });
-    }
-  }
-
-  const int world_;
-  const Seconds interval_;
-  const double silence_limit_seconds_;
-  const std::string status_file_;
-  const std::vector<uint8_t>& beat_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
-void ShutdownWorkers(const workers::MpiSession& session) {
-  for (int r = 1; r < session.world_size(); ++r) {
-    (void)workers::SendBytes({}, r, workers::kTagShutdown, std::chrono::seconds(10));
-  }
-}
-
 struct WorkerState {
   Clock::time_point last_seen;
   Clock::time_point last_step_change;  // a live heartbeat with a frozen step is a hang
@@ -229,6 +116,7 @@ struct WorkerState {
   bool hello = false;
   bool done = false;
   workers::HelloMsg info;
+  std::string activity;  // its last heartbeat's: what its compute was doing (core/activity.h)
 };
 
 class Coordinator {
@@ -511,7 +399,15 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   workers::RunHooks hooks;
   hooks.metrics = metrics_.get();
   hooks.run_dir = run_dir_;
+  // One process: no coordinator rank watches the training thread, so a thread of this one does.
+  StepWatchdog watchdog(spec_.timeouts.step_seconds, spec_.timeouts.startup_seconds,
+                        StrCat("rank 0 (embedded, on ", session_.hostname(), ", pid ", getpid(), ")"), [this](const Status& st) {
+                          failed_rank_ = 0;
+                          Fail(st);
+                          AbortJob(st, status_file_);
+                        });
   hooks.on_step = [&](const ProgressMsg& p) {
+    watchdog.Stepped(p.step);
     steps_done_ = std::max(steps_done_, p.step);
     RecordStep(0, p);
     progress.Step(p);
@@ -645,6 +541,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &hb));
           if (hb.step != w.step) w.last_step_change = now;
           w.step = hb.step;
+          w.activity = std::move(hb.activity);
           steps_done_ = std::max(steps_done_, hb.step);
           break;
         }
@@ -734,15 +631,19 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         std::snprintf(buf, sizeof buf, "%.1f", silent.count());
         return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
                                       s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit.count(),
-                                      " s); last step ", s.step, ": presumed dead or hung; aborting the job"));
+                                      " s); last step ", s.step,
+                                      s.activity.empty() ? std::string() : StrCat(" (its compute then: ", s.activity, ")"),
+                                      ": presumed dead or hung; aborting the job"));
       }
     }
     for (const auto& [r, s] : state) {
       if (s.done || !s.hello || now - s.last_step_change <= step_timeout) continue;
       failed_rank_ = r;
       return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
-                                    ") is alive but has been at step ", s.step, " for more than ", step_timeout.count(),
-                                    " s (timeouts.step_seconds): presumed hung; aborting the job"));
+                                    ") is alive but has not finished step ", s.step + 1, " within ", step_timeout.count(),
+                                    " s (timeouts.step_seconds)",
+                                    s.activity.empty() ? std::string() : StrCat("; its compute: ", s.activity),
+                                    ": presumed hung; aborting the job"));
     }
     if (time_limit > 0 && Seconds(now - dispatched).count() > time_limit) {
       return RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job"));

@@ -66,6 +66,7 @@ Status Decode(const std::vector<uint8_t>& b, AssignMsg* m) {
 std::vector<uint8_t> Encode(const HeartbeatMsg& m) {
   ByteWriter w = Begin();
   w.Put(m.step);
+  w.PutString(m.activity);
   return w.Take();
 }
 
@@ -73,6 +74,7 @@ Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m) {
   ByteReader r(b.data(), b.size());
   CheckMagic(r);
   m->step = r.Get<int64_t>("step");
+  m->activity = r.GetString("activity");
   return Finish(r);
 }
 

@@ -46,6 +46,7 @@ struct AssignMsg {
 
 struct HeartbeatMsg {
   int64_t step = 0;
+  std::string activity;  // what the rank's compute is doing (core/activity.h), for a hang's report
 };
 
 // The coordinator's beat: a worker that has heard one presumes the coordinator dead after

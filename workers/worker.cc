@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/activity.h"
 #include "core/allocator.h"
 #include "core/cuda_device.h"
 #include "core/process_memory.h"
@@ -199,7 +200,7 @@ class HeartbeatThread {
     while (!stop_) {
       lock.unlock();
       // A failed heartbeat is not fatal here: the coordinator's timeout decides.
-      (void)SendBytes(Encode(HeartbeatMsg{step_->load()}), 0, kTagHeartbeat, interval_ * 4);
+      (void)SendBytes(Encode(HeartbeatMsg{step_->load(), activity::Describe()}), 0, kTagHeartbeat, interval_ * 4);
       // The coordinator is aborting the job (it has printed why): leave at once, whatever the training
       // thread is waiting for.
       if (auto abort = TryReceive(0, kTagAbort); abort.ok() && abort->source >= 0) {
@@ -705,7 +706,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   }
   // Every worker reports each step: its row of metrics.csv, and its compute time for the straggler watch.
   hooks.on_step = [&](const ProgressMsg& p) {
-    if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step}), 0, kTagHeartbeat, interval * 4);
+    if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step, activity::Describe()}), 0, kTagHeartbeat, interval * 4);
     (void)SendBytes(Encode(p), 0, kTagProgress, interval * 4);
   };
   hooks.on_checkpoint = [&](const CheckpointMsg& m) {

@@ -110,7 +110,7 @@ void WriteSeed(const std::string& dir, size_t type, const std::vector<uint8_t>& 
 void WriteSeeds(const std::string& dir) {
   WriteSeed(dir, 0, Encode(HelloMsg{"node7", 4242, 9402}));
   WriteSeed(dir, 1, Encode(AssignMsg{SeedSettings(), "runs/x", "rgnn.full", {1, 2, 3, 255}}));
-  WriteSeed(dir, 2, Encode(HeartbeatMsg{12}));
+  WriteSeed(dir, 2, Encode(HeartbeatMsg{12, "in kernel nn.gemm (cpu) for 1.5 s"}));
   WriteSeed(dir, 3, Encode(AliveMsg{10.0}));
   WriteSeed(dir, 4, Encode(StopMsg{10}));
   WriteSeed(dir, 5, Encode(ProgressMsg{3, 0.693, 1.25, SeedRecord(), SeedRecord()}));

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/activity.h"
 #include "core/logging.h"
 
 #ifdef TESSEL_HAVE_NCCL
@@ -31,6 +32,7 @@ class NcclComm final : public DeviceComm {
     auto stream = static_cast<cudaStream_t>(stream_);
     TESSEL_RETURN_IF_ERROR(NcclCheck(
         ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, comm_, stream), "ncclAllReduce"));
+    const activity::StreamWaitScope wait(StrCat("an NCCL allreduce of ", count, " floats"));  // for a hang's report
     const cudaError_t err = cudaStreamSynchronize(stream);
     if (err != cudaSuccess) return RankFailedError(StrCat("ncclAllReduce: ", cudaGetErrorString(err)));
     return Status();

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/activity.h"
 #include "core/logging.h"
 #include "workers/plugin_host/host_status.h"
 
@@ -157,6 +158,7 @@ Kernel::Kernel(std::string op, Device device, std::string schema_text, Schema sc
 
 Status Kernel::Call(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                     const CallOptions& options, const void* params, size_t params_size) const {
+  const activity::KernelScope scope(op_, DeviceName(device_));  // for a hang's report
   if (options.timer != nullptr && options.timer->active()) {
     return options.timer->Time(op_, device_, device_ == Device::kCuda ? options.cuda_stream : nullptr,
                                [&] { return Run(inputs, outputs, options, params, params_size); });

@@ -59,9 +59,10 @@ TEST(Protocol, HelloHeartbeatProgressResultAndErrorRoundTrip) {
   EXPECT_EQ(h2.pid, 4242);
   EXPECT_EQ(h2.metrics_port, 9402);
 
-  HeartbeatMsg hb{17}, hb2;
+  HeartbeatMsg hb{17, "in kernel nn.relu.fwd (cpu) for 3.0 s"}, hb2;
   ASSERT_TRUE(Decode(Encode(hb), &hb2).ok());
   EXPECT_EQ(hb2.step, 17);
+  EXPECT_EQ(hb2.activity, "in kernel nn.relu.fwd (cpu) for 3.0 s");
 
   AliveMsg alive{7.5}, alive2;
   ASSERT_TRUE(Decode(Encode(alive), &alive2).ok());
@@ -140,7 +141,7 @@ TEST(Protocol, OutOfRangeEnumsAndTrailingBytesAreRefused) {
 }
 
 TEST(Protocol, ForeignMagicIsRefused) {
-  auto bytes = Encode(HeartbeatMsg{3});
+  auto bytes = Encode(HeartbeatMsg{3, ""});
   bytes[0] ^= 0xff;
   HeartbeatMsg h;
   EXPECT_EQ(Decode(bytes, &h).code(), Code::kBadData);

@@ -5,15 +5,20 @@
 //   BROKEN_WRITE_PAST        nn.relu.fwd writes one element past the end of Y
 //   BROKEN_WRONG_GRADIENT    nn.relu.bwd returns half the gradient
 //   BROKEN_NONDETERMINISTIC  nn.relu.fwd moves Y[0] by one ulp on every second call
-// Each should fail exactly that op's rows of the check, naming the failure.
+//   BROKEN_HANG              nn.relu.fwd on the CPU never returns from its third call on: a kernel that
+//                            stops making progress mid-run, for the step watchdogs (tests/cluster/hung_kernel.sh),
+//                            not for the conformance run
+// Each of the others should fail exactly that op's rows of the check, naming the failure.
 #define tessel_plugin_init example_plugin_init
 #include "plugins/example/example_plugin.cc"
 #undef tessel_plugin_init
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -42,6 +47,8 @@ void Corrupt(const Wrapped& w, tessel_tensor& y) {
   }
 #elif defined(BROKEN_NONDETERMINISTIC)
   if (w.relu_fwd && g_calls.fetch_add(1) % 2 == 1) out[0] = std::nextafter(out[0], T(2));
+#elif defined(BROKEN_HANG)
+  (void)w, (void)out;
 #else
 #error "define one BROKEN_* kind"
 #endif
@@ -49,6 +56,11 @@ void Corrupt(const Wrapped& w, tessel_tensor& y) {
 
 tessel_status* Faulty(void* state, const tessel_kernel_call* call) {
   const auto& w = *static_cast<const Wrapped*>(state);
+#if defined(BROKEN_HANG)
+  if (w.relu_fwd && call->outputs[0].device == TESSEL_DEVICE_CPU && g_calls.fetch_add(1) >= 2) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+#endif
   tessel_status* st = w.fn(w.state, call);
   if (st != nullptr || call->outputs[0].device != TESSEL_DEVICE_CPU) return st;
   if (call->outputs[0].dtype == TESSEL_DTYPE_F64) {

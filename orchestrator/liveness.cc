@@ -1,0 +1,146 @@
+#include "orchestrator/liveness.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/activity.h"
+#include "core/json.h"
+#include "orchestrator/run_output.h"
+#include "workers/protocol.h"
+
+namespace tessel::orchestrator {
+
+void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds) {
+  if (path.empty()) return;
+  static std::mutex mu;
+  static bool outcome_written = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (outcome_written) return;
+  Json doc = Json::object();
+  doc["state"] = status == nullptr ? "running" : "done";
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  doc["host"] = std::string(host);
+  doc["pid"] = static_cast<int64_t>(::getpid());
+  if (status != nullptr) {
+    doc["exit_code"] = status->exit_code();
+    doc["error"] = status->message();
+    outcome_written = true;
+  } else if (timeout_seconds > 0) {
+    doc["timeout_seconds"] = timeout_seconds;
+  }
+  (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
+}
+
+
+[[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {
+  std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
+  std::fflush(stderr);
+  WriteStatusFile(status_file, &status);
+  // Under `mpirun --enable-recovery` MPI_Abort ends this rank only; a worker that reported an error
+  // waits for this shutdown, so tell every rank before aborting (bounded: a dead rank cannot block it).
+  // The {1} says "aborting": a worker that gets it leaves without MPI_Finalize, which would wait for this
+  // rank forever.
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1) std::_Exit(status.exit_code());  // embedded: no rank to tell, and no MPI_Abort banner
+  static const std::vector<uint8_t> kAborting{1};  // outlives a cancelled send
+  static const std::vector<uint8_t> kNothing;
+  // First the notice a training rank's heartbeat thread takes (its training thread may be stuck in a
+  // collective with a hung rank, where it would wait out its own timeout), then the one a waiting rank takes.
+  for (int r = 1; r < world; ++r) {
+    (void)workers::SendBytes(kNothing, r, workers::kTagAbort, std::chrono::milliseconds(200));
+  }
+  for (int r = 1; r < world; ++r) {
+    (void)workers::SendBytes(kAborting, r, workers::kTagShutdown, std::chrono::milliseconds(200));
+  }
+  MPI_Abort(MPI_COMM_WORLD, status.exit_code());
+  std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
+}
+
+AliveBeats::AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file)
+    : world_(world),
+      interval_(interval_seconds),
+      silence_limit_seconds_(silence_limit_seconds),
+      status_file_(std::move(status_file)),
+      beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+AliveBeats::~AliveBeats() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void AliveBeats::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report. A beat is small
+    // and goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead
+    // rank from delaying the others' beats.
+    for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
+    WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
+    lock.lock();
+    cv_.wait_for(lock, interval_, [this] { return stop_; });
+  }
+}
+
+void ShutdownWorkers(const workers::MpiSession& session) {
+  for (int r = 1; r < session.world_size(); ++r) {
+    (void)workers::SendBytes({}, r, workers::kTagShutdown, std::chrono::seconds(10));
+  }
+}
+
+StepWatchdog::StepWatchdog(double step_seconds, double startup_seconds, std::string who,
+                           std::function<void(const Status&)> on_hang)
+    : step_seconds_(step_seconds),
+      startup_seconds_(startup_seconds),
+      who_(std::move(who)),
+      on_hang_(std::move(on_hang)),
+      since_(Clock::now()) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+StepWatchdog::~StepWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StepWatchdog::Stepped(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = step;
+  since_ = Clock::now();
+}
+
+void StepWatchdog::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; });
+    if (stop_) return;
+    const double limit = step_seconds_ + (step_ == 0 ? startup_seconds_ : 0);
+    const double waited = std::chrono::duration<double>(Clock::now() - since_).count();
+    if (waited <= limit) continue;
+    const std::string doing = activity::Describe();
+    const Status hung = RankFailedError(StrCat(
+        who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
+        step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
+        doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
+    lock.unlock();
+    on_hang_(hung);  // ends the process
+    return;
+  }
+}
+
+}  // namespace tessel::orchestrator
