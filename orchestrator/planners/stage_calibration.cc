@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,7 @@ void Fill(Tensor& t, uint64_t seed) {
 }  // namespace
 
 Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m, const workers::LlmTrainSettings& t) {
+  const auto started = std::chrono::steady_clock::now();
   workers::KernelRegistry registry;
   registry.SetPreference(spec.plugins.prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
@@ -47,18 +49,42 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   workers::ExecutorContext context;
   context.pool = &pool;
   context.kernels = &registry;
+  // A GPU job's kernels are timed on this rank's first GPU, where it sees one: the workers' times, not
+  // the CPU's (which were 20x off, and took 40 s at GPT-2 124M's shape).
+  const CudaProbe probe = ProbeCuda();
+  const bool gpu = spec.job.device != jobs::DeviceChoice::kCpu && probe.usable();
+  StageCosts costs;
+  CudaStream stream;
+  if (gpu) {
+    TESSEL_RETURN_IF_ERROR(SelectCudaDevice(0));
+    TESSEL_ASSIGN_OR_RETURN(stream, CudaStream::Create());
+    context.device = workers::DeviceContext{Device::kCuda, 0, stream.get(), &CudaAllocator()};
+    costs.device = Device::kCuda;
+  } else if (spec.job.device == jobs::DeviceChoice::kCuda) {
+    costs.note = StrCat("this rank sees no usable GPU (", probe.problem, "): calibrated on its CPU, so the predicted "
+                        "times are the CPU's, not the GPU workers'");
+  }
+  const Device dev = context.device.device;
   workers::KernelSet k(registry, context);
   const int64_t b = t.microbatch, s = t.seq_len, c = m.width, h = m.heads, v = m.vocab, n = b * s;
   // The activations' and working weights' dtype (the job's precision); statistics and gradients are f32.
   const DType act = workers::ActivationDType(t.precision);
   std::vector<Tensor> keep;
-  const auto make = [&](DType dtype, std::vector<int64_t> shape) -> Result<Tensor*> {
-    TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros(dtype, std::move(shape)));
-    Fill(x, keep.size() + 1);
+  keep.reserve(64);  // every tensor below (44), so that the pointers handed out stay valid
+  // A tensor of small pseudo-random values (or what `init` writes), on the device the kernels run on.
+  const auto make = [&](DType dtype, std::vector<int64_t> shape,
+                        const std::function<void(Tensor&)>& init = nullptr) -> Result<Tensor*> {
+    TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(dtype, shape));
+    init ? init(host) : Fill(host, keep.size() + 1);
+    if (!gpu) {
+      keep.push_back(std::move(host));
+      return &keep.back();
+    }
+    TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Empty(dtype, std::move(shape), CudaAllocator()));
+    TESSEL_RETURN_IF_ERROR(CopyMemory(x.raw(), Device::kCuda, host.raw(), Device::kCpu, host.nbytes(), stream.get()));
     keep.push_back(std::move(x));
     return &keep.back();
   };
-  keep.reserve(64);
   TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(act, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(act, {n, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(act, {n, c}));
@@ -94,11 +120,11 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   // The attention's lse must be a real log-sum-exp for the backward to see realistic values.
   const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
   const tessel_attention_params at{sizeof(tessel_attention_params), m.heads};
-  Tensor qkv2 = Tensor::Borrow(qkv->raw(), act, {n, 3 * c});
-  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), act, {n, 3 * c});
-  Tensor att2 = Tensor::Borrow(att->raw(), act, {n, c});
-  Tensor datt2 = Tensor::Borrow(datt->raw(), act, {n, c});
-  Tensor fx = Tensor::Borrow(x->raw(), act, {n * c}), fy = Tensor::Borrow(y->raw(), act, {n * c});
+  Tensor qkv2 = Tensor::Borrow(qkv->raw(), act, {n, 3 * c}, dev);
+  Tensor dqkv2 = Tensor::Borrow(dqkv->raw(), act, {n, 3 * c}, dev);
+  Tensor att2 = Tensor::Borrow(att->raw(), act, {n, c}, dev);
+  Tensor datt2 = Tensor::Borrow(datt->raw(), act, {n, c}, dev);
+  Tensor fx = Tensor::Borrow(x->raw(), act, {n * c}, dev), fy = Tensor::Borrow(y->raw(), act, {n * c}, dev);
   const auto block_forward = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lqkv.w, lqkv.b}, {&qkv2}));
@@ -132,17 +158,21 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(act, {v, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(act, {hn, v}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * head_bias, make(act, {v}));  // the tied head has no bias: zeros
-  TESSEL_RETURN_IF_ERROR(ZeroMemory(head_bias->raw(), Device::kCpu, head_bias->nbytes(), nullptr));
-  Tensor no_bias = Tensor::Borrow(nullptr, DType::kF32, {0});
-  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}));
-  for (int64_t i = 0; i < hn; ++i) targets->data<int64_t>()[i] = i % v, mask->data<uint8_t>()[i] = 1;
-  Tensor hx = Tensor::Borrow(x->raw(), act, {hn, c}), hy = Tensor::Borrow(y->raw(), act, {hn, c});
-  Tensor hdy = Tensor::Borrow(dy->raw(), act, {hn, c});
-  Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}), hrstd = Tensor::Borrow(rstd->raw(), DType::kF32, {hn});
+  const auto zeros = [](Tensor&) {};
+  TESSEL_ASSIGN_OR_RETURN(Tensor * head_bias, make(act, {v}, zeros));  // the tied head has no bias
+  Tensor no_bias = Tensor::Borrow(nullptr, DType::kF32, {0}, dev);
+  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}, [&](Tensor& x) {
+                            for (int64_t i = 0; i < hn; ++i) x.data<int64_t>()[i] = i % v;
+                          }));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}, [&](Tensor& x) {
+                            for (int64_t i = 0; i < hn; ++i) x.data<uint8_t>()[i] = 1;
+                          }));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}, zeros));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}, zeros));
+  Tensor hx = Tensor::Borrow(x->raw(), act, {hn, c}, dev), hy = Tensor::Borrow(y->raw(), act, {hn, c}, dev);
+  Tensor hdy = Tensor::Borrow(dy->raw(), act, {hn, c}, dev);
+  Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}, dev);
+  Tensor hrstd = Tensor::Borrow(rstd->raw(), DType::kF32, {hn}, dev);
   const auto head = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {&hx, lw, lb}, {&hy, &hmean, &hrstd}, ln));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {&hy, wte, head_bias}, {logits}));
@@ -153,25 +183,29 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   };
   TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(act, {s, c}));
   TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}));
-  for (int64_t i = 0; i < n; ++i) tokens->data<int32_t>()[i] = static_cast<int32_t>(i % v);
-  Tensor x3 = Tensor::Borrow(x->raw(), act, {b, s, c}), dy3 = Tensor::Borrow(dy->raw(), act, {b, s, c});
+  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}, [&](Tensor& x) {
+                            for (int64_t i = 0; i < n; ++i) x.data<int32_t>()[i] = static_cast<int32_t>(i % v);
+                          }));
+  Tensor x3 = Tensor::Borrow(x->raw(), act, {b, s, c}, dev), dy3 = Tensor::Borrow(dy->raw(), act, {b, s, c}, dev);
   const auto embed = [&]() -> Status {
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_encoder_fwd, {wte, wpe, tokens}, {&x3}));
     return k.Call(tessel_op_llm_encoder_bwd, {&dy3, tokens}, {dwte, dwpe});
   };
   TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_attention_fwd, {qkv}, {att, lse}, at));
-  const auto best_of = [](int reps, const auto& fn) -> Result<double> {
+  // Each run's time ends when the GPU has done its work.
+  const auto best_of = [&](int reps, const auto& fn) -> Result<double> {
     double best = std::numeric_limits<double>::infinity();
     for (int r = 0; r < reps; ++r) {
       const auto start = std::chrono::steady_clock::now();
       TESSEL_RETURN_IF_ERROR(fn());
+      TESSEL_RETURN_IF_ERROR(SyncStream(dev, stream.get()));
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     return best;
   };
-  TESSEL_RETURN_IF_ERROR(block());  // first touches
-  StageCosts costs;
+  TESSEL_RETURN_IF_ERROR(block());  // first touches (on a GPU: module loads, cuBLAS's handle and workspace)
+  TESSEL_RETURN_IF_ERROR(head());
+  TESSEL_RETURN_IF_ERROR(embed());
   TESSEL_ASSIGN_OR_RETURN(costs.block_seconds, best_of(3, block));
   TESSEL_ASSIGN_OR_RETURN(costs.block_forward_seconds, best_of(3, block_forward));
   TESSEL_ASSIGN_OR_RETURN(costs.head_seconds, best_of(3, head));
@@ -185,7 +219,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   // the calibration's own tensors, still alive here.
   int64_t calibration_bytes = 0;
   for (const Tensor& t : keep) calibration_bytes += static_cast<int64_t>(t.nbytes());
-  costs.process_bytes = std::max<int64_t>(0, ResidentBytes() - calibration_bytes);
+  costs.process_bytes = gpu ? 0 : std::max<int64_t>(0, ResidentBytes() - calibration_bytes);
+  costs.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return costs;
 }
 

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "core/allocator.h"
 #include "core/status.h"
 #include "jobs/spec.h"
 #include "workers/llm/llm_settings.h"
@@ -22,10 +24,15 @@ struct StageCosts {
   // A CPU worker's resident memory besides its tensors (libraries, BLAS buffers, token data), measured by
   // the calibration; 0 for GPU workers. Part of every stage's memory.
   int64_t process_bytes = 0;
+  Device device = Device::kCpu;     // where the kernels were timed
+  double calibration_seconds = 0;   // what the calibration took, loading the plugins included
+  std::string note;                 // why a GPU job was timed on the CPU; "" otherwise
 };
 
 // Times the kernels of one block, the head and the embedding at the job's micro-batch shape on this
-// rank, with the job's plugins and threads: the best of a few runs of each.
+// rank, with the job's plugins and threads: the best of a few runs of each. A job that runs on GPUs
+// (job.device "cuda", or "auto" where this rank sees one) is timed on this rank's first GPU, on a stream
+// of its own; where this rank sees none, on its CPU, with a note saying so.
 Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& model,
                              const workers::LlmTrainSettings& train);
 

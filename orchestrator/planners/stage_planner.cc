@@ -46,6 +46,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   log.Info(StrCat("tokens: ", splits.train.size(), " to train on, ", splits.val.size(), " to validate on (",
                   splits.train_name, ")"));
   TESSEL_ASSIGN_OR_RETURN(StageCosts costs, Calibrate(spec, model, train));
+  if (!costs.note.empty()) plan.notes.push_back(costs.note);
   // A GPU worker's tensors are in device memory, where the process's own host memory does not count.
   const bool on_cpu = spec.job.device == jobs::DeviceChoice::kCpu ||
                       (spec.job.device == jobs::DeviceChoice::kAuto && !ProbeCuda().usable());
@@ -144,6 +145,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Set(pipeline, "calibrated_head_seconds", costs.head_seconds);
   Set(pipeline, "calibrated_embedding_seconds", costs.embed_seconds);
   Set(pipeline, "process_bytes", costs.process_bytes);
+  Set(pipeline, "calibrated_on", std::string(DeviceName(costs.device)));
+  Set(pipeline, "calibration_seconds", costs.calibration_seconds);
   Set(plan.summary, "model", "gpt2");
   Set(plan.summary, "pipeline", pipeline);
   const int64_t c = model.width;
@@ -170,10 +173,15 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
   const RecordValue* pv = Find(plan.summary, "pipeline");
   const Record* pipeline = pv ? std::get_if<Record>(&pv->data) : nullptr;
   if (pipeline) {
+    const RecordValue* on = Find(*pipeline, "calibrated_on");
+    const std::string where = on != nullptr && std::get<std::string>(on->data) == "cuda"
+                                  ? std::string("on GPU 0")
+                                  : StrCat("on the CPU, ", spec.resources.threads_per_worker, " threads");
     std::snprintf(buf, sizeof buf,
-                  "calibrated here (%d threads), per micro-batch forward + backward: block %.1f ms (forward %.1f ms), "
+                  "calibrated here (%s, %.1f s), per micro-batch forward + backward: block %.1f ms (forward %.1f ms), "
                   "embedding %.1f ms, head %.1f ms\n",
-                  spec.resources.threads_per_worker, 1e3 * FindNumber(*pipeline, "calibrated_block_seconds").value_or(0),
+                  where.c_str(), FindNumber(*pipeline, "calibration_seconds").value_or(0),
+                  1e3 * FindNumber(*pipeline, "calibrated_block_seconds").value_or(0),
                   1e3 * FindNumber(*pipeline, "calibrated_block_forward_seconds").value_or(0),
                   1e3 * FindNumber(*pipeline, "calibrated_embedding_seconds").value_or(0),
                   1e3 * FindNumber(*pipeline, "calibrated_head_seconds").value_or(0));
