@@ -14,7 +14,8 @@
 #                                      per-epoch losses (1e-4 relative), and the GPT of
 #                                      gpt-shakespeare.toml for 30 steps the same way (1e-3, tokens/s of
 #                                      each), and the conformance run of `tessel plugin check` on
-#                                      every plugin, CUDA kernels included. --bench also runs
+#                                      every plugin, CUDA kernels included, and the GPT checks of
+#                                      issue 17 (bench/gpu/gpt_check.py, see below). --bench also runs
 #                                      bench/gpu/compare.py (Tessel against PyG on the GPU), passing it
 #                                      the arguments after --bench.
 #
@@ -186,6 +187,17 @@ print(f"gpt2 L4 C256: 30 steps, worst relative loss difference CUDA vs CPU {wors
 json.dump(row, open(f"{out}/gpt-cuda-vs-cpu.json", "w"), indent=1)
 sys.exit(0 if ok else 1)
 EOF
+
+# The GPT on the GPU as issue 17's GPU lines measure it (bench/gpu/gpt_check.py): the init_from crash's
+# diagnosis, 10 back-to-back runs of every policy and init_from against the CPU, GPT-2 124M's shape against
+# PyTorch, the planner's GPU calibration, the ROK curve, compute-sanitizer; one table, within
+# TESSEL_GPT_CHECK_BUDGET seconds (default 420; TESSEL_GPT_CHECK_SECTIONS picks sections, "none" skips it).
+if [ "${TESSEL_GPT_CHECK_SECTIONS:-all}" != none ]; then
+  sections=${TESSEL_GPT_CHECK_SECTIONS:-all}
+  [ "$sections" = all ] && sections=diagnose,repeat,speed,rok,sanitize
+  PYTHONUNBUFFERED=1 python3 bench/gpu/gpt_check.py --out "$out" --sections "$sections" \
+    --budget "${TESSEL_GPT_CHECK_BUDGET:-420}" 2>"$logs/gpt-check.log" | tee "$out/gpt-check.txt" || status=1
+fi
 
 if [ "$bench" = 1 ] && [ -f bench/gpu/compare.py ]; then
   PYTHONUNBUFFERED=1 python3 bench/gpu/compare.py --out "$out" "${@:3}" || status=1
