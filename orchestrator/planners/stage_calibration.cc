@@ -42,6 +42,7 @@ void Fill(Tensor& t, uint64_t seed) {
 
 Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m, const workers::LlmTrainSettings& t) {
   const auto started = std::chrono::steady_clock::now();
+  CudaStream stream;  // declared first, so destroyed last: the plugins' cuBLAS handles are bound to it
   workers::KernelRegistry registry;
   registry.SetPreference(spec.plugins.prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
@@ -54,7 +55,6 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   const CudaProbe probe = ProbeCuda();
   const bool gpu = spec.job.device != jobs::DeviceChoice::kCpu && probe.usable();
   StageCosts costs;
-  CudaStream stream;
   if (gpu) {
     TESSEL_RETURN_IF_ERROR(SelectCudaDevice(0));
     TESSEL_ASSIGN_OR_RETURN(stream, CudaStream::Create());

@@ -66,7 +66,7 @@ class KernelRegistry {
   KernelRegistry& operator=(const KernelRegistry&) = delete;
 
   // Loads one plugin: refuses a world-writable file or directory or a file that is not a whole ELF
-  // shared object, dlopens it (RTLD_NOW|RTLD_LOCAL), calls its tessel_plugin_init, then checks the ABI
+  // shared object, dlopens it (RTLD_NOW|RTLD_LOCAL|RTLD_NODELETE), calls its tessel_plugin_init, then checks the ABI
   // (same major, host minor >= plugin minor), every kernel's schema (syntax, and equality with
   // ExpectedSchema for ops the host knows) and (op, device) pairs registered twice by the plugin. Kernels
   // are committed only if all of that holds. Loading the same file again (by device and inode) is a

@@ -1,7 +1,13 @@
 // SharedLibrary: RAII over a dlopen handle. The library is opened with RTLD_NOW | RTLD_LOCAL, so every
-// undefined symbol is resolved at load time and nothing it defines leaks into the global namespace.
-// Ownership: the object owns the handle and dlcloses it when destroyed; pointers obtained from
-// Symbol() dangle after that. Thread safety: Open and Symbol may be called from any thread.
+// undefined symbol is resolved at load time and nothing it defines leaks into the global namespace, and
+// with RTLD_NODELETE: once loaded, a plugin stays mapped until the process exits. A CUDA plugin's kernels
+// are registered with the CUDA runtime, and its cuBLAS handles bound to streams, for the life of the
+// process; an embedded run loads the plugins for the planner's calibration and again for its worker, and
+// unmapping them in between, under a live CUDA context, is what the first GPU session's crash in
+// EncoderFwdKernel's launch pointed at (issue 17). Loading the same file again returns the same mapping,
+// its static state kept. Ownership: the object owns the handle and dlcloses it when destroyed; pointers
+// obtained from Symbol() must not be used after that. Thread safety: Open and Symbol may be called from
+// any thread.
 // Failure: PluginError naming the path, with dlerror()'s text.
 #pragma once
 
