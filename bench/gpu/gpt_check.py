@@ -9,10 +9,12 @@ Sections (--sections, default all; they run in the order diagnose, repeat, speed
 needed first; each run ends at its own time limit, and a run that would start with less than a minute of
 --budget left is a row SKIP):
   diagnose  the crash and hangs of the first GPU session (issue 17, "Why": a segmentation fault launching
-            EncoderFwdKernel, or no step in 40 s, with model.init_from). Suspect: an embedded run loads the
-            plugins for the planner's calibration, unloads them (dlclose), and loads them again for the
-            worker. 4 runs of 3 steps with init_from in each of three modes: as is; CUDA_MODULE_LOADING=EAGER;
-            the plugins LD_PRELOADed (never unloaded). A row per mode: runs that passed, crashed, timed out.
+            EncoderFwdKernel, or no step in 40 s, with model.init_from). The suspect: an embedded run loaded
+            the plugins for the planner's calibration, unmapped them (dlclose) under a live CUDA context, and
+            loaded them again for its worker; since 152c23f plugins are never unmapped (RTLD_NODELETE). 4 runs
+            of 3 steps with init_from in each of three modes: as is; CUDA_MODULE_LOADING=EAGER; the plugins
+            LD_PRELOADed. A row per mode: runs that passed, crashed, timed out. A crash left in any mode is
+            another cause; a hang names its kernel (timeouts.step_seconds, core/activity.h).
   sanitize  compute-sanitizer (memcheck; racecheck and synccheck on the attention kernels; initcheck) on the
             llm and nn kernel tests' CUDA cases, and memcheck on 2-step runs of keep, recompute, offload and
             init_from: a row per run with its error count (line 3).

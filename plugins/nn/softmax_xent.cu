@@ -1,5 +1,8 @@
-// nn.softmax_xent.fwd_bwd on CUDA: one thread per row (log-sum-exp in double), then one block sums the
+// nn.softmax_xent.fwd_bwd on CUDA: one block per row (a GPT-2 vocabulary is 50,257 wide: one thread per
+// row left a step's head to a few hundred threads), log-sum-exp in double; then one block sums the
 // per-row results in a fixed order, so the loss is deterministic (arguments: softmax_xent_args.h).
+#include <cmath>
+
 #include "cuda_support.h"
 #include "softmax_xent_args.h"
 
@@ -7,34 +10,66 @@ namespace tessel::kernels::nn {
 namespace {
 
 constexpr int kReduceThreads = 512;
+constexpr int kRowThreads = 256;  // a power of two: the tree reductions halve it
 
+// Rows in a grid-stride loop, a block each. Three strided passes over the row, each thread in increasing
+// column order: the max and its first column (ties go to the lower column, as the CPU kernel's
+// strictly-greater scan), the sum of exp(z - max), then the gradient; the first two end in a tree
+// reduction in shared memory (a fixed order: deterministic). In place (dlogits == logits, the fused
+// classifier) is safe: every read of the row but each thread's own last one precedes the barrier before
+// the first write, and the last pass reads and writes each element in the same thread.
 template <typename T>
 __global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uint8_t* mask, double scale,
                                int64_t n, int64_t c, T* dlogits, double* row_loss, int64_t* row_correct) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  __shared__ double red[kRowThreads];
+  __shared__ int64_t arg[kRowThreads];
+  const int t = threadIdx.x;
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {  // i is the same in every thread of the block
     const T* z = logits + i * c;
     T* dz = dlogits + i * c;
     const int64_t label = labels[i];
     // A label beyond the classes would read out of the row: treat it like an unlabelled row.
     if (mask[i] == 0 || label < 0 || label >= c) {
-      for (int64_t j = 0; j < c; ++j) dz[j] = T(0);
-      row_loss[i] = 0;
-      row_correct[i] = 0;
+      for (int64_t j = t; j < c; j += blockDim.x) dz[j] = T(0);
+      if (t == 0) row_loss[i] = 0, row_correct[i] = 0;
       continue;
     }
-    int64_t argmax = 0;
-    for (int64_t j = 1; j < c; ++j) {
-      if (z[j] > z[argmax]) argmax = j;
+    double best = -INFINITY;
+    int64_t best_j = c;  // above every column: a thread without columns loses every tie
+    for (int64_t j = t; j < c; j += blockDim.x) {
+      const double v = static_cast<double>(z[j]);
+      if (v > best) best = v, best_j = j;
     }
-    const double zmax = static_cast<double>(z[argmax]);
+    const double z_label = t == 0 ? static_cast<double>(z[label]) : 0.0;
+    red[t] = best, arg[t] = best_j;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (t < stride) {
+        const double b = red[t + stride];
+        const int64_t jb = arg[t + stride];
+        if (b > red[t] || (b == red[t] && jb < arg[t])) red[t] = b, arg[t] = jb;
+      }
+      __syncthreads();
+    }
+    const double zmax = red[0];
+    const int64_t argmax = arg[0] < c ? arg[0] : 0;
+    __syncthreads();  // every thread has read red[0] before it is overwritten
     double sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += exp(static_cast<double>(z[j]) - zmax);
-    const double lse = zmax + log(sum);
-    row_loss[i] = lse - static_cast<double>(z[label]);
-    row_correct[i] = argmax == label ? 1 : 0;
-    const double s = scale;
-    for (int64_t j = 0; j < c; ++j) {
-      dz[j] = static_cast<T>((exp(static_cast<double>(z[j]) - lse) - (j == label ? 1.0 : 0.0)) * s);
+    for (int64_t j = t; j < c; j += blockDim.x) sum += exp(static_cast<double>(z[j]) - zmax);
+    red[t] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (t < stride) red[t] += red[t + stride];
+      __syncthreads();
+    }
+    const double lse = zmax + log(red[0]);
+    if (t == 0) {
+      row_loss[i] = lse - z_label;
+      row_correct[i] = argmax == label ? 1 : 0;
+    }
+    __syncthreads();  // the row's reads, and red[0]'s, before the first write of dz (which may be z)
+    for (int64_t j = t; j < c; j += blockDim.x) {
+      dz[j] = static_cast<T>((exp(static_cast<double>(z[j]) - lse) - (j == label ? 1.0 : 0.0)) * scale);
     }
   }
 }
@@ -74,7 +109,8 @@ struct SoftmaxXentCuda {
     Workspace<double> row_loss(args, n);
     Workspace<int64_t> row_correct(args, n);
     if (n > 0) {
-      XentRowsKernel<T><<<Blocks(n), kThreads, 0, stream>>>(a.logits, a.labels, a.mask, a.scale, n, a.c, a.dlogits,
+      const int blocks = static_cast<int>(n < (int64_t{1} << 16) ? n : (int64_t{1} << 16));
+      XentRowsKernel<T><<<blocks, kRowThreads, 0, stream>>>(a.logits, a.labels, a.mask, a.scale, n, a.c, a.dlogits,
                                                             row_loss.get(), row_correct.get());
       CheckLaunch("XentRowsKernel");
     }
