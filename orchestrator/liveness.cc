@@ -61,16 +61,19 @@ void WriteStatusFile(const std::string& path, const Status* status, double timeo
   std::_Exit(status.exit_code());  // MPI_Abort does not return; this only satisfies [[noreturn]]
 }
 
-AliveBeats::AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file)
-    : world_(world),
-      interval_(interval_seconds),
-      silence_limit_seconds_(silence_limit_seconds),
-      status_file_(std::move(status_file)),
-      beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))) {
-  thread_ = std::thread([this] { Loop(); });
+Ticker::Ticker(std::chrono::duration<double> period, std::function<bool()> tick) {
+  thread_ = std::thread([this, period, tick = std::move(tick)] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      if (!tick()) return;
+      lock.lock();
+      cv_.wait_for(lock, period, [this] { return stop_; });
+    }
+  });
 }
 
-AliveBeats::~AliveBeats() {
+Ticker::~Ticker() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -79,18 +82,21 @@ AliveBeats::~AliveBeats() {
   thread_.join();
 }
 
-void AliveBeats::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report. A beat is small
-    // and goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead
-    // rank from delaying the others' beats.
-    for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
-    WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
-    lock.lock();
-    cv_.wait_for(lock, interval_, [this] { return stop_; });
-  }
+AliveBeats::AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file)
+    : world_(world),
+      interval_(interval_seconds),
+      silence_limit_seconds_(silence_limit_seconds),
+      status_file_(std::move(status_file)),
+      beat_(*new std::vector<uint8_t>(workers::Encode(workers::AliveMsg{silence_limit_seconds}))),
+      ticker_(interval_, [this] { return Beat(); }) {}
+
+bool AliveBeats::Beat() {
+  // A failed beat is not fatal: a dead worker is the heartbeat watchdog's to report. A beat is small and
+  // goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead rank from
+  // delaying the others' beats.
+  for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
+  WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
+  return true;
 }
 
 void ShutdownWorkers(const workers::MpiSession& session) {
@@ -105,18 +111,8 @@ StepWatchdog::StepWatchdog(double step_seconds, double startup_seconds, std::str
       startup_seconds_(startup_seconds),
       who_(std::move(who)),
       on_hang_(std::move(on_hang)),
-      since_(Clock::now()) {
-  thread_ = std::thread([this] { Loop(); });
-}
-
-StepWatchdog::~StepWatchdog() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
+      since_(Clock::now()),
+      ticker_(std::chrono::milliseconds(100), [this] { return Check(); }) {}
 
 void StepWatchdog::Stepped(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -124,23 +120,18 @@ void StepWatchdog::Stepped(int64_t step) {
   since_ = Clock::now();
 }
 
-void StepWatchdog::Loop() {
+bool StepWatchdog::Check() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; });
-    if (stop_) return;
-    const double limit = step_seconds_ + (step_ == 0 ? startup_seconds_ : 0);
-    const double waited = std::chrono::duration<double>(Clock::now() - since_).count();
-    if (waited <= limit) continue;
-    const std::string doing = activity::Describe();
-    const Status hung = RankFailedError(StrCat(
-        who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
-        step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
-        doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
-    lock.unlock();
-    on_hang_(hung);  // ends the process
-    return;
-  }
+  const double limit = step_seconds_ + (step_ == 0 ? startup_seconds_ : 0);
+  if (std::chrono::duration<double>(Clock::now() - since_).count() <= limit) return true;
+  const std::string doing = activity::Describe();
+  const Status hung = RankFailedError(StrCat(
+      who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
+      step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
+      doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
+  lock.unlock();
+  on_hang_(hung);  // ends the process
+  return false;
 }
 
 }  // namespace tessel::orchestrator

@@ -33,6 +33,22 @@ void WriteStatusFile(const std::string& path, const Status* status, double timeo
 // Tells every worker the job ended (each goes on to MPI_Finalize with the coordinator).
 void ShutdownWorkers(const workers::MpiSession& session);
 
+// A thread that calls `tick` at once and then every `period` until the object is destroyed, or until
+// `tick` returns false. The destructor wakes it and joins it.
+class Ticker {
+ public:
+  Ticker(std::chrono::duration<double> period, std::function<bool()> tick);
+  ~Ticker();
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // While the coordinator runs (planning included) every worker hears from it each heartbeat interval, so
 // that a coordinator that dies (killed, out of memory) does not leave its workers training or waiting
 // under `mpirun --enable-recovery`: a worker presumes it dead after timeouts.heartbeat_timeout_seconds of
@@ -40,29 +56,21 @@ void ShutdownWorkers(const workers::MpiSession& session);
 // a big assignment does not hold the beats back; it needs MPI_THREAD_MULTIPLE.
 class AliveBeats {
  public:
-  // The beat's bytes are never freed: a beat that times out is cancelled, and Open MPI may not be done with
-  // a cancelled send's buffer.
   // `status_file` (may be empty) gets a beat too, for the launcher (WriteStatusFile).
   AliveBeats(int world, double interval_seconds, double silence_limit_seconds, std::string status_file);
-  ~AliveBeats();
-  AliveBeats(const AliveBeats&) = delete;
-  AliveBeats& operator=(const AliveBeats&) = delete;
 
  private:
-  using Seconds = std::chrono::duration<double>;
-  void Loop();
+  bool Beat();
 
   const int world_;
-  const Seconds interval_;
+  const std::chrono::duration<double> interval_;
   const double silence_limit_seconds_;
   const std::string status_file_;
+  // Never freed: a beat that times out is cancelled, and Open MPI may not be done with a cancelled send's
+  // buffer.
   const std::vector<uint8_t>& beat_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  Ticker ticker_;  // last: stopped before the members it reads go
 };
-
 
 // The embedded run's step watchdog. One process trains there, with no coordinator rank to watch it: when no
 // step has finished for `step_seconds` (the first step gets `startup_seconds` more, for the loading), it
@@ -72,26 +80,21 @@ class AliveBeats {
 class StepWatchdog {
  public:
   StepWatchdog(double step_seconds, double startup_seconds, std::string who, std::function<void(const Status&)> on_hang);
-  ~StepWatchdog();
-  StepWatchdog(const StepWatchdog&) = delete;
-  StepWatchdog& operator=(const StepWatchdog&) = delete;
 
   // Step `step` finished (any thread).
   void Stepped(int64_t step);
 
  private:
   using Clock = std::chrono::steady_clock;
-  void Loop();
+  bool Check();
 
   const double step_seconds_, startup_seconds_;
   const std::string who_;
   const std::function<void(const Status&)> on_hang_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   int64_t step_ = 0;
   Clock::time_point since_;
-  std::thread thread_;
+  Ticker ticker_;  // last: stopped before the members it reads go
 };
 
 }  // namespace tessel::orchestrator
