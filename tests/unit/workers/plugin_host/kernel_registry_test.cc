@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -416,6 +417,27 @@ TEST(KernelRegistry, KernelPointersSurviveAMoveOfTheRegistry) {
   Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {1, 2}), ty = Tensor::Borrow(y.data(), DType::kF64, {1, 2});
   ASSERT_TRUE(relu->Call({&tx}, {&ty}, nullptr).ok());
   EXPECT_EQ(y, (std::vector<double>{0, 2}));
+}
+
+// A plugin stays mapped once loaded (RTLD_NODELETE, shared_library.h): CUDA registers its kernels for the
+// life of the process, and an embedded run loads the plugins twice (the planner's calibration, then the
+// worker). A second registry after the first is gone loads it again and its kernels run.
+TEST(KernelRegistry, APluginStaysMappedAfterItsRegistryIsGoneAndLoadsAgain) {
+  const std::string path = testing::NnPlugin();
+  {
+    KernelRegistry first(QuietLogger());
+    ASSERT_TRUE(first.LoadPlugin(path).ok());
+  }
+  void* still = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  EXPECT_NE(still, nullptr) << "the plugin was unmapped with its registry";
+  if (still != nullptr) dlclose(still);
+  KernelRegistry second(QuietLogger());
+  ASSERT_TRUE(second.LoadPlugin(path).ok());
+  const Kernel* relu = second.Find("nn.relu.fwd", Device::kCpu).value();
+  std::vector<double> x = {-3, 4}, y(2);
+  Tensor tx = Tensor::Borrow(x.data(), DType::kF64, {1, 2}), ty = Tensor::Borrow(y.data(), DType::kF64, {1, 2});
+  ASSERT_TRUE(relu->Call({&tx}, {&ty}, nullptr).ok());
+  EXPECT_EQ(y, (std::vector<double>{0, 4}));
 }
 
 }  // namespace
