@@ -25,7 +25,7 @@ system; PyG's own defaults differ in both, which case hgt-pyg-init sets on Tesse
 system with every seed's accuracy and final training loss. Exit 0 when every run ran, 1 when one failed,
 2 when AIFB is missing. The JSON is rewritten after every row.
 
-  python accuracy_bench.py [--seeds N] [--quick] [--cases LIST] [--systems LIST] [--json FILE]
+  python accuracy_bench.py [--seeds N] [--first-seed F] [--quick] [--cases LIST] [--systems LIST] [--json FILE]
 """
 import argparse
 import json
@@ -134,12 +134,14 @@ def mean_std(values):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds FIRST .. FIRST + N - 1: extends an earlier run (each run is deterministic per seed)")
     ap.add_argument("--quick", action="store_true", help="3 seeds")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results", "accuracy.json"))
     a = ap.parse_args(argv)
-    seeds = list(range(3 if a.quick else a.seeds))
+    seeds = list(range(a.first_seed, a.first_seed + (3 if a.quick else a.seeds)))
     cases = [c for c in a.cases.split(",") if c]
     systems = [s for s in a.systems.split(",") if s]
     bad = [c for c in cases if c not in CASES] + [s for s in systems if s not in SYSTEMS]
