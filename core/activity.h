@@ -11,9 +11,11 @@
 // wait for the stream, which never returns. The kernel named is the last one queued before that wait; a
 // stream runs its kernels in order, so the stuck one is it or one queued before it since the last wait.
 //
-// Thread safety: every function may be called from any thread; with several threads in kernels at once,
-// Describe() names the one that started last. Cost: a lock and a copy of at most 63 bytes per scope.
-// Failure: none.
+// Each calling thread keeps its own record (64 threads; more share the last record), and Describe()
+// names the longest wait for a stream, else the kernel running longest, else the kernel that ended last:
+// a thread that keeps calling kernels (a prefetch thread) does not hide one that is stuck.
+// Thread safety: every function may be called from any thread. Cost: a lock and a copy of at most 63
+// bytes per scope. Failure: none.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // What the compute is doing (core/activity.h), as a hang report names it. The state is process-wide, so
 // one test walks the sequence: nothing yet, a CPU kernel inside and after, a CUDA kernel queued and a
-// wait for its stream, a kernel on another thread, a name longer than the buffer.
+// wait for its stream, a kernel on another thread, a stuck kernel while another thread keeps calling
+// kernels, a name longer than the buffer.
 #include "core/activity.h"
 
 #include <gmock/gmock.h>
@@ -42,6 +43,19 @@ TEST(Activity, NamesTheKernelTheStreamWaitAndTheLastKernel) {
     EXPECT_THAT(Describe(), HasSubstr("in kernel rgnn.rgcn.fwd (cpu)"));
   });
   t.join();
+  // A kernel stuck on one thread stays named while another thread keeps calling kernels (a prefetch
+  // thread's gathers): the longest-running one is named, not the last to start.
+  {
+    KernelScope stuck("nn.relu.fwd", "cpu");
+    std::thread other([] {
+      for (int i = 0; i < 3; ++i) KernelScope k("gather.rows", "cpu");
+      KernelScope again("gather.rows", "cpu");
+      EXPECT_THAT(Describe(), HasSubstr("in kernel nn.relu.fwd (cpu)"));
+    });
+    other.join();
+    EXPECT_THAT(Describe(), HasSubstr("in kernel nn.relu.fwd (cpu)"));
+  }
+  EXPECT_THAT(Describe(), HasSubstr("the last one: nn.relu.fwd (cpu)"));
   // A name longer than the buffer is cut, not overrun.
   {
     KernelScope k(std::string(200, 'x'), "cpu");
