@@ -51,7 +51,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   context.pool = &pool;
   context.kernels = &registry;
   // A GPU job's kernels are timed on this rank's first GPU, where it sees one: the workers' times, not
-  // the CPU's (which were 20x off, and took 40 s at GPT-2 124M's shape).
+  // the CPU's (which also took 36-40 s at GPT-2 124M's shape, issue 17).
   const CudaProbe probe = ProbeCuda();
   const bool gpu = spec.job.device != jobs::DeviceChoice::kCpu && probe.usable();
   StageCosts costs;
