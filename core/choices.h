@@ -75,6 +75,13 @@ TESSEL_CHOICE_NAMES(FanoutPer, "total", "relation")
 enum class FeatureStoreChoice : int32_t { kAuto, kMapped, kPinned, kMemory };
 TESSEL_CHOICE_NAMES(FeatureStoreChoice, "auto", "mapped", "pinned", "memory")
 
+// How a GPU worker in sampled training gets a batch's feature rows onto the GPU: kHost gathers them into
+// host memory and copies the batch up; kZeroCopy has the GPU read them from the pinned store through its
+// device pointer (PyTorch-Direct); kAuto is kZeroCopy wherever it can run (a GPU worker, a pinned store,
+// gather.rows on CUDA), else kHost.
+enum class FeatureGather : int32_t { kAuto, kHost, kZeroCopy };
+TESSEL_CHOICE_NAMES(FeatureGather, "auto", "host", "zero_copy")
+
 enum class OptimizerName : int32_t { kAdam, kSgd, kAdamw };
 TESSEL_CHOICE_NAMES(OptimizerName, "adam", "sgd", "adamw")
 

@@ -62,6 +62,16 @@ void UnregisterHostMemory(const void* ptr) {
   if (CudaAvailable() && ptr != nullptr) cudaHostUnregister(const_cast<void*>(ptr));
 }
 
+Result<void*> HostMemoryDevicePointer(const void* host) {
+  void* device = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0);
+  if (err != cudaSuccess) {
+    return InternalError(StrCat("cudaHostGetDevicePointer: host memory at ", reinterpret_cast<uintptr_t>(host),
+                                " is not mapped for the GPU: ", cudaGetErrorString(err)));
+  }
+  return device;
+}
+
 namespace {
 Status CudaFailure(std::string_view what, cudaError_t err) {
   return InternalError(StrCat(what, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
@@ -135,6 +145,7 @@ CudaStream::~CudaStream() = default;
 
 Status RegisterHostMemory(const void*, size_t) { return Status(); }
 void UnregisterHostMemory(const void*) {}
+Result<void*> HostMemoryDevicePointer(const void*) { return InternalError("this Tessel was built without CUDA"); }
 
 Result<CudaEvent> CudaEvent::Create(bool, bool) { return InternalError("this Tessel was built without CUDA"); }
 Result<double> CudaEvent::SecondsSince(const CudaEvent&) const { return InternalError("this Tessel was built without CUDA"); }

@@ -40,6 +40,12 @@ Result<std::string> CudaPciBusId(int ordinal);
 Status RegisterHostMemory(const void* ptr, size_t bytes);
 void UnregisterHostMemory(const void* ptr);
 
+// The address through which the current device reads page-locked host memory that was allocated mapped
+// (PinnedAllocator) or registered (RegisterHostMemory): cudaHostGetDevicePointer. With unified
+// addressing it is usually `host` itself, but a kernel must be given this one. Failure: kInternal for
+// memory that is not mapped, or without CUDA.
+Result<void*> HostMemoryDevicePointer(const void* host);
+
 // An owned, non-blocking CUDA stream on the current device; destroyed with the object.
 class CudaStream {
  public:

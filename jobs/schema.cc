@@ -163,6 +163,9 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),
                        "Sampled: where a worker reads its feature rows: \"mapped\" from the graph file in place, "
                        "\"pinned\" into (page-locked) memory, \"auto\" = mapped on CPU, pinned on GPU."),
+      TESSEL_JOB_FIELD(data.feature_gather, OneOf({"auto", "host", "zero_copy"}),
+                       "Sampled, GPU workers: \"zero_copy\" = the GPU reads a batch's rows from the pinned store in "
+                       "place, \"host\" = gathered on the host and copied up, \"auto\" = zero_copy where it can run."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
                        "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
       TESSEL_JOB_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),

@@ -38,6 +38,7 @@ using tessel::DataFormat;
 using tessel::DeviceChoice;
 using tessel::FanoutPer;
 using tessel::FeatureStoreChoice;
+using tessel::FeatureGather;
 using tessel::HeadMerge;
 using tessel::JobKind;
 using tessel::LogLevel;
@@ -90,6 +91,7 @@ struct DataSection {
   bool add_inverse = true;                         // importers add an inverse relation per relation
   bool add_self_loop = true;                       // importers add a self-loop relation per node type
   FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows
+  FeatureGather feature_gather = FeatureGather::kAuto;            // and how a GPU worker reads them
   // llm jobs:
   std::string text;                  // kText
   std::string train_tokens, val_tokens;  // kLlmc (val_tokens "" = the tail of train_tokens)

@@ -186,6 +186,24 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
                              "or generator then writes it there) or use \"auto\""));
   }
   if (has_file) sampling.graph_path = std::filesystem::absolute(spec.data.graph).string();
+  sampling.gather = spec.data.feature_gather;
+  if (sampling.gather == FeatureGather::kZeroCopy && features) {
+    // The GPU reads rows in place only from page-locked memory: the pinned store.
+    std::string why;
+    if (spec.job.device == DeviceChoice::kCpu) {
+      why = "job.device = \"cpu\"";
+    } else if (sampling.store != FeatureStoreChoice::kPinned) {
+      why = StrCat("the feature rows are ", sampling.store == FeatureStoreChoice::kMemory
+                                                  ? "sent in the assignment (data.graph names no file)"
+                                                  : "mapped from the graph file (data.feature_store = \"mapped\")");
+    }
+    if (!why.empty()) {
+      return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_gather"),
+                               ": data.feature_gather = \"zero_copy\" has the GPU read feature rows from the pinned "
+                               "store in place, but ", why, "; use data.feature_store = \"pinned\" with a GPU, or "
+                               "\"auto\""));
+    }
+  }
   const auto sampled =
       std::make_shared<const workers::SampledGraph>(workers::SampledGraph::FromGraph(graph, part_of));
   const int64_t structure_bytes = static_cast<int64_t>(sampled->in_ptr.size()) * 8 + sampled->num_edges() * 8 +

@@ -82,3 +82,19 @@ expect_stderr "checkpoint.dir: cannot create $w/not-a-dir/ckpt: Not a directory"
 grep -q "epoch 1/" "$TESSEL_WORK/stderr" && fail "the unwritable checkpoint.dir was found after training began"
 [ ! -e "$w/run-ckpt" ] || fail "a run refused before its first step left $w/run-ckpt behind"
 pass "unwritable checkpoint.dir: exit 6 before training, nothing left behind"
+
+# --- data.feature_gather = "zero_copy" where it cannot run: exit 2 naming the key (the plan: a CPU job) or
+# the worker (no GPU where job.device = "auto" let the plan through), before any training
+"$TESSEL" generate graph --nodes 300 --out "$w/feat.h5" >/dev/null
+printf '%s\ngraph = "%s"\n[train]\nmode = "sampled"\nbatch_size = 64\n[model]\ninput = "features"\n' \
+  "${base/synthetic/graph}" "$w/feat.h5" > "$w/zc.toml"
+expect_exit 2 "$TESSEL" run "$w/zc.toml" --set data.feature_gather='"zero_copy"' --set job.device='"cpu"' \
+  --set job.output_dir="\"$w/run-zc\""
+expect_stderr 'data.feature_gather = "zero_copy" has the GPU read feature rows from the pinned store in place, but job.device = "cpu"'
+if ! nvidia-smi -L >/dev/null 2>&1; then  # with a GPU the worker would run it
+  expect_exit 2 "$TESSEL" run "$w/zc.toml" --set data.feature_gather='"zero_copy"' --set data.feature_store='"pinned"' \
+    --set job.output_dir="\"$w/run-zc2\""
+  expect_stderr 'worker 0: data.feature_gather = "zero_copy", but this worker computes on the CPU'
+  grep -q "epoch 1/" "$TESSEL_WORK/stderr" && fail "zero_copy without a GPU was refused only after training began"
+fi
+pass "data.feature_gather = \"zero_copy\" without a GPU: exit 2 naming the key or the worker"

@@ -85,7 +85,8 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in);
 // Sampled training: fanouts per layer, input layer first (-1 = every neighbour), each per relation or in
 // total (fanout_per); the final evaluation's eval_fanouts (empty = every neighbour); batch_size training
 // nodes per global mini-batch; where the worker reads the feature rows it owns (store: kMemory = sent in
-// the assignment, kMapped/kPinned = from the graph file at graph_path; storage/feature_store.h).
+// the assignment, kMapped/kPinned = from the graph file at graph_path; storage/feature_store.h); how a
+// GPU worker reads them (gather: kAuto is resolved by the worker, which alone knows its device).
 #define TESSEL_SAMPLING_SETTINGS_FIELDS(X) \
   X(std::vector<int32_t>, fanouts)         \
   X(std::vector<int32_t>, eval_fanouts)    \
@@ -93,6 +94,7 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in);
   X(int32_t, batch_size)                   \
   X(bool, prefetch)                        \
   X(FeatureStoreChoice, store)             \
+  X(FeatureGather, gather)                 \
   X(std::string, graph_path)
 struct SamplingSettings {
   TESSEL_FIELDS(SamplingSettings, TESSEL_SAMPLING_SETTINGS_FIELDS)

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/cuda_device.h"
 #include "storage/partition.h"
 #include "workers/rgnn/model_registry.h"
 
@@ -25,10 +26,10 @@ Result<Tensor> HostTensor(const std::vector<T>& v, std::vector<int64_t> shape) {
 struct SampledSource::Prepared {
   std::vector<GraphView> views;
   Tensor feature_storage;  // host memory behind `features` (reused from batch to batch)
-  Tensor features, labels, train_mask, test_mask;
+  Tensor features, labels, train_mask, test_mask;  // features may already be on the device (zero-copy)
   Batch batch;
   double sample_s = 0, layout_s = 0, feature_s = 0;
-  int64_t rows_local = 0, rows_remote = 0;
+  int64_t rows_local = 0, rows_remote = 0, rows_zero_copy = 0;
   Status status;
 };
 
@@ -51,17 +52,19 @@ Status MemoryRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t 
   return Status();
 }
 
-Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
-                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* rows_local,
-                        int64_t* rows_remote) {
+Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+                           const std::vector<int64_t>& ids, WorkerComm& comm, FeatureRowSources* sources) {
   const int64_t F = store.dim();
   const auto W = static_cast<size_t>(comm.size());
+  FeatureRowSources& s = *sources;
+  s.local_ids.clear();
+  s.local_at.clear();
+  s.remote_at.clear();
   // A problem on this side is reported only after the exchange: a worker that left it early would leave
   // the others waiting in it.
   Status problem;
-  // Rows by owner: requests to the others, positions in `out` of what comes back.
+  // Rows by owner: requests to the others, positions in the batch of what comes back.
   std::vector<std::vector<int64_t>> want(W), where(W);
-  std::vector<int64_t> local_ids, local_at;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= static_cast<int64_t>(part_of.size())) {
       if (problem.ok()) {
@@ -72,15 +75,13 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
     }
     const int32_t owner = part_of[static_cast<size_t>(ids[i])];
     if (owner == rank) {
-      local_ids.push_back(ids[i]);
-      local_at.push_back(static_cast<int64_t>(i));
+      s.local_ids.push_back(ids[i]);
+      s.local_at.push_back(static_cast<int64_t>(i));
     } else {
       want[static_cast<size_t>(owner)].push_back(ids[i]);
       where[static_cast<size_t>(owner)].push_back(static_cast<int64_t>(i));
     }
   }
-  if (problem.ok()) problem = store.GatherAt(local_ids, local_at, out, rank);
-  *rows_local += static_cast<int64_t>(local_ids.size());
   if (W == 1) return problem;
 
   std::vector<std::vector<int64_t>> asked;
@@ -96,21 +97,95 @@ Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_
     recv_rows += static_cast<int64_t>(want[q].size());
   }
   // Grow-only per thread: a fresh buffer per batch would cost the kernel's page zeroing on every batch.
-  thread_local std::vector<float> send, recv;
+  thread_local std::vector<float> send;
   if (send.size() < static_cast<size_t>(send_rows * F)) send.resize(static_cast<size_t>(send_rows * F));
-  if (recv.size() < static_cast<size_t>(recv_rows * F)) recv.resize(static_cast<size_t>(recv_rows * F));
+  if (s.received.size() < static_cast<size_t>(recv_rows * F)) s.received.resize(static_cast<size_t>(recv_rows * F));
   for (size_t q = 0; q < W && problem.ok(); ++q) {
     if (!asked[q].empty()) problem = store.Gather(asked[q], send.data() + send_offsets[q], rank);
   }
-  TESSEL_RETURN_IF_ERROR(comm.AllToAllV(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets));
-  for (size_t q = 0; q < W; ++q) {
-    for (size_t k = 0; k < where[q].size(); ++k) {
-      std::memcpy(out + where[q][k] * F, recv.data() + recv_offsets[q] + static_cast<int64_t>(k) * F,
-                  static_cast<size_t>(F) * sizeof(float));
-    }
-  }
-  *rows_remote += recv_rows;
+  TESSEL_RETURN_IF_ERROR(
+      comm.AllToAllV(send.data(), send_counts, send_offsets, s.received.data(), recv_counts, recv_offsets));
+  for (size_t q = 0; q < W; ++q) s.remote_at.insert(s.remote_at.end(), where[q].begin(), where[q].end());
   return problem;
+}
+
+Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* rows_local,
+                        int64_t* rows_remote) {
+  thread_local FeatureRowSources s;
+  TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(store, part_of, rank, ids, comm, &s));
+  const int64_t F = store.dim();
+  TESSEL_RETURN_IF_ERROR(store.GatherAt(s.local_ids, s.local_at, out, rank));
+  for (size_t k = 0; k < s.remote_at.size(); ++k) {
+    std::memcpy(out + s.remote_at[k] * F, s.received.data() + static_cast<int64_t>(k) * F,
+                static_cast<size_t>(F) * sizeof(float));
+  }
+  *rows_local += static_cast<int64_t>(s.local_ids.size());
+  *rows_remote += static_cast<int64_t>(s.remote_at.size());
+  return Status();
+}
+
+namespace {
+
+// A device tensor of at least `numel` elements from `scratch` (grown, never shrunk), viewed as `shape`.
+Result<Tensor> ScratchView(Tensor& scratch, DType dtype, std::vector<int64_t> shape, const DeviceContext& device) {
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  if (scratch.raw() == nullptr || scratch.numel() < numel) {
+    TESSEL_ASSIGN_OR_RETURN(scratch, Tensor::Empty(dtype, {std::max<int64_t>(1, numel + numel / 4)}, *device.allocator));
+  }
+  return Tensor::Borrow(scratch.raw(), dtype, std::move(shape), device.device);
+}
+
+}  // namespace
+
+Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<const int64_t> table_rows,
+                           const FeatureRowSources& sources, const DeviceContext& device, RowAssembly* scratch,
+                           Tensor& out) {
+  const int64_t rows = out.shape()[0], F = out.shape()[1];
+  const auto L = static_cast<int64_t>(table_rows.size());
+  const auto R = static_cast<int64_t>(sources.remote_at.size());
+  if (L != static_cast<int64_t>(sources.local_at.size()) || L + R != rows) {
+    return InternalError(StrCat("a batch of ", rows, " feature rows assembled from ", L, " local and ", R, " received"));
+  }
+  if (rows == 0) return Status();
+  CallOptions call;
+  call.cuda_stream = device.stream;
+  call.device_ordinal = device.ordinal;
+  const auto upload = [&](std::span<const int64_t> v) -> Result<Tensor> {
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids, ScratchView(scratch->ids, DType::kI64, {static_cast<int64_t>(v.size())}, device));
+    TESSEL_RETURN_IF_ERROR(
+        CopyMemory(ids.raw(), device.device, v.data(), Device::kCpu, v.size() * sizeof(int64_t), device.stream));
+    return ids;
+  };
+  bool in_place = R == 0;  // every row local and in batch order: one gather straight into `out`
+  for (int64_t k = 0; k < L && in_place; ++k) in_place = sources.local_at[static_cast<size_t>(k)] == k;
+  if (in_place) {
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids, upload(table_rows));
+    TESSEL_RETURN_IF_ERROR(gather.Call({&table, &ids}, {&out}, call));
+    return SyncStream(device.device, device.stream);
+  }
+  // Otherwise stage [local rows; received rows] on the device, then put each in its place with a second
+  // gather, from device memory.
+  TESSEL_ASSIGN_OR_RETURN(Tensor stage, ScratchView(scratch->stage, DType::kF32, {L + R, F}, device));
+  if (L > 0) {
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids, upload(table_rows));
+    Tensor local = Tensor::Borrow(stage.raw(), DType::kF32, {L, F}, device.device);
+    TESSEL_RETURN_IF_ERROR(gather.Call({&table, &ids}, {&local}, call));
+  }
+  if (R > 0) {
+    TESSEL_RETURN_IF_ERROR(CopyMemory(stage.data<float>() + L * F, device.device, sources.received.data(), Device::kCpu,
+                                      static_cast<size_t>(R * F) * sizeof(float), device.stream));
+  }
+  std::vector<int64_t> place(static_cast<size_t>(rows), -1);
+  for (int64_t k = 0; k < L; ++k) place[static_cast<size_t>(sources.local_at[static_cast<size_t>(k)])] = k;
+  for (int64_t j = 0; j < R; ++j) place[static_cast<size_t>(sources.remote_at[static_cast<size_t>(j)])] = L + j;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (place[static_cast<size_t>(i)] < 0) return InternalError(StrCat("feature row ", i, " of the batch has no source"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(Tensor ids, upload(place));
+  TESSEL_RETURN_IF_ERROR(gather.Call({&stage, &ids}, {&out}, call));
+  return SyncStream(device.device, device.stream);
 }
 
 Status RowStore::GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const {
@@ -252,17 +327,49 @@ Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignmen
   std::vector<int32_t> eval = s->sampling_.eval_fanouts;
   if (eval.empty()) eval.assign(s->sampling_.fanouts.size(), -1);
   s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.fanout_per);
+  TESSEL_RETURN_IF_ERROR(s->SetUpZeroCopy());
   if (s->sampling_.prefetch) {
     // Collective: every worker asks, and every worker gets the same answer from the same MPI library.
     Result<std::unique_ptr<WorkerComm>> dup = context.comm->Duplicate();
     if (dup.ok()) {
       s->prefetch_comm_ = std::move(dup).value();
+      if (s->device_gather_ != nullptr) {
+        TESSEL_ASSIGN_OR_RETURN(s->prefetch_stream_, CudaStream::Create());  // on the worker's device
+      }
       s->prefetch_thread_ = std::thread([p = s.get()] { p->PrefetchLoop(); });
     } else if (context.log != nullptr) {
       context.log->Warn(StrCat("prefetch is off: ", dup.status().message()));
     }
   }
   return s;
+}
+
+Status SampledSource::SetUpZeroCopy() {
+  if (settings_.input != ModelInput::kFeatures || sampling_.gather == FeatureGather::kHost) return Status();
+  const auto* file = dynamic_cast<const FileRowStore*>(store_.get());
+  std::string why;
+  if (context_.device.device != Device::kCuda) {
+    why = "this worker computes on the CPU";
+  } else if (file == nullptr || file->store().mode() != FeatureStoreChoice::kPinned) {
+    why = "its feature rows are not in the pinned store (data.feature_store)";
+  } else if (Result<const Kernel*> k = context_.kernels->Find("gather.rows", Device::kCuda); !k.ok()) {
+    why = StrCat("gather.rows has no CUDA kernel here (", k.status().message(), ")");
+  } else {
+    const storage::FeatureStore& rows = file->store();
+    if (rows.num_rows() > 0) {
+      TESSEL_ASSIGN_OR_RETURN(void* table, HostMemoryDevicePointer(rows.base()));
+      device_table_ = Tensor::Borrow(table, DType::kF32, {rows.num_rows(), rows.feature_dim()}, Device::kCuda);
+    }
+    device_gather_ = k.value();
+    return Status();
+  }
+  if (sampling_.gather == FeatureGather::kZeroCopy) {
+    return UsageError(StrCat("worker ", rank_, ": data.feature_gather = \"zero_copy\", but ", why));
+  }
+  if (context_.device.device == Device::kCuda && context_.log != nullptr) {
+    context_.log->Info(StrCat("feature rows are gathered on the host and copied to the GPU: ", why));
+  }
+  return Status();
 }
 
 Status SampledSource::Begin(Pass pass, int64_t epoch) {
@@ -295,11 +402,14 @@ Result<Tensor> SampledSource::TakeFeatureStorage(int64_t floats) {
     }
   }
   // A little headroom, so that the next, slightly bigger batch fits too.
-  return Tensor::Empty(DType::kF32, {std::max<int64_t>(1, floats + floats / 4)});
+  Allocator& memory = device_gather_ != nullptr ? *context_.device.allocator : HostAllocator();
+  return Tensor::Empty(DType::kF32, {std::max<int64_t>(1, floats + floats / 4)}, memory);
 }
 
 void SampledSource::Release(std::unique_ptr<Prepared> p) {
   if (p == nullptr || p->feature_storage.raw() == nullptr) return;
+  // Device storage (zero-copy) is safe to refill at once: the executor ends every batch, training and
+  // evaluation alike, on the host (its stream synchronised), before it asks for the next one.
   std::lock_guard<std::mutex> lock(spare_mu_);
   if (spare_.size() < 3) spare_.push_back(std::move(p->feature_storage));
 }
@@ -315,7 +425,7 @@ Result<const Batch*> SampledSource::Next() {
     epoch_wait_s_ += Seconds(Clock::now() - start).count();
   } else {
     p = std::make_unique<Prepared>();
-    TESSEL_RETURN_IF_ERROR(Prepare(next_index_, *context_.comm, p.get()));
+    TESSEL_RETURN_IF_ERROR(Prepare(next_index_, *context_.comm, context_.device.stream, p.get()));
     epoch_wait_s_ += p->feature_s;  // in line, the training thread waits for every row
   }
   ++next_index_;
@@ -324,6 +434,7 @@ Result<const Batch*> SampledSource::Next() {
   epoch_feature_s_ += p->feature_s;
   rows_local_ += p->rows_local;
   rows_remote_ += p->rows_remote;
+  rows_zero_copy_ += p->rows_zero_copy;
   TESSEL_RETURN_IF_ERROR(Upload(p.get()));
   batch_bytes_ = static_cast<int64_t>(p->feature_storage.nbytes() + p->labels.nbytes() + p->train_mask.nbytes() +
                                       p->test_mask.nbytes());
@@ -332,7 +443,7 @@ Result<const Batch*> SampledSource::Next() {
   return &current_->batch;
 }
 
-Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
+Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Prepared* p) {
   const auto t0 = Clock::now();
   const int64_t begin = index * batch_nodes_;
   const int64_t end = std::min<int64_t>(begin + batch_nodes_, static_cast<int64_t>(order_.size()));
@@ -357,9 +468,31 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, Prepared* p) {
     const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
     const int64_t rows = static_cast<int64_t>(ids.size());
     TESSEL_ASSIGN_OR_RETURN(p->feature_storage, TakeFeatureStorage(rows * feature_dim_));
-    p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCpu);
-    TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_->part_of, rank_, ids, p->features.data<float>(), comm,
-                                            &p->rows_local, &p->rows_remote));
+    if (device_gather_ == nullptr) {
+      p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCpu);
+      TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_->part_of, rank_, ids, p->features.data<float>(), comm,
+                                              &p->rows_local, &p->rows_remote));
+    } else {
+      thread_local FeatureRowSources sources;
+      TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(*store_, graph_->part_of, rank_, ids, comm, &sources));
+      const storage::FeatureStore& served = static_cast<const FileRowStore&>(*store_).store();
+      std::vector<int64_t> table_rows(sources.local_ids.size());
+      for (size_t k = 0; k < table_rows.size(); ++k) {
+        table_rows[k] = served.RowIndex(sources.local_ids[k]);
+        if (table_rows[k] < 0) {
+          return BadDataError(StrCat("worker ", rank_, " was asked for the feature row of node ", sources.local_ids[k],
+                                     ", which it does not serve (", served.num_rows(), " rows)"));
+        }
+      }
+      DeviceContext device = context_.device;
+      device.stream = stream;
+      p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCuda);
+      TESSEL_RETURN_IF_ERROR(
+          AssembleFeatureRows(*device_gather_, device_table_, table_rows, sources, device, &assembly_, p->features));
+      p->rows_local += static_cast<int64_t>(table_rows.size());
+      p->rows_zero_copy += static_cast<int64_t>(table_rows.size());
+      p->rows_remote += static_cast<int64_t>(sources.remote_at.size());
+    }
   }
   const auto t2 = Clock::now();
   p->feature_s = Seconds(t2 - t1).count();
@@ -428,12 +561,19 @@ Status SampledSource::Upload(Prepared* p) {
     TESSEL_RETURN_IF_ERROR(MoveToDevice(v.row_id, d));
   }
   for (Tensor* t : {&p->features, &p->labels, &p->train_mask, &p->test_mask}) {
+    if (t->device() == d.device) continue;  // zero-copy features are there already
     TESSEL_RETURN_IF_ERROR(MoveToDevice(*t, d));
   }
   return Status();
 }
 
 void SampledSource::PrefetchLoop() {
+  // CUDA's current device is per thread: this one queues the zero-copy gathers on the worker's.
+  if (context_.device.device == Device::kCuda) {
+    if (Status st = SelectCudaDevice(context_.device.ordinal); !st.ok() && context_.log != nullptr) {
+      context_.log->Warn(StrCat("prefetch thread: ", st.message()));
+    }
+  }
   for (;;) {
     int64_t index = -1;
     {
@@ -443,7 +583,7 @@ void SampledSource::PrefetchLoop() {
       index = requested_;
     }
     auto p = std::make_unique<Prepared>();
-    p->status = Prepare(index, *prefetch_comm_, p.get());
+    p->status = Prepare(index, *prefetch_comm_, prefetch_stream_.get(), p.get());
     {
       std::lock_guard<std::mutex> lock(mu_);
       requested_ = -1;
@@ -477,6 +617,11 @@ Record SampledSource::Figures() const {
   Set(r, "feature_rows_remote", rows_remote_);
   Set(r, "feature_bytes_local", rows_local_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
   Set(r, "feature_bytes_remote", rows_remote_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
+  Set(r, "feature_rows_zero_copy", rows_zero_copy_);
+  Set(r, "feature_bytes_zero_copy", rows_zero_copy_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
+  if (settings_.input == ModelInput::kFeatures) {
+    Set(r, "feature_gather", device_gather_ != nullptr ? "zero_copy" : "host");
+  }
   Set(r, "prefetch", prefetching());
   Set(r, "step_sample_seconds", epoch_sample_s_);
   Set(r, "step_layout_seconds", epoch_layout_s_);

@@ -14,6 +14,12 @@
 // a duplicated communicator) while batch k trains; `feature_wait_seconds` is the time the training
 // thread then spends blocked on it. Without MPI_THREAD_MULTIPLE the source prepares batches in line.
 //
+// Zero-copy (data.feature_gather, on a GPU worker whose rows are in the pinned store): the worker does
+// not gather its own rows on the host and copy the batch up; the GPU reads them from the pinned store
+// through its device pointer with gather.rows (AssembleFeatureRows), on the prefetch thread's own
+// stream, so the read overlaps the previous batch's compute. Rows from other workers still arrive
+// through the host exchange. `feature_rows_zero_copy` counts the rows read that way.
+//
 // Ownership: owns the replicated graph, the feature store and the prepared batches; borrows the
 // ExecutorContext's communicator. Thread safety: the training thread calls every method; the prefetch
 // thread touches only what Prepare() reads (immutable during a pass) and its own communicator.
@@ -30,7 +36,9 @@
 #include <vector>
 
 #include "storage/feature_store.h"
+#include "core/cuda_device.h"
 #include "workers/executor.h"
+#include "workers/plugin_host/kernel.h"
 #include "workers/rgnn/batch_source.h"
 #include "workers/rgnn/rgnn_settings.h"
 #include "workers/rgnn/sampler.h"
@@ -61,6 +69,37 @@ class MemoryRowStore final : public RowStore {
   std::vector<float> rows_;
   int64_t dim_;
 };
+
+// Where each feature row of a batch comes from, once the exchange is done (ExchangeFeatureRows).
+struct FeatureRowSources {
+  std::vector<int64_t> local_ids, local_at;  // the rows this worker serves: node ids, and their batch positions
+  std::vector<int64_t> remote_at;            // the batch position of each received row, in the order received
+  std::vector<float> received;               // [>= remote_at.size(), dim]: the rows their owners sent
+};
+
+// The collective half of FetchFeatureRows: sorts `ids` into rows this worker serves and rows it asks
+// their owners for, serves its peers' requests from `store`, and receives its own into
+// sources->received. Nothing is read for the local rows. Collective over `comm`, with the same failure
+// rules as FetchFeatureRows.
+Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+                           const std::vector<int64_t>& ids, WorkerComm& comm, FeatureRowSources* sources);
+
+// Device scratch for AssembleFeatureRows, grown as needed and reused from batch to batch by one thread.
+struct RowAssembly {
+  Tensor ids, stage;
+};
+
+// A batch's feature rows [rows, dim] into `out`, on `device`, with `gather` (gather.rows of that device):
+// local row k is row table_rows[k] of `table` (on the GPU: the pinned store through its device pointer,
+// so the GPU reads just those rows in place, PyTorch-Direct's zero-copy gather), for position
+// sources.local_at[k]; received row j is for position sources.remote_at[j]. When every row is local and
+// in batch order (one worker) that is one gather into `out`; otherwise the local rows and the received
+// ones are staged on the device first and put in place by a second gather, device to device. Queued on
+// device.stream and waited for: `out` is complete on return. kInternal when the sources do not cover
+// the batch exactly once; a gather's own errors as they come.
+Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<const int64_t> table_rows,
+                           const FeatureRowSources& sources, const DeviceContext& device, RowAssembly* scratch,
+                           Tensor& out);
 
 // out[i] = the feature row of global node ids[i] ([ids.size(), store.dim()]): rows `rank` owns (part_of)
 // from `store`, the others from their owners in one exchange (AllToAll of ids, AllToAllV of rows).
@@ -107,7 +146,9 @@ class SampledSource final : public BatchSource {
   Result<const Batch*> Next() override;
   Status HaloForward(Tensor&) override { return Status(); }  // a block's input rows are all there
   Status HaloBackward(Tensor&) override { return Status(); }
-  // Cumulative: feature_rows_local, feature_rows_remote, feature_bytes_local, feature_bytes_remote; for the epoch just
+  // Cumulative: feature_rows_local, feature_rows_remote, feature_bytes_local, feature_bytes_remote,
+  // feature_rows_zero_copy and feature_bytes_zero_copy (the local rows the GPU read in place), and
+  // feature_gather ("zero_copy" or "host", as resolved); for the epoch just
   // trained (per-step arrays in summary.json): step_sample_seconds, step_layout_seconds,
   // step_feature_seconds (gather + exchange, wherever it ran), step_feature_wait_seconds.
   Record Figures() const override;
@@ -115,12 +156,16 @@ class SampledSource final : public BatchSource {
  private:
   struct Prepared;
   SampledSource(RgnnSampledAssignment assignment, std::unique_ptr<RowStore> store, const ExecutorContext& context);
-  // Everything batch `index` of the current pass needs, on the host.
-  Status Prepare(int64_t index, WorkerComm& comm, Prepared* out);
+  // Everything batch `index` of the current pass needs: on the host, except zero-copy feature rows,
+  // which are read onto the device on `stream` (a cudaStream_t).
+  Status Prepare(int64_t index, WorkerComm& comm, void* stream, Prepared* out);
+  // Resolves sampling_.gather: sets device_gather_ and device_table_ where zero-copy runs; kUsage when it
+  // was asked for ("zero_copy") and cannot run here.
+  Status SetUpZeroCopy();
   Status Upload(Prepared* p);  // to the executor's device (a no-op on CPU)
   void PrefetchLoop();
-  // Host memory for a batch's feature rows: a spare one when big enough (the training thread gives a
-  // batch's back once it is done with it), else new.
+  // Memory for a batch's feature rows (the device's with zero-copy, else the host's): a spare one when
+  // big enough (the training thread gives a batch's back once it is done with it), else new.
   Result<Tensor> TakeFeatureStorage(int64_t floats);
   void Release(std::unique_ptr<Prepared> p);
   void Request(int64_t index);
@@ -149,13 +194,20 @@ class SampledSource final : public BatchSource {
   std::mutex spare_mu_;
   std::vector<Tensor> spare_;  // feature storage of finished batches
 
+  // Zero-copy: gather.rows on CUDA and the pinned store's rows through their device pointer (no tensor
+  // when the worker serves no rows), or null and none when the rows are gathered on the host.
+  const Kernel* device_gather_ = nullptr;
+  Tensor device_table_;
+  RowAssembly assembly_;  // used by the thread that prepares batches
+
   // Figures.
-  int64_t rows_local_ = 0, rows_remote_ = 0;
+  int64_t rows_local_ = 0, rows_remote_ = 0, rows_zero_copy_ = 0;
   int64_t batch_bytes_ = 0;  // the latest batch's (Figures' graph_bytes)
   double epoch_sample_s_ = 0, epoch_layout_s_ = 0, epoch_feature_s_ = 0, epoch_wait_s_ = 0;
 
   // Prefetch.
   std::unique_ptr<WorkerComm> prefetch_comm_;
+  CudaStream prefetch_stream_;  // zero-copy with prefetch: the prefetch thread's gathers queue here
   std::thread prefetch_thread_;
   std::mutex mu_;
   std::condition_variable cv_;
