@@ -203,12 +203,6 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
     errors->Add(at("train.optimizer"), StrCat("train.optimizer = ", schema::QuoteToml(NameOf(t.optimizer)),
                                               ": an llm job trains with \"adamw\""));
   }
-  if (t.precision == Precision::kBf16 && spec.job.device != DeviceChoice::kCpu) {
-    errors->Add(at_either("train.precision", "job.device"),
-                StrCat("train.precision = \"bf16\" runs on the CPU's reference kernels only so far (the CUDA bf16 "
-                       "kernels are not written yet), but job.device = ", schema::QuoteToml(NameOf(spec.job.device)),
-                       ": set job.device = \"cpu\", or train.precision = \"fp32\""));
-  }
   if (t.warmup_steps > t.steps) {
     errors->Add(at_either("train.warmup_steps", "train.steps"),
                 StrCat("train.warmup_steps = ", t.warmup_steps, " is more than train.steps = ", t.steps));

@@ -18,6 +18,19 @@ Status KernelSet::Require(const std::vector<const tessel_op_decl*>& ops) {
   return registry_->RequireOps(names, device_);
 }
 
+Status KernelSet::RequireDType(const std::vector<const tessel_op_decl*>& ops, DType dtype, std::string_view why) {
+  std::string missing;
+  for (const tessel_op_decl* op : ops) {
+    TESSEL_ASSIGN_OR_RETURN(const Kernel* kernel, Find(*op));
+    if (!kernel->AcceptsFloating(dtype)) {
+      missing += StrCat(missing.empty() ? "" : ", ", op->name, " (", kernel->plugin_path(), ")");
+    }
+  }
+  if (missing.empty()) return Status();
+  return PluginError(StrCat(why, " needs ", DTypeName(dtype), " kernels on ", DeviceName(device_),
+                            ", but these take no ", DTypeName(dtype), ": ", missing));
+}
+
 Result<const Kernel*> KernelSet::Find(const tessel_op_decl& op) const {
   if (auto it = found_.find(op.name); it != found_.end()) return it->second;
   TESSEL_ASSIGN_OR_RETURN(const Kernel* kernel, registry_->Find(op.name, device_));

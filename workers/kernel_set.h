@@ -26,6 +26,9 @@ class KernelSet {
 
   // Checks that every op has a kernel on the device with the declared schema (one error listing all).
   Status Require(const std::vector<const tessel_op_decl*>& ops);
+  // Checks that each op's kernel on the device takes `dtype` as its T (kPlugin naming the ops and their
+  // plugins, and `why`, the setting that asks for it).
+  Status RequireDType(const std::vector<const tessel_op_decl*>& ops, DType dtype, std::string_view why);
 
   Status Call(const tessel_op_decl& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs) const;

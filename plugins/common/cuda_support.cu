@@ -50,7 +50,37 @@ void RowMajorGemm(GemmFn gemm, cublasHandle_t handle, Trans ta, Trans tb, int64_
               "gemm");
 }
 
+// The same with bf16 operands through cublasGemmEx: products and sums in f32 (CUBLAS_COMPUTE_32F, tensor
+// cores), C of `c_type` (bf16, rounded once from the f32 result, or f32).
+template <typename C>
+void RowMajorGemmBf16(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, C* c, int64_t ldc,
+                      cudaDataType_t c_type) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta != 0.f || ldc != n) Fail(TESSEL_STATUS_INVALID_ARGUMENT, "GEMM with k = 0 and beta != 0");
+    cudaStream_t stream = nullptr;
+    CheckCublas(cublasGetStream(handle, &stream), "cublasGetStream");
+    CheckCuda(cudaMemsetAsync(c, 0, m * n * sizeof(C), stream), "zero C");
+    return;
+  }
+  CheckCublas(cublasGemmEx(handle, Op(tb), Op(ta), CheckedInt(n), CheckedInt(m), CheckedInt(k), &alpha, b, CUDA_R_16BF,
+                           CheckedInt(ldb), a, CUDA_R_16BF, CheckedInt(lda), &beta, c, c_type, CheckedInt(ldc),
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "gemm (bf16)");
+}
+
 }  // namespace
+
+void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, Bf16* c, int64_t ldc) {
+  RowMajorGemmBf16(handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, CUDA_R_16BF);
+}
+
+void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  RowMajorGemmBf16(handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, CUDA_R_32F);
+}
 
 void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

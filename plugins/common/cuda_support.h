@@ -1,6 +1,6 @@
 // CUDA plumbing shared by the built-in plugins' CUDA kernels: error checks that throw KernelError
 // (caught by RunGuarded), launch geometry for grid-stride loops, a row-major cuBLAS GEMM overloaded for
-// float and double, and the plugin's pool of cuBLAS handles. Scratch memory comes from the host's
+// float, double and bf16, and the plugin's pool of cuBLAS handles. Scratch memory comes from the host's
 // workspace allocator (Workspace<T> in kernel_support.h), never from a hidden cudaMalloc.
 // Include from .cu files only.
 #pragma once
@@ -41,6 +41,12 @@ void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t 
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alpha,
                   const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+// bf16 operands (cublasGemmEx): products and sums in f32 on the tensor cores, C in bf16 (the f32 result
+// rounded once, beta C read widened) or in f32.
+void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, Bf16* c, int64_t ldc);
+void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // cuBLAS handles are costly to create and must not be shared by concurrent calls, and a handle's
 // workspace must not be used by two streams at once. So the plugin keeps idle handles per (device,

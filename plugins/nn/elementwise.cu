@@ -21,7 +21,7 @@ __global__ void CastKernel(const Accumulate<T>* x, int64_t n, T* y) {
 template <typename T>
 __global__ void AddKernel(const T* a, const T* b, int64_t n, T* c) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    c[i] = a[i] + b[i];
+    c[i] = FromAccumulate<T>(ToAccumulate(a[i]) + ToAccumulate(b[i]));  // bf16: the f32 sum, rounded once
   }
 }
 
@@ -87,7 +87,7 @@ struct SumSquaresCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(AddCuda, AddArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(AddCuda, AddArgs, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL_BF16(CastCuda, CastArgs, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(SumSquaresCuda, SumSquaresArgs, TESSEL_DEVICE_CUDA)
 

@@ -1,5 +1,6 @@
 // nn.gelu.fwd/.bwd on CUDA: the exact (erf) GELU; nn.gelu_tanh.fwd/.bwd: GPT-2's tanh approximation, the
-// same expressions as gelu_cpu.cc (llm.c's). Elementwise grid-stride loops (arguments: activation_args.h).
+// same expressions as gelu_cpu.cc (llm.c's), in f32 under bf16. Elementwise grid-stride loops (arguments:
+// activation_args.h).
 #include "activation_args.h"
 #include "cuda_support.h"
 
@@ -25,24 +26,27 @@ __global__ void GeluBwdKernel(const T* dy, const T* x, int64_t n, T* dx) {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluCubic = 0.044715;
 
+// In Accumulate<T> = A: under bf16 each value is widened to f32 and each result rounded once.
 template <typename T>
 __global__ void GeluTanhFwdKernel(const T* x, int64_t n, T* y) {
+  using A = Accumulate<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const T v = x[i], cube = T(kGeluCubic) * v * v * v;
-    y[i] = T(0.5) * v * (T(1) + tanh(T(kSqrt2OverPi) * (v + cube)));
+    const A v = ToAccumulate(x[i]), cube = A(kGeluCubic) * v * v * v;
+    y[i] = FromAccumulate<T>(A(0.5) * v * (A(1) + tanh(A(kSqrt2OverPi) * (v + cube))));
   }
 }
 
 template <typename T>
 __global__ void GeluTanhBwdKernel(const T* dy, const T* x, int64_t n, T* dx) {
+  using A = Accumulate<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const T v = x[i], cube = T(kGeluCubic) * v * v * v;
-    const T u = T(kSqrt2OverPi) * (v + cube);
-    const T cosh_u = cosh(u);
-    const T sech2 = T(1) / (cosh_u * cosh_u);
-    const T local =
-        T(0.5) * (T(1) + tanh(u)) + v * T(0.5) * sech2 * T(kSqrt2OverPi) * (T(1) + T(3) * T(kGeluCubic) * v * v);
-    dx[i] = local * dy[i];
+    const A v = ToAccumulate(x[i]), cube = A(kGeluCubic) * v * v * v;
+    const A u = A(kSqrt2OverPi) * (v + cube);
+    const A cosh_u = cosh(u);
+    const A sech2 = A(1) / (cosh_u * cosh_u);
+    const A local =
+        A(0.5) * (A(1) + tanh(u)) + v * A(0.5) * sech2 * A(kSqrt2OverPi) * (A(1) + A(3) * A(kGeluCubic) * v * v);
+    dx[i] = FromAccumulate<T>(local * ToAccumulate(dy[i]));
   }
 }
 
@@ -86,7 +90,7 @@ struct GeluTanhBwdCuda {
 
 TESSEL_DEFINE_KERNEL(GeluFwdCuda, GeluFwdArgs, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(GeluBwdCuda, GeluBwdArgs, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(GeluTanhFwdCuda, GeluTanhFwdArgs, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(GeluTanhBwdCuda, GeluTanhBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(GeluTanhFwdCuda, GeluTanhFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(GeluTanhBwdCuda, GeluTanhBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

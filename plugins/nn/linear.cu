@@ -1,7 +1,9 @@
 // nn.linear.fwd/.bwd on CUDA (W is [O, K], out-major): the products are cuBLAS GEMMs on the call's stream;
 // the bias is broadcast into Y before a GEMM with beta = 1, and db's column sums run in a fixed order
 // (each thread a strided set of rows in order, then the lanes of a column in order), so they are
-// deterministic. Arguments: linear_args.h.
+// deterministic. Under bf16 the GEMMs take bf16 operands on the tensor cores with f32 sums (cublasGemmEx):
+// Y = X W^T + b and dX are rounded to bf16 once, dW and db (f32) accumulate in f32, as linear_cpu.cc's
+// reference does. Arguments: linear_args.h.
 #include "cuda_support.h"
 #include "linear_args.h"
 
@@ -19,19 +21,20 @@ __global__ void BroadcastBiasKernel(const T* b, int64_t n, int64_t o, T* y) {
   }
 }
 
-// db[c] += sum over the rows of dY[:, c]; blockDim = (kColumns, kLanes).
+// db[c] += sum over the rows of dY[:, c] (in Accumulate<T>); blockDim = (kColumns, kLanes).
 template <typename T>
-__global__ void AddColumnSumsKernel(const T* dy, int64_t n, int64_t o, T* db) {
-  __shared__ T part[kLanes][kColumns];
+__global__ void AddColumnSumsKernel(const T* dy, int64_t n, int64_t o, Accumulate<T>* db) {
+  using A = Accumulate<T>;
+  __shared__ A part[kLanes][kColumns];
   const int64_t c = blockIdx.x * int64_t(kColumns) + threadIdx.x;
-  T acc = T(0);
+  A acc = A(0);
   if (c < o) {
-    for (int64_t i = threadIdx.y; i < n; i += kLanes) acc += dy[i * o + c];
+    for (int64_t i = threadIdx.y; i < n; i += kLanes) acc += ToAccumulate(dy[i * o + c]);
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < o) {
-    T sum = part[0][threadIdx.x];
+    A sum = part[0][threadIdx.x];
     for (int lane = 1; lane < kLanes; ++lane) sum += part[lane][threadIdx.x];
     db[c] += sum;
   }
@@ -46,7 +49,8 @@ struct LinearFwdCuda {
     CheckLaunch("BroadcastBiasKernel");
     if (k == 0) return;
     CublasPool::Lease blas = StateOf(args).blas.Acquire(StreamOf(args));
-    GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, n, o, k, T(1), a.x, k, a.w, k, T(1), a.y, o);
+    using A = Accumulate<T>;
+    GemmRowMajor(blas.get(), Trans::kNo, Trans::kYes, n, o, k, A(1), a.x, k, a.w, k, A(1), a.y, o);
   }
 };
 
@@ -54,13 +58,14 @@ struct LinearBwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const LinearBwdArgs<T>& a) {
     const int64_t n = a.n, k = a.k, o = a.o;
+    using A = Accumulate<T>;
     const T* dy = a.dy;
     if (n == 0) return;  // dX is empty; nothing to add to dW and db
     CublasPool::Lease blas = StateOf(args).blas.Acquire(StreamOf(args));
     // o == 0 zeroes dX (GemmRowMajor's k = 0 case).
-    if (a.want_dx) GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, n, k, o, T(1), dy, o, a.w, k, T(0), a.dx, k);
+    if (a.want_dx) GemmRowMajor(blas.get(), Trans::kNo, Trans::kNo, n, k, o, A(1), dy, o, a.w, k, A(0), a.dx, k);
     if (o == 0) return;
-    GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, o, k, n, T(1), dy, o, a.x, k, T(1), a.dw, k);
+    GemmRowMajor(blas.get(), Trans::kYes, Trans::kNo, o, k, n, A(1), dy, o, a.x, k, A(1), a.dw, k);
     if (a.db == nullptr) return;  // no bias
     const unsigned column_blocks = static_cast<unsigned>((o + kColumns - 1) / kColumns);
     AddColumnSumsKernel<T><<<column_blocks, dim3(kColumns, kLanes), 0, StreamOf(args)>>>(dy, n, o, a.db);
@@ -70,7 +75,7 @@ struct LinearBwdCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(LinearFwdCuda, LinearFwdArgs, TESSEL_DEVICE_CUDA)
-TESSEL_DEFINE_KERNEL(LinearBwdCuda, LinearBwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(LinearFwdCuda, LinearFwdArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(LinearBwdCuda, LinearBwdArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

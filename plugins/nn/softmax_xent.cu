@@ -1,6 +1,8 @@
 // nn.softmax_xent.fwd_bwd on CUDA: one block per row (a GPT-2 vocabulary is 50,257 wide: one thread per
 // row left a step's head to a few hundred threads), log-sum-exp in double; then one block sums the
-// per-row results in a fixed order, so the loss is deterministic (arguments: softmax_xent_args.h).
+// per-row results in a fixed order, so the loss is deterministic (arguments: softmax_xent_args.h). bf16
+// logits are read exactly (as f32) and each gradient is rounded as the CPU kernel rounds it: to f32, then
+// to bf16.
 #include <cmath>
 
 #include "cuda_support.h"
@@ -30,17 +32,17 @@ __global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uin
     const int64_t label = labels[i];
     // A label beyond the classes would read out of the row: treat it like an unlabelled row.
     if (mask[i] == 0 || label < 0 || label >= c) {
-      for (int64_t j = t; j < c; j += blockDim.x) dz[j] = T(0);
+      for (int64_t j = t; j < c; j += blockDim.x) dz[j] = FromAccumulate<T>(Accumulate<T>(0));
       if (t == 0) row_loss[i] = 0, row_correct[i] = 0;
       continue;
     }
     double best = -INFINITY;
     int64_t best_j = c;  // above every column: a thread without columns loses every tie
     for (int64_t j = t; j < c; j += blockDim.x) {
-      const double v = static_cast<double>(z[j]);
+      const double v = static_cast<double>(ToAccumulate(z[j]));
       if (v > best) best = v, best_j = j;
     }
-    const double z_label = t == 0 ? static_cast<double>(z[label]) : 0.0;
+    const double z_label = t == 0 ? static_cast<double>(ToAccumulate(z[label])) : 0.0;
     red[t] = best, arg[t] = best_j;
     __syncthreads();
     for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
@@ -55,7 +57,7 @@ __global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uin
     const int64_t argmax = arg[0] < c ? arg[0] : 0;
     __syncthreads();  // every thread has read red[0] before it is overwritten
     double sum = 0;
-    for (int64_t j = t; j < c; j += blockDim.x) sum += exp(static_cast<double>(z[j]) - zmax);
+    for (int64_t j = t; j < c; j += blockDim.x) sum += exp(static_cast<double>(ToAccumulate(z[j])) - zmax);
     red[t] = sum;
     __syncthreads();
     for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
@@ -69,7 +71,8 @@ __global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uin
     }
     __syncthreads();  // the row's reads, and red[0]'s, before the first write of dz (which may be z)
     for (int64_t j = t; j < c; j += blockDim.x) {
-      dz[j] = static_cast<T>((exp(static_cast<double>(z[j]) - lse) - (j == label ? 1.0 : 0.0)) * scale);
+      const double g = (exp(static_cast<double>(ToAccumulate(z[j])) - lse) - (j == label ? 1.0 : 0.0)) * scale;
+      dz[j] = FromAccumulate<T>(static_cast<Accumulate<T>>(g));
     }
   }
 }
@@ -121,6 +124,6 @@ struct SoftmaxXentCuda {
 
 }  // namespace
 
-TESSEL_DEFINE_KERNEL(SoftmaxXentCuda, SoftmaxXentArgs, TESSEL_DEVICE_CUDA)
+TESSEL_DEFINE_KERNEL_BF16(SoftmaxXentCuda, SoftmaxXentArgs, TESSEL_DEVICE_CUDA)
 
 }  // namespace tessel::kernels::nn

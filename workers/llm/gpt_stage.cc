@@ -105,6 +105,14 @@ Status GptStageExecutor::Init() {
   const StagePlacement& p = a_.place;
   const LlmTrainSettings& t = a_.train;
   TESSEL_RETURN_IF_ERROR(k_.Require(Ops()));
+  if (t.precision == Precision::kBf16) {
+    // Every op that handles activations runs on bf16; the optimizer and the gradient norm see f32.
+    std::vector<const tessel_op_decl*> activation_ops;
+    for (const tessel_op_decl* op : Ops()) {
+      if (op != &tessel_op_optim_adamw_step && op != &tessel_op_nn_sum_squares) activation_ops.push_back(op);
+    }
+    TESSEL_RETURN_IF_ERROR(k_.RequireDType(activation_ops, DType::kBF16, "train.precision = \"bf16\""));
+  }
   // The replicas of this stage sum their gradients over their own communicator. Collective over every
   // worker: first, before anything that fails on some stages only (their data) could leave the others
   // waiting here.

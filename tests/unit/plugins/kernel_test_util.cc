@@ -104,8 +104,10 @@ namespace {
       EXPECT_EQ(ToVector<uint8_t>(cuda), ToVector<uint8_t>(cpu)) << what;
       break;
     case DType::kBF16:
+      ExpectNear(Widen(cuda), Widen(cpu), tol, what);
+      break;
     case DType::kF16:
-      ADD_FAILURE() << what << ": 16-bit comparisons are not implemented";
+      ADD_FAILURE() << what << ": f16 comparisons are not implemented";
       break;
   }
 }

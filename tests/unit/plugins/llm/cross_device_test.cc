@@ -82,6 +82,57 @@ TYPED_TEST(LlmCrossDeviceTest, Attention) {
   }
 }
 
+// bf16: each CUDA kernel (widened to f32, rounded once where the CPU's bf16 reference rounds) against
+// the CPU's bf16 kernel. A bf16 output may differ by a rounding step (2^-8 relative) where the f32 sums
+// ran in another order; the f32 outputs (statistics, lse, weight gradients) only by that order.
+TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
+  RequireLlmCudaKernels(workers::OpsOfFamily("llm"));
+  if (IsSkipped()) return;
+  constexpr double kTol = 2e-2, kF32Tol = 1e-3;
+  const auto fill = [](std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n *= d;
+    return Bf16Tensor(shape, std::vector<float>(static_cast<size_t>(n), 3.f));
+  };
+  const int64_t v = 300, p = 80, b = 3, s = 70, c = 96;
+  Tensor tokens = MakeTensor<int32_t>({b, s}, RandomTokens(b * s, 40, 1));
+  CompareLlmDevices("llm.encoder.fwd",
+                    {Bf16Tensor({v, c}, Bf16Representable(v * c, 2)), Bf16Tensor({p, c}, Bf16Representable(p * c, 3)),
+                     tokens},
+                    {fill({b, s, c})}, kTol);
+  CompareLlmDevices("llm.encoder.bwd", {Bf16Tensor({b, s, c}, Bf16Representable(b * s * c, 4)), tokens},
+                    {MakeTensor<float>({v, c}, RandomValues<float>(v * c, 5)),
+                     MakeTensor<float>({p, c}, RandomValues<float>(p * c, 6))},
+                    kF32Tol);
+
+  const int64_t n = 300, w_c = 200;
+  const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
+  Tensor x = Bf16Tensor({n, w_c}, Bf16Representable(n * w_c, 1, -3, 4));
+  Tensor w = Bf16Tensor({w_c}, Bf16Representable(w_c, 2, 0.5, 1.5)), bias = Bf16Tensor({w_c}, Bf16Representable(w_c, 3));
+  CompareLlmDevicesWith("llm.layernorm.fwd", {x, w, bias},
+                        {fill({n, w_c}), Filled<float>({n}, 3.f), Filled<float>({n}, 3.f)}, kTol, ln);
+  Tensor y = fill({n, w_c}), mean = Filled<float>({n}, 0.f), rstd = Filled<float>({n}, 0.f);
+  CallLlmWith("llm.layernorm.fwd", {&x, &w, &bias}, {&y, &mean, &rstd}, ln, nullptr);
+  Tensor dy = Bf16Tensor({n, w_c}, Bf16Representable(n * w_c, 4));
+  const auto grads = [&] {
+    return std::vector<Tensor>{Bf16Tensor({n, w_c}, Bf16Representable(n * w_c, 5)),
+                               MakeTensor<float>({w_c}, RandomValues<float>(w_c, 6)),
+                               MakeTensor<float>({w_c}, RandomValues<float>(w_c, 7))};
+  };
+  CompareLlmDevices("llm.layernorm.bwd", {dy, x, w, mean, rstd}, grads(), kTol);
+  CompareLlmDevices("llm.layernorm.bwd_from_output", {dy, y, w, bias, rstd}, grads(), kTol);
+
+  const int64_t ab = 2, as = 150, ac = 128, ah = 2;
+  const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(ah)};
+  Tensor qkv = Bf16Tensor({ab, as, 3 * ac}, Bf16Representable(ab * as * 3 * ac, 1, -2, 2));
+  CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {fill({ab, as, ac}), Filled<float>({ab, ah, as}, 3.f)}, kTol, at);
+  Tensor ay = fill({ab, as, ac}), lse = Filled<float>({ab, ah, as}, 0.f);
+  ThreadPool pool(2);
+  CallLlmWith("llm.attention.fwd", {&qkv}, {&ay, &lse}, at, &pool);
+  CompareLlmDevicesWith("llm.attention.bwd", {Bf16Tensor({ab, as, ac}, Bf16Representable(ab * as * ac, 2)), qkv, ay, lse},
+                        {fill({ab, as, 3 * ac})}, kTol, at);
+}
+
 TEST(LlmCudaAttention, HeadSizeAboveTheLimitIsInvalid) {
   RequireLlmCudaKernels(workers::OpsOfFamily("llm"));
   if (IsSkipped()) return;

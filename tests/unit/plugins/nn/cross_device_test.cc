@@ -131,5 +131,45 @@ TYPED_TEST(NnCrossDeviceTest, Adamw) {
       {}, this->Tol(), adamw);
 }
 
+// bf16: the CUDA kernels (tensor-core GEMMs with f32 sums, the others widened to f32) against the CPU's
+// bf16 reference kernels. A bf16 result may differ by a rounding where the f32 sums ran in another order
+// (2^-8 relative is one step); the f32 outputs (dW, db) only by the order of their sums.
+constexpr double kBf16Tol = 2e-2, kBf16F32Tol = 1e-3;
+
+TEST(NnCrossDeviceBf16, LinearAddGeluTanhSoftmaxXent) {
+  RequireCudaKernels({"nn.linear.fwd", "nn.linear.bwd", "nn.add", "nn.gelu_tanh.fwd", "nn.gelu_tanh.bwd",
+                      "nn.softmax_xent.fwd_bwd"});
+  if (IsSkipped()) return;
+  const int64_t n = 300, k = 96, o = 130;
+  Tensor x = Bf16Tensor({n, k}, Bf16Representable(n * k, 1)), w = Bf16Tensor({o, k}, Bf16Representable(o * k, 2));
+  Tensor b = Bf16Tensor({o}, Bf16Representable(o, 3));
+  CompareDevices("nn.linear.fwd", {x, w, b}, {Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))}, kBf16Tol);
+  Tensor dy = Bf16Tensor({n, o}, Bf16Representable(n * o, 4));
+  CompareDevices("nn.linear.bwd", {dy, x, w},
+                 {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f)), MakeTensor<float>({o, k}, RandomValues<float>(o * k, 5)),
+                  MakeTensor<float>({o}, RandomValues<float>(o, 6))},
+                 kBf16F32Tol);
+  const int64_t m = 20011;
+  Tensor a = Bf16Tensor({m}, Bf16Representable(m, 7, -4, 4));
+  CompareDevices("nn.add", {a, Bf16Tensor({m}, Bf16Representable(m, 8, -4, 4))},
+                 {Bf16Tensor({m}, std::vector<float>(m, 3.f))}, kBf16Tol);
+  Tensor g = Bf16Tensor({n, k}, Bf16Representable(n * k, 9, -6, 6));
+  CompareDevices("nn.gelu_tanh.fwd", {g}, {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f))}, kBf16Tol);
+  CompareDevices("nn.gelu_tanh.bwd", {Bf16Tensor({n, k}, Bf16Representable(n * k, 10)), g},
+                 {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f))}, kBf16Tol);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  std::vector<uint8_t> mask(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    labels[static_cast<size_t>(i)] = (i * 7) % (o + 1) - 1;
+    mask[static_cast<size_t>(i)] = i % 5 != 0;
+  }
+  const tessel_softmax_xent_params xent{sizeof(tessel_softmax_xent_params), 0.01};
+  CompareDevices("nn.softmax_xent.fwd_bwd",
+                 {Bf16Tensor({n, o}, Bf16Representable(n * o, 11, -4, 4)), MakeTensor<int64_t>({n}, labels),
+                  MakeTensor<uint8_t>({n}, mask)},
+                 {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))},
+                 kBf16Tol, &xent, sizeof(xent));
+}
+
 }  // namespace
 }  // namespace tessel::kernel_test
