@@ -132,8 +132,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {&att2, lproj.w, lproj.b}, {y}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_llm_layernorm_fwd, {x, lw, lb}, {y, mean, rstd}, ln));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {y, lfc.w, lfc.b}, {wide}));
-    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_gelu_tanh_fwd, {wide}, {wide2}));
+    TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_gelu_tanh_fwd, {y, lfc.w, lfc.b}, {wide2, wide}));
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_fwd, {wide2, lfcproj.w, lfcproj.b}, {y}));
     return k.Call(tessel_op_nn_add, {&fx, &fy}, {&fy});
   };

@@ -92,6 +92,104 @@ void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t 
   RowMajorGemm(&cublasDgemm, handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+
+// One cuBLASLt handle per device, made on first use and kept for the process (plugins stay mapped; a
+// handle carries no stream, and cuBLASLt's calls may share one across threads).
+cublasLtHandle_t LtHandle() {
+  static std::mutex mu;
+  static std::vector<cublasLtHandle_t> handles;
+  int device = 0;
+  CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mu);
+  if (handles.size() <= static_cast<size_t>(device)) handles.resize(static_cast<size_t>(device) + 1, nullptr);
+  if (handles[static_cast<size_t>(device)] == nullptr) {
+    CheckCublas(cublasLtCreate(&handles[static_cast<size_t>(device)]), "cublasLtCreate");
+  }
+  return handles[static_cast<size_t>(device)];
+}
+
+// The largest power of two (up to 256) that divides the address: the alignment cuBLASLt may assume.
+uint32_t AlignmentOf(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// The descriptors of one cuBLASLt matmul, destroyed with it.
+struct LtMatmul {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtMatmul() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+template <typename V>
+void SetOp(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute, const V& value) {
+  CheckCublas(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
+}
+
+template <typename V>
+void SetPref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute, const V& value) {
+  CheckCublas(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)),
+              "cublasLtMatmulPreferenceSetAttribute");
+}
+
+}  // namespace
+
+bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64_t k, int64_t o, const void* x,
+                      const void* w, const void* b, void* pre, void* gelu, void* workspace, size_t workspace_bytes) {
+  if (n <= 0 || k <= 0 || o <= 0 || n > INT32_MAX || k > INT32_MAX || o > INT32_MAX) return false;
+  // The bias and the auxiliary output are read and written as vectors: cuBLASLt asks 16-byte alignment of
+  // them and a leading dimension of the auxiliary output that is a multiple of 8.
+  if (AlignmentOf(b) < 16 || (gelu != nullptr && (AlignmentOf(pre) < 16 || o % 8 != 0))) return false;
+  // Column-major, D^T = Y^T [o x n] (ld o) = op(A) B with A = W as stored ([k x o], ld k, transposed) and
+  // B = X as stored ([k x n], ld k).
+  LtMatmul m;
+  CheckCublas(cublasLtMatmulDescCreate(&m.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE, gelu == nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  SetOp(m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+  if (gelu != nullptr) {
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre);
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, o);
+  }
+  void* d = gelu != nullptr ? gelu : pre;
+  CheckCublas(cublasLtMatrixLayoutCreate(&m.a, type, static_cast<uint64_t>(k), static_cast<uint64_t>(o), k),
+              "cublasLtMatrixLayoutCreate(W)");
+  CheckCublas(cublasLtMatrixLayoutCreate(&m.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+              "cublasLtMatrixLayoutCreate(X)");
+  CheckCublas(cublasLtMatrixLayoutCreate(&m.d, type, static_cast<uint64_t>(o), static_cast<uint64_t>(n), o),
+              "cublasLtMatrixLayoutCreate(Y)");
+  CheckCublas(cublasLtMatmulPreferenceCreate(&m.pref), "cublasLtMatmulPreferenceCreate");
+  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes));
+  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, AlignmentOf(w));
+  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, AlignmentOf(x));
+  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, AlignmentOf(d));
+  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, AlignmentOf(d));
+  cublasLtHandle_t handle = LtHandle();
+  cublasLtMatmulHeuristicResult_t found{};
+  int count = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(handle, m.op, m.a, m.b, m.d, m.d, m.pref, 1, &found, &count) !=
+          CUBLAS_STATUS_SUCCESS ||
+      count == 0) {
+    return false;
+  }
+  const float one = 1.f, zero = 0.f;
+  CheckCublas(cublasLtMatmul(handle, m.op, &one, w, m.a, x, m.b, &zero, d, m.d, d, m.d, &found.algo, workspace,
+                             workspace_bytes, stream),
+              "cublasLtMatmul");
+  return true;
+}
+
 CublasPool::~CublasPool() {
   // Runs at dlclose. Errors are ignored: at process exit the CUDA context may already be gone.
   for (auto& [key, handle] : idle_) cublasDestroy(handle);

@@ -5,6 +5,7 @@
 // Include from .cu files only.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -47,6 +48,16 @@ void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t 
                   const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, Bf16* c, int64_t ldc);
 void GemmRowMajor(cublasHandle_t handle, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                   const Bf16* a, int64_t lda, const Bf16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// cuBLASLt's fused linear forward, row-major: Pre = X[n, k] W[o, k]^T + b with f32 sums, the bias added in
+// the matmul's epilogue; with `gelu` non-null also gelu = GELU_tanh(Pre) (CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+// the GELU of the f32 value, and Pre kept as the epilogue's auxiliary output). `type` is the dtype of X, W,
+// b, Pre and gelu: CUDA_R_32F or CUDA_R_16BF (bf16 operands on the tensor cores, each output rounded once).
+// `workspace` (`workspace_bytes`) is cuBLASLt's scratch. Returns false, having queued nothing, where
+// cuBLASLt offers no algorithm for the shape, the pointers' alignment or the epilogue (k == 0, say): the
+// caller then computes it unfused. Queued on `stream`; cuBLASLt's errors throw KernelError.
+bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64_t k, int64_t o, const void* x,
+                      const void* w, const void* b, void* pre, void* gelu, void* workspace, size_t workspace_bytes);
 
 // cuBLAS handles are costly to create and must not be shared by concurrent calls, and a handle's
 // workspace must not be used by two streams at once. So the plugin keeps idle handles per (device,

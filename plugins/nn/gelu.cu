@@ -3,6 +3,7 @@
 // activation_args.h).
 #include "activation_args.h"
 #include "cuda_support.h"
+#include "linear_gelu.h"
 
 namespace tessel::kernels::nn {
 namespace {
@@ -71,9 +72,7 @@ struct GeluBwdCuda {
 struct GeluTanhFwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const ActivationFwdArgs<T>& a) {
-    if (a.count == 0) return;
-    GeluTanhFwdKernel<T><<<Blocks(a.count), kThreads, 0, StreamOf(args)>>>(a.x, a.count, a.y);
-    CheckLaunch("GeluTanhFwdKernel");
+    GeluTanhForwardCuda(args, a.x, a.count, a.y);
   }
 };
 
@@ -87,6 +86,16 @@ struct GeluTanhBwdCuda {
 };
 
 }  // namespace
+
+template <typename T>
+void GeluTanhForwardCuda(const KernelArgs& args, const T* x, int64_t count, T* y) {
+  if (count == 0) return;
+  GeluTanhFwdKernel<T><<<Blocks(count), kThreads, 0, StreamOf(args)>>>(x, count, y);
+  CheckLaunch("GeluTanhFwdKernel");
+}
+template void GeluTanhForwardCuda<float>(const KernelArgs&, const float*, int64_t, float*);
+template void GeluTanhForwardCuda<double>(const KernelArgs&, const double*, int64_t, double*);
+template void GeluTanhForwardCuda<Bf16>(const KernelArgs&, const Bf16*, int64_t, Bf16*);
 
 TESSEL_DEFINE_KERNEL(GeluFwdCuda, GeluFwdArgs, TESSEL_DEVICE_CUDA)
 TESSEL_DEFINE_KERNEL(GeluBwdCuda, GeluBwdArgs, TESSEL_DEVICE_CUDA)

@@ -6,10 +6,12 @@
 #include <cmath>
 
 #include "activation_args.h"
+#include "linear_gelu.h"
 #include "row_ops.h"
 #include "widen.h"
 
 namespace tessel::kernels::nn {
+
 namespace {
 
 constexpr int64_t kElementGrain = 1 << 14;
@@ -50,17 +52,7 @@ struct GeluBwdCpu {
 struct GeluTanhFwdCpu {
   template <typename T>
   static void Run(const KernelArgs& args, const ActivationFwdArgs<T>& a) {
-    const T* x = a.x;
-    T* y = a.y;
-    args.ParallelFor(a.count, kElementGrain, [&](int64_t i0, int64_t i1) {
-      std::vector<Accumulate<T>> rows = ScratchRow<T>(2 * kWideChunk);
-      for (int64_t j0 = i0; j0 < i1; j0 += kWideChunk) {
-        const int64_t m = std::min(kWideChunk, i1 - j0);
-        Accumulate<T>* out = ComputeInto(y + j0, rows.data() + (kWidened<T> ? kWideChunk : 0));
-        GeluTanhRow(m, Widened(x + j0, m, rows.data()), out);
-        Store<T>(out, m, y + j0);
-      }
-    });
+    GeluTanhForwardCpu(args, a.x, a.count, a.y);
   }
 };
 
@@ -85,6 +77,22 @@ struct GeluTanhBwdCpu {
 };
 
 }  // namespace
+
+template <typename T>
+void GeluTanhForwardCpu(const KernelArgs& args, const T* x, int64_t count, T* y) {
+  args.ParallelFor(count, kElementGrain, [&](int64_t i0, int64_t i1) {
+    std::vector<Accumulate<T>> rows = ScratchRow<T>(2 * kWideChunk);
+    for (int64_t j0 = i0; j0 < i1; j0 += kWideChunk) {
+      const int64_t m = std::min(kWideChunk, i1 - j0);
+      Accumulate<T>* out = ComputeInto(y + j0, rows.data() + (kWidened<T> ? kWideChunk : 0));
+      GeluTanhRow(m, Widened(x + j0, m, rows.data()), out);
+      Store<T>(out, m, y + j0);
+    }
+  });
+}
+template void GeluTanhForwardCpu<float>(const KernelArgs&, const float*, int64_t, float*);
+template void GeluTanhForwardCpu<double>(const KernelArgs&, const double*, int64_t, double*);
+template void GeluTanhForwardCpu<Bf16>(const KernelArgs&, const Bf16*, int64_t, Bf16*);
 
 TESSEL_DEFINE_KERNEL(GeluFwdCpu, GeluFwdArgs, TESSEL_DEVICE_CPU)
 TESSEL_DEFINE_KERNEL(GeluBwdCpu, GeluBwdArgs, TESSEL_DEVICE_CPU)

@@ -1,7 +1,7 @@
 // The arguments of nn.linear.fwd/.bwd (<tessel/ops/nn.h>), bound and checked here once for their CPU and
 // CUDA kernels (linear*) and every dtype. W is [O, K], out-major: forward X [N, K], W, b [O] -> Y [N, O];
 // backward dY [N, O], X, W -> dX [N, K] (optional: 0 rows skips it), dW [O, K] and db [O] (optional), both
-// Accumulate<T>.
+// Accumulate<T>; nn.linear_gelu_tanh.fwd: the forward's inputs -> Y = gelu_tanh(Pre) and Pre [N, O].
 // Failure: Bind throws KernelError (invalid-argument) for a shape or dtype that does not match.
 #pragma once
 
@@ -28,6 +28,26 @@ struct LinearFwdArgs {
     a.w = args.In<T>(1, "W", {&a.o, &a.k});
     a.b = args.In<T>(2, "b", {&a.o});
     a.y = args.Out<T>(0, "Y", {&a.n, &a.o});
+    return a;
+  }
+};
+
+// nn.linear_gelu_tanh.fwd: the linear forward's arguments, Y its GELU and Pre the linear's output.
+template <typename T>
+struct LinearGeluTanhFwdArgs {
+  LinearFwdArgs<T> linear;  // linear.y is Pre
+  T* y = nullptr;           // gelu_tanh(Pre)
+
+  static const tessel_op_decl& Decl() { return tessel_op_nn_linear_gelu_tanh_fwd; }
+
+  static LinearGeluTanhFwdArgs Bind(const KernelArgs& args) {
+    LinearGeluTanhFwdArgs a;
+    LinearFwdArgs<T>& l = a.linear;
+    l.x = args.In<T>(0, "X", {&l.n, &l.k});
+    l.w = args.In<T>(1, "W", {&l.o, &l.k});
+    l.b = args.In<T>(2, "b", {&l.o});
+    a.y = args.Out<T>(0, "Y", {&l.n, &l.o});
+    l.y = args.Out<T>(1, "Pre", {&l.n, &l.o});
     return a;
   }
 };

@@ -10,12 +10,13 @@
 // widened once per call, each block's rows of X or dY widened as it starts, Y = X W^T + b and dX rounded
 // to bf16 once, dW and db (f32, A) accumulated in f32 as cuBLAS's f32-compute GEMMs do. It is the
 // reference of the GPU's bf16 path, not a fast path.
-// Arguments: linear_args.h.
+// nn.linear_gelu_tanh.fwd is the forward, then gelu_cpu.cc's tanh GELU. Arguments: linear_args.h.
 #include <algorithm>
 #include <vector>
 
 #include "blas.h"
 #include "linear_args.h"
+#include "linear_gelu.h"
 #include "widen.h"
 
 namespace tessel::kernels::nn {
@@ -81,6 +82,16 @@ struct LinearFwdCpu {
         Gemm<T>(Trans::kNo, Trans::kYes, rows, o, k, T(1), x + i0 * k, k, w, k, T(1), y + i0 * o, o);
       }
     });
+  }
+};
+
+// nn.linear_gelu_tanh.fwd: the linear forward into Pre, then the GELU of Pre into Y, as the two ops compute
+// them (so a GPT block gives the same bits whether it calls the fused op or the pair).
+struct LinearGeluTanhFwdCpu {
+  template <typename T>
+  static void Run(const KernelArgs& args, const LinearGeluTanhFwdArgs<T>& a) {
+    LinearFwdCpu::Run(args, a.linear);
+    GeluTanhForwardCpu(args, a.linear.y, a.linear.n * a.linear.o, a.y);
   }
 };
 
@@ -167,5 +178,6 @@ struct LinearBwdCpu {
 
 TESSEL_DEFINE_KERNEL_BF16(LinearFwdCpu, LinearFwdArgs, TESSEL_DEVICE_CPU)
 TESSEL_DEFINE_KERNEL_BF16(LinearBwdCpu, LinearBwdArgs, TESSEL_DEVICE_CPU)
+TESSEL_DEFINE_KERNEL_BF16(LinearGeluTanhFwdCpu, LinearGeluTanhFwdArgs, TESSEL_DEVICE_CPU)
 
 }  // namespace tessel::kernels::nn

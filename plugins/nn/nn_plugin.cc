@@ -19,7 +19,8 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
   info->name = "nn";
   info->version = TESSEL_NN_VERSION;
   info->description =
-      "Shared ops: ReLU, GELU, softmax cross-entropy, GEMM, linear, add, sum of squares, cast, embedding, "
+      "Shared ops: ReLU, GELU, softmax cross-entropy, GEMM, linear (and linear + GELU), add, sum of squares, "
+      "cast, embedding, "
       "Adam, AdamW (CPU"
 #if TESSEL_NN_WITH_CUDA
       " and CUDA"
@@ -30,7 +31,8 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
                                     AdamStepCpuKernel(),     EmbeddingFwdCpuKernel(), EmbeddingBwdCpuKernel(),
                                     AdamStepRowsCpuKernel(), LinearFwdCpuKernel(),    LinearBwdCpuKernel(),
                                     GeluTanhFwdCpuKernel(),  GeluTanhBwdCpuKernel(),  AddCpuKernel(),
-                                    SumSquaresCpuKernel(),   AdamwStepCpuKernel(),    CastCpuKernel()};
+                                    SumSquaresCpuKernel(),   AdamwStepCpuKernel(),    CastCpuKernel(),
+                                    LinearGeluTanhFwdCpuKernel()};
   if (tessel_status* status = RegisterKernels(host, cpu, TESSEL_DEVICE_CPU, nullptr)) return status;
 #if TESSEL_NN_WITH_CUDA
   const KernelRegistration cuda[] = {ReluFwdCudaKernel(),      ReluBwdCudaKernel(),      GeluFwdCudaKernel(),
@@ -38,7 +40,8 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
                                      AdamStepCudaKernel(),     EmbeddingFwdCudaKernel(), EmbeddingBwdCudaKernel(),
                                      AdamStepRowsCudaKernel(), LinearFwdCudaKernel(),    LinearBwdCudaKernel(),
                                      GeluTanhFwdCudaKernel(),  GeluTanhBwdCudaKernel(),  AddCudaKernel(),
-                                     SumSquaresCudaKernel(),   AdamwStepCudaKernel(),    CastCudaKernel()};
+                                     SumSquaresCudaKernel(),   AdamwStepCudaKernel(),    CastCudaKernel(),
+                                     LinearGeluTanhFwdCudaKernel()};
   if (tessel_status* status = RegisterKernels(host, cuda, TESSEL_DEVICE_CUDA, CudaState())) return status;
 #endif
   return nullptr;

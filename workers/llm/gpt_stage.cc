@@ -42,7 +42,8 @@ class GptStageExecutor final : public Executor {
             &tessel_op_llm_layernorm_fwd, &tessel_op_llm_layernorm_bwd,
             &tessel_op_llm_layernorm_bwd_from_output,
             &tessel_op_llm_attention_fwd, &tessel_op_llm_attention_bwd,
-            &tessel_op_nn_linear_fwd,     &tessel_op_nn_linear_bwd,   &tessel_op_nn_gelu_tanh_fwd,
+            &tessel_op_nn_linear_fwd,     &tessel_op_nn_linear_bwd,   &tessel_op_nn_linear_gelu_tanh_fwd,
+            &tessel_op_nn_gelu_tanh_fwd,
             &tessel_op_nn_gelu_tanh_bwd,  &tessel_op_nn_add,          &tessel_op_nn_cast,
             &tessel_op_nn_softmax_xent,   &tessel_op_nn_sum_squares,  &tessel_op_optim_adamw_step};
   }
@@ -172,8 +173,8 @@ Status GptStageExecutor::BlockForward(const BlockParams& p, BlockActs& a, const 
   Tensor fx = FlatView(a.x), fproj = FlatView(scratch.tmp_c), fx2 = FlatView(a.x2);
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&fx, &fproj}, {&fx2}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd, {&a.x2, &v(p.ln2w), &v(p.ln2b)}, {&a.ln2, &a.mean2, &a.rstd2}, ln));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_fwd, {&a.ln2, &v(p.fcw), &v(p.fcb)}, {&a.fch}));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_fwd, {&a.fch}, {&a.gelu}));
+  // fc and its GELU in one call (on a GPU one matmul with both in its epilogue); fch is kept for the backward.
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_gelu_tanh_fwd, {&a.ln2, &v(p.fcw), &v(p.fcb)}, {&a.gelu, &a.fch}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_fwd, {&a.gelu, &v(p.fcprojw), &v(p.fcprojb)}, {&scratch.tmp_c}));
   Tensor fout = FlatView(out);
   return k_.Call(tessel_op_nn_add, {&fx2, &fproj}, {&fout});
@@ -186,8 +187,10 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
   const int64_t n = N(), c = C();
   const auto v = [&](size_t i) -> const Tensor& { return params_.value(i); };
   const auto g = [&](size_t i) -> Tensor& { return params_.grad(i); };
-  // MLP: x3 = x2 + fcproj(gelu(fc(ln2(x2)))). fcproj's weight gradient needs gelu(fch): the forward's
-  // kernel on the same input, so the same bits as the forward used.
+  // MLP: x3 = x2 + fcproj(gelu(fc(ln2(x2)))). fcproj's weight gradient needs gelu(fch): when the forward's
+  // is gone it is regenerated from fch by nn.gelu_tanh.fwd, which gives the forward's bits on the CPU (the
+  // fused op runs the same GELU); on a GPU the forward's GELU came from the matmul's epilogue, so it may
+  // differ in the last place (of the f32 sum before fch's rounding, under bf16).
   if (!gelu_fresh) TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_fwd, {&a.fch}, {&a.gelu}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &a.gelu, &v(p.fcprojw)}, {&scratch.tmp_4c, &g(p.fcprojw), &g(p.fcprojb)}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_bwd, {&scratch.tmp_4c, &a.fch}, {&scratch.tmp_4c2}));

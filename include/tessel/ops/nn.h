@@ -22,6 +22,11 @@
  *                      gradients accumulate over micro-batches; A: f32 under bf16). dX and db are optional
  *                      (0 rows: not computed; a layer without a bias, the tied GPT head).
  *                      Sums over rows are in a fixed order: the same result whatever the threads.
+ * nn.linear_gelu_tanh.fwd
+ *                      Pre = X W^T + b and Y = gelu_tanh(Pre): nn.linear.fwd then nn.gelu_tanh.fwd in one
+ *                      call (a GPT block's MLP, which keeps Pre for the backward), so that a kernel can fuse
+ *                      the bias and the GELU into the matmul (cuBLASLt's epilogue on CUDA, which applies the
+ *                      GELU to the f32 sum, before Pre's rounding under bf16).
  * nn.gelu_tanh.fwd     Y = 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3))), GPT-2's GELU
  * nn.gelu_tanh.bwd     dX = dY * d/dX of the above (WRITTEN)
  * nn.add               C = A + B, elementwise (C may be the same buffer as A or B)
@@ -66,6 +71,8 @@ typedef struct tessel_gemm_params {
   X(nn_linear_fwd, "nn.linear.fwd", "nn.linear.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O])", 0, "")      \
   X(nn_linear_bwd, "nn.linear.bwd",                                                                        \
     "nn.linear.bwd(dY:T[N,O], X:T[N,K], W:T[O,K]) -> (dX:T[N,K], dW:A[O,K], db:A[O])", 0, "dX,db")         \
+  X(nn_linear_gelu_tanh_fwd, "nn.linear_gelu_tanh.fwd",                                                    \
+    "nn.linear_gelu_tanh.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O], Pre:T[N,O])", 0, "")               \
   X(nn_gelu_tanh_fwd, "nn.gelu_tanh.fwd", "nn.gelu_tanh.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")               \
   X(nn_gelu_tanh_bwd, "nn.gelu_tanh.bwd", "nn.gelu_tanh.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")   \
   X(nn_add, "nn.add", "nn.add(A:T[N], B:T[N]) -> (C:T[N])", 0, "")                                         \

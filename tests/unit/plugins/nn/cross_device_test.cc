@@ -92,6 +92,13 @@ TYPED_TEST(NnCrossDeviceTest, Linear) {
   Tensor dy = MakeTensor<T>({n, o}, RandomValues<T>(n * o, 3));
   CompareDevices("nn.linear.fwd", {x, w, MakeTensor<T>({o}, RandomValues<T>(o, 4))}, {Filled<T>({n, o}, T(3))},
                  this->Tol() * 10);
+  // The fused GELU: O = 96 takes cuBLASLt's epilogue (f32), O = 90 (not a multiple of 8) the pair of kernels.
+  for (const int64_t width : {int64_t{96}, o}) {
+    SCOPED_TRACE("O " + std::to_string(width));
+    Tensor wg = MakeTensor<T>({width, k}, RandomValues<T>(width * k, 7));
+    CompareDevices("nn.linear_gelu_tanh.fwd", {x, wg, MakeTensor<T>({width}, RandomValues<T>(width, 8))},
+                   {Filled<T>({n, width}, T(3)), Filled<T>({n, width}, T(3))}, this->Tol() * 10);
+  }
   // dW and db start from values (the kernel adds to them); dX once computed, once skipped.
   for (const int64_t dx_rows : {n, int64_t{0}}) {
     SCOPED_TRACE("dX rows " + std::to_string(dx_rows));
@@ -137,13 +144,18 @@ TYPED_TEST(NnCrossDeviceTest, Adamw) {
 constexpr double kBf16Tol = 2e-2, kBf16F32Tol = 1e-3;
 
 TEST(NnCrossDeviceBf16, LinearAddGeluTanhSoftmaxXent) {
-  RequireCudaKernels({"nn.linear.fwd", "nn.linear.bwd", "nn.add", "nn.gelu_tanh.fwd", "nn.gelu_tanh.bwd",
+  RequireCudaKernels({"nn.linear.fwd", "nn.linear.bwd", "nn.linear_gelu_tanh.fwd", "nn.add", "nn.gelu_tanh.fwd", "nn.gelu_tanh.bwd",
                       "nn.softmax_xent.fwd_bwd"});
   if (IsSkipped()) return;
   const int64_t n = 300, k = 96, o = 130;
   Tensor x = Bf16Tensor({n, k}, Bf16Representable(n * k, 1)), w = Bf16Tensor({o, k}, Bf16Representable(o * k, 2));
   Tensor b = Bf16Tensor({o}, Bf16Representable(o, 3));
   CompareDevices("nn.linear.fwd", {x, w, b}, {Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))}, kBf16Tol);
+  const int64_t og = 128;  // a multiple of 8: cuBLASLt's bias + GELU epilogue
+  Tensor wg = Bf16Tensor({og, k}, Bf16Representable(og * k, 12)), bg = Bf16Tensor({og}, Bf16Representable(og, 13));
+  CompareDevices("nn.linear_gelu_tanh.fwd", {x, wg, bg},
+                 {Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f)), Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f))},
+                 kBf16Tol);
   Tensor dy = Bf16Tensor({n, o}, Bf16Representable(n * o, 4));
   CompareDevices("nn.linear.bwd", {dy, x, w},
                  {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f)), MakeTensor<float>({o, k}, RandomValues<float>(o * k, 5)),

@@ -1,10 +1,11 @@
-// nn.linear.fwd/.bwd against loops in double: several row blocks of X and several blocks of O (neither a
+// nn.linear.fwd/.bwd (and nn.linear_gelu_tanh.fwd, the pair fused) against loops in double: several row blocks of X and several blocks of O (neither a
 // multiple of the kernel's block), the += of dW and db, the skipped dX, and the same bits at 1 and 2
 // threads.
 #include <gtest/gtest.h>
 #include <tessel/ops/nn.h>
 
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "../kernel_test_util.h"
@@ -107,6 +108,44 @@ TYPED_TEST(LinearTest, ForwardMatchesLoops) {
     const LinearCase<T> c(n, k, o);
     ExpectNear(ToVector<T>(Forward(c, &pool)), c.Y(), c.Tol(k), "Y");
   }
+}
+
+// nn.linear_gelu_tanh.fwd on the CPU is nn.linear.fwd, then nn.gelu_tanh.fwd: Pre and Y the same bits.
+template <typename T>
+void ExpectFusedIsThePair(Tensor x, Tensor w, Tensor b, int64_t n, int64_t o, ThreadPool* pool) {
+  const auto empty = [&] { return Tensor::Empty(DTypeOf<T>(), {n, o}).value(); };
+  Tensor pre = empty(), y = empty(), pair_pre = empty(), pair_y = empty();
+  CallCpu("nn.linear_gelu_tanh.fwd", {&x, &w, &b}, {&y, &pre}, pool);
+  CallCpu("nn.linear.fwd", {&x, &w, &b}, {&pair_pre}, pool);
+  CallCpu("nn.gelu_tanh.fwd", {&pair_pre}, {&pair_y}, pool);
+  EXPECT_EQ(std::memcmp(pre.raw(), pair_pre.raw(), pre.nbytes()), 0) << "Pre";
+  EXPECT_EQ(std::memcmp(y.raw(), pair_y.raw(), y.nbytes()), 0) << "Y";
+}
+
+TYPED_TEST(LinearTest, FusedGeluIsTheLinearThenTheGelu) {
+  using T = TypeParam;
+  ThreadPool pool(2);
+  for (const auto& [n, k, o] : {std::tuple{600, 37, 150}, std::tuple{5, 3, 2}, std::tuple{30, 0, 4}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k) + " o " + std::to_string(o));
+    const LinearCase<T> c(n, k, o);
+    ExpectFusedIsThePair<T>(MakeTensor<T>({n, k}, c.x), MakeTensor<T>({o, k}, c.w), MakeTensor<T>({o}, c.b), n, o,
+                            &pool);
+  }
+  // And against the formula in double, so the pair itself is checked too.
+  const LinearCase<T> c(40, 16, 24);
+  Tensor x = MakeTensor<T>({40, 16}, c.x), w = MakeTensor<T>({24, 16}, c.w), b = MakeTensor<T>({24}, c.b);
+  Tensor pre = Filled<T>({40, 24}, T(0)), y = Filled<T>({40, 24}, T(0));
+  CallCpu("nn.linear_gelu_tanh.fwd", {&x, &w, &b}, {&y, &pre}, &pool);
+  std::vector<double> want = c.Y();
+  for (double& v : want) v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  ExpectNear(ToVector<T>(y), want, c.Tol(16) * 10, "Y");
+}
+
+TEST(LinearBf16, FusedGeluIsTheLinearThenTheGelu) {
+  ThreadPool pool(2);
+  const int64_t n = 70, k = 48, o = 40;
+  ExpectFusedIsThePair<Bf16>(Bf16Tensor({n, k}, Bf16Representable(n * k, 1)), Bf16Tensor({o, k}, Bf16Representable(o * k, 2)),
+                             Bf16Tensor({o}, Bf16Representable(o, 3)), n, o, &pool);
 }
 
 TYPED_TEST(LinearTest, BackwardWritesDxAndAddsToDwAndDb) {
