@@ -194,7 +194,7 @@ EOF
 # TESSEL_GPT_CHECK_BUDGET seconds (default 420; TESSEL_GPT_CHECK_SECTIONS picks sections, "none" skips it).
 if [ "${TESSEL_GPT_CHECK_SECTIONS:-all}" != none ]; then
   sections=${TESSEL_GPT_CHECK_SECTIONS:-all}
-  [ "$sections" = all ] && sections=diagnose,repeat,speed,rok,sanitize
+  [ "$sections" = all ] && sections=diagnose,repeat,speed,rok,sampled,sanitize
   PYTHONUNBUFFERED=1 python3 bench/gpu/gpt_check.py --out "$out" --sections "$sections" \
     --budget "${TESSEL_GPT_CHECK_BUDGET:-420}" 2>"$logs/gpt-check.log" | tee "$out/gpt-check.txt" || status=1
 fi

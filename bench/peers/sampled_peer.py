@@ -8,6 +8,8 @@ model, fanouts, batch size and threads as Tessel's sampled job, and the seeds pe
        (num_workers = 1, as Tessel's prefetch thread); both are measured and the faster one reported.
   pyg  torch_geometric.loader.NeighborLoader + RGCNConv. NeighborLoader needs pyg-lib or torch-sparse,
        which PyPI has no wheels of for the torch in build/bench-venv: it reports itself unavailable then.
+       --device cuda trains on the GPU as PyG's examples do: the loader samples and gathers each batch on
+       the host, the batch is copied to the GPU (non_blocking), and the timing ends with a synchronize.
 
 Fanouts are given input layer first, as Tessel and DGL take them (PyG's num_neighbors is reversed here).
 Timing: `--warmup` batches, then batches until `--batches` or `--max-seconds`; seeds per second over
@@ -100,14 +102,17 @@ def run_pyg(a, g, torch):
     dims = [g.features.shape[1]] + [a.hidden] * (a.layers - 1) + [g.num_classes]
     torch.manual_seed(a.seed)
     convs = torch.nn.ModuleList(RGCNConv(dims[i], dims[i + 1], g.num_relations, aggr="mean", bias=False,
-                                         root_weight=False) for i in range(a.layers))
+                                         root_weight=False) for i in range(a.layers)).to(a.device)
     opt = torch.optim.Adam(convs.parameters(), lr=a.lr)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     done = seeds = 0
     start = None
     for batch in loader:
         if done == a.warmup:
+            sync()
             start = time.perf_counter()
             seeds = 0
+        batch = batch.to(a.device, non_blocking=True)
         h = batch.x
         for i, conv in enumerate(convs):
             h = conv(h, batch.edge_index, batch.edge_type)
@@ -122,8 +127,10 @@ def run_pyg(a, g, torch):
         seeds += n
         if start is not None and (done - a.warmup >= a.batches or time.perf_counter() - start > a.max_seconds):
             break
+    sync()
     seconds = time.perf_counter() - start if start else float("nan")
     return {"system": "pyg", "variant": "NeighborLoader+RGCNConv", "pyg": torch_geometric.__version__,
+            "device": a.device,
             "seeds_per_second": seeds / seconds if start else 0.0, "batches": done - a.warmup, "seconds": seconds}
 
 
@@ -141,8 +148,11 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--max-seconds", type=float, default=120)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="pyg: where the model trains")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
+    if a.device != "cpu" and a.system != "pyg":
+        ap.error("--device cuda is for --system pyg")
     a.fanouts = [int(f) for f in a.fanouts.split(",")]
     import torch
     torch.set_num_threads(a.threads)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu/gpt_check.py, the prepared GPT run for a lent GPU machine (scripts/device-check.sh --bundle), at
 # toy sizes on the CPU: every section it can run here runs and gives its rows (the CPU's losses against
-# themselves, Tessel's against PyTorch's from one llm.c checkpoint, the ROK points and plot), so that the
+# themselves, Tessel's against PyTorch's from one llm.c checkpoint, the ROK points and plot, sampled training with
+# each feature gather), so that the
 # script a GPU session has 15 minutes for does not fail on its plumbing. Needs build/bench-venv with torch.
 source "$(dirname "$0")/../lib.sh"
 python=$TESSEL_SOURCE_DIR/build/bench-venv/bin/python
@@ -12,15 +13,17 @@ fi
 [ -f "$TESSEL_DATA_DIR/tinyshakespeare/input.txt" ] || missing_data "no tiny Shakespeare at $TESSEL_DATA_DIR"
 out=$TESSEL_WORK/out
 set +e
-"$python" bench/gpu/gpt_check.py --out "$out" --device cpu --small --sections diagnose,repeat,speed,rok,sanitize \
+"$python" bench/gpu/gpt_check.py --out "$out" --device cpu --small --sections diagnose,repeat,speed,rok,sampled,sanitize \
   --budget 900 >"$TESSEL_WORK/table" 2>"$TESSEL_WORK/log"
 rc=$?
 set -e
 cat "$TESSEL_WORK/table"
 [ "$rc" -eq 0 ] || { tail -20 "$TESSEL_WORK/log"; fail "gpt_check.py exited $rc"; }
 for row in "diagnose | init_from, embedded, as is | yes | 4/4 passed" "repeat | keep | yes | 2/2 ran" \
-           "repeat | init_from | yes | 2/2 ran" "speed | 124M fp32 | yes | Tessel" "speed | 4 blocks fp32 | yes" \
-           "plan | 124M | - | " "rok | plan | - | " "rok | auto / keep" "sanitize | compute-sanitizer | - |"; do
+           "repeat | init_from | yes | 2/2 ran" "repeat | bf16 | yes | 2/2 ran" "speed | 124M fp32 | yes | Tessel" "speed | 4 blocks fp32 | yes" \
+           "speed | 124M bf16 | yes | Tessel" \
+           "plan | 124M | - | " "rok | plan | - | " "rok | auto / keep" "sanitize | compute-sanitizer | - |" \
+           "sampled | synthetic 4000 nodes, 128 features: auto against host | yes" "sampled | AIFB rgcn, sampled"; do
   grep -qF "| $row" "$TESSEL_WORK/table" || fail "no row '$row'"
 done
 grep -q "<circle" "$out/rok.svg" || fail "rok.svg has no points"
