@@ -568,12 +568,10 @@ Status SampledSource::Upload(Prepared* p) {
 }
 
 void SampledSource::PrefetchLoop() {
-  // CUDA's current device is per thread: this one queues the zero-copy gathers on the worker's.
-  if (context_.device.device == Device::kCuda) {
-    if (Status st = SelectCudaDevice(context_.device.ordinal); !st.ok() && context_.log != nullptr) {
-      context_.log->Warn(StrCat("prefetch thread: ", st.message()));
-    }
-  }
+  // CUDA's current device is per thread: this one queues the zero-copy gathers on the worker's. A thread
+  // that cannot select it fails every batch it is asked for, rather than gather on another device.
+  Status device;
+  if (context_.device.device == Device::kCuda) device = SelectCudaDevice(context_.device.ordinal);
   for (;;) {
     int64_t index = -1;
     {
@@ -583,7 +581,8 @@ void SampledSource::PrefetchLoop() {
       index = requested_;
     }
     auto p = std::make_unique<Prepared>();
-    p->status = Prepare(index, *prefetch_comm_, prefetch_stream_.get(), p.get());
+    p->status = device.ok() ? Prepare(index, *prefetch_comm_, prefetch_stream_.get(), p.get())
+                            : Status(device.code(), StrCat("prefetch thread: ", device.message()));
     {
       std::lock_guard<std::mutex> lock(mu_);
       requested_ = -1;
