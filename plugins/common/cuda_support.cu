@@ -1,5 +1,9 @@
 #include "cuda_support.h"
 
+#include <array>
+#include <map>
+#include <optional>
+
 namespace tessel::kernels {
 
 void CheckCuda(cudaError_t err, const char* what) {
@@ -176,15 +180,34 @@ bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64
   SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, AlignmentOf(d));
   SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, AlignmentOf(d));
   cublasLtHandle_t handle = LtHandle();
-  cublasLtMatmulHeuristicResult_t found{};
-  int count = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(handle, m.op, m.a, m.b, m.d, m.d, m.pref, 1, &found, &count) !=
-          CUBLAS_STATUS_SUCCESS ||
-      count == 0) {
-    return false;
+  // The heuristic's choice depends only on the problem, the epilogue and the alignments: asked once per
+  // combination (a GPT step makes the same few calls every time), its answer, "none" included, is kept.
+  int device = 0;
+  CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::array<int64_t, 12> key{device, static_cast<int64_t>(type), n, k, o, gelu != nullptr,
+                                    AlignmentOf(w), AlignmentOf(x), AlignmentOf(d), AlignmentOf(b),
+                                    gelu != nullptr ? AlignmentOf(pre) : 0, static_cast<int64_t>(workspace_bytes)};
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 12>, std::optional<cublasLtMatmulAlgo_t>> chosen;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = chosen.find(key); it != chosen.end()) {
+      algo = it->second;
+    } else {
+      cublasLtMatmulHeuristicResult_t found{};
+      int count = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(handle, m.op, m.a, m.b, m.d, m.d, m.pref, 1, &found, &count) ==
+              CUBLAS_STATUS_SUCCESS &&
+          count > 0) {
+        algo = found.algo;
+      }
+      chosen.emplace(key, algo);
+    }
   }
+  if (!algo) return false;
   const float one = 1.f, zero = 0.f;
-  CheckCublas(cublasLtMatmul(handle, m.op, &one, w, m.a, x, m.b, &zero, d, m.d, d, m.d, &found.algo, workspace,
+  CheckCublas(cublasLtMatmul(handle, m.op, &one, w, m.a, x, m.b, &zero, d, m.d, d, m.d, &*algo, workspace,
                              workspace_bytes, stream),
               "cublasLtMatmul");
   return true;
