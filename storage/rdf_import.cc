@@ -124,6 +124,9 @@ class NTriplesParser {
       out->push_back(c);
       ++pos_;
     }
+    // "<>" is a relative IRI (the document's own): N-Triples has absolute IRIs only, and an empty
+    // predicate would name a relation "".
+    if (out->size() == 1) return Error("empty IRI '<>' (N-Triples IRIs are absolute)");
     ++pos_;  // '>'
     out->push_back('>');
     return Status::Ok();

@@ -80,6 +80,9 @@ TEST(NTriples, MalformedLinesSayWhy) {
   EXPECT_THAT(ParseError("<s <p> <o> ."), HasSubstr("invalid character 'space' in IRI"));
   EXPECT_THAT(ParseError("<s> <p> \"abc ."), HasSubstr("unterminated literal"));
   EXPECT_THAT(ParseError("<s> <p> <o"), HasSubstr("unterminated IRI"));
+  // An empty IRI (a fuzzer's find: an empty predicate named a relation "").
+  EXPECT_THAT(ParseError("<s> <> <o> ."), HasSubstr("empty IRI"));
+  EXPECT_THAT(ParseError("<> <p> <o> ."), HasSubstr("empty IRI"));
   EXPECT_THAT(ParseError("\"lit\" <p> <o> ."), HasSubstr("expected a subject"));
   EXPECT_THAT(ParseError("<s> _:p <o> ."), HasSubstr("expected a predicate IRI"));
   EXPECT_THAT(ParseError("<s> <p> ."), HasSubstr("expected an object"));
