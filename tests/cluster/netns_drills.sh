@@ -7,6 +7,7 @@
 #   - tsl-h1's link cut (`ip link set down` on its veth) mid-run;
 #   - the coordinator's host lost: every process on tsl-h0 SIGKILLed at once (the coordinator, worker 1
 #     and Open MPI's daemon there);
+#   - the coordinator's host frozen: every process on tsl-h0 SIGSTOPped (the workers must find it);
 #   - a checkpoint shard corrupted on disk (the CRC-32 refuses it; the resume falls back a checkpoint).
 # Each: the documented exit code (5), a message naming the rank and its host, detected within the
 # heartbeat timeout plus a margin (the time is printed); then `--resume` on the 3 hosts continues to the
@@ -128,6 +129,17 @@ grep -Eq "^tessel: error: the coordinator \(rank 0, on tsl-h0, pid [0-9]+\) (end
   { tail -5 "$TESSEL_WORK/coordinator-host.log"; fail "coordinator-host: tessel-mpirun does not say the coordinator was lost"; }
 resume coordinator-host
 results+=("tsl-h0 lost (coordinator, worker 1, Open MPI's daemon SIGKILLed): exit 5, detected in $(secs "$detected_ms") s, job ended in $(secs "$exit_ms") s; $(compare "$TESSEL_WORK/uncut" "$TESSEL_WORK/coordinator-host")")
+pass "${results[-1]}"
+
+# The coordinator's host frozen: every process on tsl-h0 SIGSTOPped, Open MPI's daemon included, so
+# mpirun hears of nothing and the workers on tsl-h1 and tsl-h2 must find the silence themselves (the
+# drill above may take either path). Their heartbeats to the frozen coordinator wait no longer than its
+# silence limit: a fixed 2 s wait held the verdict past tessel-mpirun's own (8 s).
+drill coordinator-frozen "rank [23]: the coordinator \(rank 0\) has sent nothing for [0-9.]+ s" \
+  'ip netns pids tsl-h0 | xargs -r kill -STOP'
+ip netns pids tsl-h0 | xargs -r kill -9 2>/dev/null || true
+resume coordinator-frozen
+results+=("tsl-h0 frozen (every process SIGSTOPped): exit 5, the workers said so in $(secs "$detected_ms") s, job ended in $(secs "$exit_ms") s; $(compare "$TESSEL_WORK/uncut" "$TESSEL_WORK/coordinator-frozen")")
 pass "${results[-1]}"
 
 # A shard of the newest checkpoint of a finished run, one byte flipped: the resume refuses it by its
