@@ -2,6 +2,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace tessel::kernels {
@@ -154,61 +155,66 @@ bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64
   // The bias and the auxiliary output are read and written as vectors: cuBLASLt asks 16-byte alignment of
   // them and a leading dimension of the auxiliary output that is a multiple of 8.
   if (AlignmentOf(b) < 16 || (gelu != nullptr && (AlignmentOf(pre) < 16 || o % 8 != 0))) return false;
-  // Column-major, D^T = Y^T [o x n] (ld o) = op(A) B with A = W as stored ([k x o], ld k, transposed) and
-  // B = X as stored ([k x n], ld k).
-  LtMatmul m;
-  CheckCublas(cublasLtMatmulDescCreate(&m.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE, gelu == nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
-  SetOp(m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
-  if (gelu != nullptr) {
-    SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre);
-    SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, o);
-  }
   void* d = gelu != nullptr ? gelu : pre;
-  CheckCublas(cublasLtMatrixLayoutCreate(&m.a, type, static_cast<uint64_t>(k), static_cast<uint64_t>(o), k),
-              "cublasLtMatrixLayoutCreate(W)");
-  CheckCublas(cublasLtMatrixLayoutCreate(&m.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
-              "cublasLtMatrixLayoutCreate(X)");
-  CheckCublas(cublasLtMatrixLayoutCreate(&m.d, type, static_cast<uint64_t>(o), static_cast<uint64_t>(n), o),
-              "cublasLtMatrixLayoutCreate(Y)");
-  CheckCublas(cublasLtMatmulPreferenceCreate(&m.pref), "cublasLtMatmulPreferenceCreate");
-  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes));
-  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, AlignmentOf(w));
-  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, AlignmentOf(x));
-  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, AlignmentOf(d));
-  SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, AlignmentOf(d));
-  cublasLtHandle_t handle = LtHandle();
-  // The heuristic's choice depends only on the problem, the epilogue and the alignments: asked once per
-  // combination (a GPT step makes the same few calls every time), its answer, "none" included, is kept.
+  // The descriptors and the heuristic's choice depend only on the problem, the epilogue and the
+  // alignments: made once per combination (a GPT step makes the same few calls every time) and kept, the
+  // answer "none" included; only the pointers are set per call, under the lock, which the enqueue holds too.
   int device = 0;
   CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
   const std::array<int64_t, 12> key{device, static_cast<int64_t>(type), n, k, o, gelu != nullptr,
                                     AlignmentOf(w), AlignmentOf(x), AlignmentOf(d), AlignmentOf(b),
                                     gelu != nullptr ? AlignmentOf(pre) : 0, static_cast<int64_t>(workspace_bytes)};
+  struct Plan {
+    LtMatmul m;
+    std::optional<cublasLtMatmulAlgo_t> algo;
+  };
   static std::mutex mu;
-  static std::map<std::array<int64_t, 12>, std::optional<cublasLtMatmulAlgo_t>> chosen;
-  std::optional<cublasLtMatmulAlgo_t> algo;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = chosen.find(key); it != chosen.end()) {
-      algo = it->second;
-    } else {
-      cublasLtMatmulHeuristicResult_t found{};
-      int count = 0;
-      if (cublasLtMatmulAlgoGetHeuristic(handle, m.op, m.a, m.b, m.d, m.d, m.pref, 1, &found, &count) ==
-              CUBLAS_STATUS_SUCCESS &&
-          count > 0) {
-        algo = found.algo;
-      }
-      chosen.emplace(key, algo);
+  static std::map<std::array<int64_t, 12>, std::unique_ptr<Plan>> plans;
+  cublasLtHandle_t handle = LtHandle();
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Plan>& plan = plans[key];
+  if (plan == nullptr) {
+    // Column-major, D^T = Y^T [o x n] (ld o) = op(A) B with A = W as stored ([k x o], ld k, transposed)
+    // and B = X as stored ([k x n], ld k).
+    auto made = std::make_unique<Plan>();
+    LtMatmul& m = made->m;
+    CheckCublas(cublasLtMatmulDescCreate(&m.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+          gelu == nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+    SetOp(m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+    if (gelu != nullptr) {
+      SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre);
+      SetOp(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, o);
     }
+    CheckCublas(cublasLtMatrixLayoutCreate(&m.a, type, static_cast<uint64_t>(k), static_cast<uint64_t>(o), k),
+                "cublasLtMatrixLayoutCreate(W)");
+    CheckCublas(cublasLtMatrixLayoutCreate(&m.b, type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+                "cublasLtMatrixLayoutCreate(X)");
+    CheckCublas(cublasLtMatrixLayoutCreate(&m.d, type, static_cast<uint64_t>(o), static_cast<uint64_t>(n), o),
+                "cublasLtMatrixLayoutCreate(Y)");
+    CheckCublas(cublasLtMatmulPreferenceCreate(&m.pref), "cublasLtMatmulPreferenceCreate");
+    SetPref(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes));
+    SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, AlignmentOf(w));
+    SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, AlignmentOf(x));
+    SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, AlignmentOf(d));
+    SetPref(m.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, AlignmentOf(d));
+    cublasLtMatmulHeuristicResult_t found{};
+    int count = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(handle, m.op, m.a, m.b, m.d, m.d, m.pref, 1, &found, &count) ==
+            CUBLAS_STATUS_SUCCESS &&
+        count > 0) {
+      made->algo = found.algo;
+    }
+    plan = std::move(made);  // only once whole: after a failure (it throws) the next call makes it again
   }
-  if (!algo) return false;
+  if (!plan->algo) return false;
+  SetOp(plan->m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+  if (gelu != nullptr) SetOp(plan->m.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pre);
   const float one = 1.f, zero = 0.f;
-  CheckCublas(cublasLtMatmul(handle, m.op, &one, w, m.a, x, m.b, &zero, d, m.d, d, m.d, &*algo, workspace,
-                             workspace_bytes, stream),
+  CheckCublas(cublasLtMatmul(handle, plan->m.op, &one, w, plan->m.a, x, plan->m.b, &zero, d, plan->m.d, d, plan->m.d,
+                             &*plan->algo, workspace, workspace_bytes, stream),
               "cublasLtMatmul");
   return true;
 }

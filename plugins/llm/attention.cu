@@ -1,13 +1,11 @@
-// llm.attention.fwd/.bwd on CUDA: FlashAttention-2's tiling of causal attention, the algorithm of the CPU
-// reference (attention_cpu.cc), on CUDA cores in the op's accumulation type A (f32 for f32 and bf16, f64 for
-// f64; no tensor cores). A block works on square tiles of kTile queries by kTile keys (64 in f32 and bf16,
-// 32 in f64, so that a block's tiles fit in shared memory at hs = 128) with kLanesPerRow threads per row of
-// a tile. Every tile of qkv, dY and Y is staged through shared memory by coalesced loads (consecutive
-// threads read consecutive elements of a row), zero-filled past the end of the sequence; tiles wholly above
-// the diagonal are skipped, and the diagonal tile is masked per element.
-// Under bf16 the tiles of q, k and v (and dY, Y) are widened to f32 as they are staged, the block runs the
-// f32 kernel's tiles and arithmetic over them, and Y and dqkv are rounded to bf16 once as they are stored;
-// lse (and the backward's D) is f32 (A).
+// llm.attention.fwd/.bwd on CUDA, f32 and f64: FlashAttention-2's tiling of causal attention, the
+// algorithm of the CPU reference (attention_cpu.cc), on CUDA cores in the op's type (no tensor cores; bf16
+// runs on the tensor cores in attention_tc.cu, in the same two-pass structure). A block works on square
+// tiles of kTile queries by kTile keys (64 in f32, 32 in f64, so that a block's tiles fit in shared memory
+// at hs = 128) with kLanesPerRow threads per row of a tile. Every tile of qkv, dY and Y is staged through
+// shared memory by coalesced loads (consecutive threads read consecutive elements of a row), zero-filled
+// past the end of the sequence; tiles wholly above the diagonal are skipped, and the diagonal tile is
+// masked per element.
 //  - forward, one block per (b, h, query tile i), over the key tiles j = 0 .. i: S = scale Q_i K_j^T, the
 //    online softmax (running row max m and sum l; the accumulator O, in registers, rescaled by
 //    exp(m_old - m_new)), O += P V_j; then Y_i = O / l and lse_i = m + log(l).
@@ -22,7 +20,7 @@
 //    instead of 5) and in exchange every sum runs in a fixed order, as Tessel promises deterministic
 //    results.
 // hs = C / H is a runtime value up to kMaxHeadSize; a larger one is refused (invalid-argument). Every
-// element of dqkv is written. Dynamic shared memory per block, f32 and bf16: 65 KiB (forward) to 98 KiB (key
+// element of dqkv is written. Dynamic shared memory per block, f32: 65 KiB (forward) to 98 KiB (key
 // pass) at hs = 64, up to 162 KiB at hs = 128 (AllowSharedMemory raises the 48 KiB default; sm_90 allows
 // 227).
 // Written for correctness first: the products read about one shared-memory value per multiply-add (no
@@ -30,45 +28,22 @@
 #include <string>
 #include <type_traits>
 
-#include "attention_args.h"
-#include "cuda_rows.cuh"
+#include "attention_tc.h"
+#include "attention_tiles.cuh"
 
 namespace tessel::kernels::llm {
 namespace {
 
-constexpr int64_t kMaxHeadSize = 128;
 // Threads per row of a tile: the 4 lanes of a row sit in one warp, which holds 8 whole rows.
 constexpr int kLanesPerRow = 4;
 
-// The tile edge by the type a block computes and stages its tiles in, Accumulate<T> (bf16 takes float's).
+// The tile edge by the type a block computes and stages its tiles in, Accumulate<T>.
 // The largest block, the key pass at hs = 128, holds four tiles of rows (Q, dY, K, V) and two of scores
 // (P, dS): 162 KiB in float at 64, 146 KiB in double at 32.
 template <typename T>
 struct TileOf {
   static constexpr int kSize = sizeof(Accumulate<T>) == 4 ? 64 : 32;
 };
-
-// The sizes every kernel needs.
-struct Dims {
-  int64_t b, s, c, h, hs, q;
-};
-
-// A block's tile and head: blockIdx.x = (bi * h + hi) * tiles + tile.
-struct BlockTile {
-  int64_t bi, hi, t0;  // t0: the tile's first position
-  int count;           // positions in the tile (the last one of a sequence may be partial)
-};
-
-template <int kTile>
-__device__ BlockTile TileOfBlock(const Dims& dm) {
-  const int64_t tiles = (dm.s + kTile - 1) / kTile, u = blockIdx.x;
-  BlockTile t;
-  t.bi = u / (dm.h * tiles);
-  t.hi = u / tiles % dm.h;
-  t.t0 = u % tiles * kTile;
-  t.count = static_cast<int>(dm.s - t.t0 < kTile ? dm.s - t.t0 : kTile);
-  return t;
-}
 
 // Copies the `valid` rows of a tile (row r at src + r * stride, hs wide) to dst [kTile][ld] in
 // Accumulate<T> (bf16: widened), with zeros in the rows after them. The caller synchronises before the tile
@@ -347,16 +322,11 @@ __global__ void __launch_bounds__(kTile* kLanesPerRow)
   StoreTile(sv, ld, tile.count, hs, out + 2 * dm.c, dm.q);
 }
 
-Dims DimsOf(const AttentionShape& a) { return Dims{a.b, a.s, a.c, a.h, a.hs, a.q}; }
-
 // Calls f(std::integral_constant<int, kDims>), kDims = the columns of a row each lane owns: 16 up to
 // hs = 64 (GPT-2's), else 32. Refuses hs above kMaxHeadSize.
 template <typename F>
 void DispatchHeadSize(const KernelArgs& args, int64_t hs, F&& f) {
-  if (hs > kMaxHeadSize) {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string(args.op().name) + ": head size C / heads = " + std::to_string(hs) +
-                                             " is above the CUDA kernels' limit of " + std::to_string(kMaxHeadSize));
-  }
+  CheckHeadSize(args, hs);
   if (hs <= 64) {
     f(std::integral_constant<int, 64 / kLanesPerRow>());
   } else {
@@ -364,15 +334,17 @@ void DispatchHeadSize(const KernelArgs& args, int64_t hs, F&& f) {
   }
 }
 
-// Blocks for one per (b, h, tile).
-template <int kTile>
-unsigned TileBlocks(const AttentionShape& a) {
-  return static_cast<unsigned>(a.b * a.h * ((a.s + kTile - 1) / kTile));
-}
-
 struct AttentionFwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) {
+    if constexpr (std::is_same_v<T, Bf16>) {
+      AttentionFwdTensorCores(args, a);
+    } else {
+      RunCudaCores(args, a);
+    }
+  }
+  template <typename T>
+  static void RunCudaCores(const KernelArgs& args, const AttentionFwdArgs<T>& a) {
     using A = Accumulate<T>;
     constexpr int kTile = TileOf<T>::kSize;
     const A scale = A(1) / std::sqrt(static_cast<A>(a.shape.hs));
@@ -392,6 +364,14 @@ struct AttentionFwdCuda {
 struct AttentionBwdCuda {
   template <typename T>
   static void Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) {
+    if constexpr (std::is_same_v<T, Bf16>) {
+      AttentionBwdTensorCores(args, a);
+    } else {
+      RunCudaCores(args, a);
+    }
+  }
+  template <typename T>
+  static void RunCudaCores(const KernelArgs& args, const AttentionBwdArgs<T>& a) {
     using A = Accumulate<T>;
     constexpr int kTile = TileOf<T>::kSize;
     cudaStream_t stream = StreamOf(args);

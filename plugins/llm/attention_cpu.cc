@@ -21,11 +21,15 @@
 // Every item computes in the same order whichever thread runs it, so the results do not depend on the
 // threads.
 // Under bf16 a work item first widens the rows of q, k and v it reads (and dY, Y) to f32 (widen.h), runs the
-// same f32 tiles over them, and rounds Y and dqkv to bf16 once as it stores them; lse is f32 (A).
+// same f32 tiles over them, and rounds Y and dqkv to bf16 once as it stores them; lse is f32 (A). The CUDA
+// kernels multiply on the tensor cores, which take bf16 operands: so P is rounded to bf16 before P V and
+// P^T dY, and dS before dS K and dS^T Q, as FlashAttention-2 and PyTorch do, and this reference rounds
+// them at the same points (RoundProducts). The row sums l, D and dS itself are computed from the f32 P.
 // Arguments: attention_args.h.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "attention_args.h"
@@ -47,6 +51,18 @@ int64_t Tiles(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
 // Of the keys [j0, j0 + cols), how many query row i may see (keys <= i): 0 .. cols.
 int64_t VisibleKeys(int64_t i, int64_t j0, int64_t cols) { return std::clamp<int64_t>(i - j0 + 1, 0, cols); }
 
+// Under bf16 (round = true): the `rows` x `cols` tile (rows ld apart) rounded to bf16 values, as the CUDA
+// kernels round a tile of probabilities or of dS before they multiply it on the tensor cores.
+template <typename F>
+void RoundProducts(bool round, int64_t rows, int64_t cols, int64_t ld, F* tile) {
+  if constexpr (std::is_same_v<F, float>) {
+    if (!round) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < cols; ++j) tile[r * ld + j] = RoundToBf16(tile[r * ld + j]);
+    }
+  }
+}
+
 // One query tile [i0, i1) of one (b, h). Row t's q is at base + t ld, its k at + kv, its v at + 2 kv;
 // Y's rows go ldy apart from y_rows, the tile's lse to lse_rows.
 template <typename F>
@@ -59,7 +75,7 @@ struct ForwardScratch {
 
 template <typename F>
 void ForwardTile(int64_t i0, int64_t i1, int64_t hs, F scale, const F* base, int64_t ld, int64_t kv, F* y_rows,
-                 int64_t ldy, F* lse_rows, ForwardScratch<F>& w) {
+                 int64_t ldy, F* lse_rows, bool bf16, ForwardScratch<F>& w) {
   const int64_t rows = i1 - i0;
   F* st = w.score_tile.data();
   F* o = w.acc.data();
@@ -73,6 +89,7 @@ void ForwardTile(int64_t i0, int64_t i1, int64_t hs, F scale, const F* base, int
     Gemm<F>(Trans::kNo, Trans::kYes, cols, rows, hs, scale, base + j0 * ld + kv, ld, base + i0 * ld, ld, F(0), st,
             kQueryTile);
     OnlineSoftmaxTile(rows, cols, kQueryTile, j0 - i0, st, m, l, w.rescale.data());
+    RoundProducts(bf16, cols, rows, kQueryTile, st);  // l has the f32 P's sum
     // Every query sees key 0, so after the first tile every m is finite; that tile writes O (beta 0).
     if (j0 > 0) {
       for (int64_t r = 0; r < rows; ++r) {
@@ -114,13 +131,13 @@ void AttentionFwdCpu::Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) 
       T* y_rows = y + (bi * s + i0) * c + hi * hs;
       F* lse_rows = lse + (bi * h + hi) * s + i0;
       if constexpr (!kWidened<T>) {
-        ForwardTile<F>(i0, i1, hs, scale, base, q, c, y_rows, c, lse_rows, w);
+        ForwardTile<F>(i0, i1, hs, scale, base, q, c, y_rows, c, lse_rows, false, w);
       } else {
         // Rows [0, i1) of this head's q, k and v, widened, 3 hs apart; Y rounded as it is stored.
         for (int64_t t = 0; t < i1; ++t) {
           for (int64_t part = 0; part < 3; ++part) Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
         }
-        ForwardTile<F>(i0, i1, hs, scale, wide.data(), 3 * hs, hs, y_tile.data(), hs, lse_rows, w);
+        ForwardTile<F>(i0, i1, hs, scale, wide.data(), 3 * hs, hs, y_tile.data(), hs, lse_rows, true, w);
         for (int64_t r = 0; r < i1 - i0; ++r) Store<T>(y_tile.data() + r * hs, hs, y_rows + r * c);
       }
     }
@@ -141,7 +158,7 @@ struct BackwardScratch {
 
 template <typename F>
 void BackwardHead(int64_t s, int64_t hs, F scale, const F* base, int64_t ld, int64_t kv, const F* dy_seq,
-                  const F* y_seq, int64_t ldy, const F* lse_seq, F* dbase, BackwardScratch<F>& w) {
+                  const F* y_seq, int64_t ldy, const F* lse_seq, F* dbase, bool bf16, BackwardScratch<F>& w) {
   for (int64_t t = 0; t < s; ++t) {
     w.dvec[static_cast<size_t>(t)] = RowDot(hs, dy_seq + t * ldy, y_seq + t * ldy);
     std::fill_n(dbase + t * ld, hs, F(0));
@@ -173,6 +190,8 @@ void BackwardHead(int64_t s, int64_t hs, F scale, const F* base, int64_t ld, int
         std::fill(p_row + keys, p_row + cols, F(0));
         std::fill(ds_row + keys, ds_row + cols, F(0));
       }
+      RoundProducts(bf16, rows, cols, kKeyTile, p);  // dS has the f32 P's
+      RoundProducts(bf16, rows, cols, kKeyTile, ds);
       Gemm<F>(Trans::kYes, Trans::kNo, cols, hs, rows, F(1), p, kKeyTile, dy_tile, ldy, F(1), dv, hs);
       Gemm<F>(Trans::kNo, Trans::kNo, rows, hs, cols, scale, ds, kKeyTile, k_tile, ld, F(1), dbase + i0 * ld, ld);
       Gemm<F>(Trans::kYes, Trans::kNo, cols, hs, rows, scale, ds, kKeyTile, q_tile, ld, F(1), dk, hs);
@@ -207,7 +226,7 @@ void AttentionBwdCpu::Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) 
       const T* y_seq = a.y + bi * s * c + hi * hs;
       const F* lse_seq = a.lse + (bi * h + hi) * s;
       if constexpr (!kWidened<T>) {
-        BackwardHead<F>(s, hs, scale, base, q, c, dy_seq, y_seq, c, lse_seq, dbase, w);
+        BackwardHead<F>(s, hs, scale, base, q, c, dy_seq, y_seq, c, lse_seq, dbase, false, w);
       } else {
         for (int64_t t = 0; t < s; ++t) {
           for (int64_t part = 0; part < 3; ++part) Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
@@ -215,7 +234,7 @@ void AttentionBwdCpu::Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) 
           Widened(y_seq + t * c, hs, y_wide.data() + t * hs);
         }
         BackwardHead<F>(s, hs, scale, wide.data(), 3 * hs, hs, dy_wide.data(), y_wide.data(), hs, lse_seq,
-                        dwide.data(), w);
+                        dwide.data(), true, w);
         for (int64_t t = 0; t < s; ++t) {
           for (int64_t part = 0; part < 3; ++part) {
             Store<T>(dwide.data() + (t * 3 + part) * hs, hs, dbase + t * q + part * c);

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <tessel/ops/llm.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "llm_test_util.h"
 #include "workers/plugin_host/op_table.h"
 
@@ -82,8 +86,8 @@ TYPED_TEST(LlmCrossDeviceTest, Attention) {
   }
 }
 
-// bf16: each CUDA kernel (widened to f32, rounded once where the CPU's bf16 reference rounds) against
-// the CPU's bf16 kernel. A bf16 output may differ by a rounding step (2^-8 relative) where the f32 sums
+// bf16: each CUDA kernel (widened to f32, or on the tensor cores, rounded where the CPU's bf16 reference
+// rounds) against the CPU's bf16 kernel. A bf16 output may differ by a rounding step (2^-8 relative) where the f32 sums
 // ran in another order; the f32 outputs (statistics, lse, weight gradients) only by that order.
 TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
   RequireLlmCudaKernels(workers::OpsOfFamily("llm"));
@@ -122,15 +126,22 @@ TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
   CompareLlmDevices("llm.layernorm.bwd", {dy, x, w, mean, rstd}, grads(), kTol);
   CompareLlmDevices("llm.layernorm.bwd_from_output", {dy, y, w, bias, rstd}, grads(), kTol);
 
-  const int64_t ab = 2, as = 150, ac = 128, ah = 2;
-  const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(ah)};
-  Tensor qkv = Bf16Tensor({ab, as, 3 * ac}, Bf16Representable(ab * as * 3 * ac, 1, -2, 2));
-  CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {fill({ab, as, ac}), Filled<float>({ab, ah, as}, 3.f)}, kTol, at);
-  Tensor ay = fill({ab, as, ac}), lse = Filled<float>({ab, ah, as}, 0.f);
+  // Attention on the tensor cores: head sizes 64 (GPT-2's), 128 (the limit: 8 fragments a row), 24 (16-byte
+  // loads, padded to 32) and 20 (element loads, padded); 150 positions (3 tiles, the last partial).
   ThreadPool pool(2);
-  CallLlmWith("llm.attention.fwd", {&qkv}, {&ay, &lse}, at, &pool);
-  CompareLlmDevicesWith("llm.attention.bwd", {Bf16Tensor({ab, as, ac}, Bf16Representable(ab * as * ac, 2)), qkv, ay, lse},
-                        {fill({ab, as, 3 * ac})}, kTol, at);
+  for (const auto& [ac, ah] : std::vector<std::pair<int64_t, int64_t>>{{128, 2}, {256, 2}, {96, 4}, {40, 2}}) {
+    SCOPED_TRACE("C " + std::to_string(ac) + ", heads " + std::to_string(ah));
+    const int64_t ab = 2, as = 150;
+    const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(ah)};
+    Tensor qkv = Bf16Tensor({ab, as, 3 * ac}, Bf16Representable(ab * as * 3 * ac, 1, -2, 2));
+    CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {fill({ab, as, ac}), Filled<float>({ab, ah, as}, 3.f)}, kTol,
+                          at);
+    Tensor ay = fill({ab, as, ac}), lse = Filled<float>({ab, ah, as}, 0.f);
+    CallLlmWith("llm.attention.fwd", {&qkv}, {&ay, &lse}, at, &pool);
+    CompareLlmDevicesWith("llm.attention.bwd",
+                          {Bf16Tensor({ab, as, ac}, Bf16Representable(ab * as * ac, 2)), qkv, ay, lse},
+                          {fill({ab, as, 3 * ac})}, kTol, at);
+  }
 }
 
 TEST(LlmCudaAttention, HeadSizeAboveTheLimitIsInvalid) {
