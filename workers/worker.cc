@@ -209,7 +209,8 @@ class HeartbeatThread {
       lock.unlock();
       // A failed heartbeat is not fatal here: the coordinator's timeout decides. A send to a dead
       // coordinator waits out its limit, so the limit ends where the coordinator is presumed dead: a fixed
-      // 4 intervals put up to 2 s on top of the heartbeat timeout (a drill measured 7.2 s against 5 s).
+      // 4 intervals put up to 2 s on top of the heartbeat timeout (a drill measured 7.2 s where the
+      // bound is the 5 s timeout + 2 s).
       (void)SendBytes(Encode(HeartbeatMsg{step_->load(), activity::Describe()}), 0, kTagHeartbeat,
                       watch_->UntilPresumedDead(interval_ * 4));
       // The coordinator is aborting the job (it has printed why): leave at once, whatever the training

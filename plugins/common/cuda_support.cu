@@ -169,7 +169,8 @@ bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64
     std::optional<cublasLtMatmulAlgo_t> algo;
   };
   static std::mutex mu;
-  static std::map<std::array<int64_t, 12>, std::unique_ptr<Plan>> plans;
+  // Leaked, as LtHandle's handles are: a thread still in here at exit must not see it destroyed.
+  static auto& plans = *new std::map<std::array<int64_t, 12>, std::unique_ptr<Plan>>;
   cublasLtHandle_t handle = LtHandle();
   std::lock_guard<std::mutex> lock(mu);
   std::unique_ptr<Plan>& plan = plans[key];

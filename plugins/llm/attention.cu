@@ -45,8 +45,8 @@ struct TileOf {
   static constexpr int kSize = sizeof(Accumulate<T>) == 4 ? 64 : 32;
 };
 
-// Copies the `valid` rows of a tile (row r at src + r * stride, hs wide) to dst [kTile][ld] in
-// Accumulate<T> (bf16: widened), with zeros in the rows after them. The caller synchronises before the tile
+// Copies the `valid` rows of a tile (row r at src + r * stride, hs wide) to dst [kTile][ld], with zeros
+// in the rows after them. The caller synchronises before the tile
 // is read.
 template <typename T, int kTile>
 __device__ void LoadTile(const T* src, int64_t stride, int valid, int hs, int ld, Accumulate<T>* dst) {
@@ -56,7 +56,7 @@ __device__ void LoadTile(const T* src, int64_t stride, int valid, int hs, int ld
   }
 }
 
-// The reverse, for the `valid` rows, each value stored as T (bf16: rounded once).
+// The reverse, for the `valid` rows.
 template <typename T>
 __device__ void StoreTile(const Accumulate<T>* src, int ld, int valid, int hs, T* dst, int64_t stride) {
   for (int idx = threadIdx.x; idx < valid * hs; idx += blockDim.x) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <list>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/logging.h"
@@ -244,7 +247,52 @@ Status MpiWorkerComm::AllToAllV(const float* send_buf, const std::vector<int64_t
                   "MPI_Alltoallv (halo exchange)");
 }
 
-Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout) {
+namespace {
+
+// The sends that timed out, each with its buffer. Open MPI's ob1 does not cancel a send (MPI_Cancel has no
+// effect on one), so a receiver that matches it later, a stopped coordinator woken up say, reads the
+// buffer then: it must outlive the send. Leaked at exit, as MPI may hold the requests until then.
+struct PendingSend {
+  MPI_Request request;
+  std::vector<uint8_t> bytes;  // moved in: its heap buffer, which MPI reads, stays where it was
+};
+std::mutex& PendingMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::list<PendingSend>& PendingSends() {
+  static auto* pending = new std::list<PendingSend>;
+  return *pending;
+}
+
+// Drops the timed-out sends that have completed (or were cancelled).
+void ReapPendingSends() {
+  std::lock_guard<std::mutex> lock(PendingMutex());
+  std::list<PendingSend>& pending = PendingSends();
+  for (auto it = pending.begin(); it != pending.end();) {
+    int done = 0;
+    if (MPI_Test(&it->request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+      it = pending.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// A send past its limit: asked to cancel, and kept with its buffer until it completes.
+Status AbandonSend(MPI_Request req, std::vector<uint8_t> bytes, int dest) {
+  MPI_Cancel(&req);
+  {
+    std::lock_guard<std::mutex> lock(PendingMutex());
+    PendingSends().push_back(PendingSend{req, std::move(bytes)});
+  }
+  return RankFailedError("sending to rank " + std::to_string(dest) + " timed out");
+}
+
+}  // namespace
+
+Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::duration<double> timeout) {
+  ReapPendingSends();
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return InternalError("message of " + std::to_string(bytes.size()) + " bytes exceeds MPI's 2 GiB limit");
   }
@@ -261,19 +309,10 @@ Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chro
     int done = 0;
     TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test"));
     if (done) return Status();
+    if (std::chrono::steady_clock::now() > deadline) return AbandonSend(req, std::move(bytes), dest);
     if (big) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        MPI_Cancel(&req);
-        MPI_Request_free(&req);
-        return RankFailedError("sending to rank " + std::to_string(dest) + " timed out");
-      }
       std::this_thread::yield();
       continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      MPI_Cancel(&req);
-      MPI_Request_free(&req);
-      return RankFailedError("sending to rank " + std::to_string(dest) + " timed out");
     }
     backoff.Wait();
   }

@@ -103,8 +103,10 @@ class MpiWorkerComm final : public WorkerComm {
 Status MpiCheck(int rc, const char* what);
 
 // Sends bytes to `dest` with `tag` on MPI_COMM_WORLD and waits for completion by polling
-// (MPI_Test + backoff sleep) up to `timeout`.
-Status SendBytes(const std::vector<uint8_t>& bytes, int dest, int tag, std::chrono::duration<double> timeout);
+// (MPI_Test + backoff sleep) up to `timeout`; then kRankFailed. A send that timed out may still be read
+// by MPI later (Open MPI does not cancel sends), so it keeps `bytes` (hence by value: move them in) until
+// it completes; each later call drops those that have.
+Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::duration<double> timeout);
 
 // The sleep between polls: 50 us, doubling to 20 ms, so latency stays low without busy-waiting.
 class Backoff {
