@@ -13,7 +13,8 @@
 
 namespace tessel::orchestrator {
 
-void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds) {
+void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds,
+                     double interval_seconds) {
   if (path.empty()) return;
   static std::mutex mu;
   static bool outcome_written = false;
@@ -31,6 +32,7 @@ void WriteStatusFile(const std::string& path, const Status* status, double timeo
     outcome_written = true;
   } else if (timeout_seconds > 0) {
     doc["timeout_seconds"] = timeout_seconds;
+    if (interval_seconds > 0) doc["interval_seconds"] = interval_seconds;
   }
   (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
 }
@@ -95,7 +97,7 @@ bool AliveBeats::Beat() {
   // goes out at once unless the rank has stopped taking messages, so a short limit keeps a dead rank from
   // delaying the others' beats.
   for (int r = 1; r < world_; ++r) (void)workers::SendBytes(beat_, r, workers::kTagAlive, interval_ / 4);
-  WriteStatusFile(status_file_, nullptr, silence_limit_seconds_);
+  WriteStatusFile(status_file_, nullptr, silence_limit_seconds_, interval_.count());
   return true;
 }
 

@@ -21,10 +21,12 @@ namespace tessel::orchestrator {
 // do, so scripts/tessel-mpirun reads the exit code from here. While the job runs the file says where the
 // coordinator is ({"state": "running", "host", "pid"}), so that a launcher that finds no outcome at the
 // end can say which process and host were lost; the coordinator's beats rewrite it every heartbeat
-// interval with the silence after which a launcher may presume the coordinator lost ("timeout_seconds"),
-// the file's modification time being the beat. Once an outcome is written, a late beat changes nothing.
+// interval with the silence after which a launcher may presume the coordinator lost ("timeout_seconds")
+// and that interval ("interval_seconds": a worker's own verdict may take one more), the file's
+// modification time being the beat. Once an outcome is written, a late beat changes nothing.
 // Thread safety: any thread.
-void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds = 0);
+void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds = 0,
+                     double interval_seconds = 0);
 
 // Ends the job from the coordinator: prints the error, writes the status file, tells every worker (each
 // leaves at once, whatever it waits for) and ends every rank with the status's exit code. Any thread.

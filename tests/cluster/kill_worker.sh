@@ -116,15 +116,15 @@ pass "coordinator killed: both workers said so $(secs "$report_ms") s after the 
 
 # The coordinator stopped (SIGSTOP: alive, silent; a hung coordinator, or its host frozen): the workers
 # presume it dead as above and exit 5, but mpirun waits for the stopped rank 0 for ever. tessel-mpirun
-# watches the coordinator's beats in the status file too: after the heartbeat timeout plus 1 s of
-# silence it stops mpirun (which kills rank 0) and exits 5, naming the coordinator's host and pid.
+# watches the coordinator's beats in the status file too: after the heartbeat timeout plus an interval
+# plus 0.25 s of silence it stops mpirun (which kills rank 0) and exits 5, naming the coordinator's host and pid.
 kill_signal=STOP
 run_and_kill env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3
 kill_signal=9
 [ "$rc" -eq 5 ] || { tail -5 "$TESSEL_WORK/log"; fail "a stopped coordinator: tessel-mpirun exited $rc, expected 5"; }
-grep -Eq "tessel-mpirun: the coordinator has not beaten for [0-9]+ s \(heartbeat timeout $heartbeat_timeout_s(\.0)? s\): presumed lost" "$TESSEL_WORK/log" ||
+grep -Eq "tessel-mpirun: the coordinator has not beaten for [0-9.]+ s \(heartbeat timeout $heartbeat_timeout_s(\.0)? s\): presumed lost" "$TESSEL_WORK/log" ||
   { tail -8 "$TESSEL_WORK/log"; fail "a stopped coordinator: tessel-mpirun did not say it stopped beating"; }
-grep -Eq "^tessel: error: the coordinator \(rank 0, on .*, pid [0-9]+\) stopped beating for [0-9]+ s" "$TESSEL_WORK/log" ||
+grep -Eq "^tessel: error: the coordinator \(rank 0, on .*, pid [0-9]+\) stopped beating for [0-9.]+ s" "$TESSEL_WORK/log" ||
   { tail -8 "$TESSEL_WORK/log"; fail "a stopped coordinator: no message naming its host and pid"; }
 pass "coordinator stopped: the workers said so $(secs "$report_ms") s after the stop, and tessel-mpirun ended the job (exit 5) after $(secs "$elapsed_ms") s"
 
