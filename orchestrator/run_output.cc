@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include "core/json.h"
 #include "core/logging.h"
@@ -45,27 +44,6 @@ Result<std::string> ResumeRunDir(const jobs::JobSpec& spec) {
                       prefix + "*/checkpoints); set job.output_dir or checkpoint.dir to the run to resume");
   }
   return "runs/" + newest;
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      return StorageError("cannot write " + path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return StorageError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  }
-  return Status();
 }
 
 Status WriteSummary(const std::string& run_dir, const Record& summary) {

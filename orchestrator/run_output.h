@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/record.h"
+#include "core/safe_file.h"  // WriteFileAtomically, for the run directory's files
 #include "core/status.h"
 #include "jobs/spec.h"
 
@@ -16,8 +17,6 @@ Result<std::string> MakeRunDir(const jobs::JobSpec& spec);
 // For `tessel run --resume`: spec.job.output_dir when set; else, when checkpoint.dir is set, a new
 // run directory; else the newest runs/<name>-<stamp> that holds checkpoints (kUsage when none does).
 Result<std::string> ResumeRunDir(const jobs::JobSpec& spec);
-
-Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 // Writes RUN_DIR/summary.json: the fields of `summary` in order (the coordinator assembles the common
 // keys, the plan's facts and the executor's result).
