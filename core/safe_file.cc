@@ -50,15 +50,16 @@ std::string DescribeCreateFailure(const std::string& path, int err) {
     return StrCat(path, ": already exists (", DescribeEntry(path),
                   "); Tessel creates its files only under new names and never writes through a link");
   }
-  if (err == ENAMETOOLONG) return StrCat(path, ": the path is too long for this file system (", path.size(), " characters)");
+  if (err == ENAMETOOLONG)
+    return StrCat(path, ": the path is too long for this file system (", path.size(), " characters)");
   return StrCat(path, ": ", std::strerror(err));
 }
 
 Status EnsurePrivateDirectory(const std::string& dir, std::string_view what) {
   if (dir.empty()) return StorageError(StrCat(what, ": the directory is empty"));
   if (dir.size() >= PATH_MAX) {
-    return StorageError(StrCat(what, ": the directory path is ", dir.size(), " characters, more than this system's ",
-                               PATH_MAX - 1));
+    return StorageError(
+        StrCat(what, ": the directory path is ", dir.size(), " characters, more than this system's ", PATH_MAX - 1));
   }
   // Parents first, each new one 0700; an existing parent is left as it is (/tmp, a home directory).
   for (size_t slash = dir.find('/', 1); slash != std::string::npos; slash = dir.find('/', slash + 1)) {

@@ -273,7 +273,7 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(pipeline.layers, Any(),
                        "llm: transformer blocks per stage, first stage first; [] = the stage planner splits them."),
       // [spill]
-      TESSEL_JOB_FIELD(spill.dir, NonEmpty(), "Directory of the per-worker HDF5 spill files (local NVMe is best)."),
+      TESSEL_JOB_FIELD(spill.dir, Any(), "Directory of the per-worker HDF5 spill files (local NVMe is best); empty: this user's /tmp/tessel-UID/spill. Created 0700; an existing one must be this user's and writable by no one else."),
       TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
       TESSEL_JOB_FIELD(spill.policy, Any(),
                        "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "

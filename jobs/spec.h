@@ -168,7 +168,7 @@ struct PipelineSection {
 };
 
 struct SpillSection {
-  std::string dir = "/tmp/tessel-spill";
+  std::string dir;              // "" = this user's /tmp/tessel-<uid>/spill (storage::SpillDirectory)
   int64_t budget_bytes = 0;     // 0 = unlimited
   SpillPolicy policy = SpillPolicy::kKeep;  // offloading writes to the disk: asked for, never by default
   // llm: one entry per block (model.layers of them), each kKeep, kRecompute or kOffload; [] = every

@@ -16,6 +16,7 @@
 #include "jobs/spec.h"
 #include "orchestrator/planners/stage_calibration.h"
 #include "orchestrator/run_output.h"
+#include "storage/spill_store.h"
 #include "workers/comm/nccl_comm.h"
 #include "workers/plugin_host/kernel_registry.h"
 #include "workers/plugin_host/plugin_files.h"
@@ -71,7 +72,7 @@ Json CheckSpill(const jobs::JobSpec& spec, int rank) {
   jobs::JobSpec probe = spec;
   probe.job.name = StrCat("tessel-smoke-rank", rank);  // ranks of one node share the directory
   Json j = Json::object();
-  j["dir"] = spec.spill.dir;
+  j["dir"] = storage::SpillDirectory(spec.spill.dir);
   Result<SpillBandwidth> bw = MeasureSpillBandwidth(probe, int64_t{16} << 20);
   if (!bw.ok()) {
     j["error"] = bw.status().message();

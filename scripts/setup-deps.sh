@@ -10,7 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libcli11-dev
-  prometheus-cpp-dev libcivetweb-dev             # metrics (the exporter serves with civetweb)
+  prometheus-cpp-dev                           # metric families and the text format (monitoring/)
   libgtest-dev libgmock-dev
   libmetis-dev
   libtomlplusplus-dev

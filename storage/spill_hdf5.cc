@@ -142,9 +142,9 @@ class Hdf5SpillFile final : public SpillFile {
     if (!dapl_.valid() || H5Pset_chunk_cache(dapl_.get(), 0, 0, 1.0) < 0) {
       return h5::WriteError(path_, "cannot set up the dataset access properties");
     }
-    int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+    int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
     direct_ = fd >= 0;
-    if (fd < 0 && errno == EINVAL) fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);  // tmpfs: no O_DIRECT
+    if (fd < 0 && errno == EINVAL) fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // tmpfs: no O_DIRECT
     if (fd < 0) return StorageError(StrCat(path_, ": cannot open for writing: ", std::strerror(errno)));
     data_fd_.Reset(fd);
     void* bounce = nullptr;

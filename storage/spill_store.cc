@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 
 namespace tessel::storage {
 namespace {
@@ -57,6 +59,8 @@ int64_t RemoveStaleFiles(const std::string& dir) {
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const pid_t pid = SpillFilePid(entry.path().filename().string());
     if (pid <= 0 || pid == ::getpid()) continue;
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
     if (::kill(pid, 0) == -1 && errno == ESRCH) {
       std::error_code remove_ec;
       if (fs::remove(entry.path(), remove_ec)) ++removed;
@@ -286,22 +290,27 @@ Status NoSpaceError(std::string_view what, std::string_view why) {
   return StorageError(StrCat(what, ": ", kNoSpaceMarker, " (", why, ")"));
 }
 
-Result<std::unique_ptr<SpillStore>> SpillStore::Open(const SpillOptions& options) {
-  if (options.dir.empty() || options.name.empty() || options.name.find('/') != std::string::npos) {
-    return UsageError(StrCat("spill store: bad directory '", options.dir, "' or file name '", options.name, "'"));
+std::string SpillDirectory(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  return StrCat("/tmp/tessel-", ::geteuid(), "/spill");
+}
+
+Result<std::unique_ptr<SpillStore>> SpillStore::Open(const SpillOptions& given) {
+  SpillOptions options = given;
+  options.dir = SpillDirectory(given.dir);
+  if (options.name.empty() || options.name.find('/') != std::string::npos) {
+    return UsageError(StrCat("spill store: bad file name '", options.name, "' in ", options.dir));
   }
-  auto not_writable = [&](const std::string& why) {
-    return StorageError(StrCat("spill.dir ", options.dir, " is not writable: ", why));
-  };
-  std::error_code ec;
-  fs::create_directories(options.dir, ec);
-  if (ec) return not_writable(ec.message());
+  TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(options.dir, "spill.dir"));
   const int64_t stale = RemoveStaleFiles(options.dir);
   const std::string path = StrCat(options.dir, "/", options.name, ".", ::getpid(), kSpillSuffix);
-  // Created once with open(2) first, so that a directory we cannot write to is reported with errno's words.
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return not_writable(std::strerror(errno));
-  ::close(fd);
+  // Created new with open(2) first (never through a link, never over another file), so that a directory we
+  // cannot write to is reported with errno's words; HDF5 then formats the file this process owns.
+  {
+    Result<FileDescriptor> created = CreateNewFile(path, 0600);
+    if (!created.ok()) return StorageError(StrCat("spill.dir: ", created.status().message()));
+  }
+  std::error_code ec;
   Result<std::unique_ptr<SpillFile>> file = CreateHdf5SpillFile(path, options.checksum);
   if (!file.ok()) {
     fs::remove(path, ec);

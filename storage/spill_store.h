@@ -93,8 +93,12 @@ struct SpillStats {
   int64_t stale_files_removed = 0;  // by Open: spill files of dead processes
 };
 
+// Where spill files go: `configured` ([spill] dir) when set, else this user's own /tmp/tessel-<uid>/spill
+// (a directory shared by every user, like the old /tmp/tessel-spill, let anyone plant links there).
+std::string SpillDirectory(const std::string& configured);
+
 struct SpillOptions {
-  std::string dir;           // [spill] dir: created if missing
+  std::string dir;           // [spill] dir ("" = SpillDirectory's default): created 0700 if missing
   std::string name;          // the file name stem, unique per worker of a job, e.g. "<job>-w3"
   bool checksum = false;     // [spill] checksum: Fletcher32 on every slot
   int64_t budget_bytes = 0;  // [spill] budget_bytes: a write past it fails as no space; 0 = unlimited
@@ -104,9 +108,12 @@ class SpillStore {
  public:
   using Ticket = int64_t;
 
-  // Creates `dir` if missing and checks that it is writable (kStorage naming the directory otherwise, so
-  // a job can fail before training starts), removes stale spill files there whose process is gone,
-  // creates "<dir>/<name>.<pid>.spill.h5" and starts the I/O thread.
+  // Creates the directory (SpillDirectory(dir)) with mode 0700 if missing, or checks that it is this user's
+  // and writable by no one else (core/safe_file.h), and that it is writable (kStorage naming the directory
+  // otherwise, so a job can fail before training starts); removes stale spill files there whose process is
+  // gone (regular files of this user only: never a link); creates "<dir>/<name>.<pid>.spill.h5" as a new
+  // file (a name already taken, a planted symbolic link included, is kStorage naming it, never
+  // followed) and starts the I/O thread.
   static Result<std::unique_ptr<SpillStore>> Open(const SpillOptions& options);
   // Over a given file (memory, faults); options.dir and name only label messages, path() is "", and no
   // file is removed.

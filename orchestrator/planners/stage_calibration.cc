@@ -239,7 +239,7 @@ Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t 
   // The probe fits in what it measures: at most a quarter of the free space, so that a small disk is
   // measured with less, and a nearly full one not at all (it is then as good as full: the blocks keep or
   // recompute, and an offloading block falls back to recomputing when a write finds no space).
-  if (struct statvfs fs; ::statvfs(spec.spill.dir.c_str(), &fs) == 0) {
+  if (struct statvfs fs; ::statvfs(storage::SpillDirectory(spec.spill.dir).c_str(), &fs) == 0) {
     measured.free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
     slot_bytes = std::min(slot_bytes, measured.free_bytes / (4 * kSlots) / kAlign * kAlign);
   }

@@ -6,6 +6,7 @@
 
 #include "core/cuda_device.h"
 #include "storage/llmc.h"
+#include "storage/spill_store.h"
 #include "workers/llm/token_data.h"
 #include "orchestrator/planners/stage_settings.h"
 
@@ -65,13 +66,14 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     char line[400];
     if (bandwidth.measured()) {
       std::snprintf(line, sizeof line, "spill: %s writes %.2f GB/s (to the disk) and reads %.2f GB/s; %.1f MB a block",
-                    spec.spill.dir.c_str(), 1e-9 * bandwidth.write_bytes_per_second,
+                    storage::SpillDirectory(spec.spill.dir).c_str(), 1e-9 * bandwidth.write_bytes_per_second,
                     1e-9 * bandwidth.read_bytes_per_second, 1e-6 * static_cast<double>(block_bytes));
     } else {
       std::snprintf(line, sizeof line,
                     "spill: %s is (nearly) full, %.1f MB free: too little to measure; taken as full (an offloading "
                     "block recomputes when its write finds no space); %.1f MB a block",
-                    spec.spill.dir.c_str(), 1e-6 * static_cast<double>(std::max<int64_t>(bandwidth.free_bytes, 0)),
+                    storage::SpillDirectory(spec.spill.dir).c_str(),
+                    1e-6 * static_cast<double>(std::max<int64_t>(bandwidth.free_bytes, 0)),
                     1e-6 * static_cast<double>(block_bytes));
     }
     plan.notes.push_back(line);

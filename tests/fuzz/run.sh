@@ -4,7 +4,7 @@
 # the repository is never changed). Prints a table, writes build-fuzz/fuzz_results.json, and exits 1
 # when a target crashed, leaked, timed out or ran out of memory, naming it and the input that did it.
 #
-#   tests/fuzz/run.sh [TARGET...]        # TARGET: job ntriples graph_file llmc protocol (default: all)
+#   tests/fuzz/run.sh [TARGET...]        # TARGET: job ntriples graph_file llmc protocol http_head (default: all)
 #
 # Environment: TESSEL_FUZZ_SECONDS (per target), TESSEL_FUZZ_PARALLEL (targets at once, default 2),
 # TESSEL_FUZZ_BUILD (the build folder, default build-fuzz).
@@ -15,7 +15,7 @@ cd "$TESSEL_ROOT"
 seconds=${TESSEL_FUZZ_SECONDS:-60}
 parallel=${TESSEL_FUZZ_PARALLEL:-2}
 build=${TESSEL_FUZZ_BUILD:-$TESSEL_ROOT/build-fuzz}
-all_targets=(job ntriples graph_file llmc protocol)
+all_targets=(job ntriples graph_file llmc protocol http_head)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do

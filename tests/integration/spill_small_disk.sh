@@ -32,7 +32,7 @@ want=$(losses "$TESSEL_WORK/keep")
 for mb in 1 3 6 16; do
   dir=$TESSEL_WORK/disk-${mb}mb
   mkdir -p "$dir"
-  mount -t tmpfs -o "size=${mb}m" tmpfs "$dir" || fail "cannot mount a ${mb} MB tmpfs"
+  mount -t tmpfs -o "size=${mb}m,mode=0700" tmpfs "$dir" || fail "cannot mount a ${mb} MB tmpfs"
   mounts+=("$dir")
   run "offload-${mb}mb" --set 'spill.policy="offload"' --set "spill.dir=\"$dir\""
   log=$TESSEL_WORK/offload-${mb}mb.log

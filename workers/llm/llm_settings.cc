@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "core/logging.h"
+#include "storage/spill_store.h"
 
 namespace tessel::workers {
 
@@ -45,7 +46,7 @@ std::string LlmStageAssignment::Describe() const {
   return StrCat("gpt2 stage ", place.stage, " of ", place.stages, " (replica ", place.replica, "): blocks ",
                 place.first_block, "..", place.end_block - 1, place.first() ? ", embedding" : "",
                 place.last() ? ", head" : "", recompute > 0 ? StrCat(", ", recompute, " recomputed") : "",
-                offload > 0 ? StrCat(", ", offload, " offloaded to ", spill.dir) : "");
+                offload > 0 ? StrCat(", ", offload, " offloaded to ", storage::SpillDirectory(spill.dir)) : "");
 }
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {

@@ -86,7 +86,8 @@ TEST_F(SafeFileTest, WriteFileAtomicallyReplacesAFileButRefusesALink) {
   EXPECT_EQ(Victim(), "precious\n");
   // No temporary is left beside it.
   int entries = 0;
-  for (const auto& e : fs::directory_iterator(root_)) entries += e.path().filename().string().find(".tmp-") != std::string::npos;
+  for (const auto& e : fs::directory_iterator(root_))
+    entries += e.path().filename().string().find(".tmp-") != std::string::npos;
   EXPECT_EQ(entries, 0);
 }
 

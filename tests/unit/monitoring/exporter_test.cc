@@ -259,10 +259,47 @@ TEST(Exporter, AddressNotOnThisHostIsAUsageError) {
   EXPECT_NE(exporter.status().message().find("192.0.2.1:0"), std::string::npos) << exporter.status().message();
 }
 
+// Issue 32: `curl http://RANK:PORT/` (any path but /metrics), HEAD or POST killed the job with SIGSEGV in
+// civetweb's error path. Every method and path gets an answer, and scraping goes on.
+TEST(Exporter, EveryMethodAndPathIsAnsweredAndScrapingGoesOn) {
+  Metrics metrics({"any", 0, std::string(kRoleWorker)}, "0.1.0");
+  auto exporter = Exporter::Start("127.0.0.1", 0, metrics);
+  ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
+  const int32_t port = (*exporter)->port();
+  EXPECT_EQ(HttpGet(port, "/").status, 200);
+  EXPECT_EQ(HttpGet(port, "/favicon.ico").status, 404);
+  EXPECT_EQ(HttpGet(port, "/metrics/../etc/passwd").status, 404);
+  const auto raw = [&](const std::string& request) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval timeout{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string answer;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      char buffer[4096];
+      ssize_t n;
+      while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) answer.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return answer.substr(0, answer.find("\r\n"));
+  };
+  EXPECT_EQ(raw("HEAD /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(raw("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(raw("DELETE / HTTP/1.1\r\n\r\n"), "HTTP/1.1 405 Method Not Allowed");
+  EXPECT_EQ(raw("\x16\x03\x01\x02\x05\x01\x07\x01\xfc\x03\x03\r\n\r\n"), "HTTP/1.1 400 Bad Request");  // TLS hello
+  const HttpResponse scrape = HttpGet(port, "/metrics");
+  EXPECT_EQ(scrape.status, 200) << scrape.error;
+  EXPECT_NE(scrape.body.find("tessel_build_info"), std::string::npos);
+}
+
 TEST(Exporter, Ipv6LoopbackListensOrSaysWhyNot) {
   Metrics metrics({"v6", 0, std::string(kRoleWorker)}, "0.1.0");
   auto exporter = Exporter::Start("::1", 0, metrics);
-  if (!exporter.ok()) {  // civetweb built without IPv6 (Debian's) or no IPv6 loopback: a clear usage error
+  if (!exporter.ok()) {  // no IPv6 loopback on this host: a clear usage error
     EXPECT_EQ(exporter.status().code(), Code::kUsage);
     EXPECT_NE(exporter.status().message().find("[::1]:0"), std::string::npos) << exporter.status().message();
     return;

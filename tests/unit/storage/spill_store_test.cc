@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -290,7 +293,43 @@ TEST(SpillStore, UnwritableDirIsStorageError) {
   Result<std::unique_ptr<SpillStore>> store = SpillStore::Open({spill_dir, "job-w0", false, 0});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), Code::kStorage);
-  EXPECT_EQ(store.status().message(), "spill.dir " + spill_dir + " is not writable: Not a directory");
+  EXPECT_EQ(store.status().message(), "spill.dir: cannot create " + spill_dir + ": Not a directory");
+}
+
+// Issue 32: symbolic links planted at the names of the next spill files made a run overwrite their target.
+TEST(SpillStore, APlantedLinkAtTheSpillFileIsRefusedAndItsTargetUntouched) {
+  ScratchDir dir;
+  const std::string victim = dir.File("victim.txt");
+  testing::WriteText(victim, "precious");
+  const std::string spill_dir = dir.File("spill");
+  ASSERT_EQ(::mkdir(spill_dir.c_str(), 0700), 0);
+  const std::string planted = spill_dir + "/job-w0." + std::to_string(::getpid()) + ".spill.h5";
+  ASSERT_EQ(::symlink(victim.c_str(), planted.c_str()), 0);
+  Result<std::unique_ptr<SpillStore>> store = SpillStore::Open({spill_dir, "job-w0", false, 0});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kStorage);
+  EXPECT_NE(store.status().message().find(planted), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("a symbolic link to " + victim), std::string::npos);
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");
+  EXPECT_TRUE(std::filesystem::is_symlink(planted));  // not removed as a stale file either
+}
+
+TEST(SpillStore, ADirectoryOthersCanWriteIsRefused) {
+  ScratchDir dir;
+  const std::string spill_dir = dir.File("shared");
+  ASSERT_EQ(::mkdir(spill_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(spill_dir.c_str(), 01777), 0);  // as /tmp/tessel-spill, shared by every user, was
+  Result<std::unique_ptr<SpillStore>> store = SpillStore::Open({spill_dir, "job-w0", false, 0});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kStorage);
+  EXPECT_NE(store.status().message().find("writable by every user"), std::string::npos) << store.status().message();
+}
+
+TEST(SpillStore, TheDefaultDirectoryIsThisUsersOwn) {
+  EXPECT_EQ(SpillDirectory(""), "/tmp/tessel-" + std::to_string(::geteuid()) + "/spill");
+  EXPECT_EQ(SpillDirectory("/nvme/x"), "/nvme/x");
 }
 
 TEST(SpillStore, StaleFilesOfDeadProcessesAreRemoved) {
