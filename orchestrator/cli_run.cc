@@ -18,6 +18,7 @@ struct JobArgs {
   std::vector<std::string> sets;
   std::string status_file;
   bool resume = false;
+  bool overwrite = false;
 };
 
 void AddJobArgs(CLI::App* cmd, JobArgs* args) {
@@ -30,7 +31,7 @@ Status Run(const JobArgs& args) {
   const bool is_worker = session->world_rank() != 0;
   TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::OverWorkers(is_worker));
   if (!is_worker) {
-    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume}, *session);
+    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume, args.overwrite}, *session);
   }
   const Status st = workers::RunMpiWorker(*session, *comm);
   if (st.ok()) return st;
@@ -70,8 +71,13 @@ void RegisterRunCommands(CLI::App& app, Status* result) {
   auto run_args = std::make_shared<JobArgs>();
   CLI::App* run = app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
   AddJobArgs(run, run_args.get());
-  run->add_flag("--resume", run_args->resume,
-                "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints)");
+  CLI::Option* resume = run->add_flag(
+      "--resume", run_args->resume,
+      "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints)");
+  run->add_flag("--overwrite", run_args->overwrite,
+                "Replace the earlier run in job.output_dir (its summary, metrics, weights and checkpoints) instead "
+                "of refusing it")
+      ->excludes(resume);
   run->add_option("--status-file", run_args->status_file,
                   "Write the job's exit code and error as JSON here (mpirun --enable-recovery always exits 0)");
   run->callback([=] { *result = Run(*run_args); });

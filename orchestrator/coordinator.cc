@@ -122,7 +122,14 @@ struct WorkerState {
 class Coordinator {
  public:
   Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, const RunRequest& request, const Logger& log)
-      : session_(session), spec_(spec), status_file_(request.status_file), resume_(request.resume), log_(log) {}
+      : session_(session),
+        spec_(spec),
+        status_file_(request.status_file),
+        resume_(request.resume),
+        log_(log),
+        run_dir_use_(request.resume      ? RunDirUse::kResume
+                     : request.overwrite ? RunDirUse::kOverwrite
+                                         : RunDirUse::kNew) {}
 
   Status Run();
   // Whether the workers have been told that the job ended (after that, a failure here concerns only
@@ -162,6 +169,8 @@ class Coordinator {
   std::string checkpoint_dir_;
   ResumePoint resume_point_;
   const Logger& log_;
+  RunDirUse run_dir_use_;
+  std::unique_ptr<RunDirClaim> run_dir_claim_;  // held until the coordinator goes
   std::string run_dir_;
   bool run_dir_created_ = false;  // empty when this run took it, and not a --resume
   int64_t steps_done_ = 0;        // the highest step any rank reported
@@ -328,11 +337,9 @@ Status Coordinator::Run() {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, MakePlanner(spec_));
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
-  TESSEL_ASSIGN_OR_RETURN(run_dir_, resume_ ? ResumeRunDir(spec_) : MakeRunDir(spec_));
-  {
-    std::error_code ec;
-    run_dir_created_ = !resume_ && std::filesystem::is_empty(run_dir_, ec) && !ec;
-  }
+  TESSEL_ASSIGN_OR_RETURN(run_dir_claim_, RunDirClaim::Take(spec_, run_dir_use_, session_.hostname(), log_));
+  run_dir_ = run_dir_claim_->dir();
+  run_dir_created_ = run_dir_use_ != RunDirUse::kResume && run_dir_claim_->created();
   TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers, plan.step_unit));
   TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
   step_unit_ = plan.step_unit;
@@ -436,9 +443,13 @@ void Coordinator::DiscardUnusedRunDir() {
     // What the run writes before its first step (the workers' checkpoint directory, still empty,
     // included); anything else keeps the directory.
     const bool empty_checkpoints = name == "checkpoints" && std::filesystem::is_empty(e.path(), ec) && !ec;
-    if (name != "job.toml" && name != "targets.json" && name != "metrics.csv" && !empty_checkpoints) return;
+    if (name != "job.toml" && name != "targets.json" && name != "metrics.csv" && name != kRunLockName &&
+        !empty_checkpoints) {
+      return;
+    }
   }
   if (ec) return;
+  run_dir_claim_->Release();
   std::filesystem::remove_all(run_dir_, ec);
   if (!ec) log_.Info(StrCat("removed ", run_dir_, ": the job stopped before its first step"));
 }

@@ -30,6 +30,9 @@ struct RunRequest {
   std::string status_file;
   // `tessel run --resume`: continue from the newest checkpoint that verifies (orchestrator/checkpoints.h).
   bool resume = false;
+  // `tessel run --overwrite`: a job.output_dir holding an earlier run is emptied of that run's files
+  // (orchestrator/run_output.h) instead of refused.
+  bool overwrite = false;
 };
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);

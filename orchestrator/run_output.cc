@@ -1,47 +1,189 @@
 #include "orchestrator/run_output.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/json.h"
-#include "core/logging.h"
 
 namespace tessel::orchestrator {
+namespace {
 
-Result<std::string> MakeRunDir(const jobs::JobSpec& spec) {
-  std::string dir = spec.job.output_dir;
-  if (dir.empty()) {
-    std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    dir = "runs/" + spec.job.name + "-" + stamp;
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return StorageError("cannot create the run directory " + dir + ": " + ec.message());
-  return dir;
+namespace fs = std::filesystem;
+
+// "runs/<name>-" + UTC yyyymmdd-hhmmss, the default run directory's stem.
+std::string DefaultStem(const jobs::JobSpec& spec) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  return "runs/" + spec.job.name + "-" + stamp;
 }
 
+// Whether `name` is "<prefix>yyyymmdd-hhmmss" or that plus "-N": a default run directory of the job.
+bool IsDefaultRunName(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0 || name.size() < prefix.size() + 15) return false;
+  const std::string rest = name.substr(prefix.size() + 15);
+  return rest.empty() ||
+         (rest.size() >= 2 && rest[0] == '-' && rest.find_first_not_of("0123456789", 1) == std::string::npos);
+}
+
+struct LockHolder {
+  long pid = 0;
+  std::string host;
+};
+
+LockHolder ReadLock(const std::string& path) {
+  std::ifstream in(path);
+  LockHolder h;
+  std::string word;
+  while (in >> word) {
+    if (word == "pid") in >> h.pid;
+    if (word == "host") in >> h.host;
+  }
+  return h;
+}
+
+// Whether the lock's process is gone: on this host, no such process, or one that is not a tessel (its pid
+// reused). A lock from another host cannot be checked from here.
+bool LockIsStale(const LockHolder& h, const std::string& host) {
+  if (h.pid <= 0) return true;  // unreadable or half-written: its writer died at once
+  if (h.host != host) return false;
+  if (::kill(static_cast<pid_t>(h.pid), 0) != 0 && errno == ESRCH) return true;
+  std::ifstream cmdline(StrCat("/proc/", h.pid, "/cmdline"));
+  std::string argv0;
+  std::getline(cmdline, argv0, '\0');
+  return cmdline && argv0.find("tessel") == std::string::npos;
+}
+
+// Creates the lock, taking over a stale one (once: a second loser of a race is refused like any other).
+Result<std::string> TakeLock(const std::string& dir, const std::string& host, const Logger& log) {
+  const std::string path = StrCat(dir, "/", kRunLockName);
+  const std::string text = StrCat("pid ", ::getpid(), " host ", host, "\n");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Result<FileDescriptor> fd = CreateNewFile(path, 0644);
+    if (fd.ok()) {
+      if (::write(fd->get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || fd->Close() != 0) {
+        ::unlink(path.c_str());
+        return StorageError(StrCat("cannot write the run lock ", path, ": ", std::strerror(errno)));
+      }
+      return path;
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return fd.status();  // a link, a directory: exit 6
+    const LockHolder holder = ReadLock(path);
+    if (!LockIsStale(holder, host)) {
+      return UsageError(
+          StrCat("job.output_dir: ", dir, " is in use by another run (pid ", holder.pid, " on ", holder.host,
+                 "): two runs in one directory would mix their metrics, summaries and weights; choose another "
+                 "job.output_dir",
+                 holder.host != host ? StrCat(", or remove ", path, " if that run is gone") : std::string()));
+    }
+    log.Warn(StrCat("taking over ", path, ": its run (pid ", holder.pid, " on ", holder.host, ") is gone"));
+    ::unlink(path.c_str());
+  }
+  return UsageError(StrCat("job.output_dir: ", dir, " was claimed by another run starting at the same time"));
+}
+
+// The entries of kRunDirEntries present in `dir`.
+std::vector<std::string> EarlierRun(const std::string& dir) {
+  std::vector<std::string> found;
+  for (std::string_view name : kRunDirEntries) {
+    std::error_code ec;
+    if (fs::symlink_status(fs::path(dir) / name, ec).type() != fs::file_type::not_found && !ec)
+      found.emplace_back(name);
+  }
+  return found;
+}
+
+std::string Joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RunDirClaim>> RunDirClaim::Take(const jobs::JobSpec& spec, RunDirUse use,
+                                                       const std::string& host, const Logger& log) {
+  std::string dir = spec.job.output_dir;
+  if (use == RunDirUse::kResume) {
+    TESSEL_ASSIGN_OR_RETURN(dir, ResumeRunDir(spec));
+  }
+  bool created = false;
+  if (dir.empty()) {
+    // A new default directory: mkdir picks a name no other run has, even one started in the same second.
+    TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory("runs", "the run directory"));
+    const std::string stem = DefaultStem(spec);
+    for (int n = 1; n <= 100 && !created; ++n) {
+      dir = n == 1 ? stem : StrCat(stem, "-", n);
+      if (::mkdir(dir.c_str(), 0700) == 0) {
+        created = true;
+      } else if (errno != EEXIST) {
+        return StorageError(StrCat("cannot create the run directory ", dir, ": ", std::strerror(errno)));
+      }
+    }
+    if (!created) return StorageError(StrCat("cannot create the run directory: ", stem, "-1..100 all exist"));
+  } else {
+    std::error_code ec;
+    created = !fs::exists(dir, ec);
+    TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "job.output_dir"));
+    created = created || (fs::is_empty(dir, ec) && !ec);
+  }
+  TESSEL_ASSIGN_OR_RETURN(std::string lock, TakeLock(dir, host, log));
+  std::unique_ptr<RunDirClaim> claim(new RunDirClaim(dir, lock, created));
+  const std::vector<std::string> earlier = EarlierRun(dir);
+  if (earlier.empty() || use == RunDirUse::kResume) return claim;
+  if (use == RunDirUse::kNew) {
+    return UsageError(StrCat("job.output_dir: ", dir, " holds an earlier run (", Joined(earlier),
+                             "); choose another job.output_dir, continue it with --resume, or replace it with "
+                             "--overwrite"));
+  }
+  for (const std::string& name : earlier) {
+    std::error_code ec;
+    fs::remove_all(fs::path(dir) / name, ec);  // a link is removed, never followed
+    if (ec) return StorageError(StrCat("--overwrite: cannot remove ", dir, "/", name, ": ", ec.message()));
+  }
+  log.Warn(StrCat("--overwrite: removed the earlier run's ", Joined(earlier), " from ", dir));
+  return claim;
+}
+
+void RunDirClaim::Release() {
+  if (lock_.empty()) return;
+  // Only our own lock: a run that took over a lock it thought stale must not lose it to us.
+  const LockHolder holder = ReadLock(lock_);
+  if (holder.pid == ::getpid()) ::unlink(lock_.c_str());
+  lock_.clear();
+}
+
+RunDirClaim::~RunDirClaim() { Release(); }
+
 Result<std::string> ResumeRunDir(const jobs::JobSpec& spec) {
-  if (!spec.job.output_dir.empty() || !spec.checkpoint.dir.empty()) return MakeRunDir(spec);
-  // runs/<name>-YYYYmmdd-HHMMSS sorts by time.
+  if (!spec.job.output_dir.empty()) return spec.job.output_dir;
+  if (!spec.checkpoint.dir.empty()) return std::string();
+  // runs/<name>-YYYYmmdd-HHMMSS[-N] sorts by time.
   const std::string prefix = spec.job.name + "-";
   std::string newest;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("runs", ec)) {
+  for (const auto& e : fs::directory_iterator("runs", ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0 || name.size() != prefix.size() + 15) continue;
-    if (!std::filesystem::is_directory(e.path() / "checkpoints", ec)) continue;
+    if (!IsDefaultRunName(name, prefix)) continue;
+    if (!fs::is_directory(e.path() / "checkpoints", ec)) continue;
     newest = std::max(newest, name);
   }
   if (newest.empty()) {
-    return UsageError("--resume: no earlier run of job '" + spec.job.name + "' with checkpoints under runs/ (looked for runs/" +
-                      prefix + "*/checkpoints); set job.output_dir or checkpoint.dir to the run to resume");
+    return UsageError("--resume: no earlier run of job '" + spec.job.name +
+                      "' with checkpoints under runs/ (looked for runs/" + prefix +
+                      "*/checkpoints); set job.output_dir or checkpoint.dir to the run to resume");
   }
   return "runs/" + newest;
 }
