@@ -18,6 +18,7 @@ struct JobArgs {
   std::vector<std::string> sets;
   std::string status_file;
   bool resume = false;
+  bool resume_force = false;
 };
 
 void AddJobArgs(CLI::App* cmd, JobArgs* args) {
@@ -30,7 +31,9 @@ Status Run(const JobArgs& args) {
   const bool is_worker = session->world_rank() != 0;
   TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::OverWorkers(is_worker));
   if (!is_worker) {
-    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume}, *session);
+    orchestrator::RunRequest request{args.job, args.sets, args.status_file, args.resume || args.resume_force};
+    if (args.resume_force) request.resume_check = orchestrator::SettingsCheck::kWarnOnMismatch;
+    return orchestrator::RunCoordinator(request, *session);
   }
   const Status st = workers::RunMpiWorker(*session, *comm);
   if (st.ok()) return st;
@@ -71,7 +74,11 @@ void RegisterRunCommands(CLI::App& app, Status* result) {
   CLI::App* run = app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
   AddJobArgs(run, run_args.get());
   run->add_flag("--resume", run_args->resume,
-                "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints)");
+                "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints); "
+                "refused when the checkpoint was written with other model, data or training settings");
+  run->add_flag("--resume-force", run_args->resume_force,
+                "--resume, also from a checkpoint written with other settings (each difference is logged as a "
+                "warning)");
   run->add_option("--status-file", run_args->status_file,
                   "Write the job's exit code and error as JSON here (mpirun --enable-recovery always exits 0)");
   run->callback([=] { *result = Run(*run_args); });

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "orchestrator/checkpoints.h"
 #include "workers/comm/mpi_comm.h"
 
 namespace tessel::orchestrator {
@@ -30,6 +31,9 @@ struct RunRequest {
   std::string status_file;
   // `tessel run --resume`: continue from the newest checkpoint that verifies (orchestrator/checkpoints.h).
   bool resume = false;
+  // `--resume-force`: a checkpoint written with other trajectory settings is resumed, with a warning per
+  // key that differs, instead of refused.
+  SettingsCheck resume_check = SettingsCheck::kRefuseMismatch;
 };
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);

@@ -11,7 +11,7 @@
 
 namespace tessel::orchestrator {
 
-Result<std::string> MakeRunDir(const jobs::JobSpec& spec) {
+std::string RunDirPath(const jobs::JobSpec& spec) {
   std::string dir = spec.job.output_dir;
   if (dir.empty()) {
     std::time_t t = std::time(nullptr);
@@ -21,14 +21,24 @@ Result<std::string> MakeRunDir(const jobs::JobSpec& spec) {
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     dir = "runs/" + spec.job.name + "-" + stamp;
   }
+  return dir;
+}
+
+Status CreateRunDir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return StorageError("cannot create the run directory " + dir + ": " + ec.message());
+  return Status();
+}
+
+Result<std::string> MakeRunDir(const jobs::JobSpec& spec) {
+  std::string dir = RunDirPath(spec);
+  TESSEL_RETURN_IF_ERROR(CreateRunDir(dir));
   return dir;
 }
 
 Result<std::string> ResumeRunDir(const jobs::JobSpec& spec) {
-  if (!spec.job.output_dir.empty() || !spec.checkpoint.dir.empty()) return MakeRunDir(spec);
+  if (!spec.job.output_dir.empty() || !spec.checkpoint.dir.empty()) return RunDirPath(spec);
   // runs/<name>-YYYYmmdd-HHMMSS sorts by time.
   const std::string prefix = spec.job.name + "-";
   std::string newest;

@@ -11,11 +11,16 @@
 
 namespace tessel::orchestrator {
 
-// spec.job.output_dir, or runs/<name>-<UTC yyyymmdd-hhmmss> when it is empty. Creates it.
+// spec.job.output_dir, or runs/<name>-<UTC yyyymmdd-hhmmss> when it is empty. Creates nothing.
+std::string RunDirPath(const jobs::JobSpec& spec);
+// Creates `dir` and its parents (kStorage naming it when it cannot).
+Status CreateRunDir(const std::string& dir);
+// RunDirPath, created.
 Result<std::string> MakeRunDir(const jobs::JobSpec& spec);
 
 // For `tessel run --resume`: spec.job.output_dir when set; else, when checkpoint.dir is set, a new
-// run directory; else the newest runs/<name>-<stamp> that holds checkpoints (kUsage when none does).
+// run directory's path; else the newest runs/<name>-<stamp> that holds checkpoints (kUsage when none
+// does). Creates nothing: a refused resume leaves nothing behind.
 Result<std::string> ResumeRunDir(const jobs::JobSpec& spec);
 
 // Writes RUN_DIR/summary.json: the fields of `summary` in order (the coordinator assembles the common
