@@ -290,7 +290,8 @@ std::vector<FieldInfo> DescribeFields();
 // (jobs/README.md "[checkpoint]"): every key whose row in jobs/schema.cc is marked as changing the
 // trajectory, in table order, as (key, value as TOML); a key that names input files (data.text,
 // model.init_from, ...; data.graph only for format "graph", being otherwise the import cache) adds, per
-// file, ("KEY file PATH", "N bytes, modified SECONDS.NANOSECONDS") or "missing". Reads only file metadata; relative paths are taken relative to the working directory.
+// file, ("KEY file PATH", "N bytes, modified SECONDS.NANOSECONDS") or "missing". Reads only file metadata; relative
+// paths are taken relative to the working directory.
 std::vector<std::pair<std::string, std::string>> TrajectorySettings(const JobSpec& spec);
 // The keys that TrajectorySettings leaves out (they change how a run goes, not what it computes), in
 // table order, for documentation.

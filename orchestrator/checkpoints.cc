@@ -136,8 +136,9 @@ std::string Verify(const std::string& step_dir, int64_t step, const std::string&
     return manifest + " is not a Tessel checkpoint manifest of step " + std::to_string(step);
   }
   if (!d.contains("job") || !d.at("job").is_string() || d.at("job").get<std::string>() != job) {
-    return StrCat("written by job '", d.contains("job") && d.at("job").is_string() ? d.at("job").get<std::string>() : "?",
-                  "', not by '", job, "'");
+    return StrCat("written by job '",
+                  d.contains("job") && d.at("job").is_string() ? d.at("job").get<std::string>() : "?", "', not by '",
+                  job, "'");
   }
   const Json& shards = d.at("shards");
   for (size_t w = 0; w < shards.size(); ++w) {
@@ -164,8 +165,9 @@ std::string Verify(const std::string& step_dir, int64_t step, const std::string&
 Status CheckSettings(const std::string& step_dir, const Json& manifest, const CheckpointOwner& owner,
                      SettingsCheck check, const Logger& log) {
   if (!manifest.contains("settings") || !manifest.at("settings").is_object()) {
-    log.Warn(StrCat(step_dir, " was written before checkpoints recorded their job's settings: resuming it without "
-                              "checking that this job trains the same model on the same data"));
+    log.Warn(StrCat(step_dir,
+                    " was written before checkpoints recorded their job's settings: resuming it without "
+                    "checking that this job trains the same model on the same data"));
     return Status();
   }
   const Json& recorded = manifest.at("settings");
@@ -179,8 +181,8 @@ Status CheckSettings(const std::string& step_dir, const Json& manifest, const Ch
                       " and this job has ", value));
       continue;
     }
-    return UsageError(StrCat("--resume: ", step_dir, " was written with ", key, " = ", old, ", this job has ",
-                             key, " = ", value, ": a resume continues the same training, so its settings must ",
+    return UsageError(StrCat("--resume: ", step_dir, " was written with ", key, " = ", old, ", this job has ", key,
+                             " = ", value, ": a resume continues the same training, so its settings must ",
                              "match (use the checkpoint's value, another checkpoint.dir for a new job, or ",
                              "--resume-force to resume anyway)"));
   }
@@ -255,7 +257,7 @@ Status CommitCheckpoint(const std::string& dir, const CheckpointOwner& owner, in
   TESSEL_RETURN_IF_ERROR(CheckNotSymlink(step_dir));
   Json settings = Json::object();
   for (const auto& [key, value] : owner.settings) settings[key] = value;
-  Json manifest = {{"format", kFormat}, {"version", 1},       {"job", owner.job},
+  Json manifest = {{"format", kFormat}, {"version", 1},         {"job", owner.job},
                    {"step", step},      {"settings", settings}, {"shards", Json::array()}};
   for (size_t i = 0; i < shards.size(); ++i) {
     manifest["shards"].push_back(

@@ -32,7 +32,7 @@ namespace tessel::orchestrator {
 
 // Whose a checkpoint is: what the manifest records and a resume compares.
 struct CheckpointOwner {
-  std::string job;                                             // job.name
+  std::string job;                                            // job.name
   std::vector<std::pair<std::string, std::string>> settings;  // jobs::TrajectorySettings(spec)
 };
 

@@ -70,7 +70,8 @@ Status CheckReplaceable(const fs::path& dir) {
   const fs::file_status st = fs::symlink_status(dir, ec);
   if (!fs::exists(st)) return Status::Ok();
   if (fs::is_symlink(st)) {
-    return UsageError(StrCat("--out ", dir.string(), " is a symbolic link; name the directory itself (it is replaced whole)"));
+    return UsageError(
+        StrCat("--out ", dir.string(), " is a symbolic link; name the directory itself (it is replaced whole)"));
   }
   if (!fs::is_directory(st)) return UsageError(StrCat("--out ", dir.string(), " exists and is not a directory"));
   const std::vector<std::string> listed = ListedFiles(dir);
@@ -79,8 +80,8 @@ Status CheckReplaceable(const fs::path& dir) {
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     ++entries;
     const std::string name = e.path().filename().string();
-    const bool ours = std::find(listed.begin(), listed.end(), name) != listed.end() &&
-                      fs::is_regular_file(e.symlink_status(ec));
+    const bool ours =
+        std::find(listed.begin(), listed.end(), name) != listed.end() && fs::is_regular_file(e.symlink_status(ec));
     if (!ours) unknown.push_back(fs::is_directory(e.symlink_status(ec)) ? name + "/" : name);
   }
   if (ec) return StorageError(StrCat("--out ", dir.string(), ": cannot list it: ", ec.message()));
@@ -88,9 +89,9 @@ Status CheckReplaceable(const fs::path& dir) {
   std::string named;
   for (size_t i = 0; i < unknown.size() && i < kNamedEntries; ++i) named += StrCat(i ? ", " : "", unknown[i]);
   if (unknown.size() > kNamedEntries) named += StrCat(" and ", unknown.size() - kNamedEntries, " more");
-  const std::string why = listed.empty() ? StrCat("it is not an earlier partition output (no ", kReport,
-                                                  " listing the files it wrote)")
-                                         : StrCat("it holds entries that its ", kReport, " does not list");
+  const std::string why =
+      listed.empty() ? StrCat("it is not an earlier partition output (no ", kReport, " listing the files it wrote)")
+                     : StrCat("it holds entries that its ", kReport, " does not list");
   return UsageError(StrCat("--out ", dir.string(), ": refusing to replace it: ", why, "; it would remove ", named,
                            "; move them away or choose another --out"));
 }

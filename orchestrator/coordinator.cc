@@ -20,11 +20,11 @@
 #include <variant>
 
 #include "core/json.h"
-#include "core/process_memory.h"
 #include "core/logging.h"
+#include "core/process_memory.h"
+#include "core/safe_file.h"
 #include "core/stop_signal.h"
 #include "core/version.h"
-#include "core/safe_file.h"
 #include "jobs/spec.h"
 #include "monitoring/exporter.h"
 #include "monitoring/metrics.h"
@@ -182,7 +182,7 @@ class Coordinator {
   // What this run added to a run or checkpoint directory that was there, for DiscardUnusedRunDir.
   std::vector<std::string> added_files_;
   std::optional<std::string> replaced_job_toml_;  // the earlier job.toml's text, when there was one
-  std::string created_checkpoint_dir_;          // when this run created checkpoint.dir
+  std::string created_checkpoint_dir_;            // when this run created checkpoint.dir
   int64_t steps_done_ = 0;        // the highest step any rank reported
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;

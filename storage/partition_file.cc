@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/safe_file.h"
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "storage/hdf5_util.h"
 #include "storage/partition.h"
 
@@ -103,7 +103,8 @@ Status WritePartitionFile(const WorkerPartition& p, const std::string& path) {
     // As for graph files: v1.8 object headers hold attributes beyond 64 KiB (long relation_names lists).
     H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
     h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
-    if (!file.valid()) return StorageError(StrCat("cannot create the partition file: ", DescribeCreateFailure(tmp, errno)));
+    if (!file.valid())
+      return StorageError(StrCat("cannot create the partition file: ", DescribeCreateFailure(tmp, errno)));
     st = WriteContents(p, file.get(), path);
     if (st.ok() && file.Close() < 0) st = h5::WriteError(tmp, "cannot close (flush) file");
   }

@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -27,8 +27,8 @@
 #include "core/version.h"
 #include "monitoring/exporter.h"
 #include "monitoring/gpu_stats.h"
-#include "storage/checkpoint_shard.h"
 #include "monitoring/run_csv.h"
+#include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
 #include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
@@ -516,7 +516,8 @@ Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
   TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "checkpoint.dir"));
   const std::string probe = StrCat(dir, "/.write-check.", rank, ".", ::getpid());
   auto created = CreateNewFile(probe, 0600);
-  if (!created.ok()) return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", created.status().message()));
+  if (!created.ok())
+    return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", created.status().message()));
   FileDescriptor fd = std::move(created).value();
   const bool written = ::write(fd.get(), "tessel\n", 7) == 7 && fd.Close() == 0;
   const int e = errno;

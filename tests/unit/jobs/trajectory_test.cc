@@ -78,7 +78,8 @@ TEST(TrajectorySettings, TheReadmeNamesEveryKeyLeftOut) {
   const std::string note = readme.substr(at, readme.find("\n- ", at) - at);
   for (const std::string& key : RunOnlyKeys()) {
     const std::string section = key.substr(0, key.rfind('.'));
-    EXPECT_TRUE(note.find("`" + key + "`") != std::string::npos || note.find("`[" + section + "]`") != std::string::npos)
+    EXPECT_TRUE(note.find("`" + key + "`") != std::string::npos ||
+                note.find("`[" + section + "]`") != std::string::npos)
         << "jobs/README.md's [checkpoint] note does not name " << key << ", which a resume does not compare";
   }
 }
