@@ -103,11 +103,12 @@ struct Binder<E> {
 
 // `get` is a generic lambda returning a reference to the member, so one accessor serves set and get.
 template <typename Get>
-Field MakeField(std::string_view key, Get get, Constraint constraint, std::string_view doc) {
+Field MakeField(std::string_view key, Effect effect, Get get, Constraint constraint, std::string_view doc) {
   using T = std::remove_reference_t<std::invoke_result_t<Get, JobSpec&>>;
   using B = Binder<T>;
   Field f;
   f.key = key;
+  f.effect = effect;
   f.type = constraint.bytes ? ValueType::kBytes : B::kType;
   if constexpr (B::kType == ValueType::kInteger) {
     f.type_min = B::kMin;
@@ -125,52 +126,57 @@ Field MakeField(std::string_view key, Get get, Constraint constraint, std::strin
   return f;
 }
 
-// The key path in the file is the member path in JobSpec, so the macro spells it once for both.
-#define TESSEL_JOB_FIELD(path, constraint, doc) \
-  MakeField(                                    \
-      #path, [](auto& s) -> auto& { return s.path; }, constraint, doc)
+// The key path in the file is the member path in JobSpec, so the macro spells it once for both. The macro
+// also says what the key does to a resume (Effect): TESSEL_JOB_FIELD changes the trajectory,
+// TESSEL_INPUT_FIELD names input files that do, TESSEL_RUN_FIELD changes only how the run goes.
+#define TESSEL_FIELD_WITH_EFFECT(path, effect, constraint, doc) \
+  MakeField(                                                     \
+      #path, effect, [](auto& s) -> auto& { return s.path; }, constraint, doc)
+#define TESSEL_JOB_FIELD(path, constraint, doc) TESSEL_FIELD_WITH_EFFECT(path, Effect::kTrajectory, constraint, doc)
+#define TESSEL_INPUT_FIELD(path, constraint, doc) TESSEL_FIELD_WITH_EFFECT(path, Effect::kInputFile, constraint, doc)
+#define TESSEL_RUN_FIELD(path, constraint, doc) TESSEL_FIELD_WITH_EFFECT(path, Effect::kRunOnly, constraint, doc)
 
 std::vector<Field> BuildFields() {
   return {
       // [job]
-      TESSEL_JOB_FIELD(job.name, Required(),
+      TESSEL_RUN_FIELD(job.name, Required(),
                        "Names the run: run directory, metric label, summary.json. Letters, digits, '.', '_', '-'."),
       TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN) or \"llm\" (a GPT-2 decoder in pipeline stages)."),
       TESSEL_JOB_FIELD(job.seed, AtLeast(0), "Seed of weight initialisation and sampling."),
-      TESSEL_JOB_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
-      TESSEL_JOB_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
-      TESSEL_JOB_FIELD(job.output_dir, Any(), "Run directory; \"\" = runs/NAME-TIMESTAMP (UTC)."),
-      TESSEL_JOB_FIELD(job.log_level, Any(), "Least severe log level printed."),
+      TESSEL_RUN_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
+      TESSEL_RUN_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
+      TESSEL_RUN_FIELD(job.output_dir, Any(), "Run directory; \"\" = runs/NAME-TIMESTAMP (UTC)."),
+      TESSEL_RUN_FIELD(job.log_level, Any(), "Least severe log level printed."),
       // [resources]
-      TESSEL_JOB_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
-      TESSEL_JOB_FIELD(resources.threads_per_worker, AtLeast(1), "CPU threads per worker (kernels and BLAS)."),
-      TESSEL_JOB_FIELD(resources.gpus_per_worker, AtLeast(0),
+      TESSEL_RUN_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
+      TESSEL_RUN_FIELD(resources.threads_per_worker, AtLeast(1), "CPU threads per worker (kernels and BLAS)."),
+      TESSEL_RUN_FIELD(resources.gpus_per_worker, AtLeast(0),
                        "GPUs per worker; > 0 needs job.device \"auto\" or \"cuda\"."),
-      TESSEL_JOB_FIELD(resources.memory_budget_bytes, Bytes(),
+      TESSEL_RUN_FIELD(resources.memory_budget_bytes, Bytes(),
                        "Memory one worker may use; the plan must fit it. 0 = unlimited."),
       // [data]
       TESSEL_JOB_FIELD(data.format, Required(), "Where the graph (rgnn) or the tokens (llm: text, llmc, generated_text) come from."),
-      TESSEL_JOB_FIELD(data.graph, Any(),
+      TESSEL_INPUT_FIELD(data.graph, Any(),
                        "Graph file (.h5): the input for \"graph\", else the import cache (\"\" = no cache)."),
-      TESSEL_JOB_FIELD(data.triples, Any(), "RDF N-Triples file, plain or .gz (format \"rdf\")."),
-      TESSEL_JOB_FIELD(data.train_labels, Any(),
+      TESSEL_INPUT_FIELD(data.triples, Any(), "RDF N-Triples file, plain or .gz (format \"rdf\")."),
+      TESSEL_INPUT_FIELD(data.train_labels, Any(),
                        "TSV of training labels with a header row: entity, ..., class (format \"rdf\")."),
-      TESSEL_JOB_FIELD(data.test_labels, Any(), "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
-      TESSEL_JOB_FIELD(data.edges, Any(),
+      TESSEL_INPUT_FIELD(data.test_labels, Any(), "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
+      TESSEL_INPUT_FIELD(data.edges, Any(),
                        "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
       TESSEL_JOB_FIELD(data.add_inverse, Any(),
                        "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
-      TESSEL_JOB_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),
+      TESSEL_RUN_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),
                        "Sampled: where a worker reads its feature rows: \"mapped\" from the graph file in place, "
                        "\"pinned\" into (page-locked) memory, \"auto\" = mapped on CPU, pinned on GPU."),
-      TESSEL_JOB_FIELD(data.feature_gather, OneOf({"auto", "host", "zero_copy"}),
+      TESSEL_RUN_FIELD(data.feature_gather, OneOf({"auto", "host", "zero_copy"}),
                        "Sampled, GPU workers: \"zero_copy\" = the GPU reads a batch's rows from the pinned store in "
                        "place, \"host\" = gathered on the host and copied up, \"auto\" = zero_copy where it can run."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
                        "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
-      TESSEL_JOB_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),
-      TESSEL_JOB_FIELD(data.train_tokens, Any(), "llm: an llm.c token file to train on (format \"llmc\")."),
-      TESSEL_JOB_FIELD(data.val_tokens, Any(),
+      TESSEL_INPUT_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),
+      TESSEL_INPUT_FIELD(data.train_tokens, Any(), "llm: an llm.c token file to train on (format \"llmc\")."),
+      TESSEL_INPUT_FIELD(data.val_tokens, Any(),
                        "llm: an llm.c token file to validate on (format \"llmc\"); \"\" = the tail of train_tokens."),
       TESSEL_JOB_FIELD(data.val_fraction, AtLeast(0).Below(1),
                        "llm: the share of the tokens, at the end, held out for validation (unless val_tokens is set)."),
@@ -214,16 +220,16 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(model.context, AtLeast(1),
                        "gpt2: positions the model has (wpe rows); train.seq_len is at most this."),
       TESSEL_JOB_FIELD(model.vocab_size, AtLeast(2).AtMost(65536), "gpt2: vocabulary size; 256 = bytes."),
-      TESSEL_JOB_FIELD(model.init_from, Any(),
+      TESSEL_INPUT_FIELD(model.init_from, Any(),
                        "gpt2: an llm.c GPT-2 checkpoint (version 3) to start from; \"\" = initialised from job.seed."),
       // [train]
       TESSEL_JOB_FIELD(train.mode, Any(),
                        "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),
-      TESSEL_JOB_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
+      TESSEL_RUN_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
       TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
       TESSEL_JOB_FIELD(train.l2, AtLeast(0), "rgnn: the R-GCN paper's penalty l2 x sum(w^2) over every parameter of the first layer, added to the loss (torch's weight_decay = 2 x l2)."),
       TESSEL_JOB_FIELD(train.optimizer, Any(), "Optimizer."),
-      TESSEL_JOB_FIELD(train.log_every, AtLeast(1), "Epochs (llm: steps) between progress lines."),
+      TESSEL_RUN_FIELD(train.log_every, AtLeast(1), "Epochs (llm: steps) between progress lines."),
       TESSEL_JOB_FIELD(train.fanouts, Any(),
                        "Sampled: neighbours drawn per node, one entry per layer from the input layer up (DGL's "
                        "order; PyG's num_neighbors lists them the other way round); -1 = all; [] = 10 per layer."),
@@ -232,11 +238,11 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.batch_size, AtLeast(1),
                        "Sampled: training nodes per mini-batch, over all workers; llm: sequences per step, over all "
                        "replicas."),
-      TESSEL_JOB_FIELD(train.eval_fanouts, Any(),
+      TESSEL_RUN_FIELD(train.eval_fanouts, Any(),
                        "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
-      TESSEL_JOB_FIELD(train.prefetch, Any(),
+      TESSEL_RUN_FIELD(train.prefetch, Any(),
                        "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
-      TESSEL_JOB_FIELD(train.steps, AtLeast(0), "llm: optimizer steps (0: only validate and write the weights)."),
+      TESSEL_RUN_FIELD(train.steps, AtLeast(0), "llm: optimizer steps (0: only validate and write the weights)."),
       TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
       TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),
                        "llm: sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)."),
@@ -248,19 +254,19 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(train.warmup_steps, AtLeast(0), "llm: steps of linear learning-rate warm-up."),
       TESSEL_JOB_FIELD(train.final_lr_fraction, AtLeast(0).AtMost(1),
                        "llm: cosine decay after warm-up to lr x this at the last step; 1 = constant."),
-      TESSEL_JOB_FIELD(train.val_every, AtLeast(0), "llm: steps between validation losses; 0 = at the end only."),
-      TESSEL_JOB_FIELD(train.val_batches, AtLeast(0),
+      TESSEL_RUN_FIELD(train.val_every, AtLeast(0), "llm: steps between validation losses; 0 = at the end only."),
+      TESSEL_RUN_FIELD(train.val_batches, AtLeast(0),
                        "llm: batches of batch_size sequences per validation; 0 = the whole validation split."),
       TESSEL_JOB_FIELD(train.precision, Any(),
                        "llm: \"fp32\", or \"bf16\": bf16 activations and matmuls with f32 accumulation, f32 master "
                        "weights, gradients and AdamW moments, f32 LayerNorm statistics and loss."),
-      TESSEL_JOB_FIELD(train.on_bad_loss, Any(),
+      TESSEL_RUN_FIELD(train.on_bad_loss, Any(),
                        "A loss that becomes NaN or infinite, or explodes (see bad_loss_factor): \"stop\" ends the job "
                        "with exit 8 and keeps the checkpoints before it; \"warn\" logs it and trains on."),
-      TESSEL_JOB_FIELD(train.bad_loss_factor, Above(1),
+      TESSEL_RUN_FIELD(train.bad_loss_factor, Above(1),
                        "A loss above this x the median of the last bad_loss_window steps' losses, and above the first "
                        "step's loss, has exploded."),
-      TESSEL_JOB_FIELD(train.bad_loss_window, AtLeast(1), "Steps (epochs for rgnn) whose median a loss is compared with."),
+      TESSEL_RUN_FIELD(train.bad_loss_window, AtLeast(1), "Steps (epochs for rgnn) whose median a loss is compared with."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
@@ -273,63 +279,66 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(pipeline.layers, Any(),
                        "llm: transformer blocks per stage, first stage first; [] = the stage planner splits them."),
       // [spill]
-      TESSEL_JOB_FIELD(spill.dir, Any(), "Directory of the per-worker HDF5 spill files (local NVMe is best); empty: this user's /tmp/tessel-UID/spill. Created 0700; an existing one must be this user's and writable by no one else."),
-      TESSEL_JOB_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
-      TESSEL_JOB_FIELD(spill.policy, Any(),
+      TESSEL_RUN_FIELD(spill.dir, Any(), "Directory of the per-worker HDF5 spill files (local NVMe is best); empty: this user's /tmp/tessel-UID/spill. Created 0700; an existing one must be this user's and writable by no one else."),
+      TESSEL_RUN_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
+      TESSEL_RUN_FIELD(spill.policy, Any(),
                        "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "
                        "or its input while the rest goes to the spill file (offload); \"auto\" offloads the blocks "
                        "whose I/O the measured disk hides; \"plan\" lets the planner choose each block's policy "
                        "under resources.memory_budget_bytes."),
-      TESSEL_JOB_FIELD(spill.layer_policies, OneOf({"keep", "recompute", "offload"}),
+      TESSEL_RUN_FIELD(spill.layer_policies, OneOf({"keep", "recompute", "offload"}),
                        "llm: a policy per block, first block first (model.layers entries); [] = every block follows "
                        "spill.policy."),
-      TESSEL_JOB_FIELD(spill.checksum, Any(), "Fletcher32 checksum on every spilled tensor."),
+      TESSEL_RUN_FIELD(spill.checksum, Any(), "Fletcher32 checksum on every spilled tensor."),
       // [checkpoint]
-      TESSEL_JOB_FIELD(checkpoint.dir, Any(), "Checkpoint directory; \"\" = OUTPUT_DIR/checkpoints."),
-      TESSEL_JOB_FIELD(checkpoint.every_steps, AtLeast(0), "Steps between checkpoints; 0 = none."),
-      TESSEL_JOB_FIELD(checkpoint.keep, AtLeast(1), "Checkpoints kept; older ones are deleted."),
+      TESSEL_RUN_FIELD(checkpoint.dir, Any(), "Checkpoint directory; \"\" = OUTPUT_DIR/checkpoints."),
+      TESSEL_RUN_FIELD(checkpoint.every_steps, AtLeast(0), "Steps between checkpoints; 0 = none."),
+      TESSEL_RUN_FIELD(checkpoint.keep, AtLeast(1), "Checkpoints kept; older ones are deleted."),
       // [plugins]
-      TESSEL_JOB_FIELD(plugins.paths, Any(), "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside the executable)."),
-      TESSEL_JOB_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
-      TESSEL_JOB_FIELD(plugins.prefer, Any(), "Plugin names, most preferred first: which plugin serves an op (on a device) that several loaded plugins offer. Without it such an op is an error naming them."),
+      TESSEL_RUN_FIELD(plugins.paths, Any(), "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside the executable)."),
+      TESSEL_RUN_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
+      TESSEL_RUN_FIELD(plugins.prefer, Any(), "Plugin names, most preferred first: which plugin serves an op (on a device) that several loaded plugins offer. Without it such an op is an error naming them."),
       // [metrics]
-      TESSEL_JOB_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
-      TESSEL_JOB_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),
+      TESSEL_RUN_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
+      TESSEL_RUN_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),
                        "Rank r listens on port_base + r; 0 = no exporter."),
-      TESSEL_JOB_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
-      TESSEL_JOB_FIELD(metrics.pushgateway, Any(), "Pushgateway URL for the final metrics; \"\" = none."),
-      TESSEL_JOB_FIELD(metrics.straggler_factor, Above(1),
+      TESSEL_RUN_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
+      TESSEL_RUN_FIELD(metrics.pushgateway, Any(), "Pushgateway URL for the final metrics; \"\" = none."),
+      TESSEL_RUN_FIELD(metrics.straggler_factor, Above(1),
                        "A worker whose median compute time (step time less waits on peers) over a straggler window is "
                        "this x the fastest worker's is named a straggler (log warning, tessel_straggler_score)."),
-      TESSEL_JOB_FIELD(metrics.straggler_window, AtLeast(1), "Steps (epochs for rgnn) per straggler window."),
-      TESSEL_JOB_FIELD(metrics.kernel_sample_every, AtLeast(0),
+      TESSEL_RUN_FIELD(metrics.straggler_window, AtLeast(1), "Steps (epochs for rgnn) per straggler window."),
+      TESSEL_RUN_FIELD(metrics.kernel_sample_every, AtLeast(0),
                        "Every kernel call of steps 1, 1 + n, 1 + 2n, ... is timed, by op and device "
                        "(tessel_kernel_seconds_total); 0 = never."),
-      TESSEL_JOB_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
+      TESSEL_RUN_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
                        "After a failure during training, the coordinator keeps its exporter up this long before it ends the job, so "
                        "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "
                        "fire; 0 = end at once; at most 30 (the workers wait 60 s for the end). Without an exporter (port_base = 0) there is no wait."),
       // [timeouts]
-      TESSEL_JOB_FIELD(timeouts.heartbeat_interval_seconds, Above(0),
+      TESSEL_RUN_FIELD(timeouts.heartbeat_interval_seconds, Above(0),
                        "Seconds between heartbeats of each rank (workers to the coordinator, and the coordinator "
                        "to every worker)."),
-      TESSEL_JOB_FIELD(timeouts.heartbeat_timeout_seconds, Above(0),
+      TESSEL_RUN_FIELD(timeouts.heartbeat_timeout_seconds, Above(0),
                        "A rank silent this long has failed (exit 5): a worker, for the coordinator, which aborts "
                        "the job; the coordinator, for each worker, which then stops; > 2 x the interval."),
-      TESSEL_JOB_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
-      TESSEL_JOB_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank, an embedded run's included (its first step, which loads the data, gets `startup_seconds` more)."),
+      TESSEL_RUN_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
+      TESSEL_RUN_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank, an embedded run's included (its first step, which loads the data, gets `startup_seconds` more)."),
       // [smoke]
-      TESSEL_JOB_FIELD(smoke.max_latency_us, Above(0), "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
-      TESSEL_JOB_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0), "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),
-      TESSEL_JOB_FIELD(smoke.max_allreduce_ms, Above(0), "tessel smoke: a 1 MiB float allreduce over all ranks takes at most this."),
-      TESSEL_JOB_FIELD(smoke.min_spill_free_mb, AtLeast(0), "tessel smoke: free space in each rank's spill.dir at least this, in MB."),
-      TESSEL_JOB_FIELD(smoke.min_spill_mb_s, AtLeast(0), "tessel smoke: spill.dir's write and read bandwidth at least this, in MB/s."),
-      TESSEL_JOB_FIELD(smoke.min_gpus, AtLeast(0), "tessel smoke: usable GPUs each rank sees; job.device = \"cuda\" asks at least 1."),
-      TESSEL_JOB_FIELD(smoke.timeout_seconds, Above(0), "tessel smoke: a rank whose message takes longer FAILs."),
+      TESSEL_RUN_FIELD(smoke.max_latency_us, Above(0), "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
+      TESSEL_RUN_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0), "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),
+      TESSEL_RUN_FIELD(smoke.max_allreduce_ms, Above(0), "tessel smoke: a 1 MiB float allreduce over all ranks takes at most this."),
+      TESSEL_RUN_FIELD(smoke.min_spill_free_mb, AtLeast(0), "tessel smoke: free space in each rank's spill.dir at least this, in MB."),
+      TESSEL_RUN_FIELD(smoke.min_spill_mb_s, AtLeast(0), "tessel smoke: spill.dir's write and read bandwidth at least this, in MB/s."),
+      TESSEL_RUN_FIELD(smoke.min_gpus, AtLeast(0), "tessel smoke: usable GPUs each rank sees; job.device = \"cuda\" asks at least 1."),
+      TESSEL_RUN_FIELD(smoke.timeout_seconds, Above(0), "tessel smoke: a rank whose message takes longer FAILs."),
   };
 }
 
+#undef TESSEL_RUN_FIELD
+#undef TESSEL_INPUT_FIELD
 #undef TESSEL_JOB_FIELD
+#undef TESSEL_FIELD_WITH_EFFECT
 
 std::string_view ExpectedText(ValueType type) {
   switch (type) {

@@ -53,8 +53,18 @@ Constraint Above(double v);
 Constraint Bytes();  // >= 0, with unit strings
 Constraint OneOf(std::vector<std::string_view> choices);
 
+// Whether a key changes what training computes step by step (a checkpoint records every such key, and
+// `--resume` refuses a checkpoint whose values differ: jobs::TrajectorySettings). Declared once per row:
+// TESSEL_JOB_FIELD is kTrajectory, TESSEL_INPUT_FIELD kInputFile, TESSEL_RUN_FIELD kRunOnly.
+enum class Effect {
+  kTrajectory,  // model, data, batch, seed, precision, optimizer: a resume with another value trains another model
+  kInputFile,   // as kTrajectory, and the value names input files, whose size and modification time count too
+  kRunOnly,     // how long, where, how observed or on what resources the same trajectory runs
+};
+
 struct Field {
   std::string_view key;  // "train.epochs": also the member path inside JobSpec
+  Effect effect = Effect::kTrajectory;
   ValueType type;
   int64_t type_min = 0, type_max = 0;  // the C++ member's range, for integers
   Constraint constraint;

@@ -20,6 +20,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/choices.h"
@@ -284,5 +285,16 @@ struct FieldInfo {
   std::string doc;            // one line
 };
 std::vector<FieldInfo> DescribeFields();
+
+// What a checkpoint records so that `tessel run --resume` can tell the same job from another one
+// (jobs/README.md "[checkpoint]"): every key whose row in jobs/schema.cc is marked as changing the
+// trajectory, in table order, as (key, value as TOML); a key that names input files (data.text,
+// model.init_from, ...; data.graph only for format "graph", being otherwise the import cache) adds, per
+// file, ("KEY file PATH", "N bytes, modified SECONDS.NANOSECONDS") or "missing". Reads only file metadata; relative
+// paths are taken relative to the working directory.
+std::vector<std::pair<std::string, std::string>> TrajectorySettings(const JobSpec& spec);
+// The keys that TrajectorySettings leaves out (they change how a run goes, not what it computes), in
+// table order, for documentation.
+std::vector<std::string> RunOnlyKeys();
 
 }  // namespace tessel::jobs

@@ -2,16 +2,22 @@
 //
 // Reads a graph file, partitions it, and writes DIR/part-K.h5 (one WorkerPartition per part) and
 // DIR/partition.json. Everything is written into a sibling temporary directory that is renamed into
-// place at the end, so a failure leaves no partial output. An existing DIR is replaced only if it is
-// empty or holds an earlier partition.json; anything else is refused.
+// place at the end, so a failure leaves no partial output. partition.json's "files" lists every file the
+// command wrote (itself included). An existing DIR is replaced only when it is empty or provably an
+// earlier output: its partition.json lists every entry of the directory, and nothing else is there;
+// anything else is refused (exit 2) naming the entries it would have removed.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +25,7 @@
 
 #include "core/json.h"
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/graph_partitioner.h"
 #include "storage/graph.h"
@@ -38,15 +45,55 @@ struct PartitionOptions {
   uint64_t seed = 1;
 };
 
-// kUsage unless `dir` is absent, an empty directory, or an earlier `tessel partition` output.
+constexpr const char* kReport = "partition.json";
+constexpr size_t kNamedEntries = 3;  // unknown entries a refusal names
+
+// The files an earlier output's partition.json lists (nothing when it is absent, unreadable or lists
+// none: an output of an older Tessel, or not Tessel's at all).
+std::vector<std::string> ListedFiles(const fs::path& dir) {
+  std::ifstream in(dir / kReport, std::ios::binary);
+  if (!in) return {};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto doc = ParseJson(text, (dir / kReport).string());
+  if (!doc.ok() || !doc->contains("files") || !doc->at("files").is_array()) return {};
+  std::vector<std::string> out;
+  for (const Json& f : doc->at("files")) {
+    if (f.is_string()) out.push_back(f.get<std::string>());
+  }
+  return out;
+}
+
+// kUsage unless `dir` is absent, an empty directory, or an earlier `tessel partition` output: a
+// partition.json listing every entry, each a regular file (never a link or a directory).
 Status CheckReplaceable(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return Status::Ok();
-  if (!fs::is_directory(dir, ec)) return UsageError(StrCat("--out ", dir.string(), " exists and is not a directory"));
-  if (fs::is_empty(dir, ec) || fs::exists(dir / "partition.json", ec)) return Status::Ok();
-  return UsageError(
-      StrCat("--out ", dir.string(),
-             " exists and is not an earlier partition output (no partition.json); refusing to replace it"));
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return Status::Ok();
+  if (fs::is_symlink(st)) {
+    return UsageError(
+        StrCat("--out ", dir.string(), " is a symbolic link; name the directory itself (it is replaced whole)"));
+  }
+  if (!fs::is_directory(st)) return UsageError(StrCat("--out ", dir.string(), " exists and is not a directory"));
+  const std::vector<std::string> listed = ListedFiles(dir);
+  std::vector<std::string> unknown;
+  size_t entries = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    ++entries;
+    const std::string name = e.path().filename().string();
+    const bool ours =
+        std::find(listed.begin(), listed.end(), name) != listed.end() && fs::is_regular_file(e.symlink_status(ec));
+    if (!ours) unknown.push_back(fs::is_directory(e.symlink_status(ec)) ? name + "/" : name);
+  }
+  if (ec) return StorageError(StrCat("--out ", dir.string(), ": cannot list it: ", ec.message()));
+  if (entries == 0 || unknown.empty()) return Status::Ok();
+  std::string named;
+  for (size_t i = 0; i < unknown.size() && i < kNamedEntries; ++i) named += StrCat(i ? ", " : "", unknown[i]);
+  if (unknown.size() > kNamedEntries) named += StrCat(" and ", unknown.size() - kNamedEntries, " more");
+  const std::string why =
+      listed.empty() ? StrCat("it is not an earlier partition output (no ", kReport, " listing the files it wrote)")
+                     : StrCat("it holds entries that its ", kReport, " does not list");
+  return UsageError(StrCat("--out ", dir.string(), ": refusing to replace it: ", why, "; it would remove ", named,
+                           "; move them away or choose another --out"));
 }
 
 // Moves the finished `tmp` to `dir`, replacing an earlier output only once the new one is complete.
@@ -54,9 +101,8 @@ Status CommitDirectory(const fs::path& tmp, const fs::path& dir) {
   TESSEL_RETURN_IF_ERROR(CheckReplaceable(dir));
   std::error_code ec;
   fs::path old;
-  if (fs::exists(dir, ec)) {
-    old = dir;
-    old += StrCat(".old-", ::getpid());
+  if (fs::exists(fs::symlink_status(dir, ec))) {
+    old = TemporaryPathFor(dir.string() + ".old");
     fs::rename(dir, old, ec);
     if (ec) return StorageError(StrCat("cannot move the earlier ", dir.string(), " aside: ", ec.message()));
   }
@@ -66,6 +112,7 @@ Status CommitDirectory(const fs::path& tmp, const fs::path& dir) {
     if (!old.empty()) fs::rename(old, dir, restore_ec);
     return StorageError(StrCat("cannot rename ", tmp.string(), " to ", dir.string(), ": ", ec.message()));
   }
+  // What was moved aside is what CheckReplaceable proved to be an earlier output: only its listed files.
   if (!old.empty()) fs::remove_all(old, ec);
   return Status::Ok();
 }
@@ -87,6 +134,9 @@ std::string PartitionJson(const PartitionOptions& opts, const storage::HeteroGra
   doc["imbalance"] = r.imbalance;
   doc["rebalance_moves"] = r.rebalance_moves;
   doc["seconds"] = r.seconds;
+  Json& files = doc["files"] = Json::array();
+  for (const storage::WorkerPartition& p : parts) files.push_back(StrCat("part-", p.part, ".h5"));
+  files.push_back(kReport);
   Json& per_part = doc["per_part"] = Json::array();
   for (const storage::WorkerPartition& p : parts) {
     int64_t train = 0;
@@ -140,14 +190,6 @@ void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::H
   os << "wrote        " << (out / "part-*.h5").string() << " and " << (out / "partition.json").string() << "\n";
 }
 
-Status WriteTextFile(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.flush();
-  if (!f) return StorageError(StrCat("cannot write ", path.string()));
-  return Status::Ok();
-}
-
 Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   const auto start = std::chrono::steady_clock::now();
   const std::optional<PartitionMethod> chosen = ChoiceNamed<PartitionMethod>(opts.method);
@@ -173,18 +215,15 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   fs::create_directories(parent, ec);
   if (ec) return StorageError(StrCat("cannot create ", parent.string(), ": ", ec.message()));
-  fs::path tmp = out;
-  tmp += StrCat(".tmp-", ::getpid());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec) || ec) {
-    return StorageError(StrCat("cannot create ", tmp.string(), ": ", ec.message()));
-  }
+  // A new name: mkdir refuses anything already there (a link included), and nothing there is removed.
+  const fs::path tmp = TemporaryPathFor(out.string());
+  if (::mkdir(tmp.c_str(), 0755) != 0) return StorageError(StrCat("cannot create ", DescribeCreateFailure(tmp, errno)));
   Status st;
   for (const storage::WorkerPartition& p : parts) {
     st = storage::WritePartitionFile(p, (tmp / StrCat("part-", p.part, ".h5")).string());
     if (!st.ok()) break;
   }
-  if (st.ok()) st = WriteTextFile(tmp / "partition.json", PartitionJson(opts, g, r, random_edge_cut, parts));
+  if (st.ok()) st = WriteFileAtomically(tmp / kReport, PartitionJson(opts, g, r, random_edge_cut, parts));
   if (st.ok()) st = CommitDirectory(tmp, out);
   if (!st.ok()) {
     fs::remove_all(tmp, ec);

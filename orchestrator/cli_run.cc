@@ -19,6 +19,7 @@ struct JobArgs {
   std::string status_file;
   bool resume = false;
   bool overwrite = false;
+  bool resume_force = false;
 };
 
 void AddJobArgs(CLI::App* cmd, JobArgs* args) {
@@ -31,7 +32,10 @@ Status Run(const JobArgs& args) {
   const bool is_worker = session->world_rank() != 0;
   TESSEL_ASSIGN_OR_RETURN(auto comm, workers::MpiWorkerComm::OverWorkers(is_worker));
   if (!is_worker) {
-    return orchestrator::RunCoordinator(orchestrator::RunRequest{args.job, args.sets, args.status_file, args.resume, args.overwrite}, *session);
+    orchestrator::RunRequest request{args.job, args.sets, args.status_file, args.resume || args.resume_force,
+                                     args.overwrite};
+    if (args.resume_force) request.resume_check = orchestrator::SettingsCheck::kWarnOnMismatch;
+    return orchestrator::RunCoordinator(request, *session);
   }
   const Status st = workers::RunMpiWorker(*session, *comm);
   if (st.ok()) return st;
@@ -48,9 +52,9 @@ Status Validate(const JobArgs& args) {
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<orchestrator::Planner> planner, orchestrator::MakePlanner(spec));
   TESSEL_RETURN_IF_ERROR(planner->Check(spec));
-  std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << NameOf(spec.job.kind) << ", "
-            << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", "
-            << planner->Length(spec) << ", data " << NameOf(spec.data.format) << ", " << spec.resources.workers << " workers)\n";
+  std::cout << args.job << ": ok: job '" << spec.job.name << "' (" << NameOf(spec.job.kind) << ", " << spec.model.name
+            << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden << ", " << planner->Length(spec)
+            << ", data " << NameOf(spec.data.format) << ", " << spec.resources.workers << " workers)\n";
   return Status();
 }
 
@@ -69,15 +73,21 @@ Status Plan(const JobArgs& args, int32_t workers) {
 
 void RegisterRunCommands(CLI::App& app, Status* result) {
   auto run_args = std::make_shared<JobArgs>();
-  CLI::App* run = app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
+  CLI::App* run =
+      app.add_subcommand("run", "Run a job: mpirun --enable-recovery -np N+1 tessel run JOB (or one process)");
   AddJobArgs(run, run_args.get());
-  CLI::Option* resume = run->add_flag(
-      "--resume", run_args->resume,
-      "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints)");
+  CLI::Option* resume =
+      run->add_flag("--resume", run_args->resume,
+                    "Continue from the latest checkpoint (checkpoint.dir, or the newest runs/NAME-* with checkpoints); "
+                    "refused when the checkpoint was written with other model, data or training settings");
+  CLI::Option* resume_force = run->add_flag(
+      "--resume-force", run_args->resume_force,
+      "--resume, also from a checkpoint written with other settings (each difference is logged as a warning)");
   run->add_flag("--overwrite", run_args->overwrite,
                 "Replace the earlier run in job.output_dir (its summary, metrics, weights and checkpoints) instead "
                 "of refusing it")
-      ->excludes(resume);
+      ->excludes(resume)
+      ->excludes(resume_force);
   run->add_option("--status-file", run_args->status_file,
                   "Write the job's exit code and error as JSON here (mpirun --enable-recovery always exits 0)");
   run->callback([=] { *result = Run(*run_args); });

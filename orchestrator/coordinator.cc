@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,8 +20,9 @@
 #include <variant>
 
 #include "core/json.h"
-#include "core/process_memory.h"
 #include "core/logging.h"
+#include "core/process_memory.h"
+#include "core/safe_file.h"
 #include "core/stop_signal.h"
 #include "core/version.h"
 #include "jobs/spec.h"
@@ -126,6 +128,7 @@ class Coordinator {
         spec_(spec),
         status_file_(request.status_file),
         resume_(request.resume),
+        resume_check_(request.resume_check),
         log_(log),
         run_dir_use_(request.resume      ? RunDirUse::kResume
                      : request.overwrite ? RunDirUse::kOverwrite
@@ -155,24 +158,36 @@ class Coordinator {
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
   Status WriteTargets(const std::vector<monitoring::Target>& targets);
-  Status PrepareCheckpoints(int32_t workers, const std::string& step_unit);
+  // Before anything is written: the checkpoint directory, and on --resume the checkpoint to load (a
+  // refusal leaves nothing behind).
+  Status FindCheckpoints(int32_t workers);
+  // In the claimed run directory: claims the checkpoint directory for this job, sets aside the checkpoints
+  // newer than the one resumed and writes job.toml, noting what it created for DiscardUnusedRunDir.
+  Status TakeRunDir(const std::string& step_unit);
   Status Commit(const workers::CheckpointMsg& m);
   workers::WorkerSettings Settings() const;
   // A job that fails before its first step leaves nothing behind (README, "Exit codes"): the run
-  // directory this run created goes, when it holds only what the run wrote before training.
+  // directory this run created goes, when it holds only what the run wrote before training; in a run
+  // directory that was there (a --resume), the files it added go and job.toml is restored.
   void DiscardUnusedRunDir();
 
   workers::MpiSession& session_;
   const jobs::JobSpec& spec_;
   std::string status_file_;
   bool resume_ = false;
+  SettingsCheck resume_check_;
   std::string checkpoint_dir_;
+  CheckpointOwner owner_;  // what this run's manifests record
   ResumePoint resume_point_;
   const Logger& log_;
   RunDirUse run_dir_use_;
   std::unique_ptr<RunDirClaim> run_dir_claim_;  // held until the coordinator goes
   std::string run_dir_;
-  bool run_dir_created_ = false;  // empty when this run took it, and not a --resume
+  bool run_dir_created_ = false;  // absent or empty when this run took it
+  // What this run added to a run or checkpoint directory that was there, for DiscardUnusedRunDir.
+  std::vector<std::string> added_files_;
+  std::optional<std::string> replaced_job_toml_;  // the earlier job.toml's text, when there was one
+  std::string created_checkpoint_dir_;            // when this run created checkpoint.dir
   int64_t steps_done_ = 0;        // the highest step any rank reported
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;
@@ -293,31 +308,56 @@ workers::WorkerSettings Coordinator::Settings() const {
   return s;
 }
 
-// The checkpoint directory (absolute: workers may start elsewhere), and on --resume the checkpoint to load.
-// Checkpoints newer than the one resumed (damaged ones) are renamed aside, so that this run's checkpoints
-// of the same steps never meet their files.
-Status Coordinator::PrepareCheckpoints(int32_t workers, const std::string& step_unit) {
+// The checkpoint directory is absolute: workers may start elsewhere.
+Status Coordinator::FindCheckpoints(int32_t workers) {
   std::error_code ec;
   const std::string dir = spec_.checkpoint.dir.empty() ? run_dir_ + "/checkpoints" : spec_.checkpoint.dir;
   checkpoint_dir_ = std::filesystem::absolute(dir, ec).lexically_normal().string();
   if (ec) checkpoint_dir_ = dir;
+  owner_ = CheckpointOwner{spec_.job.name, jobs::TrajectorySettings(spec_)};
   if (!resume_) return Status();
-  TESSEL_ASSIGN_OR_RETURN(resume_point_, FindResumePoint(checkpoint_dir_, workers, log_));
-  for (const auto& e : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    if (std::stoll(name.substr(5)) <= resume_point_.step) continue;
-    std::filesystem::rename(e.path(), e.path().string() + ".refused", ec);
-    log_.Warn(StrCat("set aside ", e.path().string(), " (newer than the checkpoint resumed) as ", name, ".refused"));
+  TESSEL_ASSIGN_OR_RETURN(resume_point_, FindResumePoint(checkpoint_dir_, owner_, workers, resume_check_, log_));
+  return Status();
+}
+
+Status Coordinator::TakeRunDir(const std::string& step_unit) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto absent = [&](const std::string& path) { return !fs::exists(fs::symlink_status(path, ec)); };
+  run_dir_created_ = run_dir_claim_->created();  // made (or found empty) by the claim, with its lock
+  for (const char* name : {"metrics.csv", "targets.json"}) {
+    if (absent(run_dir_ + "/" + name)) added_files_.push_back(run_dir_ + "/" + name);
   }
-  log_.Info(StrCat("resuming from ", resume_point_.step_dir, " (", step_unit, " ", resume_point_.step, ")"));
+  const std::string job_toml = run_dir_ + "/job.toml";
+  if (absent(job_toml)) {
+    added_files_.push_back(job_toml);
+  } else if (std::ifstream in(job_toml, std::ios::binary); in) {
+    replaced_job_toml_ = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  if (spec_.checkpoint.every_steps > 0 || resume_) {
+    if (absent(checkpoint_dir_)) created_checkpoint_dir_ = checkpoint_dir_;
+    std::string claimed;
+    if (Status st = ClaimCheckpointDir(checkpoint_dir_, spec_.job.name, &claimed, log_); !st.ok()) {
+      DiscardUnusedRunDir();
+      return st;
+    }
+    if (!claimed.empty()) added_files_.push_back(claimed);
+  }
+  if (resume_) {
+    SetAsideNewerCheckpoints(checkpoint_dir_, spec_.job.name, resume_point_.step, log_);
+    log_.Info(StrCat("resuming from ", resume_point_.step_dir, " (", step_unit, " ", resume_point_.step, ")"));
+  }
+  if (Status st = WriteFileAtomically(job_toml, jobs::FormatJobToml(spec_)); !st.ok()) {
+    DiscardUnusedRunDir();
+    return st;
+  }
   return Status();
 }
 
 Status Coordinator::Commit(const workers::CheckpointMsg& m) {
   std::vector<storage::FileDigest> shards(m.bytes.size());
   for (size_t i = 0; i < shards.size(); ++i) shards[i] = {m.bytes[i], static_cast<uint32_t>(m.crc32[i])};
-  TESSEL_RETURN_IF_ERROR(CommitCheckpoint(checkpoint_dir_, spec_.job.name, m.step, shards, spec_.checkpoint.keep, log_));
+  TESSEL_RETURN_IF_ERROR(CommitCheckpoint(checkpoint_dir_, owner_, m.step, shards, spec_.checkpoint.keep, log_));
   last_checkpoint_ = m.step;
   return Status();
 }
@@ -337,11 +377,16 @@ Status Coordinator::Run() {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, MakePlanner(spec_));
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
-  TESSEL_ASSIGN_OR_RETURN(run_dir_claim_, RunDirClaim::Take(spec_, run_dir_use_, session_.hostname(), log_));
+  // A --resume finds its checkpoint before anything is written (a refusal leaves nothing behind); then the
+  // run directory is claimed (RUN_DIR/.tessel-run.lock) and the checkpoint directory taken.
+  if (resume_) {
+    TESSEL_ASSIGN_OR_RETURN(run_dir_, ResumeRunDir(spec_));
+    TESSEL_RETURN_IF_ERROR(FindCheckpoints(num_workers));
+  }
+  TESSEL_ASSIGN_OR_RETURN(run_dir_claim_, RunDirClaim::Take(run_dir_, spec_, run_dir_use_, session_.hostname(), log_));
   run_dir_ = run_dir_claim_->dir();
-  run_dir_created_ = run_dir_use_ != RunDirUse::kResume && run_dir_claim_->created();
-  TESSEL_RETURN_IF_ERROR(PrepareCheckpoints(num_workers, plan.step_unit));
-  TESSEL_RETURN_IF_ERROR(WriteFileAtomically(run_dir_ + "/job.toml", jobs::FormatJobToml(spec_)));
+  if (!resume_) TESSEL_RETURN_IF_ERROR(FindCheckpoints(num_workers));
+  TESSEL_RETURN_IF_ERROR(TakeRunDir(plan.step_unit));
   step_unit_ = plan.step_unit;
   if (Status st = StartMetrics(world == 1 ? "embedded" : "coordinator"); !st.ok()) {
     DiscardUnusedRunDir();
@@ -436,13 +481,21 @@ Status Coordinator::RunDistributed(Plan& plan, Record* result) {
 }
 
 void Coordinator::DiscardUnusedRunDir() {
-  if (!run_dir_created_ || steps_done_ > 0) return;
+  if (steps_done_ > 0) return;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(run_dir_, ec)) {
+  // Only what this run added (its claim of checkpoint.dir included), and the directory it created.
+  for (const std::string& path : added_files_) fs::remove(path, ec);
+  if (!created_checkpoint_dir_.empty()) ::rmdir(created_checkpoint_dir_.c_str());  // only when empty
+  if (replaced_job_toml_) {
+    if (Status st = WriteFileAtomically(run_dir_ + "/job.toml", *replaced_job_toml_); !st.ok()) log_.Warn(st.message());
+  }
+  if (!run_dir_created_ || !fs::exists(run_dir_, ec)) return;
+  for (const auto& e : fs::directory_iterator(run_dir_, ec)) {
     const std::string name = e.path().filename().string();
     // What the run writes before its first step (the workers' checkpoint directory, still empty,
     // included); anything else keeps the directory.
-    const bool empty_checkpoints = name == "checkpoints" && std::filesystem::is_empty(e.path(), ec) && !ec;
+    const bool empty_checkpoints = name == "checkpoints" && fs::is_empty(e.path(), ec) && !ec;
     if (name != "job.toml" && name != "targets.json" && name != "metrics.csv" && name != kRunLockName &&
         !empty_checkpoints) {
       return;
@@ -450,7 +503,7 @@ void Coordinator::DiscardUnusedRunDir() {
   }
   if (ec) return;
   run_dir_claim_->Release();
-  std::filesystem::remove_all(run_dir_, ec);
+  fs::remove_all(run_dir_, ec);
   if (!ec) log_.Info(StrCat("removed ", run_dir_, ": the job stopped before its first step"));
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "orchestrator/checkpoints.h"
 #include "workers/comm/mpi_comm.h"
 
 namespace tessel::orchestrator {
@@ -33,6 +34,9 @@ struct RunRequest {
   // `tessel run --overwrite`: a job.output_dir holding an earlier run is emptied of that run's files
   // (orchestrator/run_output.h) instead of refused.
   bool overwrite = false;
+  // `--resume-force`: a checkpoint written with other trajectory settings is resumed, with a warning per
+  // key that differs, instead of refused.
+  SettingsCheck resume_check = SettingsCheck::kRefuseMismatch;
 };
 
 Status RunCoordinator(const RunRequest& request, workers::MpiSession& session);

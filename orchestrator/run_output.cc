@@ -113,12 +113,9 @@ std::string Joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-Result<std::unique_ptr<RunDirClaim>> RunDirClaim::Take(const jobs::JobSpec& spec, RunDirUse use,
-                                                       const std::string& host, const Logger& log) {
-  std::string dir = spec.job.output_dir;
-  if (use == RunDirUse::kResume) {
-    TESSEL_ASSIGN_OR_RETURN(dir, ResumeRunDir(spec));
-  }
+Result<std::unique_ptr<RunDirClaim>> RunDirClaim::Take(const std::string& chosen, const jobs::JobSpec& spec,
+                                                       RunDirUse use, const std::string& host, const Logger& log) {
+  std::string dir = use == RunDirUse::kResume ? chosen : spec.job.output_dir;
   bool created = false;
   if (dir.empty()) {
     // A new default directory: mkdir picks a name no other run has, even one started in the same second.

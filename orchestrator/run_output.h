@@ -38,12 +38,12 @@ enum class RunDirUse {
 // fails); a process killed outright leaves it, and the next run on this host takes it over, saying so.
 class RunDirClaim {
  public:
-  // Picks and claims the run directory: spec.job.output_dir (created 0700 if missing, else checked as
-  // core/safe_file.h's EnsurePrivateDirectory does), or a new runs/<name>-<UTC yyyymmdd-hhmmss>[-N]; for
-  // kResume, ResumeRunDir's. A directory another live run holds is kUsage naming its pid and host; one
-  // holding an earlier run is kUsage for kNew, emptied of kRunDirEntries for kOverwrite.
-  static Result<std::unique_ptr<RunDirClaim>> Take(const jobs::JobSpec& spec, RunDirUse use, const std::string& host,
-                                                   const Logger& log);
+  // Claims `dir` (spec.job.output_dir, or for kResume ResumeRunDir's; created 0700 if missing, else
+  // checked as core/safe_file.h's EnsurePrivateDirectory does), or, when `dir` is "", a new
+  // runs/<spec.job.name>-<UTC yyyymmdd-hhmmss>[-N]. A directory another live run holds is kUsage naming its
+  // pid and host; one holding an earlier run is kUsage for kNew, emptied of kRunDirEntries for kOverwrite.
+  static Result<std::unique_ptr<RunDirClaim>> Take(const std::string& dir, const jobs::JobSpec& spec, RunDirUse use,
+                                                   const std::string& host, const Logger& log);
   ~RunDirClaim();
   RunDirClaim(const RunDirClaim&) = delete;
   RunDirClaim& operator=(const RunDirClaim&) = delete;
@@ -65,7 +65,7 @@ class RunDirClaim {
 
 // For `tessel run --resume`: spec.job.output_dir when set; else, when checkpoint.dir is set, a new
 // run directory; else the newest runs/<name>-<stamp>[-N] that holds checkpoints (kUsage when none does).
-// Returns "" for "a new run directory".
+// Returns "" for "a new run directory". Creates nothing: a refused resume leaves nothing behind.
 Result<std::string> ResumeRunDir(const jobs::JobSpec& spec);
 
 // Writes RUN_DIR/summary.json: the fields of `summary` in order (the coordinator assembles the common

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/safe_file.h"
 #include "storage/hdf5_util.h"
 
 namespace tessel::storage {
@@ -121,15 +122,20 @@ Result<Tensor> ReadTensor(hid_t file, const std::string& name, const std::string
 
 Status WriteCheckpointShard(const std::string& path, const std::vector<NamedTensor>& tensors) {
   h5::ScopedErrorSilencer silence;
-  const std::string tmp = StrCat(path, ".tmp-", getpid());
+  // A fresh name, created exclusively (HDF5 opens it O_CREAT | O_EXCL: a link planted there is refused).
+  const std::string tmp = TemporaryPathFor(path);
   const auto fail = [&](Status st) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
     return st;
   };
   {
-    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (!file.valid()) return fail(h5::WriteError(tmp, StrCat("cannot create: ", std::strerror(errno))));
+    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
+    if (!file.valid()) {
+      const int err = errno;
+      // Not ours to remove: whatever is at the name was there before.
+      return StorageError(StrCat("cannot create the checkpoint shard: ", DescribeCreateFailure(tmp, err)));
+    }
     std::vector<std::string> names;
     for (const NamedTensor& t : tensors) {
       Status st = WriteTensor(file.get(), t, path);
@@ -143,6 +149,7 @@ Status WriteCheckpointShard(const std::string& path, const std::vector<NamedTens
     if (file.Close() < 0) return fail(h5::WriteError(path, "cannot close (disk full?)"));
   }
   Status st = SyncPath(tmp, false);
+  if (st.ok()) st = CheckNotSymlink(path);
   if (!st.ok()) return fail(st);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);

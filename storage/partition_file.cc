@@ -15,6 +15,7 @@
 //   /partition/train, val, test  uint8 [num_owned]
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "storage/hdf5_util.h"
 #include "storage/partition.h"
 
@@ -93,18 +95,20 @@ Result<int32_t> ReadInt32Attribute(hid_t obj, const std::string& name, std::stri
 
 Status WritePartitionFile(const WorkerPartition& p, const std::string& path) {
   TESSEL_RETURN_IF_ERROR(ValidatePartition(p).WithContext(StrCat("refusing to write ", path)));
-  const std::string tmp = StrCat(path, ".tmp-", ::getpid());
+  const std::string tmp = TemporaryPathFor(path);  // created exclusively: a planted link is refused
   h5::ScopedErrorSilencer silence;
   Status st;
   {
     h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
     // As for graph files: v1.8 object headers hold attributes beyond 64 KiB (long relation_names lists).
     H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
-    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!file.valid()) return h5::WriteError(tmp, "cannot create file");
+    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
+    if (!file.valid())
+      return StorageError(StrCat("cannot create the partition file: ", DescribeCreateFailure(tmp, errno)));
     st = WriteContents(p, file.get(), path);
     if (st.ok() && file.Close() < 0) st = h5::WriteError(tmp, "cannot close (flush) file");
   }
+  if (st.ok()) st = CheckNotSymlink(path);
   if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
     st = StorageError(StrCat("cannot rename ", tmp, " to ", path));
   }

@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -21,13 +21,14 @@
 #include "core/allocator.h"
 #include "core/cuda_device.h"
 #include "core/process_memory.h"
+#include "core/safe_file.h"
 #include "core/stop_signal.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
 #include "monitoring/gpu_stats.h"
-#include "storage/checkpoint_shard.h"
 #include "monitoring/run_csv.h"
+#include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
 #include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
@@ -466,9 +467,9 @@ class StepHistory {
 Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor, const StepHistory& history,
                        int64_t step, WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
   const std::string dir = storage::CheckpointStepDir(settings.checkpoint_dir, step);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return StorageError(StrCat("cannot create the checkpoint directory ", dir, ": ", ec.message()));
+  // A planted link at step-K would carry the shards elsewhere: refused, as is a directory another user owns.
+  TESSEL_RETURN_IF_ERROR(CheckNotSymlink(dir));
+  TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "checkpoint.dir"));
   ShardState state;
   TESSEL_RETURN_IF_ERROR(executor.SaveState(state));
   TESSEL_RETURN_IF_ERROR(history.Save(state));
@@ -512,21 +513,16 @@ Result<StopAgreement> AgreeOnStop(WorkerComm& comm) {
 Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
   if (settings.checkpoint_every_steps <= 0) return Status();
   const std::string& dir = settings.checkpoint_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return StorageError(StrCat("checkpoint.dir: cannot create ", dir, ": ", ec.message()));
+  TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "checkpoint.dir"));
   const std::string probe = StrCat(dir, "/.write-check.", rank, ".", ::getpid());
-  {
-    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
-    out << "tessel\n";
-    out.close();
-    if (!out) {
-      const int e = errno;
-      std::filesystem::remove(probe, ec);
-      return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", std::strerror(e)));
-    }
-  }
-  std::filesystem::remove(probe, ec);
+  auto created = CreateNewFile(probe, 0600);
+  if (!created.ok())
+    return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", created.status().message()));
+  FileDescriptor fd = std::move(created).value();
+  const bool written = ::write(fd.get(), "tessel\n", 7) == 7 && fd.Close() == 0;
+  const int e = errno;
+  ::unlink(probe.c_str());
+  if (!written) return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", std::strerror(e)));
   return Status();
 }
 

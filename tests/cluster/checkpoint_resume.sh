@@ -106,9 +106,14 @@ check_job rgcn 3 "${rgcn[@]:0:1}" rgnn 2 3 "${rgcn[@]:1}"
 sampled=("${rgcn[@]}" --set 'train.mode="sampled"' --set train.batch_size=128 --set 'train.fanouts=[5,5]')
 check_job rgcn-sampled 3 "${sampled[@]:0:1}" rgnn 2 3 "${sampled[@]:1}"
 
-# A checkpoint of another model shape (same workers) does not fit: exit 2 naming the shard.
+# A checkpoint of another model shape (same workers): --resume refuses its settings before dispatch, and
+# --resume-force, past that, is refused by the workers: exit 2 naming the shard.
 expect_exit_within 120 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "${gpt[@]}" --set checkpoint.every_steps=3 \
   --set model.hidden=32 --set metrics.port_base=0 --set job.output_dir="$TESSEL_WORK/gpt/killed" --resume
+grep -q "model.hidden = 64, this job has model.hidden = 32" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" \
+  || { cat "$TESSEL_WORK/stderr"; fail "a resume with another model.hidden is not refused naming the key"; }
+expect_exit_within 120 2 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "${gpt[@]}" --set checkpoint.every_steps=3 \
+  --set model.hidden=32 --set metrics.port_base=0 --set job.output_dir="$TESSEL_WORK/gpt/killed" --resume-force
 grep -q "does not fit this job" "$TESSEL_WORK/stderr" "$TESSEL_WORK/stdout" \
   || { cat "$TESSEL_WORK/stderr"; fail "a checkpoint of another shape is not named as such"; }
 pass "a checkpoint that does not fit the job: exit 2 naming the shard"

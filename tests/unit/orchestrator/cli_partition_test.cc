@@ -149,6 +149,54 @@ TEST_F(CliPartitionTest, RefusesToReplaceADirectoryItDidNotWrite) {
   EXPECT_TRUE(fs::exists(out / "thesis.tex"));
 }
 
+// Issue 32 row 3: any file named partition.json made a directory replaceable, and all of it went.
+TEST_F(CliPartitionTest, APartitionJsonItDidNotWriteDoesNotMakeADirectoryReplaceable) {
+  const fs::path out = dir_ / "P";
+  fs::create_directories(out / "src");
+  std::ofstream(out / "src" / "thesis.tex") << "x";
+  std::ofstream(out / "partition.json") << "{}";
+  const Status st = Run({graph_, "--parts", "2", "--out", out.string()});
+  EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
+  EXPECT_EQ(st.exit_code(), 2);
+  EXPECT_NE(st.message().find("src/"), std::string::npos) << st.message();
+  EXPECT_TRUE(fs::exists(out / "src" / "thesis.tex"));
+}
+
+TEST_F(CliPartitionTest, AnEarlierOutputWithAFileAddedIsNotReplaced) {
+  const fs::path out = dir_ / "parts";
+  testing::internal::CaptureStdout();
+  ASSERT_TRUE(Run({graph_, "--parts", "2", "--out", out.string()}).ok());
+  testing::internal::GetCapturedStdout();
+  std::ofstream(out / "analysis.ipynb") << "{}";
+  const Status st = Run({graph_, "--parts", "3", "--out", out.string()});
+  EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
+  EXPECT_NE(st.message().find("analysis.ipynb"), std::string::npos) << st.message();
+  EXPECT_TRUE(fs::exists(out / "analysis.ipynb"));
+  EXPECT_TRUE(fs::exists(out / "part-1.h5"));
+  EXPECT_FALSE(fs::exists(out / "part-2.h5"));
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+TEST_F(CliPartitionTest, ALinkPlantedInTheOutputIsNeverFollowed) {
+  const fs::path out = dir_ / "parts";
+  testing::internal::CaptureStdout();
+  ASSERT_TRUE(Run({graph_, "--parts", "2", "--out", out.string()}).ok());
+  testing::internal::GetCapturedStdout();
+  const fs::path victim = dir_ / "victim.txt";
+  std::ofstream(victim) << "keep me";
+  fs::remove(out / "part-1.h5");
+  fs::create_symlink(victim, out / "part-1.h5");  // listed, but a link: not Tessel's
+  const Status st = Run({graph_, "--parts", "2", "--out", out.string()});
+  EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep me");
+  EXPECT_TRUE(fs::is_symlink(out / "part-1.h5"));
+}
+
 TEST_F(CliPartitionTest, TooManyPartsIsUsage) {
   const Status st = Run({graph_, "--parts", "301", "--out", (dir_ / "p").string()});
   EXPECT_EQ(st.code(), Code::kUsage) << st.ToString();

@@ -66,6 +66,22 @@ TEST(CheckpointShard, RewriteReplacesTheFileAndLeavesNoTemporary) {
   EXPECT_EQ((*out)[0].tensor.data<float>()[1], 10.0f);
 }
 
+// Issue 32 (safe creation): a link planted at the shard's name is refused (exit 6 naming it), and the
+// file it points at is untouched.
+TEST(CheckpointShard, ALinkPlantedAtTheShardIsRefusedAndNotFollowed) {
+  ScratchDir dir;
+  const std::string victim = dir.File("victim.txt");
+  std::ofstream(victim) << "keep me";
+  const std::string path = dir.File("worker-0.h5");
+  std::filesystem::create_symlink(victim, path);
+  const Status st = WriteCheckpointShard(path, {{"a", Filled<float>(DType::kF32, {4}, 1.0f)}});
+  EXPECT_EQ(st.exit_code(), 6) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(path));
+  EXPECT_EQ(ReadBytes(victim), (std::vector<char>{'k', 'e', 'e', 'p', ' ', 'm', 'e'}));
+  EXPECT_TRUE(std::filesystem::is_symlink(path));
+  EXPECT_EQ(dir.List(), (std::vector<std::string>{"victim.txt", "worker-0.h5"}));
+}
+
 TEST(CheckpointShard, AFlippedDataByteIsAChecksumErrorNamingTheTensor) {
   ScratchDir dir;
   const std::string path = dir.File("worker-1.h5");
