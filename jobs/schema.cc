@@ -299,7 +299,7 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
       TESSEL_RUN_FIELD(plugins.prefer, Any(), "Plugin names, most preferred first: which plugin serves an op (on a device) that several loaded plugins offer. Without it such an op is an error naming them."),
       // [metrics]
-      TESSEL_RUN_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on."),
+      TESSEL_RUN_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on; any but loopback is warned about (the exporter has no password)."),
       TESSEL_RUN_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),
                        "Rank r listens on port_base + r; 0 = no exporter."),
       TESSEL_RUN_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),

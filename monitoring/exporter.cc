@@ -9,6 +9,15 @@
 
 namespace tessel::monitoring {
 
+std::string ExposureWarning(const std::string& bind, int32_t port_base) {
+  if (bind.rfind("127.", 0) == 0 || bind == "::1") return "";
+  const bool every = bind == "0.0.0.0" || bind == "::";
+  return StrCat("metrics.bind = ", bind, ": every rank's exporter (ports ", port_base,
+                " and up) answers anyone who can reach ", every ? "any address of its host" : bind,
+                ", and serves the job's name, host names, step times, losses and memory use without a password; "
+                "bind 127.0.0.1 and let a Prometheus on each host scrape it, unless this network is trusted");
+}
+
 Result<std::unique_ptr<Exporter>> Exporter::Start(const std::string& bind, int32_t port, Metrics& metrics) {
   // The handler shares ownership of the registry, so the last values stay scrapeable after `metrics` goes.
   std::shared_ptr<prometheus::Registry> registry = metrics.registry();

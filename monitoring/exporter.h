@@ -18,6 +18,10 @@
 
 namespace tessel::monitoring {
 
+// The warning for a bind address that is not a loopback one (127.0.0.0/8, ::1): what it exposes, and to
+// whom. "" for loopback. The coordinator logs it once for the job (every rank binds the same address).
+std::string ExposureWarning(const std::string& bind, int32_t port_base);
+
 class Exporter {
  public:
   // Starts serving `metrics` on bind:port. `bind` is a numeric IPv4 or IPv6 address ("127.0.0.1", "0.0.0.0",

@@ -6,7 +6,8 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -18,19 +19,19 @@ namespace tessel::monitoring {
 // The columns after "rank" and "step", in order. Bytes and seconds are the step's own (differences of the
 // running totals), except the two memory columns, which are the values at the step's end.
 inline constexpr std::string_view kStepColumns[] = {
-    "unix_seconds",        // when the step ended (Unix time)
-    "step_seconds",        // wall time of the step
-    "compute_seconds",     // step_seconds less peer_wait_seconds: what tells a straggler apart
-    "peer_wait_seconds",   // blocked in communication with peers, the three below together
+    "unix_seconds",            // when the step ended (Unix time)
+    "step_seconds",            // wall time of the step
+    "compute_seconds",         // step_seconds less peer_wait_seconds: what tells a straggler apart
+    "peer_wait_seconds",       // blocked in communication with peers, the three below together
     "wait_allreduce_seconds",  // ... in sums of gradients and losses
     "wait_alltoall_seconds",   // ... in halo and remote feature exchanges
     "wait_p2p_seconds",        // ... in pipeline sends and receives
     "forward_seconds",
     "backward_seconds",
     "loss",
-    "val_loss",            // empty unless the step validated
+    "val_loss",  // empty unless the step validated
     "lr",
-    "samples",             // the job's global batch (nodes or tokens)
+    "samples",  // the job's global batch (nodes or tokens)
     "gather_local_bytes",
     "gather_remote_bytes",
     "halo_sent_bytes",
@@ -40,9 +41,9 @@ inline constexpr std::string_view kStepColumns[] = {
     "spill_written_bytes",
     "spill_read_bytes",
     "spill_wait_seconds",
-    "resident_bytes",      // process resident memory
-    "activation_bytes",    // saved activations held in memory
-    "memory_weights_bytes",      // tessel_memory_bytes by kind (empty where the executor has none of it)
+    "resident_bytes",        // process resident memory
+    "activation_bytes",      // saved activations held in memory
+    "memory_weights_bytes",  // tessel_memory_bytes by kind (empty where the executor has none of it)
     "memory_gradients_bytes",
     "memory_optimizer_bytes",
     "memory_activations_bytes",
@@ -52,15 +53,19 @@ inline constexpr std::string_view kStepColumns[] = {
 
 class RunCsv {
  public:
-  // Creates (or, on --resume, appends to) `path`, writing the header when the file is new or empty.
+  // Creates (or, on --resume, appends to) `path`, writing the header when the file is new or empty. Never
+  // through a symbolic link (O_NOFOLLOW: kStorage naming it).
   static Result<RunCsv> Open(const std::string& path);
   // One row; a column missing from `figures` is left empty. Flushed, so a run that dies keeps its rows.
   Status Append(int32_t rank, int64_t step, const Record& figures);
   const std::string& path() const { return path_; }
 
  private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
   std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<std::FILE, Close> out_;
 };
 
 }  // namespace tessel::monitoring

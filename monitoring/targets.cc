@@ -1,8 +1,5 @@
 #include "monitoring/targets.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -11,38 +8,11 @@
 #include <set>
 #include <system_error>
 
-#include "core/file_descriptor.h"
 #include "core/json.h"
 #include "core/logging.h"
+#include "core/safe_file.h"
 
 namespace tessel::monitoring {
-namespace {
-
-// Closes a file descriptor on every path out.
-Status WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return StorageError(std::strerror(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status WriteTemporary(const std::string& tmp, const std::string& data) {
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return StorageError(std::strerror(errno));
-  TESSEL_RETURN_IF_ERROR(WriteAll(fd.get(), data));
-  if (::fsync(fd.get()) != 0) return StorageError(std::strerror(errno));
-  if (fd.Close() != 0) return StorageError(std::strerror(errno));
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<std::string> FormatTargets(const std::string& job, const std::vector<Target>& targets) {
   if (job.empty()) return UsageError("targets file: the job name is empty");
   std::vector<Target> sorted = targets;
@@ -79,15 +49,8 @@ Status WriteTargetsFile(const std::string& path, const std::string& job, const s
           StrCat("cannot write targets file ", path, ": cannot create ", parent.string(), ": ", ec.message()));
     }
   }
-  const std::string tmp = StrCat(path, ".tmp.", ::getpid());
-  if (Status st = WriteTemporary(tmp, text); !st.ok()) {
-    ::unlink(tmp.c_str());
-    return StorageError(StrCat("cannot write targets file ", path, ": ", tmp, ": ", st.message()));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string cause = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return StorageError(StrCat("cannot write targets file ", path, ": rename from ", tmp, ": ", cause));
+  if (Status st = WriteFileAtomically(path, text); !st.ok()) {
+    return StorageError(StrCat("cannot write targets file ", path, ": ", st.message()));
   }
   return Status::Ok();
 }

@@ -213,6 +213,10 @@ Status Coordinator::StartMetrics(const std::string& role) {
   TESSEL_ASSIGN_OR_RETURN(monitoring::RunCsv csv, monitoring::RunCsv::Open(run_dir_ + "/metrics.csv"));
   csv_.emplace(std::move(csv));
   if (spec_.metrics.port_base <= 0) return Status();
+  if (const std::string warning = monitoring::ExposureWarning(spec_.metrics.bind, spec_.metrics.port_base);
+      !warning.empty()) {
+    log_.Warn(warning);
+  }
   auto started = monitoring::Exporter::Start(spec_.metrics.bind, spec_.metrics.port_base, *metrics_);
   if (!started.ok()) {
     return UsageError(StrCat("metrics.port_base: rank 0 on ", session_.hostname(), " cannot serve its metrics on port ",

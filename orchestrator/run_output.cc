@@ -94,13 +94,15 @@ Result<std::string> TakeLock(const std::string& dir, const std::string& host, co
   return UsageError(StrCat("job.output_dir: ", dir, " was claimed by another run starting at the same time"));
 }
 
-// The entries of kRunDirEntries present in `dir`.
-std::vector<std::string> EarlierRun(const std::string& dir) {
+// The entries of kRunDirEntries present in `dir`; one that is a symbolic link is kStorage naming it (a run
+// never makes links, so someone else planted it where this run would write).
+Result<std::vector<std::string>> EarlierRun(const std::string& dir) {
   std::vector<std::string> found;
   for (std::string_view name : kRunDirEntries) {
+    const std::string path = StrCat(dir, "/", name);
+    TESSEL_RETURN_IF_ERROR(CheckNotSymlink(path));
     std::error_code ec;
-    if (fs::symlink_status(fs::path(dir) / name, ec).type() != fs::file_type::not_found && !ec)
-      found.emplace_back(name);
+    if (fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec) found.emplace_back(name);
   }
   return found;
 }
@@ -138,7 +140,7 @@ Result<std::unique_ptr<RunDirClaim>> RunDirClaim::Take(const std::string& chosen
   }
   TESSEL_ASSIGN_OR_RETURN(std::string lock, TakeLock(dir, host, log));
   std::unique_ptr<RunDirClaim> claim(new RunDirClaim(dir, lock, created));
-  const std::vector<std::string> earlier = EarlierRun(dir);
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<std::string> earlier, EarlierRun(dir));
   if (earlier.empty() || use == RunDirUse::kResume) return claim;
   if (use == RunDirUse::kNew) {
     return UsageError(StrCat("job.output_dir: ", dir, " holds an earlier run (", Joined(earlier),

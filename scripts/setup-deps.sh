@@ -7,6 +7,7 @@ packages=(
   cmake g++ make pkg-config ccache
   clang libclang-rt-dev                        # the libFuzzer targets (tests/fuzz)
   iproute2 util-linux                          # ip, unshare: the 3-host tests (tests/cluster/netns)
+  strace                                       # the names a run creates (tests/integration/planted_links.sh)
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libcli11-dev

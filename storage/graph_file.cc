@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "storage/feature_check.h"
 #include "storage/graph.h"
 #include "storage/hdf5_util.h"
@@ -74,7 +75,7 @@ std::vector<uint8_t>& Mask(NodeType& t, int m) { return m == 0 ? t.train_mask : 
 class TempFile {
  public:
   explicit TempFile(std::string final_path)
-      : final_(std::move(final_path)), temp_(StrCat(final_, ".tmp-", ::getpid())) {}
+      : final_(std::move(final_path)), temp_(TemporaryPathFor(final_)) {}
   ~TempFile() {
     if (!committed_) std::remove(temp_.c_str());
   }
@@ -82,6 +83,7 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
   const std::string& path() const { return temp_; }
   Status Commit() {
+    TESSEL_RETURN_IF_ERROR(CheckNotSymlink(final_));
     if (std::rename(temp_.c_str(), final_.c_str()) != 0) {
       return StorageError(StrCat(final_, ": cannot rename ", temp_, " into place: ", std::strerror(errno)));
     }
@@ -412,8 +414,8 @@ Status WriteGraph(const HeteroGraph& graph, const std::string& path) {
     // Every object starts on a 64-byte boundary, so a mapped features dataset yields aligned float rows
     // (HDF5 packs objects at any byte otherwise). It costs a few bytes of padding per object.
     H5Pset_alignment(fapl.get(), 1, kFileAlignment);
-    h5::File file(H5Fcreate(temp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!file.valid()) return h5::WriteError(path, StrCat("cannot create ", temp.path()));
+    h5::File file(H5Fcreate(temp.path().c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
+    if (!file.valid()) return StorageError(StrCat(path, ": cannot create ", DescribeCreateFailure(temp.path(), errno)));
     TESSEL_RETURN_IF_ERROR(WriteContents(graph, file.get(), path));
     if (file.Close() < 0) return h5::WriteError(path, "cannot close (disk full?)");
   }

@@ -20,6 +20,7 @@
 
 #include "core/file_descriptor.h"
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "storage/feature_check.h"
 
 namespace tessel::storage {
@@ -182,11 +183,11 @@ Status ValidateConfig(const LlmcConfig& c, std::string_view where, Code code) {
   return Status::Ok();
 }
 
-// Writes `bytes` to a fresh PATH.tmp, flushes it to disk and renames it over PATH. On any failure the
-// temporary file is removed.
+// Writes `bytes` to a fresh PATH.tmp-PID-N (core/safe_file.h), flushes it to disk and renames it over PATH. On any
+// failure the temporary file is removed.
 class AtomicFileWriter {
  public:
-  explicit AtomicFileWriter(std::string path) : path_(std::move(path)), temp_(path_ + ".tmp") {}
+  explicit AtomicFileWriter(std::string path) : path_(std::move(path)), temp_(TemporaryPathFor(path_)) {}
   ~AtomicFileWriter() {
     if (fd_ && fd_->get() >= 0) fd_->Close();
     if (!committed_) ::unlink(temp_.c_str());
@@ -195,8 +196,10 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   Status Open() {
-    fd_ = std::make_unique<FileDescriptor>(::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd_->get() < 0) return StorageError(StrCat(path_, ": cannot create ", temp_, ": ", std::strerror(errno)));
+    TESSEL_RETURN_IF_ERROR(CheckNotSymlink(path_));
+    Result<FileDescriptor> fd = CreateNewFile(temp_);
+    if (!fd.ok()) return StorageError(StrCat(path_, ": cannot create the temporary ", fd.status().message()));
+    fd_ = std::make_unique<FileDescriptor>(std::move(fd).value());
     return Status::Ok();
   }
   Status Write(const void* data, int64_t bytes) {
@@ -220,6 +223,7 @@ class AtomicFileWriter {
       return StorageError(StrCat(path_, ": cannot flush ", temp_, " to disk: ", std::strerror(errno)));
     }
     if (fd_->Close() != 0) return StorageError(StrCat(path_, ": cannot close ", temp_, ": ", std::strerror(errno)));
+    TESSEL_RETURN_IF_ERROR(CheckNotSymlink(path_));
     if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
       return StorageError(StrCat(path_, ": cannot rename ", temp_, " into place: ", std::strerror(errno)));
     }

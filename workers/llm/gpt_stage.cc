@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "workers/kernel_set.h"
 #include "workers/llm/gpt_params.h"
 #include "workers/llm/llm_settings.h"
@@ -524,8 +525,7 @@ Result<Record> GptStageExecutor::Evaluate() {
   }
   if (!context_.run_dir.empty() && p.replica == 0) {
     const std::string dir = context_.run_dir + "/weights";
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "the run directory's weights"));
     // The file holds the stage's tensors in declaration order (stage_weights.h); the head's wte copy is
     // the first stage's and is left out.
     TESSEL_ASSIGN_OR_RETURN(std::vector<float> host, params_.HostValues());

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 
 namespace tessel::workers {
 
@@ -78,21 +79,13 @@ Status WriteStageWeights(const std::string& path, const GptConfig& c, const Stag
     return InternalError(StrCat("stage weights: ", values.size(), " values, expected ", expected));
   }
   std::array<int32_t, 16> header{};
-  const int32_t fields[] = {kStageWeightsMagic, 1,       c.layers, c.width,        c.heads,      c.context,
-                            c.vocab,            c.padded_vocab,    p.stage, p.stages, p.first_block, p.end_block};
+  const int32_t fields[] = {kStageWeightsMagic, 1,       c.layers, c.width,       c.heads,    c.context, c.vocab,
+                            c.padded_vocab,     p.stage, p.stages, p.first_block, p.end_block};
   std::copy(std::begin(fields), std::end(fields), header.begin());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(header.data()), sizeof header);
-    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-    out.flush();
-    if (!out) return StorageError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return StorageError(StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  return Status();
+  std::string bytes(sizeof header + values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), header.data(), sizeof header);
+  std::memcpy(bytes.data() + sizeof header, values.data(), values.size() * sizeof(float));
+  return WriteFileAtomically(path, bytes);
 }
 
 Result<storage::LlmcCheckpoint> AssembleLlmc(const std::string& run_dir) {

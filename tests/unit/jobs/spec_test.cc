@@ -240,7 +240,7 @@ TEST(ParseJob, OutOfRangeValuesNameTheRange) {
             "t.toml:7:2: unknown section '[synthetic]' (did you mean '[data.synthetic]'?)");
   EXPECT_EQ(UsageMessage(Parse(Job("[data.synthetic]\ntrain_fraction = 1.0\n"))),
             "t.toml:8:1: data.synthetic.train_fraction: must be > 0, < 1, got 1");
-  EXPECT_EQ(UsageMessage(Parse(Job("[spill]\ndir = \"\"\n"))), "t.toml:8:1: spill.dir: must not be empty");
+  EXPECT_EQ(UsageMessage(Parse(Job("[metrics]\nbind = \"\"\n"))), "t.toml:8:1: metrics.bind: must not be empty");
 }
 
 TEST(ParseJob, ByteSizesTakeUnits) {

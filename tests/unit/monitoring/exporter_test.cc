@@ -296,6 +296,17 @@ TEST(Exporter, EveryMethodAndPathIsAnsweredAndScrapingGoesOn) {
   EXPECT_NE(scrape.body.find("tessel_build_info"), std::string::npos);
 }
 
+TEST(Exporter, ANonLoopbackBindIsWarnedAbout) {
+  EXPECT_EQ(ExposureWarning("127.0.0.1", 9100), "");
+  EXPECT_EQ(ExposureWarning("127.3.4.5", 9100), "");
+  EXPECT_EQ(ExposureWarning("::1", 9100), "");
+  const std::string every = ExposureWarning("0.0.0.0", 9100);
+  EXPECT_NE(every.find("metrics.bind = 0.0.0.0"), std::string::npos) << every;
+  EXPECT_NE(every.find("any address of its host"), std::string::npos) << every;
+  EXPECT_NE(every.find("without a password"), std::string::npos) << every;
+  EXPECT_NE(ExposureWarning("10.1.2.3", 9100).find("reach 10.1.2.3"), std::string::npos);
+}
+
 TEST(Exporter, Ipv6LoopbackListensOrSaysWhyNot) {
   Metrics metrics({"v6", 0, std::string(kRoleWorker)}, "0.1.0");
   auto exporter = Exporter::Start("::1", 0, metrics);
