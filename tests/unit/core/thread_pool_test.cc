@@ -40,6 +40,7 @@ TEST(ThreadPool, ReusableManyTimes) {
 // Issue 32 row 7: a thread that cannot be started is a Status, never an uncaught std::system_error. In a
 // child process whose address space leaves room for a few thread stacks only.
 [[noreturn]] void StartThreadsWithLittleAddressSpace() {
+  alarm(20);  // a child stuck after an uncaught exception ends by SIGALRM: a failure, not a hang
   long pages = 0;
   if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
     if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
