@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -15,6 +16,18 @@ namespace tessel {
 
 std::string_view DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
 
+Status OutOfMemory(std::string_view what, size_t bytes, std::string_view cause) {
+  double value = static_cast<double>(bytes) * 1e-6;
+  const char* unit = "MB";
+  for (const char* larger : {"GB", "TB", "PB"}) {
+    if (value < 1000) break;
+    value *= 1e-3, unit = larger;
+  }
+  char size[32];
+  std::snprintf(size, sizeof size, "%.3g %s", value, unit);
+  return StorageError(StrCat("out of memory: a ", what, " of ", bytes, " bytes (", size, ") failed: ", cause));
+}
+
 namespace {
 
 class AlignedHost final : public Allocator {
@@ -23,7 +36,7 @@ class AlignedHost final : public Allocator {
     if (bytes == 0) bytes = 1;
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
-    if (p == nullptr) return InternalError("host allocation of " + std::to_string(bytes) + " bytes failed");
+    if (p == nullptr) return OutOfMemory("host allocation", bytes, "the host has not that much memory free");
     return p;
   }
   void Free(void* ptr) override { std::free(ptr); }
@@ -39,8 +52,7 @@ class Pinned final : public Allocator {
     void* p = nullptr;
     cudaError_t err = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable);
     if (err != cudaSuccess) {
-      return InternalError("pinned allocation of " + std::to_string(bytes) + " bytes failed: " +
-                           cudaGetErrorString(err));
+      return OutOfMemory("pinned host allocation", bytes, cudaGetErrorString(err));
     }
     return p;
   }
@@ -62,7 +74,7 @@ class Cuda final : public Allocator {
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
     if (err != cudaSuccess) {
-      return InternalError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+      return OutOfMemory("cudaMalloc", bytes, cudaGetErrorString(err));
     }
     return p;
   }
@@ -117,7 +129,7 @@ Result<void*> CudaAllocateAsync(size_t bytes, void* stream) {
   void* p = nullptr;
   const cudaError_t err = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
-    return InternalError("cudaMallocAsync of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+    return OutOfMemory("cudaMallocAsync", bytes, cudaGetErrorString(err));
   }
   return p;
 }

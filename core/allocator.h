@@ -1,7 +1,7 @@
 // Allocators for host, pinned host and CUDA device memory.
 // Ownership: Allocate returns memory the caller must give back with Free on the same allocator
 // (Tensor does this through its Buffer). Thread safety: all methods may be called from any thread.
-// Failure: out of memory is a Code::kInternal Status with the byte count in the message.
+// Failure: out of memory is a Code::kStorage Status (exit 6, OutOfMemory) with the byte count in the message.
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,10 @@ namespace tessel {
 
 enum class Device : int { kCpu = 0, kCuda = 1 };
 std::string_view DeviceName(Device device);
+
+// An allocation that failed: kStorage (exit 6, "out of memory: a host allocation of N bytes (X GB) failed:
+// CAUSE"). Callers add what the memory was for and which setting sized it.
+Status OutOfMemory(std::string_view what, size_t bytes, std::string_view cause);
 
 class Allocator {
  public:

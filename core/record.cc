@@ -1,5 +1,6 @@
 #include "core/record.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/json.h"
@@ -158,7 +159,10 @@ std::string FormatScalars(const Record& record) {
     if (const auto* i = std::get_if<int64_t>(&f.value.data)) {
       std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(*i));
     } else if (const auto* d = std::get_if<double>(&f.value.data)) {
-      std::snprintf(buf, sizeof buf, "%.4f", *d);
+      // Four decimals where they read well; beyond, the shortest %g form (a learning rate of 1e308 printed
+      // with %f was 309 digits, one of 3e-5 was 0.0000).
+      const double a = std::fabs(*d);
+      std::snprintf(buf, sizeof buf, a == 0 || (a >= 1e-3 && a < 1e6) ? "%.4f" : "%.4g", *d);
     } else if (const auto* s = std::get_if<std::string>(&f.value.data)) {
       out += (out.empty() ? "" : ", ") + f.name + " " + *s;
       continue;

@@ -62,7 +62,8 @@ Record DecodeRecord(ByteReader& in);
 // arrays, nested records as objects.
 nlohmann::ordered_json RecordJson(const Record& record);
 
-// "name value, name value" for log lines: numbers with up to 4 decimals; arrays and records skipped.
+// "name value, name value" for log lines: numbers with 4 decimals between 0.001 and 1e6, else in the short
+// %g form (1e+308, 3e-05); arrays and records skipped.
 std::string FormatScalars(const Record& record);
 
 }  // namespace tessel

@@ -52,6 +52,7 @@ std::string SignalName(int signal) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";
+    case kTimeLimitStop: return "job.time_limit_seconds";
     default: return "signal " + std::to_string(signal);
   }
 }

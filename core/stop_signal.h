@@ -11,9 +11,16 @@
 // Failure: none.
 #pragma once
 
+#include <signal.h>
+
 #include <string>
 
 namespace tessel {
+
+// The stop request of a run's time limit (job.time_limit_seconds): the coordinator raises it when the
+// limit passes, and it travels, stops the workers and is saved exactly as a signal's would be. No one
+// sends SIGALRM; it only stands for the limit (SignalName: "job.time_limit_seconds").
+inline constexpr int kTimeLimitStop = SIGALRM;
 
 // Installs the handlers of SIGTERM, SIGINT and SIGUSR1 (idempotent).
 void InstallStopHandlers();
@@ -22,7 +29,7 @@ int StopSignal();
 // Records a stop request as if `signal` had arrived here (a coordinator passing one on to a worker). The
 // first request wins.
 void RequestStop(int signal);
-// "SIGTERM", "SIGINT", "SIGUSR1", else "signal N".
+// "SIGTERM", "SIGINT", "SIGUSR1", "job.time_limit_seconds" (kTimeLimitStop), else "signal N".
 std::string SignalName(int signal);
 
 }  // namespace tessel

@@ -1,7 +1,10 @@
 #include "core/tensor.h"
 
 #include <cstring>
+#include <limits>
 #include <sstream>
+
+#include "core/logging.h"
 
 namespace tessel {
 
@@ -51,10 +54,20 @@ Result<Tensor> Tensor::Empty(DType dtype, std::vector<int64_t> shape, Allocator&
   t.dtype_ = dtype;
   t.device_ = alloc.device();
   t.shape_ = std::move(shape);
+  int64_t elements = 1;
   for (int64_t d : t.shape_) {
     if (d < 0) return InternalError("negative tensor dimension in " + t.DebugString());
+    if (d > 0 && elements > std::numeric_limits<int64_t>::max() / 8 / d) {
+      return StorageError(StrCat("out of memory: a ", t.DebugString(), " tensor would take more than 2^63 bytes"));
+    }
+    elements *= d;
   }
-  TESSEL_ASSIGN_OR_RETURN(void* p, alloc.Allocate(t.nbytes()));
+  Result<void*> allocated = alloc.Allocate(t.nbytes());
+  if (!allocated.ok()) {
+    // Said with the shape, so that the caller's context (which tensor, which setting) completes it.
+    return Status(allocated.status().code(), StrCat("a ", t.DebugString(), " tensor: ", allocated.status().message()));
+  }
+  void* p = *allocated;
   t.buffer_ = std::make_shared<Buffer>(&alloc, p);
   t.data_ = p;
   return t;

@@ -1,11 +1,28 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "core/logging.h"
 
 namespace tessel {
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < std::max(1, num_threads); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  const int wanted = std::max(1, num_threads);
+  for (int i = 1; i < wanted; ++i) {
+    try {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::exception& e) {  // EAGAIN: out of threads (ulimit -u, pids.max) or memory for stacks
+      start_status_ = InternalError(StrCat("could start only ", i, " of ", wanted, " threads: ", e.what()));
+      return;
+    }
+  }
+}
+
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int num_threads) {
+  auto pool = std::make_unique<ThreadPool>(num_threads);
+  if (!pool->start_status().ok()) return pool->start_status();
+  return pool;
 }
 
 ThreadPool::~ThreadPool() {

@@ -2,14 +2,18 @@
 // required-key check. The field table is in jobs/schema.cc, the rules across fields in jobs/validate.cc.
 #include "jobs/spec.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
+#include "core/file_descriptor.h"
 #include "core/logging.h"
 #include "jobs/schema.h"
 
@@ -240,13 +244,54 @@ Result<JobSpec> ParseJob(std::string_view toml_text, const std::string& source_n
   return spec;
 }
 
+namespace {
+
+// What a non-regular file is, in the user's words.
+std::string_view FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Status NotAJobFile(const std::string& path, mode_t mode) {
+  return UsageError(StrCat("job file '", path, "' is ", FileKind(mode), ", not a TOML file: give the path of a .toml file"));
+}
+
+Status TooLarge(const std::string& path, int64_t bytes) {
+  return UsageError(StrCat("job file '", path, "' is ", bytes < 0 ? std::string("larger than ") : StrCat(bytes, " bytes, over "),
+                           "the limit of ", kMaxJobFileBytes, " bytes (1 MiB): is it a job file?"));
+}
+
+}  // namespace
+
 Result<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return UsageError(StrCat("cannot read job file '", path, "': ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return UsageError(StrCat("cannot read job file '", path, "': ", std::strerror(errno)));
-  return ParseJob(text.str(), path, overrides);
+  const auto unreadable = [&path](int err) {
+    return UsageError(StrCat("cannot read job file '", path, "': ", std::strerror(err)));
+  };
+  // Looked at before it is opened, and again through the descriptor (O_NONBLOCK: a FIFO put in its place
+  // meanwhile cannot block the open), so that neither a FIFO nor a device is ever read.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return unreadable(errno);
+  if (!S_ISREG(st.st_mode)) return NotAJobFile(path, st.st_mode);
+  if (st.st_size > kMaxJobFileBytes) return TooLarge(path, st.st_size);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return unreadable(errno);
+  if (::fstat(fd.get(), &st) != 0) return unreadable(errno);
+  if (!S_ISREG(st.st_mode)) return NotAJobFile(path, st.st_mode);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return unreadable(errno);
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (static_cast<int64_t>(text.size()) > kMaxJobFileBytes) return TooLarge(path, -1);  // it grew
+  }
+  return ParseJob(text, path, overrides);
 }
 
 std::string FormatJobToml(const JobSpec& spec) {

@@ -144,12 +144,15 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN) or \"llm\" (a GPT-2 decoder in pipeline stages)."),
       TESSEL_JOB_FIELD(job.seed, AtLeast(0), "Seed of weight initialisation and sampling."),
       TESSEL_RUN_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
-      TESSEL_RUN_FIELD(job.time_limit_seconds, AtLeast(0), "Wall-clock limit of the whole run; 0 = none."),
+      TESSEL_RUN_FIELD(job.time_limit_seconds, AtLeast(0),
+                       "Wall-clock limit of the whole run; 0 = none. When it passes, the run stops after the step in "
+                       "progress as on SIGUSR1: checkpoint saved, exit 7."),
       TESSEL_RUN_FIELD(job.output_dir, Any(), "Run directory; \"\" = runs/NAME-TIMESTAMP (UTC)."),
       TESSEL_RUN_FIELD(job.log_level, Any(), "Least severe log level printed."),
       // [resources]
       TESSEL_RUN_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
-      TESSEL_RUN_FIELD(resources.threads_per_worker, AtLeast(1), "CPU threads per worker (kernels and BLAS)."),
+      TESSEL_RUN_FIELD(resources.threads_per_worker, AtLeast(1).AtMost(1024),
+                       "CPU threads per worker (kernels and BLAS); each worker also refuses more than its host's cores."),
       TESSEL_RUN_FIELD(resources.gpus_per_worker, AtLeast(0),
                        "GPUs per worker; > 0 needs job.device \"auto\" or \"cuda\"."),
       TESSEL_RUN_FIELD(resources.memory_budget_bytes, Bytes(),

@@ -251,7 +251,17 @@ struct JobSpec {
 // Where `key` was set (see JobSpec::origins), or spec.source_path when it was left at its default.
 std::string KeyOrigin(const JobSpec& spec, std::string_view key);
 
-// Reads the file at `path` and parses it with ParseJob(). An unreadable file is kUsage.
+// The longest job.name: it is part of the run directory's name and of every spill file's, and a name must
+// fit NAME_MAX (255) with what Tessel adds to it.
+inline constexpr size_t kMaxJobNameLength = 128;
+
+// The largest job file read (1 MiB): a job file is a page of TOML; anything larger is another file given by
+// mistake, and is refused before it is read.
+inline constexpr int64_t kMaxJobFileBytes = int64_t{1} << 20;
+
+// Reads the file at `path` and parses it with ParseJob(). kUsage naming the file and the cause when it is
+// unreadable, not a regular file (a directory, a FIFO, a device: never opened for reading, so a FIFO
+// cannot block) or larger than kMaxJobFileBytes.
 Result<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::string>& overrides);
 
 // Parses TOML text, applies the overrides ("key.path=value", in order, the last one winning) and runs

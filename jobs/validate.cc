@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -256,6 +258,35 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
   }
 }
 
+// Room for what Tessel writes inside a directory it is given, beyond the job name (which some names
+// repeat): checkpoint.dir/step-K.refused/worker-W.h5.tmp-PID-N, RUN_DIR/checkpoints/..., SPILL_DIR/NAME-wK.PID.spill.h5
+// and their temporaries. A path that leaves less fails at the first checkpoint or spill, after training.
+constexpr size_t kRoomForNames = 160;
+
+// The absolute path of directory `dir` (the key `key`) must leave room for the names written in it within
+// PATH_MAX, and each of its components fit NAME_MAX.
+void CheckPathRoom(const JobSpec& spec, std::string_view key, const std::string& dir, ErrorList* errors) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+  if (ec) abs = dir;
+  const std::string path = abs.lexically_normal().string();
+  for (const auto& part : abs) {
+    if (const size_t n = part.string().size(); n > NAME_MAX) {
+      errors->Add(KeyOrigin(spec, key), StrCat(key, ": a component of the path is ", n, " characters, over the system's "
+                                               "limit of ", NAME_MAX, " (NAME_MAX) for one name"));
+      return;
+    }
+  }
+  const size_t room = kRoomForNames + spec.job.name.size();
+  if (path.size() + room >= PATH_MAX) {
+    errors->Add(KeyOrigin(spec, key),
+                StrCat(key, ": the path is ", path.size(), " characters (absolute); with the names Tessel writes in it (up to ",
+                       room, " more) it would pass the system's limit of ", PATH_MAX,
+                       " (PATH_MAX): choose a shorter directory"));
+  }
+}
+
 }  // namespace
 
 Status ValidateJob(const JobSpec& spec) {
@@ -308,6 +339,13 @@ Status ValidateJob(const JobSpec& spec) {
                StrCat("metrics.port_base = ", spec.metrics.port_base, " + resources.workers = ", spec.resources.workers,
                       " is ", last_port, ", past the last port 65535 (rank r listens on port_base + r)"));
   }
+  if (spec.job.name.size() > kMaxJobNameLength) {
+    errors.Add(at("job.name"), StrCat("job.name is ", spec.job.name.size(), " characters; at most ", kMaxJobNameLength,
+                                      " (it names the run directory and the spill files)"));
+  }
+  CheckPathRoom(spec, "job.output_dir", spec.job.output_dir, &errors);
+  CheckPathRoom(spec, "checkpoint.dir", spec.checkpoint.dir, &errors);
+  CheckPathRoom(spec, "spill.dir", spec.spill.dir, &errors);
   CheckDataSection(spec, &errors);
   return errors.ToStatus();
 }

@@ -5,6 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
+#include <string>
+
 #include "core/status.h"
 
 namespace tessel::cli {
@@ -16,5 +20,20 @@ void RegisterPartitionCommands(CLI::App& app, Status* result);  // partition (cl
 void RegisterPluginCommands(CLI::App& app, Status* result);     // plugin list|inspect|check (cli_plugin.cc)
 void RegisterSmokeCommand(CLI::App& app, Status* result);       // smoke (cli_smoke.cc)
 void RegisterReportCommand(CLI::App& app, Status* result);      // report (cli_report.cc)
+
+// The check of a whole-number option: "--parts: must be a whole number >= 1, got 0" (CLI::PositiveNumber
+// would print a double's range, "0.000000 to 1797693...", 309 digits).
+inline CLI::Validator WholeNumberAtLeast(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || v < min) {
+          return "must be a whole number >= " + std::to_string(min) + ", got " + text;
+        }
+        return std::string();
+      },
+      "INT >= " + std::to_string(min));
+}
 
 }  // namespace tessel::cli

@@ -1,13 +1,54 @@
 // `tessel export`: a run's trained weights in another format (today: llm.c's GPT-2 checkpoint).
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 
+#include "core/json.h"
+#include "core/logging.h"
 #include "orchestrator/cli.h"
 #include "storage/llmc.h"
 #include "workers/llm/stage_weights.h"
 
 namespace tessel::cli {
+
+namespace {
+
+// Why RUN_DIR has no weights/ to export, in the user's words: no such directory, not a run, a run of
+// another kind, or a run that did not finish (its summary.json says how it ended).
+Status WhyNoWeights(const std::string& run_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(run_dir, ec)) return BadDataError(StrCat(run_dir, ": no such directory"));
+  if (!std::filesystem::is_directory(run_dir, ec)) return BadDataError(StrCat(run_dir, ": not a directory"));
+  std::ifstream in(run_dir + "/summary.json");
+  std::ostringstream text;
+  text << in.rdbuf();
+  Result<Json> summary = in ? ParseJson(text.str(), run_dir + "/summary.json") : Result<Json>(BadDataError(""));
+  if (!summary.ok() || !summary->is_object()) {
+    return BadDataError(StrCat(run_dir, " has no weights/ and no readable summary.json: not a run directory, or a run "
+                               "that is still going or was killed"));
+  }
+  const auto text_of = [&](const char* key) {
+    const auto it = summary->find(key);
+    return it != summary->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (const std::string kind = text_of("kind"); kind != "llm") {
+    return BadDataError(StrCat(run_dir, " is a run of ", kind.empty() ? "an unknown" : "an " + kind,
+                               " job: only llm runs write weights to export"));
+  }
+  if (const std::string outcome = text_of("outcome"); outcome == "failed") {
+    return BadDataError(StrCat(run_dir, ": the run did not finish (it failed: ", text_of("error"),
+                               "), so it wrote no weights; export a finished run"));
+  } else if (outcome == "stopped") {
+    return BadDataError(StrCat(run_dir, ": the run did not finish (stopped by ", text_of("stopped_by"),
+                               "), so it wrote no weights; finish it with tessel run --resume, then export"));
+  }
+  return BadDataError(StrCat(run_dir, "/weights: no such directory, though summary.json says the run finished"));
+}
+
+}  // namespace
 
 // tessel export llmc RUN_DIR OUT.bin: an llm run's trained weights as an llm.c GPT-2 checkpoint.
 void RegisterExportCommands(CLI::App& app, Status* result) {
@@ -19,6 +60,10 @@ void RegisterExportCommands(CLI::App& app, Status* result) {
   cmd->add_option("RUN_DIR", *run_dir, "The run directory (it holds weights/stage-*.bin)")->required();
   cmd->add_option("OUT", *out, "The checkpoint to write")->required();
   cmd->callback([run_dir, out, result] {
+    if (std::error_code ec; !std::filesystem::is_directory(*run_dir + "/weights", ec)) {
+      *result = WhyNoWeights(*run_dir);
+      return;
+    }
     Result<storage::LlmcCheckpoint> ck = workers::AssembleLlmc(*run_dir);
     if (!ck.ok()) {
       *result = ck.status();

@@ -240,7 +240,7 @@ void RegisterPartitionCommands(CLI::App& app, Status* result) {
   auto opts = std::make_shared<PartitionOptions>();
   CLI::App* cmd = app.add_subcommand("partition", "Partition a graph file into per-worker parts (METIS k-way)");
   cmd->add_option("GRAPH", opts->graph, "Graph file (.h5)")->required();
-  cmd->add_option("--parts", opts->parts, "Number of parts (workers)")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--parts", opts->parts, "Number of parts (workers)")->required()->check(WholeNumberAtLeast(1));
   cmd->add_option("--out", opts->out, "Output directory for part-K.h5 and partition.json")->required();
   cmd->add_option("--method", opts->method, "metis (default), random or range")
       ->check(CLI::IsMember({"metis", "random", "range"}));

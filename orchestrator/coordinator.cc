@@ -154,6 +154,15 @@ class Coordinator {
   int64_t LastCheckpoint() const { return last_checkpoint_ > 0 ? last_checkpoint_ : resume_point_.step; }
   // The error for a bad loss reported by a worker, with the checkpoint to resume from.
   Status BadLossError(const std::string& who, const std::string& message) const;
+  // Once job.time_limit_seconds has passed since the run began, the stop request of a signal
+  // (core/stop_signal.h): the workers stop after their current step, state saved, and the run exits 7.
+  void RaiseStopAtTimeLimit() const {
+    const double limit = spec_.job.time_limit_seconds;
+    if (limit > 0 && StopSignal() == 0 && Seconds(Clock::now() - start_).count() > limit) RequestStop(kTimeLimitStop);
+  }
+  // What made the run stop, for messages: "SIGTERM", or "the time limit (job.time_limit_seconds = 90)".
+  std::string StopCause(const std::string& name) const;
+  std::string StopCause(int signal) const { return StopCause(SignalName(signal)); }
   Status RunEmbedded(Plan& plan, Record* result);
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
@@ -366,6 +375,13 @@ Status Coordinator::Commit(const workers::CheckpointMsg& m) {
   return Status();
 }
 
+std::string Coordinator::StopCause(const std::string& name) const {
+  if (name != SignalName(kTimeLimitStop)) return name;
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", spec_.job.time_limit_seconds);
+  return StrCat("the time limit (job.time_limit_seconds = ", limit, ")");
+}
+
 Status Coordinator::Run() {
   const auto start = start_;
   const int world = session_.world_size();
@@ -433,7 +449,7 @@ Status Coordinator::Run() {
     const std::string unit = plan.step_unit;
     const double after = FindNumber(result, "stopped_after_" + unit).value_or(0);
     return Status(Code::kStopped,
-                  StrCat("stopped by ", std::get<std::string>(by->data), " after ", unit, " ",
+                  StrCat("stopped by ", StopCause(std::get<std::string>(by->data)), " after ", unit, " ",
                          static_cast<int64_t>(after), " of ", plan.num_steps, "; ",
                          spec_.checkpoint.every_steps > 0
                              ? StrCat("checkpoint in ", checkpoint_dir_, ": continue with tessel run --resume")
@@ -464,6 +480,7 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
                         });
   hooks.on_step = [&](const ProgressMsg& p) {
     watchdog.Stepped(p.step);
+    RaiseStopAtTimeLimit();  // the worker loop, next, agrees on it and saves state
     steps_done_ = std::max(steps_done_, p.step);
     RecordStep(0, p);
     progress.Step(p);
@@ -546,16 +563,16 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
   const Seconds heartbeat_timeout(spec_.timeouts.heartbeat_timeout_seconds);
   const Seconds startup_timeout(spec_.timeouts.startup_seconds);
-  const double time_limit = spec_.job.time_limit_seconds;
   int done = 0, hellos = 0;
   bool have_result = false;
   int64_t peak_rss = 0;
   int64_t sleep_us = 100;
   auto last_turn = Clock::now();
   while (done < world - 1) {
+    RaiseStopAtTimeLimit();
     if (const int sig = StopSignal(); sig != 0 && !stop_passed_on) {
       stop_passed_on = true;
-      log_.Warn(StrCat(SignalName(sig), ": the workers stop after their current ", plan.step_unit, ", state saved"));
+      log_.Warn(StrCat(StopCause(sig), ": the workers stop after their current ", plan.step_unit, ", state saved"));
       for (int r = 1; r < world; ++r) {
         // Bounded: a rank that cannot take it is the watchdog's to judge.
         (void)workers::SendBytes(workers::Encode(workers::StopMsg{sig}), r, workers::kTagStop, std::chrono::seconds(5));
@@ -712,9 +729,6 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
                                     " s (timeouts.step_seconds)",
                                     s.activity.empty() ? std::string() : StrCat("; its compute: ", s.activity),
                                     ": presumed hung; aborting the job"));
-    }
-    if (time_limit > 0 && Seconds(now - dispatched).count() > time_limit) {
-      return RankFailedError(StrCat("job.time_limit_seconds = ", time_limit, " reached; aborting the job"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);

@@ -1,6 +1,11 @@
 #include "storage/inspect.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <set>
 #include <vector>
@@ -267,7 +272,17 @@ Status InspectFile(const std::string& path, const InspectOptions& options, std::
   {
     h5::ScopedErrorSilencer silence;
     if (H5Fis_hdf5(path.c_str()) <= 0) {
-      return BadDataError(StrCat(path, ": not an HDF5 file (or unreadable)"));
+      // Said as it is: a path that names nothing, or a directory, is not a file of the wrong format.
+      std::error_code ec;
+      const auto what = std::filesystem::status(path, ec);
+      if (what.type() == std::filesystem::file_type::not_found) return BadDataError(StrCat(path, ": no such file"));
+      if (what.type() == std::filesystem::file_type::directory) {
+        return BadDataError(StrCat(path, ": a directory, not an HDF5 file"));
+      }
+      if (::access(path.c_str(), R_OK) != 0) {
+        return BadDataError(StrCat(path, ": cannot read it: ", std::strerror(errno)));
+      }
+      return BadDataError(StrCat(path, ": not an HDF5 file"));
     }
     h5::File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!file.valid()) return h5::ReadError(path, "cannot open (truncated or corrupt HDF5 file?)");

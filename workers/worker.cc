@@ -1,6 +1,5 @@
 #include "workers/worker.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +32,7 @@
 #include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
+#include "workers/host_threads.h"
 #include "workers/loss_watch.h"
 #include "workers/plugin_host/kernel_registry.h"
 
@@ -247,19 +247,6 @@ class HeartbeatThread {
   bool stop_ = false;
   std::thread thread_;
 };
-
-// mpirun binds each rank to one core by default (Open MPI 4.1 with 2 ranks or fewer per node: --bind-to
-// core), which silently runs a worker's threads on that one core.
-void WarnIfBoundToFewerCores(int32_t threads, const Logger& log) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return;
-  const int cores = CPU_COUNT(&set);
-  if (cores >= threads) return;
-  log.Warn(StrCat("this rank may run on ", cores, " core", cores == 1 ? "" : "s", " but resources.threads_per_worker = ",
-                  threads, ": mpirun bound it; start it with --bind-to none (scripts/tessel-mpirun does) or "
-                  "--map-by slot:PE=", threads));
-}
 
 // A checkpoint shard in memory: what the executor saves, plus the runtime's history.
 class ShardState final : public StateWriter, public StateReader {
@@ -548,8 +535,13 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   log.Debug(payload->Describe());
   if (log.Enabled(LogLevel::kDebug)) log.Debug(StrCat(payload->kind(), " settings: ", payload->DescribeSettings()));
 
-  WarnIfBoundToFewerCores(settings.threads, log);
-  ThreadPool pool(settings.threads);
+  TESSEL_RETURN_IF_ERROR(CheckThreads(settings.threads, comm.rank(), hooks.launch, log));
+  Result<std::unique_ptr<ThreadPool>> started = ThreadPool::Create(settings.threads);
+  if (!started.ok()) {
+    return UsageError(StrCat("resources.threads_per_worker = ", settings.threads, ": worker ", comm.rank(), " ",
+                             started.status().message(), " (lower it, or raise the host's limit: ulimit -u)"));
+  }
+  ThreadPool& pool = **started;
   MemoryBudget budget(settings.memory_budget_bytes);
   // Kernel times are only exported (not in metrics.csv): without an exporter nothing is timed.
   KernelTimer kernel_timer(hooks.metrics != nullptr && settings.metrics_port_base > 0 ? settings.kernel_sample_every : 0);
@@ -707,6 +699,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   hooks.step = step;
   hooks.metrics = &metrics;
   hooks.run_dir = assign.run_dir;
+  hooks.launch = Launch::kMpiWorker;
   if (session.thread_multiple()) {
     heartbeat = std::make_unique<HeartbeatThread>(step, interval, &watch, log);
   } else {

@@ -23,6 +23,10 @@ namespace tessel::workers {
 
 using StepCallback = std::function<void(const ProgressMsg&)>;
 
+// Who runs the assignment: the one process of an embedded run, or a worker rank under mpirun (for messages
+// that name what placed it).
+enum class Launch { kEmbedded, kMpiWorker };
+
 struct RunHooks {
   StepCallback on_step;                  // called on every worker after each step (may be empty)
   std::atomic<int64_t>* step = nullptr;  // published for the heartbeat thread (may be null)
@@ -31,6 +35,7 @@ struct RunHooks {
   // Called on the first worker once every worker's shard of a checkpoint is on disk: the coordinator
   // writes the manifest and `latest` (may be empty: then nobody does).
   std::function<Status(const CheckpointMsg&)> on_checkpoint;
+  Launch launch = Launch::kEmbedded;
 };
 
 // Runs `payload` to the end with the given worker communicator and returns the executor's result plus

@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cuda_device.h"
@@ -46,7 +49,12 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   workers::KernelRegistry registry;
   registry.SetPreference(spec.plugins.prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
-  ThreadPool pool(spec.resources.threads_per_worker);
+  Result<std::unique_ptr<ThreadPool>> threads = ThreadPool::Create(spec.resources.threads_per_worker);
+  if (!threads.ok()) {
+    return UsageError(StrCat("resources.threads_per_worker = ", spec.resources.threads_per_worker,
+                             ": the calibration ", threads.status().message()));
+  }
+  ThreadPool& pool = **threads;
   workers::ExecutorContext context;
   context.pool = &pool;
   context.kernels = &registry;
@@ -69,54 +77,87 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   const int64_t b = t.microbatch, s = t.seq_len, c = m.width, h = m.heads, v = m.vocab, n = b * s;
   // The activations' and working weights' dtype (the job's precision); statistics and gradients are f32.
   const DType act = workers::ActivationDType(t.precision);
+  // Before any tensor: the calibration's own tensors, from the shapes below (a block's activations, weights
+  // and gradients; the tied embedding, the logits of up to 1024 rows, the positions), against this host's
+  // memory. A model too large to calibrate here is refused naming its settings (exit 6), rather than
+  // allocated until the allocator fails or the kernel's OOM killer ends the process.
+  if (!gpu) {
+    const double a = static_cast<double>(DTypeSize(act)), cd = static_cast<double>(c);
+    const double activations = static_cast<double>(n) * cd * 23 * a;  // x y dy, qkv dqkv, att datt, wide wide2 dwide
+    const double weights = (12.0 * cd * cd + 9.0 * cd) * (a + 4);
+    const double head = (static_cast<double>(v) + static_cast<double>(s)) * cd * (a + 4) +
+                        static_cast<double>(std::min<int64_t>(n, 1024)) * static_cast<double>(v) * a;
+    const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    if (host > 0 && activations + weights + head > host) {
+      char need[96];
+      std::snprintf(need, sizeof need, "%.3g bytes (%.3g of them one block's weights, %.3g its activations)",
+                    activations + weights + head, weights, activations);
+      char have[32];
+      std::snprintf(have, sizeof have, "%.3g", host);
+      return StorageError(StrCat("out of memory: the calibration's tensors need ", need, ", more than this host's ",
+                                 have, " bytes of memory; they come from model.hidden = ", c, ", ", n,
+                                 " tokens a micro-batch (train.microbatch_size x train.seq_len) and model.vocab_size = ",
+                                 v, ": lower them, or plan on a larger host"));
+    }
+  }
   std::vector<Tensor> keep;
   keep.reserve(64);  // every tensor below (44), so that the pointers handed out stay valid
   // A tensor of small pseudo-random values (or what `init` writes), on the device the kernels run on.
-  const auto make = [&](DType dtype, std::vector<int64_t> shape,
+  // An allocation that fails names the tensor and the settings its shape comes from (exit 6).
+  const auto failed = [&](std::string_view name, const Status& st) {
+    return Status(st.code(), StrCat("the calibration's tensor '", name, "', ", st.message(), "; its shape comes from ",
+                                    "model.hidden = ", c, ", ", n, " tokens a micro-batch (train.microbatch_size x ",
+                                    "train.seq_len) and model.vocab_size = ", v, ": lower them, or plan on a larger host"));
+  };
+  const auto make = [&](std::string_view name, DType dtype, std::vector<int64_t> shape,
                         const std::function<void(Tensor&)>& init = nullptr) -> Result<Tensor*> {
-    TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(dtype, shape));
+    Result<Tensor> allocated = Tensor::Zeros(dtype, shape);
+    if (!allocated.ok()) return failed(name, allocated.status());
+    Tensor host = std::move(allocated).value();
     init ? init(host) : Fill(host, keep.size() + 1);
     if (!gpu) {
       keep.push_back(std::move(host));
       return &keep.back();
     }
-    TESSEL_ASSIGN_OR_RETURN(Tensor x, Tensor::Empty(dtype, std::move(shape), CudaAllocator()));
+    Result<Tensor> on_gpu = Tensor::Empty(dtype, std::move(shape), CudaAllocator());
+    if (!on_gpu.ok()) return failed(name, on_gpu.status());
+    Tensor x = std::move(on_gpu).value();
     TESSEL_RETURN_IF_ERROR(CopyMemory(x.raw(), Device::kCuda, host.raw(), Device::kCpu, host.nbytes(), stream.get()));
     keep.push_back(std::move(x));
     return &keep.back();
   };
-  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make(act, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make(act, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make(act, {n, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * mean, make(DType::kF32, {n}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * rstd, make(DType::kF32, {n}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make(act, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make(act, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dlw, make(DType::kF32, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dlb, make(DType::kF32, {c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make(act, {b, s, 3 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make(act, {b, s, 3 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make(act, {b, s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make(act, {b, s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * lse, make(DType::kF32, {b, h, s}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make(act, {n, 4 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make(act, {n, 4 * c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make(act, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * x, make("x", act, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * y, make("y", act, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dy, make("dy", act, {n, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mean, make("mean", DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * rstd, make("rstd", DType::kF32, {n}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lw, make("lw", act, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lb, make("lb", act, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlw, make("dlw", DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dlb, make("dlb", DType::kF32, {c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * qkv, make("qkv", act, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dqkv, make("dqkv", act, {b, s, 3 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * att, make("att", act, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * datt, make("datt", act, {b, s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * lse, make("lse", DType::kF32, {b, h, s}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide, make("wide", act, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wide2, make("wide2", act, {n, 4 * c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwide, make("dwide", act, {n, 4 * c}));
   struct Lin {
     Tensor *w, *b, *dw, *db;
   };
-  const auto linear = [&](int64_t out, int64_t in) -> Result<Lin> {
+  const auto linear = [&](const std::string& name, int64_t out, int64_t in) -> Result<Lin> {
     Lin l;
-    TESSEL_ASSIGN_OR_RETURN(l.w, make(act, {out, in}));
-    TESSEL_ASSIGN_OR_RETURN(l.b, make(act, {out}));
-    TESSEL_ASSIGN_OR_RETURN(l.dw, make(DType::kF32, {out, in}));
-    TESSEL_ASSIGN_OR_RETURN(l.db, make(DType::kF32, {out}));
+    TESSEL_ASSIGN_OR_RETURN(l.w, make(name + ".w", act, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.b, make(name + ".b", act, {out}));
+    TESSEL_ASSIGN_OR_RETURN(l.dw, make(name + ".dw", DType::kF32, {out, in}));
+    TESSEL_ASSIGN_OR_RETURN(l.db, make(name + ".db", DType::kF32, {out}));
     return l;
   };
-  TESSEL_ASSIGN_OR_RETURN(Lin lqkv, linear(3 * c, c));
-  TESSEL_ASSIGN_OR_RETURN(Lin lproj, linear(c, c));
-  TESSEL_ASSIGN_OR_RETURN(Lin lfc, linear(4 * c, c));
-  TESSEL_ASSIGN_OR_RETURN(Lin lfcproj, linear(c, 4 * c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lqkv, linear("qkv", 3 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lproj, linear("attn_proj", c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfc, linear("fc", 4 * c, c));
+  TESSEL_ASSIGN_OR_RETURN(Lin lfcproj, linear("fc_proj", c, 4 * c));
   // The attention's lse must be a real log-sum-exp for the backward to see realistic values.
   const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
   const tessel_attention_params at{sizeof(tessel_attention_params), m.heads};
@@ -154,20 +195,20 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   // the micro-batch's rows and scaled to all of them (its cost is linear in the rows; a GPT-2 vocabulary
   // would otherwise cost gigabytes of logits and seconds of calibration).
   const int64_t hn = std::min<int64_t>(n, 1024);
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make(act, {v, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make(DType::kF32, {v, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make(act, {hn, v}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wte, make("wte", act, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwte, make("dwte", DType::kF32, {v, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * logits, make("logits", act, {hn, v}));
   const auto zeros = [](Tensor&) {};
-  TESSEL_ASSIGN_OR_RETURN(Tensor * head_bias, make(act, {v}, zeros));  // the tied head has no bias
+  TESSEL_ASSIGN_OR_RETURN(Tensor * head_bias, make("head_bias", act, {v}, zeros));  // the tied head has no bias
   Tensor no_bias = Tensor::Borrow(nullptr, DType::kF32, {0}, dev);
-  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make(DType::kI64, {hn}, [&](Tensor& x) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor * targets, make("targets", DType::kI64, {hn}, [&](Tensor& x) {
                             for (int64_t i = 0; i < hn; ++i) x.data<int64_t>()[i] = i % v;
                           }));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make(DType::kU8, {hn}, [&](Tensor& x) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor * mask, make("mask", DType::kU8, {hn}, [&](Tensor& x) {
                             for (int64_t i = 0; i < hn; ++i) x.data<uint8_t>()[i] = 1;
                           }));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make(DType::kF64, {1}, zeros));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make(DType::kI64, {1}, zeros));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * loss, make("loss", DType::kF64, {1}, zeros));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * correct, make("correct", DType::kI64, {1}, zeros));
   Tensor hx = Tensor::Borrow(x->raw(), act, {hn, c}, dev), hy = Tensor::Borrow(y->raw(), act, {hn, c}, dev);
   Tensor hdy = Tensor::Borrow(dy->raw(), act, {hn, c}, dev);
   Tensor hmean = Tensor::Borrow(mean->raw(), DType::kF32, {hn}, dev);
@@ -180,9 +221,9 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     TESSEL_RETURN_IF_ERROR(k.Call(tessel_op_nn_linear_bwd, {logits, &hy, wte}, {&hdy, dwte, &no_bias}));
     return k.Call(tessel_op_llm_layernorm_bwd, {&hdy, &hx, lw, &hmean, &hrstd}, {&hy, dlw, dlb});
   };
-  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make(act, {s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make(DType::kF32, {s, c}));
-  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make(DType::kI32, {b, s}, [&](Tensor& x) {
+  TESSEL_ASSIGN_OR_RETURN(Tensor * wpe, make("wpe", act, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * dwpe, make("dwpe", DType::kF32, {s, c}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor * tokens, make("tokens", DType::kI32, {b, s}, [&](Tensor& x) {
                             for (int64_t i = 0; i < n; ++i) x.data<int32_t>()[i] = static_cast<int32_t>(i % v);
                           }));
   Tensor x3 = Tensor::Borrow(x->raw(), act, {b, s, c}, dev), dy3 = Tensor::Borrow(dy->raw(), act, {b, s, c}, dev);

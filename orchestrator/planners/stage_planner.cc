@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <ostream>
 
 #include "core/cuda_device.h"
@@ -14,6 +16,41 @@ namespace tessel::orchestrator {
 
 using workers::GptConfig;
 using workers::LlmTrainSettings;
+
+namespace {
+
+// The memory budget against the plan's shapes alone, before the data and the calibration allocate
+// anything (a budget too small was found only after a minute of calibration and gigabytes of its tensors):
+// the split is searched with the stages' times left at 0 and without the process's own bytes, which the
+// calibration measures, so what fails here fails after the calibration too.
+Status CheckBudgetFromShapes(const jobs::JobSpec& spec, const GptConfig& model, const LlmTrainSettings& train,
+                             const std::vector<SpillPolicy>& policies) {
+  const int64_t budget = spec.resources.memory_budget_bytes;
+  if (budget <= 0) return Status();
+  const std::string origin = jobs::KeyOrigin(spec, "resources.memory_budget_bytes");
+  // The largest stage of any split holds this many blocks; their parameters, gradients, AdamW moments and
+  // host copy (20 bytes a parameter) counted in double, where a width such as 1e8 cannot overflow.
+  const int32_t stages = spec.pipeline.stages;
+  const int32_t blocks = (model.layers + stages - 1) / stages;
+  const double c = model.width;
+  const double least = 20.0 * blocks * (12.0 * c * c + 13.0 * c);
+  if (least > static_cast<double>(budget)) {
+    char need[32];
+    std::snprintf(need, sizeof need, "%.3g", least);
+    return UsageError(StrCat(origin, ": resources.memory_budget_bytes = ", budget, " cannot hold ", blocks,
+                             " blocks of model.hidden = ", model.width, " on one stage: their parameters, gradients "
+                             "and AdamW moments alone take ", need, " bytes; raise the budget, add stages or narrow "
+                             "the model"));
+  }
+  StageCosts shapes;
+  shapes.tokens = int64_t{train.microbatch} * train.seq_len;
+  shapes.width = model.width, shapes.heads = model.heads, shapes.vocab = model.vocab;
+  shapes.padded_vocab = model.padded_vocab, shapes.context = model.context;
+  shapes.precision = train.precision;
+  return SplitStages(shapes, policies, stages, train.microbatches, budget, spec.pipeline.layers, origin).status();
+}
+
+}  // namespace
 
 Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
   GptConfig model = ConfigFor(spec);
@@ -41,6 +78,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                                " (set model.* to match)"));
     }
   }
+  TESSEL_RETURN_IF_ERROR(CheckBudgetFromShapes(spec, model, train, policies));
   // The data, checked here so that bad input stops the job before any rank starts (exit 3).
   TESSEL_ASSIGN_OR_RETURN(workers::TokenSplits splits,
                           workers::LoadTokenSplits(data, model.vocab, train.global_batch(), train.seq_len));

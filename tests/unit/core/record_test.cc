@@ -83,5 +83,14 @@ TEST(Record, WritesJsonInOrder) {
   EXPECT_EQ(FormatScalars(Sample()), "accuracy 0.7500, correct 3, name aifb");
 }
 
+// Issue 32 row 12: a learning rate of 1e308 was printed with 309 digits, one of 3e-5 as 0.0000.
+TEST(Record, FormatsExtremeScalarsShort) {
+  Record r;
+  Set(r, "lr", 1e308);
+  Set(r, "small", 3e-5);
+  Set(r, "loss", 5.5452);
+  EXPECT_EQ(FormatScalars(r), "lr 1e+308, small 3e-05, loss 5.5452");
+}
+
 }  // namespace
 }  // namespace tessel

@@ -30,6 +30,7 @@ TEST(StopSignal, NamesTheSignals) {
   EXPECT_EQ(SignalName(SIGINT), "SIGINT");
   EXPECT_EQ(SignalName(SIGUSR1), "SIGUSR1");
   EXPECT_EQ(SignalName(SIGHUP), "signal " + std::to_string(SIGHUP));
+  EXPECT_EQ(SignalName(kTimeLimitStop), "job.time_limit_seconds");  // the time limit's stop (issue 32 row 9)
 }
 
 }  // namespace

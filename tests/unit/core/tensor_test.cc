@@ -22,6 +22,21 @@ TEST(Tensor, CopiesShareTheBuffer) {
   EXPECT_EQ(t->data<float>()[2], 7.f);
 }
 
+// Issue 32 row 11: a host allocation that fails is exit 6 naming the tensor's shape, never exit 1; a shape
+// whose size overflows 64 bits is refused before any arithmetic wraps.
+TEST(Tensor, FailedAllocationIsOutOfMemoryNamingTheShape) {
+  auto t = Tensor::Empty(DType::kF32, {int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 10});  // 4 PiB
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kStorage) << t.status().message();
+  EXPECT_EQ(t.status().message().rfind("a f32[1048576, 1048576, 1024] cpu tensor: out of memory: a host allocation of "
+                                       "4503599627370496 bytes (4.5 PB) failed", 0),
+            0u)
+      << t.status().message();
+  auto huge = Tensor::Empty(DType::kF32, {int64_t{1} << 40, int64_t{1} << 40});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), Code::kStorage);
+}
+
 TEST(Tensor, CudaAllocationFailsCleanlyWithoutGpu) {
   if (CudaAvailable()) GTEST_SKIP() << "a GPU is present";
   auto t = Tensor::Empty(DType::kF32, {4}, CudaAllocator());

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace tessel {
@@ -30,6 +35,32 @@ TEST(ThreadPool, ReusableManyTimes) {
     });
   }
   EXPECT_EQ(sum.load(), 200 * 4950);
+}
+
+// Issue 32 row 7: a thread that cannot be started is a Status, never an uncaught std::system_error. In a
+// child process whose address space leaves room for a few thread stacks only.
+[[noreturn]] void StartThreadsWithLittleAddressSpace() {
+  alarm(20);  // a child stuck after an uncaught exception ends by SIGALRM: a failure, not a hang
+  long pages = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  const rlim_t room = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{64} << 20);
+  const rlimit limit{room, room};
+  if (pages == 0 || setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+  auto pool = ThreadPool::Create(1000);
+  if (pool.ok()) std::_Exit(1);
+  std::fprintf(stderr, "%s\n", pool.status().message().c_str());
+  std::_Exit(0);
+}
+
+TEST(ThreadPool, ThreadsThatCannotStartAreAStatus) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer reserves more address space than the limit this test sets";
+#else
+  EXPECT_EXIT(StartThreadsWithLittleAddressSpace(), ::testing::ExitedWithCode(0), "could start only [0-9]+ of 1000 threads");
+#endif
 }
 
 }  // namespace

@@ -3,12 +3,18 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
+#include "core/logging.h"
 #include "tests/unit/test_data.h"
 
 namespace tessel::jobs {
@@ -433,6 +439,42 @@ TEST(LoadJobFile, UnreadableFileIsAUsageError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUsage);
   EXPECT_EQ(r.status().message(), "cannot read job file '/nonexistent/job.toml': No such file or directory");
+}
+
+// Issue 32 row 8: a job file must be a regular file of at most 1 MiB, and what else it is gets named.
+TEST(LoadJobFile, ADirectoryIsNamedAsOne) {
+  const std::string dir = ::testing::TempDir() + "/job-dir-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  EXPECT_THAT(UsageMessage(LoadJobFile(dir, {})), HasSubstr("' is a directory, not a TOML file"));
+  std::filesystem::remove(dir);
+}
+
+TEST(LoadJobFile, ADeviceIsNotRead) {
+  EXPECT_EQ(UsageMessage(LoadJobFile("/dev/null", {})),
+            "job file '/dev/null' is a character device, not a TOML file: give the path of a .toml file");
+}
+
+// Opening a FIFO for reading blocks until a writer comes: the load must refuse it without opening it.
+TEST(LoadJobFile, AFifoDoesNotBlock) {
+  const std::string fifo = ::testing::TempDir() + "/job-fifo-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto loaded = std::async(std::launch::async, [&] { return LoadJobFile(fifo, {}); });
+  if (loaded.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // releases the blocked open
+    if (writer >= 0) ::close(writer);
+    ADD_FAILURE() << "LoadJobFile blocked on a FIFO";
+  }
+  EXPECT_THAT(UsageMessage(loaded.get()), HasSubstr("is a FIFO (named pipe), not a TOML file"));
+  std::filesystem::remove(fifo);
+}
+
+TEST(LoadJobFile, AFileOverTheCapIsRefusedUnread) {
+  const std::string path = ::testing::TempDir() + "/job-big-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(path).close();
+  std::filesystem::resize_file(path, kMaxJobFileBytes + 1);  // sparse: nothing written
+  EXPECT_THAT(UsageMessage(LoadJobFile(path, {})),
+              HasSubstr(StrCat(kMaxJobFileBytes + 1, " bytes, over the limit of 1048576 bytes (1 MiB)")));
+  std::filesystem::remove(path);
 }
 
 // DESIGN.md: every example under jobs/examples/ is validated in CI. Found at test time, so a new

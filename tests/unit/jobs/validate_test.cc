@@ -453,5 +453,28 @@ TEST_F(DataPaths, EdgeListsAreNamedByIndex) {
             "file or directory");
 }
 
+// Issue 32 row 7: the coordinator refuses a thread count past the schema's cap (each worker checks its cores).
+TEST(ValidateJob, ThreadsPerWorkerHasACap) {
+  EXPECT_EQ(Problem(Job(), {"resources.threads_per_worker=2147483647"}),
+            "--set resources.threads_per_worker=2147483647: resources.threads_per_worker: must be 1 .. 1024, got "
+            "2147483647");
+  EXPECT_TRUE(Valid(Job(), {"resources.threads_per_worker=1024"}));
+}
+
+// Issue 32 row 12: a directory whose path leaves no room for the names written in it fails validation,
+// not the first checkpoint after training; so does a component over NAME_MAX.
+TEST(ValidateJob, DirectoriesLeaveRoomForTheNamesWrittenInThem) {
+  std::string deep = "/tmp";
+  while (deep.size() < 4070) deep += "/" + std::string(200, 'd');
+  EXPECT_THAT(Problem(Job(), {"checkpoint.dir=" + deep}),
+              HasSubstr("checkpoint.dir: the path is " + std::to_string(deep.size()) +
+                        " characters (absolute); with the names Tessel writes in it (up to 161 more) it would pass "
+                        "the system's limit of 4096 (PATH_MAX): choose a shorter directory"));
+  EXPECT_THAT(Problem(Job(), {"spill.dir=/tmp/" + std::string(300, 's')}),
+              HasSubstr("spill.dir: a component of the path is 300 characters, over the system's limit of 255"));
+  EXPECT_THAT(Problem(Job(), {"job.name=" + std::string(129, 'n')}), HasSubstr("job.name is 129 characters; at most 128"));
+  EXPECT_TRUE(Valid(Job(), {"checkpoint.dir=/tmp/" + std::string(255, 'c'), "job.name=" + std::string(128, 'n')}));
+}
+
 }  // namespace
 }  // namespace tessel::jobs

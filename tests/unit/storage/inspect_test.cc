@@ -126,6 +126,16 @@ TEST(Inspect, NonHdf5FileIsBadData) {
   EXPECT_THAT(st.message(), HasSubstr("not an HDF5 file"));
 }
 
+// Issue 32 row 12: a path that names nothing is said to be missing, not "not an HDF5 file".
+TEST(Inspect, MissingFileIsNamedAsMissing) {
+  ScratchDir dir;
+  std::ostringstream out;
+  Status st = InspectFile(dir.File("absent.h5"), {}, out);
+  EXPECT_EQ(st.code(), Code::kBadData);
+  EXPECT_EQ(st.message(), dir.File("absent.h5") + ": no such file");
+  EXPECT_EQ(InspectFile(dir.File(""), {}, out).message(), dir.File("") + ": a directory, not an HDF5 file");
+}
+
 TEST(Inspect, CorruptGraphFileReportsTheDataset) {
   ScratchDir dir;
   ASSERT_TRUE(WriteGraph(testing::SmallGraph(), dir.File("g.h5")).ok());

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Limits before work (issue 32, rows 7, 8, 9, 11 and 12): what a job asks for beyond the machine, or a job
+# file that is not a file, is refused at once with exit 2 (or 6 for memory) naming the key or the file; the
+# time limit stops an embedded run after a step, checkpoint saved, exit 7; messages say what is wrong.
+source "$(dirname "$0")/../lib.sh"
+w=$TESSEL_WORK
+demo=jobs/examples/gpt-demo.toml
+quick=(--set train.steps=50 --set train.warmup_steps=0 --set train.val_every=0 --set metrics.port_base=0)
+
+# --- row 8: a FIFO, a device and a directory are refused without being read (a FIFO used to block)
+mkfifo "$w/job.fifo"
+expect_exit_within 10 2 "$TESSEL" validate "$w/job.fifo"
+expect_stderr "job file '$w/job.fifo' is a FIFO \(named pipe\), not a TOML file"
+expect_exit_within 10 2 "$TESSEL" run /dev/zero
+expect_stderr "job file '/dev/zero' is a character device"
+expect_exit_within 10 2 "$TESSEL" validate "$w"
+expect_stderr "is a directory, not a TOML file"
+pass "a job file that is not a regular file"
+
+# --- row 7: a thread count past the schema's cap, or past this host's cores, is exit 2 naming the key
+expect_exit_within 30 2 "$TESSEL" run "$demo" --set resources.threads_per_worker=2147483647 --set job.output_dir="$w/t1"
+expect_stderr "resources.threads_per_worker: must be 1 .. 1024, got 2147483647"
+cores=$(nproc --all)
+if [ "$cores" -lt 1024 ]; then
+  expect_exit_within 60 2 "$TESSEL" run "$demo" "${quick[@]}" --set resources.threads_per_worker=1024 --set job.output_dir="$w/t2"
+  expect_stderr "resources.threads_per_worker = 1024 but this process \(rank 0, embedded, on .*\) has $cores cores?: set it to at most $cores"
+  grep -q mpirun "$w/stderr" && fail "an embedded run blames mpirun: $(cat "$w/stderr")"
+  [ ! -e "$w/t2" ] || fail "a refused run left $w/t2 behind"
+fi
+pass "thread counts"
+
+# --- row 9: the time limit stops an embedded run after its step, with a checkpoint, exit 7
+expect_exit_within 120 7 "$TESSEL" run "$demo" "${quick[@]}" --set job.time_limit_seconds=0.001 \
+  --set checkpoint.every_steps=1000 --set job.output_dir="$w/limit"
+expect_stderr "stopped by the time limit \(job.time_limit_seconds = 0.001\) after step 1 of 50; checkpoint in "
+[ "$(json "$w/limit/summary.json" 's["stopped_by"]')" = job.time_limit_seconds ] || fail "summary.json: no stopped_by"
+[ -e "$w/limit/checkpoints/step-1/manifest.json" ] || fail "no checkpoint of step 1: $(ls -R "$w/limit")"
+pass "job.time_limit_seconds, embedded"
+
+# --- row 11: a budget the plan's shapes cannot fit is refused before the calibration; a model too large to
+# calibrate is exit 6 naming the setting, not exit 1
+expect_exit_within 10 2 "$TESSEL" plan "$demo" --set model.hidden=4096 --set resources.memory_budget_bytes=512MiB
+expect_stderr "resources.memory_budget_bytes = 536870912 cannot hold 2 blocks of model.hidden = 4096"
+expect_exit_within 30 6 "$TESSEL" plan "$demo" --set model.hidden=100000000
+expect_stderr "out of memory: .*model.hidden = 100000000"
+pass "the memory budget before allocating"
+
+# --- row 12: messages in the user's words
+expect_exit 2 "$TESSEL" partition "$w/none.h5" --parts=0 --out "$w/parts"
+expect_stderr "--parts: must be a whole number >= 1, got 0"
+expect_exit 3 "$TESSEL" inspect "$w/none.h5"
+expect_stderr "$w/none.h5: no such file"
+"$TESSEL" run "$demo" "${quick[@]}" --set train.steps=2 --set train.lr=1e308 --set train.on_bad_loss=warn \
+  --set job.output_dir="$w/lr" >/dev/null 2>"$w/stderr" || true
+grep -q "lr 1e+308" "$w/stderr" || fail "the progress line does not show lr 1e+308: $(cat "$w/stderr")"
+grep -Eq '[0-9]{30}' "$w/stderr" && fail "a number printed with 30 digits or more: $(cat "$w/stderr")"
+long=$w/$(printf 'd%.0s' $(seq 1 200))
+for _ in $(seq 1 19); do long=$long/$(printf 'd%.0s' $(seq 1 200)); done
+expect_exit_within 10 2 "$TESSEL" validate "$demo" --set checkpoint.dir="$long"
+expect_stderr "checkpoint.dir: the path is [0-9]+ characters \(absolute\); with the names Tessel writes in it"
+mkdir -p "$w/failed-run"
+printf '{"job": "gpt-demo", "kind": "llm", "outcome": "failed", "error": "rank 2 failed"}\n' > "$w/failed-run/summary.json"
+expect_exit 3 "$TESSEL" export llmc "$w/failed-run" "$w/out.bin"
+expect_stderr "the run did not finish \(it failed: rank 2 failed\), so it wrote no weights"
+pass "messages"
