@@ -16,9 +16,11 @@ namespace tessel::cli {
 
 namespace {
 
-// Why RUN_DIR has no weights/ to export, in the user's words: no such directory, not a run, a run of
-// another kind, or a run that did not finish (its summary.json says how it ended).
-Status WhyNoWeights(const std::string& run_dir) {
+// Whether RUN_DIR holds a finished llm run, in the user's words when not: no such directory, not a run, a
+// run of another kind, or a run that did not finish (its summary.json says how it ended). A run that did
+// not finish is refused even when a weights/ is there: it is not this run's (issue 32: a failed run into
+// a good run's directory exported the good run's weights).
+Status FinishedLlmRun(const std::string& run_dir) {
   std::error_code ec;
   if (!std::filesystem::exists(run_dir, ec)) return BadDataError(StrCat(run_dir, ": no such directory"));
   if (!std::filesystem::is_directory(run_dir, ec)) return BadDataError(StrCat(run_dir, ": not a directory"));
@@ -27,7 +29,8 @@ Status WhyNoWeights(const std::string& run_dir) {
   text << in.rdbuf();
   Result<Json> summary = in ? ParseJson(text.str(), run_dir + "/summary.json") : Result<Json>(BadDataError(""));
   if (!summary.ok() || !summary->is_object()) {
-    return BadDataError(StrCat(run_dir, " has no weights/ and no readable summary.json: not a run directory, or a run "
+    return BadDataError(StrCat(run_dir,
+                               " has no weights/ and no readable summary.json: not a run directory, or a run "
                                "that is still going or was killed"));
   }
   const auto text_of = [&](const char* key) {
@@ -40,12 +43,15 @@ Status WhyNoWeights(const std::string& run_dir) {
   }
   if (const std::string outcome = text_of("outcome"); outcome == "failed") {
     return BadDataError(StrCat(run_dir, ": the run did not finish (it failed: ", text_of("error"),
-                               "), so it wrote no weights; export a finished run"));
+                               "): there are no weights of it to export; export a finished run"));
   } else if (outcome == "stopped") {
     return BadDataError(StrCat(run_dir, ": the run did not finish (stopped by ", text_of("stopped_by"),
-                               "), so it wrote no weights; finish it with tessel run --resume, then export"));
+                               "): there are no final weights; finish it with tessel run --resume, then export"));
   }
-  return BadDataError(StrCat(run_dir, "/weights: no such directory, though summary.json says the run finished"));
+  if (text_of("outcome") != "done") {
+    return BadDataError(StrCat(run_dir, ": summary.json gives no outcome \"done\": not a finished run"));
+  }
+  return Status();
 }
 
 }  // namespace
@@ -60,8 +66,10 @@ void RegisterExportCommands(CLI::App& app, Status* result) {
   cmd->add_option("RUN_DIR", *run_dir, "The run directory (it holds weights/stage-*.bin)")->required();
   cmd->add_option("OUT", *out, "The checkpoint to write")->required();
   cmd->callback([run_dir, out, result] {
+    if (*result = FinishedLlmRun(*run_dir); !result->ok()) return;
     if (std::error_code ec; !std::filesystem::is_directory(*run_dir + "/weights", ec)) {
-      *result = WhyNoWeights(*run_dir);
+      *result =
+          BadDataError(StrCat(*run_dir, "/weights: no such directory, though summary.json says the run finished"));
       return;
     }
     Result<storage::LlmcCheckpoint> ck = workers::AssembleLlmc(*run_dir);

@@ -61,5 +61,5 @@ expect_stderr "checkpoint.dir: the path is [0-9]+ characters \(absolute\); with 
 mkdir -p "$w/failed-run"
 printf '{"job": "gpt-demo", "kind": "llm", "outcome": "failed", "error": "rank 2 failed"}\n' > "$w/failed-run/summary.json"
 expect_exit 3 "$TESSEL" export llmc "$w/failed-run" "$w/out.bin"
-expect_stderr "the run did not finish \(it failed: rank 2 failed\), so it wrote no weights"
+expect_stderr "the run did not finish \(it failed: rank 2 failed\): there are no weights of it to export"
 pass "messages"
