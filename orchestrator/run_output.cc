@@ -53,16 +53,24 @@ LockHolder ReadLock(const std::string& path) {
   return h;
 }
 
-// Whether the lock's process is gone: on this host, no such process, or one that is not a tessel (its pid
-// reused). A lock from another host cannot be checked from here.
+// Whether the lock's process is gone: on this host, no such process, a zombie, or one that is not a tessel
+// (its pid reused). A lock from another host cannot be checked from here.
 bool LockIsStale(const LockHolder& h, const std::string& host) {
   if (h.pid <= 0) return true;  // unreadable or half-written: its writer died at once
   if (h.host != host) return false;
   if (::kill(static_cast<pid_t>(h.pid), 0) != 0 && errno == ESRCH) return true;
+  // A zombie (killed, not yet reaped by its mpirun) is gone too: its state is Z and its cmdline empty.
+  std::ifstream stat(StrCat("/proc/", h.pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  if (const size_t paren = line.rfind(')'); paren != std::string::npos && paren + 2 < line.size() &&
+                                            (line[paren + 2] == 'Z' || line[paren + 2] == 'X')) {
+    return true;
+  }
   std::ifstream cmdline(StrCat("/proc/", h.pid, "/cmdline"));
   std::string argv0;
   std::getline(cmdline, argv0, '\0');
-  return cmdline && argv0.find("tessel") == std::string::npos;
+  return argv0.find("tessel") == std::string::npos;
 }
 
 // Creates the lock, taking over a stale one (once: a second loser of a race is refused like any other).
