@@ -81,8 +81,8 @@ def created_names(trace):
 
 
 def outside_untouched():
-    with open(VICTIM_FILE) as f:
-        if f.read() != "precious\n":
+    with open(VICTIM_FILE, "rb") as f:
+        if f.read() != b"precious\n":
             return "the victim file was overwritten"
     if os.listdir(VICTIM_DIR):
         return f"files were written into the victim directory: {os.listdir(VICTIM_DIR)}"
@@ -113,7 +113,7 @@ def main():
             os.makedirs(d, mode=0o700, exist_ok=True)
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
         os.symlink(VICTIM_DIR if is_dir else VICTIM_FILE, target)
-        run = subprocess.run(command("/dev/null"), capture_output=True, text=True)
+        run = subprocess.run(command("/dev/null"), capture_output=True, text=True, errors="replace")
         harm = outside_untouched()
         named = target in run.stderr
         # Below a directory that only an earlier run makes (weights/), the planting itself leaves an earlier
