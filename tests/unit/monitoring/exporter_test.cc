@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/monitoring/loopback_client.h"
+
 namespace tessel::monitoring {
 namespace {
 
@@ -27,33 +29,10 @@ struct HttpResponse {
 
 HttpResponse HttpGet(int32_t port, const std::string& path) {
   HttpResponse response;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {0, "", "socket failed"};
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return {0, "", "connect failed"};
-  }
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return {0, "", "send failed"};
-  }
-  std::string raw;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) raw.append(buffer, static_cast<size_t>(n));
-  ::close(fd);
-  if (n < 0) return {0, "", "recv failed or timed out"};
-
+  const std::string raw =
+      loopback::Exchange(port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   const size_t header_end = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.", 0) != 0 || header_end == std::string::npos) return {0, "", "malformed response"};
+  if (raw.rfind("HTTP/1.", 0) != 0 || header_end == std::string::npos) return {0, "", "no or a malformed response"};
   response.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
   const std::string headers = raw.substr(0, header_end);
   response.body = raw.substr(header_end + 4);
@@ -270,21 +249,7 @@ TEST(Exporter, EveryMethodAndPathIsAnsweredAndScrapingGoesOn) {
   EXPECT_EQ(HttpGet(port, "/favicon.ico").status, 404);
   EXPECT_EQ(HttpGet(port, "/metrics/../etc/passwd").status, 404);
   const auto raw = [&](const std::string& request) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    timeval timeout{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    std::string answer;
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-      (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-      char buffer[4096];
-      ssize_t n;
-      while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) answer.append(buffer, static_cast<size_t>(n));
-    }
-    ::close(fd);
+    const std::string answer = loopback::Exchange(port, request);
     return answer.substr(0, answer.find("\r\n"));
   };
   EXPECT_EQ(raw("HEAD /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 200 OK");

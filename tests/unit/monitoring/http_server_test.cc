@@ -2,12 +2,9 @@
 // malformed, oversized, slow and too many requests.
 #include "monitoring/http_server.h"
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,47 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/monitoring/loopback_client.h"
+
 namespace tessel::monitoring {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-int Connect(int32_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Everything the server sends until it closes (or 5 s pass).
-std::string ReadAll(int fd) {
-  std::string raw;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) raw.append(buffer, static_cast<size_t>(n));
-  return raw;
-}
-
-// Sends `bytes` on a new connection and returns the whole answer.
-std::string Exchange(int32_t port, const std::string& bytes) {
-  const int fd = Connect(port);
-  if (fd < 0) return "connect failed";
-  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  std::string raw = ReadAll(fd);
-  ::close(fd);
-  return raw;
-}
+using loopback::Exchange;
+using loopback::ReadAll;
+constexpr auto Connect = loopback::ConnectLoopback;
 
 HttpResponse Echo(const HttpHead& head) {
   if (head.path == "/throw") throw std::runtime_error("handler failed");
