@@ -7,9 +7,12 @@
 
 #include "core/logging.h"
 #include "core/status.h"
-#include "workers/worker.h"
 
 namespace tessel::workers {
+
+// Who runs the assignment: the one process of an embedded run, or a worker rank under mpirun (for messages
+// that name what placed it).
+enum class Launch { kEmbedded, kMpiWorker };
 
 // kUsage when `threads` exceeds this host's cores (std::thread::hardware_concurrency); a warning on `log`
 // when this process's CPU affinity allows fewer cores than `threads` (naming mpirun's binding only under

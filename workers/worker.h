@@ -17,15 +17,12 @@
 #include "workers/assignment.h"
 #include "workers/comm/comm.h"
 #include "workers/comm/mpi_comm.h"
+#include "workers/host_threads.h"  // Launch
 #include "workers/protocol.h"
 
 namespace tessel::workers {
 
 using StepCallback = std::function<void(const ProgressMsg&)>;
-
-// Who runs the assignment: the one process of an embedded run, or a worker rank under mpirun (for messages
-// that name what placed it).
-enum class Launch { kEmbedded, kMpiWorker };
 
 struct RunHooks {
   StepCallback on_step;                  // called on every worker after each step (may be empty)
