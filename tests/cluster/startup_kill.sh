@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A worker killed with SIGKILL while the coordinator starts the job (issue 32, row 10): while it generates
-# and partitions the graph, and right after it dispatched the assignments. Every worker says hello (host,
+# and partitions the graph, as it dispatches the assignments, and right after it dispatched them. Every worker says hello (host,
 # pid) at once and answers the coordinator's beats while it waits, so the coordinator reports the dead
 # rank within the heartbeat timeout, naming its rank, host and pid, as it does mid-training (kill_worker.sh),
 # not after timeouts.startup_seconds (120 s by default) as "rank 2 (worker on ?, pid 0)". Under
@@ -74,6 +74,11 @@ kill_at "generating the" --set data.graph="$TESSEL_WORK/big.h5" --set data.synth
 grep -q "dispatched" "$log" && { cat "$log"; fail "the coordinator had dispatched before the report: make the graph bigger"; }
 grep -q "while the coordinator was planning" "$log" || { cat "$log"; fail "the report does not say the coordinator was planning"; }
 check "killed while the coordinator generates the graph"
+
+# As the coordinator starts dispatching the same graph (cached now): its assignments are big (about 100 MB
+# each), so rank 2 dies before its own is sent, and the send to it would wait for timeouts.startup_seconds.
+kill_at "partitioned with" --set data.graph="$TESSEL_WORK/big.h5" --set data.synthetic.nodes=1500000
+check "killed as the coordinator dispatches"
 
 # Right after the dispatch, on the demo graph (generated before the dispatch, so outside the timing).
 kill_at "dispatched" --set data.graph="$TESSEL_WORK/small.h5"
