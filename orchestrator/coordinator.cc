@@ -34,7 +34,10 @@
 #include "orchestrator/checkpoints.h"
 #include "orchestrator/liveness.h"
 #include "orchestrator/planners/registry.h"
+#include "orchestrator/progress_printer.h"
 #include "orchestrator/run_output.h"
+#include "orchestrator/startup_watch.h"
+#include "orchestrator/worker_state.h"
 #include "workers/comm/comm.h"
 #include "workers/protocol.h"
 #include "workers/worker.h"
@@ -71,56 +74,6 @@ workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
   return s;
 }
 
-// Progress: a redrawn bar on a terminal, plain log lines otherwise.
-class ProgressPrinter {
- public:
-  ProgressPrinter(std::string unit, int64_t steps, int32_t every, const Logger& log)
-      : unit_(std::move(unit)), steps_(steps), every_(std::max(1, every)), log_(log), tty_(isatty(STDERR_FILENO) != 0) {}
-
-  void Step(const ProgressMsg& p) {
-    total_seconds_ += p.seconds;
-    const double eta = total_seconds_ / static_cast<double>(p.step) * static_cast<double>(steps_ - p.step);
-    const std::string shown = FormatScalars(p.shown);
-    char line[400];
-    if (tty_) {
-      const int width = 24;
-      const int filled = static_cast<int>(width * p.step / std::max<int64_t>(1, steps_));
-      std::string bar(static_cast<size_t>(filled), '#');
-      bar.resize(static_cast<size_t>(width), '.');
-      std::snprintf(line, sizeof line, "\r[%s] %s %lld/%lld  loss %.4f%s%s  %.1f ms/%s  ETA %.0f s ", bar.c_str(),
-                    unit_.c_str(), static_cast<long long>(p.step), static_cast<long long>(steps_), p.loss,
-                    shown.empty() ? "" : "  ", shown.c_str(), p.seconds * 1e3, unit_.c_str(), eta);
-      std::fputs(line, stderr);
-      if (p.step == steps_) std::fputs("\n", stderr);
-      std::fflush(stderr);
-      return;
-    }
-    if (p.step % every_ != 0 && p.step != steps_ && p.step != 1) return;
-    std::snprintf(line, sizeof line, "%s %lld/%lld loss %.6f%s%s (%.1f ms)", unit_.c_str(),
-                  static_cast<long long>(p.step), static_cast<long long>(steps_), p.loss, shown.empty() ? "" : ", ",
-                  shown.c_str(), p.seconds * 1e3);
-    log_.Info(line);
-  }
-
- private:
-  std::string unit_;
-  int64_t steps_;
-  int64_t every_;
-  const Logger& log_;
-  bool tty_;
-  double total_seconds_ = 0;
-};
-
-struct WorkerState {
-  Clock::time_point last_seen;
-  Clock::time_point last_step_change;  // a live heartbeat with a frozen step is a hang
-  int64_t step = 0;
-  bool hello = false;
-  bool done = false;
-  workers::HelloMsg info;
-  std::string activity;  // its last heartbeat's: what its compute was doing (core/activity.h)
-};
-
 class Coordinator {
  public:
   Coordinator(workers::MpiSession& session, const jobs::JobSpec& spec, const RunRequest& request, const Logger& log)
@@ -134,6 +87,7 @@ class Coordinator {
                      : request.overwrite ? RunDirUse::kOverwrite
                                          : RunDirUse::kNew) {}
 
+  // Thread safety: main thread; with workers it runs a StartupWatch until the watch loop takes over.
   Status Run();
   // Whether the workers have been told that the job ended (after that, a failure here concerns only
   // this rank's outputs).
@@ -163,6 +117,17 @@ class Coordinator {
   // What made the run stop, for messages: "SIGTERM", or "the time limit (job.time_limit_seconds = 90)".
   std::string StopCause(const std::string& name) const;
   std::string StopCause(int signal) const { return StopCause(SignalName(signal)); }
+  Status RunJob();
+  // The failure's records (Fail without stopping the start-up watch): under outputs_mu_ or with the
+  // start-up watch stopped.
+  void RecordFailure(const Status& st);
+  // The start-up watch's report of a dead worker, from its thread: ends the job (exit 5).
+  [[noreturn]] void FailFromStartupWatch(int rank, const Status& st);
+  // Stops the start-up watch (none: nothing) and returns what it learned, by world rank.
+  std::vector<StartupWatch::Sighting> StopStartupWatch();
+  void SetPhase(const char* phase) {
+    if (startup_watch_) startup_watch_->SetPhase(phase);
+  }
   Status RunEmbedded(Plan& plan, Record* result);
   Status RunDistributed(Plan& plan, Record* result);
   Status DispatchAndWatch(Plan& plan, Record* result);
@@ -207,6 +172,10 @@ class Coordinator {
   int failed_rank_ = -1;            // the rank a failure concerns, when one does
   int64_t last_checkpoint_ = 0;     // the step of the last checkpoint committed (0 = none)
   std::optional<monitoring::RunCsv> csv_;
+  // Held by the main thread while it changes what a failure's records touch (the run directory, metrics_)
+  // before training, and by the start-up watch's thread while it fails the job.
+  std::mutex outputs_mu_;
+  std::unique_ptr<StartupWatch> startup_watch_;  // from Run() until the watch loop (or a failure) stops it
 };
 
 // The address Prometheus should scrape a rank's exporter at: the bound address itself, unless it is a
@@ -275,8 +244,29 @@ Status Coordinator::BadLossError(const std::string& who, const std::string& mess
 }
 
 void Coordinator::Fail(const Status& st) {
-  metrics_->SetJobState("failed");
-  if (st.code() == Code::kBadLoss) metrics_->AddBadLoss();
+  // This thread reports it: the start-up watch (whose thread may be reporting a dead worker now, and then
+  // ends the process first) is stopped before anything is touched.
+  StopStartupWatch();
+  RecordFailure(st);
+}
+
+std::vector<StartupWatch::Sighting> Coordinator::StopStartupWatch() {
+  if (!startup_watch_) return {};
+  std::vector<StartupWatch::Sighting> seen = startup_watch_->Stop();
+  startup_watch_.reset();
+  return seen;
+}
+
+void Coordinator::FailFromStartupWatch(int rank, const Status& st) {
+  std::lock_guard<std::mutex> lock(outputs_mu_);
+  failed_rank_ = rank;
+  RecordFailure(st);
+  AbortJob(st, status_file_);
+}
+
+void Coordinator::RecordFailure(const Status& st) {
+  if (metrics_) metrics_->SetJobState("failed");
+  if (metrics_ && st.code() == Code::kBadLoss) metrics_->AddBadLoss();
   DiscardUnusedRunDir();
   WriteFailureSummary(st);
   // Only once training began: a job refused before it (a bad plugin, a port in use) has nothing to alert on
@@ -383,6 +373,17 @@ std::string Coordinator::StopCause(const std::string& name) const {
 }
 
 Status Coordinator::Run() {
+  if (session_.world_size() > 1 && session_.thread_multiple()) {
+    startup_watch_ = std::make_unique<StartupWatch>(
+        session_.world_size(), spec_.timeouts.heartbeat_timeout_seconds,
+        [this](int rank, const Status& st) { FailFromStartupWatch(rank, st); });
+  }
+  Status st = RunJob();
+  StopStartupWatch();  // a failure before the dispatch: the caller tells the workers
+  return st;
+}
+
+Status Coordinator::RunJob() {
   const auto start = start_;
   const int world = session_.world_size();
   const int32_t num_workers = world == 1 ? 1 : world - 1;
@@ -393,12 +394,15 @@ Status Coordinator::Run() {
     log_.Info(StrCat("running embedded (one process); for ", spec_.resources.workers,
                      " workers use: mpirun --enable-recovery -np ", spec_.resources.workers + 1, " tessel run ..."));
   }
+  SetPhase("planning (importing, generating or partitioning the data)");
   TESSEL_RETURN_IF_ERROR(jobs::ValidateDataPaths(spec_));
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<Planner> planner, MakePlanner(spec_));
   TESSEL_ASSIGN_OR_RETURN(Plan plan, planner->MakePlan(spec_, num_workers, log_));
   for (const std::string& note : plan.notes) log_.Info(note);
   // A --resume finds its checkpoint before anything is written (a refusal leaves nothing behind); then the
   // run directory is claimed (RUN_DIR/.tessel-run.lock) and the checkpoint directory taken.
+  SetPhase("preparing the run directory");
+  std::unique_lock<std::mutex> outputs(outputs_mu_);  // until the metrics are up: see FailFromStartupWatch
   if (resume_) {
     TESSEL_ASSIGN_OR_RETURN(run_dir_, ResumeRunDir(spec_));
     TESSEL_RETURN_IF_ERROR(FindCheckpoints(num_workers));
@@ -413,6 +417,7 @@ Status Coordinator::Run() {
     return st;
   }
   planner->Publish(plan, *metrics_);
+  outputs.unlock();
 
   Record result;
   if (Status st = world == 1 ? RunEmbedded(plan, &result) : RunDistributed(plan, &result); !st.ok()) {
@@ -531,6 +536,7 @@ void Coordinator::DiscardUnusedRunDir() {
 Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   const int world = session_.world_size();
   const workers::WorkerSettings settings = Settings();
+  SetPhase("dispatching the assignments");
   for (int r = 1; r < world; ++r) {
     workers::AssignMsg a;
     a.settings = settings;
@@ -544,8 +550,16 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     }
     payload.reset();  // sent as bytes: the decoded share is no longer needed here
     Status sent = workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
-    if (!sent.ok()) return RankFailedError(StrCat("rank ", r, " (worker) did not take its assignment: ", sent.message()));
+    if (!sent.ok()) {
+      // Named from what the start-up watch heard (Open MPI only says the send timed out).
+      const std::string who = startup_watch_ ? startup_watch_->Describe(r) : StrCat("rank ", r, " (worker)");
+      StopStartupWatch();  // before anything it reads is touched
+      failed_rank_ = r;
+      return RankFailedError(StrCat(who, " did not take its assignment: ", sent.message()));
+    }
   }
+  // From here this loop reads every message: it takes over what the start-up watch saw of each worker.
+  const std::vector<StartupWatch::Sighting> seen = StopStartupWatch();
   log_.Info(StrCat("dispatched ", world - 1, " assignments; training ", plan.num_steps, " ", plan.step_unit, "s"));
   metrics_->SetJobState("training");
   std::vector<int32_t> worker_ranks;
@@ -556,13 +570,11 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   InstallStopHandlers();  // a SIGTERM, SIGINT or SIGUSR1 here is passed on to every worker
   bool stop_passed_on = false;
 
-  std::map<int, WorkerState> state;
-  const auto dispatched = Clock::now();
-  for (int r = 1; r < world; ++r) state[r].last_seen = state[r].last_step_change = dispatched;
-  const Seconds step_timeout(spec_.timeouts.step_seconds);
+  std::map<int, WorkerState> state = InitialWorkerStates(world, Clock::now(), seen);
   ProgressPrinter progress(plan.step_unit, plan.num_steps, spec_.train.log_every, log_);
-  const Seconds heartbeat_timeout(spec_.timeouts.heartbeat_timeout_seconds);
-  const Seconds startup_timeout(spec_.timeouts.startup_seconds);
+  const WorkerLimits limits{Seconds(spec_.timeouts.heartbeat_timeout_seconds), Seconds(spec_.timeouts.startup_seconds),
+                            Seconds(spec_.timeouts.step_seconds)};
+  const Seconds heartbeat_timeout = limits.heartbeat;
   int done = 0, hellos = 0;
   bool have_result = false;
   int64_t peak_rss = 0;
@@ -603,7 +615,16 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
       sleep_us = 100;
       WorkerState& w = state[m.source];
       w.last_seen = now;
+      // A worker answers the coordinator's beats from its start-up on, and a coordinator without
+      // MPI_THREAD_MULTIPLE sends none: then only its heartbeats and its ready hello count.
+      if (m.tag != workers::kTagStartup || session_.thread_multiple()) w.heard = true;
       switch (m.tag) {
+        case workers::kTagStartup: {
+          workers::HelloMsg early;
+          TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &early));
+          if (!w.hello) w.info = std::move(early);
+          break;
+        }
         case workers::kTagHello: {
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &w.info));
           w.hello = true;
@@ -705,31 +726,11 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
       }
       metrics_->SetResidentMemoryBytes(ResidentBytes());
     }
-    for (const auto& [r, s] : state) {
-      if (s.done) continue;
-      const Seconds silent = now - s.last_seen;
-      const Seconds limit = s.hello ? heartbeat_timeout : startup_timeout;
-      if (silent > limit) {
-        metrics_->SetWorkersAlive(hellos - 1);
-        failed_rank_ = r;
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.1f", silent.count());
-        return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
-                                      s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit.count(),
-                                      " s); last step ", s.step,
-                                      s.activity.empty() ? std::string() : StrCat(" (its compute then: ", s.activity, ")"),
-                                      ": presumed dead or hung; aborting the job"));
-      }
+    if (Status silent = FindSilentWorker(state, now, limits, &failed_rank_); !silent.ok()) {
+      metrics_->SetWorkersAlive(hellos - 1);
+      return silent;
     }
-    for (const auto& [r, s] : state) {
-      if (s.done || !s.hello || now - s.last_step_change <= step_timeout) continue;
-      failed_rank_ = r;
-      return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host, ", pid ", s.info.pid,
-                                    ") is alive but has not finished step ", s.step + 1, " within ", step_timeout.count(),
-                                    " s (timeouts.step_seconds)",
-                                    s.activity.empty() ? std::string() : StrCat("; its compute: ", s.activity),
-                                    ": presumed hung; aborting the job"));
-    }
+    TESSEL_RETURN_IF_ERROR(FindHungWorker(state, now, limits, &failed_rank_));
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 20000);
   }

@@ -29,6 +29,8 @@ enum Tag : int {
   kTagStop = 110,       // coordinator -> worker: stop after the current step, state saved (a signal it got)
   kTagAbort = 111,      // coordinator -> worker: the job is being aborted; leave now (empty; sent before
                         // kTagShutdown {1}, for a rank whose training thread is stuck in a collective)
+  kTagStartup = 112,    // worker -> coordinator: a HelloMsg (host, pid; no metrics port yet) at start-up,
+                        // before its assignment; then a heartbeat answers each kTagAlive until it arrives
 };
 
 struct HelloMsg {

@@ -29,6 +29,7 @@
 #include "monitoring/run_csv.h"
 #include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
+#include "workers/coordinator_watch.h"
 #include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
@@ -103,150 +104,6 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceChoice request, WorkerCom
   }
   return device;
 }
-
-// Whether the coordinator still lives, from its beats (kTagAlive, sent while it runs). Until the first
-// beat it is presumed alive: a coordinator without MPI_THREAD_MULTIPLE never beats.
-// Thread safety: one thread at a time (the main thread, or the heartbeat thread while it runs).
-class CoordinatorWatch {
- public:
-  // Takes one beat that arrived (one that does not decode is ignored).
-  void Heard(const Message& m) {
-    AliveMsg alive;
-    if (!Decode(m.bytes, &alive).ok() || !(alive.silence_limit_seconds > 0)) return;
-    limit_seconds_ = alive.silence_limit_seconds;
-    last_ = Clock::now();
-    heard_ = true;
-  }
-  // A stop request the coordinator passed on: this rank stops after the step all the workers agree on.
-  static void TakeStop(const Message& m) {
-    StopMsg stop;
-    if (Decode(m.bytes, &stop).ok() && stop.signal > 0) RequestStop(stop.signal);
-  }
-  // Whether the coordinator beats: then its death ends every wait, and none needs a limit of its own.
-  bool heard() const { return heard_; }
-  // How long until the coordinator's silence passes the limit (at least 10 ms; `cap` until the first
-  // beat): a wait bounded by it cannot hold back the verdict.
-  Seconds UntilPresumedDead(Seconds cap) const {
-    if (!heard_) return cap;
-    const Seconds left = Seconds(limit_seconds_) - (Clock::now() - last_);
-    return std::max(Seconds(0.01), std::min(cap, left));
-  }
-  // Takes the beats that have arrived, then judges: kRankFailed once the coordinator has been silent for
-  // longer than the limit its beats carry. The beats are taken first, so that this rank's own stall (a
-  // loaded machine) does not read as the coordinator's silence.
-  Status Check() {
-    for (;;) {
-      TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, kTagAlive));
-      if (m.source < 0) break;
-      Heard(m);
-    }
-    for (;;) {
-      TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, kTagStop));
-      if (m.source < 0) break;
-      TakeStop(m);
-    }
-    if (!heard_) return Status();
-    const double silent = Seconds(Clock::now() - last_).count();
-    if (silent <= limit_seconds_) return Status();
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "the coordinator (rank 0) has sent nothing for %.1f s (timeouts.heartbeat_timeout_seconds = %g)",
-                  silent, limit_seconds_);
-    return RankFailedError(StrCat(buf, ": presumed dead; stopping this rank"));
-  }
-
- private:
-  bool heard_ = false;
-  double limit_seconds_ = 0;
-  Clock::time_point last_;
-};
-
-// The coordinator's next message with `tag` (MPI_ANY_TAG: any but a beat), waiting up to `limit` while
-// watching its beats: source = -1 when the limit passed, kRankFailed when the coordinator died. The
-// message is looked for before the silence is judged, so that a last word sent just before the beats
-// stopped is taken, not read as death.
-Result<Message> AwaitCoordinator(CoordinatorWatch& watch, int tag, Seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  Backoff backoff;
-  for (;;) {
-    TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag));
-    if (m.source >= 0 && m.tag == kTagAlive) {
-      watch.Heard(m);
-      continue;
-    }
-    if (m.source >= 0 && m.tag == kTagStop) {
-      CoordinatorWatch::TakeStop(m);
-      continue;
-    }
-    if (m.source >= 0) return m;
-    TESSEL_RETURN_IF_ERROR(watch.Check());
-    if (Clock::now() > deadline) return m;
-    backoff.Wait();
-  }
-}
-
-// Sends a heartbeat to the coordinator every interval until stopped, and ends this process (exit 5) when
-// the coordinator has died: under `mpirun --enable-recovery` nobody else would, and the rank would train
-// on, or wait, for nothing. Needs MPI_THREAD_MULTIPLE.
-class HeartbeatThread {
- public:
-  HeartbeatThread(std::atomic<int64_t>* step, Seconds interval, CoordinatorWatch* watch, const Logger& log)
-      : step_(step), interval_(interval), watch_(watch), log_(log) {
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~HeartbeatThread() { Stop(); }
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      lock.unlock();
-      // A failed heartbeat is not fatal here: the coordinator's timeout decides. A send to a dead
-      // coordinator waits out its limit, so the limit ends where the coordinator is presumed dead: a fixed
-      // 4 intervals put up to 2 s on top of the heartbeat timeout (a drill measured 7.2 s where the
-      // bound is the 5 s timeout + 2 s).
-      (void)SendBytes(Encode(HeartbeatMsg{step_->load(), activity::Describe()}), 0, kTagHeartbeat,
-                      watch_->UntilPresumedDead(interval_ * 4));
-      // The coordinator is aborting the job (it has printed why): leave at once, whatever the training
-      // thread is waiting for.
-      if (auto abort = TryReceive(0, kTagAbort); abort.ok() && abort->source >= 0) {
-        log_.Debug("the coordinator is aborting the job; leaving");
-        std::fflush(stderr);
-        std::_Exit(static_cast<int>(Code::kRankFailed));
-      }
-      if (const Status alive = watch_->Check(); !alive.ok()) {
-        // The training thread may be inside a kernel or a collective: end the process from here. Nothing
-        // is lost that a live coordinator would have kept: checkpoints are renamed into place whole, and
-        // the next run on this node removes the dead run's spill file.
-        log_.Error(alive.message());
-        std::fflush(stderr);
-        // Said to the coordinator too, briefly: one that was only stopped or frozen reads it when it runs
-        // again, and reports this rather than the silence of the workers that left.
-        (void)SendBytes(Encode(ErrorMsg{alive.exit_code(), step_->load(), alive.message()}), 0, kTagError,
-                        std::chrono::milliseconds(200));
-        std::_Exit(alive.exit_code());
-      }
-      lock.lock();
-      cv_.wait_for(lock, interval_, [this] { return stop_; });
-    }
-  }
-
-  std::atomic<int64_t>* step_;
-  Seconds interval_;
-  CoordinatorWatch* watch_;
-  const Logger& log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // A checkpoint shard in memory: what the executor saves, plus the runtime's history.
 class ShardState final : public StateWriter, public StateReader {
@@ -665,6 +522,16 @@ namespace {
 Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assign, std::atomic<int64_t>* step,
                        CoordinatorWatch& watch, const Logger& log) {
   const WorkerSettings& settings = assign.settings;
+  // From the assignment on, the heartbeat thread speaks for this rank (until here its wait answered the
+  // coordinator's beats): the coordinator, which has heard from it, judges its silence by the heartbeat
+  // timeout, so a big payload's decoding must not go unannounced.
+  std::unique_ptr<HeartbeatThread> heartbeat;
+  const Seconds interval(settings.heartbeat_interval_seconds);
+  if (session.thread_multiple()) {
+    heartbeat = std::make_unique<HeartbeatThread>(step, interval, &watch, log);
+  } else {
+    log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per step");
+  }
   TESSEL_ASSIGN_OR_RETURN(const ExecutorFactory* factory, FindExecutor(assign.kind));
   ByteReader reader(assign.payload.data(), assign.payload.size());
   std::unique_ptr<AssignmentPayload> payload = factory->decode(reader);
@@ -693,18 +560,11 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   }
   TESSEL_RETURN_IF_ERROR(SendBytes(Encode(hello), 0, kTagHello, Seconds(settings.startup_timeout_seconds)));
 
-  std::unique_ptr<HeartbeatThread> heartbeat;
-  const Seconds interval(settings.heartbeat_interval_seconds);
   RunHooks hooks;
   hooks.step = step;
   hooks.metrics = &metrics;
   hooks.run_dir = assign.run_dir;
   hooks.launch = Launch::kMpiWorker;
-  if (session.thread_multiple()) {
-    heartbeat = std::make_unique<HeartbeatThread>(step, interval, &watch, log);
-  } else {
-    log.Warn("MPI lacks MPI_THREAD_MULTIPLE: heartbeats are sent once per step");
-  }
   // Every worker reports each step: its row of metrics.csv, and its compute time for the straggler watch.
   hooks.on_step = [&](const ProgressMsg& p) {
     if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step, activity::Describe()}), 0, kTagHeartbeat, interval * 4);
@@ -726,13 +586,13 @@ Status RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
   const Status aborted(Code::kRankFailed, "stopped; the coordinator has the cause");
   std::atomic<int64_t> step{0};
   CoordinatorWatch watch;
-  // The coordinator validates and plans first; that can take a while on a big graph.
-  auto first = AwaitCoordinator(watch, MPI_ANY_TAG, std::chrono::hours(24));
+  auto first = AwaitAssignment(session, watch);
   if (!first.ok()) return first.status();
   if (first->tag == kTagShutdown) {
     // Empty: the coordinator stopped before dispatching (it reports why). {1}: it is aborting the job.
     return first->bytes.empty() ? Status() : aborted;
   }
+  if (first->tag == kTagAbort) return aborted;  // it found another worker dead before dispatching (its {1} follows)
   Status st;
   AssignMsg assign;
   Seconds verdict_wait(0);

@@ -27,8 +27,10 @@ secs() { printf '%d.%d' $(( $1 / 1000 )) $(( ($1 % 1000) / 100 )); }  # millisec
 run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); sets rc, elapsed_ms (kill to
                   # exit), report_ms (kill to the "$report_pattern" line, or empty); log in $TESSEL_WORK/log
   local log=$TESSEL_WORK/log
-  # --overwrite: every call runs into the same directory, which the one before left a failed run in.
-  "$@" "$job" "${sets[@]}" --overwrite --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 </dev/null &
+  # A run directory of its own each time: a failed run's directory holds its summary.json, and a run into
+  # it is refused (the run-directory claim).
+  runs=$(( ${runs:-0} + 1 ))
+  "$@" "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run-$runs" >"$log" 2>&1 </dev/null &
   local launcher=$!
   for _ in $(seq 1 600); do grep -q "epoch 1/" "$log" && break; sleep 0.1; done
   if ! grep -q "epoch 1/" "$log"; then
