@@ -35,12 +35,13 @@ Status CheckBudgetFromShapes(const jobs::JobSpec& spec, const GptConfig& model, 
   const double c = model.width;
   const double least = 20.0 * blocks * (12.0 * c * c + 13.0 * c);
   if (least > static_cast<double>(budget)) {
-    char need[32];
+    char need[32], short_by[32];
     std::snprintf(need, sizeof need, "%.3g", least);
+    std::snprintf(short_by, sizeof short_by, "%.3g", least - static_cast<double>(budget));
     return UsageError(StrCat(origin, ": resources.memory_budget_bytes = ", budget, " cannot hold ", blocks,
                              " blocks of model.hidden = ", model.width, " on one stage: their parameters, gradients "
-                             "and AdamW moments alone take ", need, " bytes; raise the budget, add stages or narrow "
-                             "the model"));
+                             "and AdamW moments alone take ", need, " bytes, short by ", short_by,
+                             " bytes; raise the budget, add stages or narrow the model"));
   }
   StageCosts shapes;
   shapes.tokens = int64_t{train.microbatch} * train.seq_len;
