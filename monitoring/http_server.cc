@@ -233,6 +233,7 @@ struct HttpServer::Loop {
   FileDescriptor wake_read, wake_write;
   Handler handler;
   std::vector<Connection> connections;
+  Clock::time_point accept_pause_until{};
   std::atomic<int64_t> answered{0}, dropped{0};
   std::thread thread;
 
@@ -240,10 +241,12 @@ struct HttpServer::Loop {
     std::vector<pollfd> fds;
     for (;;) {
       fds.clear();
-      fds.push_back({wake_read.get(), POLLIN, 0});
-      fds.push_back({listener.get(), POLLIN, 0});
       const Clock::time_point now = Clock::now();
-      int timeout_ms = -1;
+      fds.push_back({wake_read.get(), POLLIN, 0});
+      // Out of descriptors (EMFILE): the pending connection stays queued, so the listener is left out of
+      // the poll for a moment instead of waking it at once, again and again.
+      fds.push_back({listener.get(), static_cast<int16_t>(now >= accept_pause_until ? POLLIN : 0), 0});
+      int timeout_ms = now >= accept_pause_until ? -1 : 100;
       for (const Connection& c : connections) {
         fds.push_back({c.fd.get(), static_cast<int16_t>(c.phase == Phase::kWriting ? POLLOUT : POLLIN), 0});
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - now).count();
@@ -253,19 +256,31 @@ struct HttpServer::Loop {
       const int n = ::poll(fds.data(), fds.size(), timeout_ms);
       if (n < 0 && errno != EINTR) return;  // cannot happen with valid descriptors; stop serving, never crash
       if (n > 0 && (fds[0].revents & POLLIN) != 0) return;  // the destructor asked us to stop
-      // Connections first (their pollfds follow the two fixed ones, in order), then new ones.
-      for (size_t i = 0; i < connections.size(); ++i) {
-        Serve(connections[i], n > 0 ? fds[i + 2].revents : 0);
+      // Nothing a client sends may end the job: a failure here (memory for a response, say) drops the
+      // connections in hand and serving goes on.
+      try {
+        // Connections first (their pollfds follow the two fixed ones, in order), then new ones.
+        for (size_t i = 0; i < connections.size(); ++i) {
+          Serve(connections[i], n > 0 ? fds[i + 2].revents : 0);
+        }
+        std::erase_if(connections, [](const Connection& c) { return c.fd.get() < 0; });
+        if (n > 0 && (fds[1].revents & POLLIN) != 0) Accept();
+      } catch (...) {
+        dropped.fetch_add(static_cast<int64_t>(connections.size()));
+        connections.clear();
       }
-      std::erase_if(connections, [](const Connection& c) { return c.fd.get() < 0; });
-      if (n > 0 && (fds[1].revents & POLLIN) != 0) Accept();
     }
   }
 
   void Accept() {
     for (int i = 0; i < 16; ++i) {  // a burst at a time, so that connections in progress are not starved
       const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN, or a connection reset before accept: nothing to do
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          accept_pause_until = Clock::now() + std::chrono::milliseconds(100);
+        }
+        return;  // EAGAIN, or a connection reset before accept: nothing to do
+      }
       Connection c;
       c.fd.Reset(fd);
       c.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
