@@ -30,6 +30,7 @@ system with every seed's accuracy and final training loss. Exit 0 when every run
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,6 +75,7 @@ def settings(job_file: str, overrides: dict) -> dict:
 
 def run_tessel(case, job_file, overrides, seed, work, graph):
     out = os.path.join(work, f"{case}-tessel-{seed}")
+    shutil.rmtree(out, ignore_errors=True)  # scratch: a run into an earlier run's directory is refused
     aifb = os.path.join(DATA, "aifb")
     cmd = [TESSEL, "run", os.path.join(ROOT, "jobs", "examples", job_file), "--set", f"job.seed={seed}",
            "--set", f'job.output_dir="{out}"', "--set", f'data.graph="{graph}"', "--set", "metrics.port_base=0",

@@ -29,6 +29,7 @@ stage; with S stages on C cores, max(1, C // S) per stage. Prints tables and wri
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def sgemm_limit(threads):
 
 
 def run_tessel(out, stages, threads, steps, extra, layers=4, skip=2):
+    shutil.rmtree(out, ignore_errors=True)  # scratch: a run into an earlier run's directory is refused
     workers = stages
     sets = {"resources.workers": workers, "resources.threads_per_worker": threads, "pipeline.stages": stages,
             "pipeline.microbatches": 1 if stages == 1 else 4, "train.steps": steps, "train.warmup_steps": 2,

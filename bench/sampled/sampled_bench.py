@@ -15,6 +15,7 @@ Prints a table and writes JSON rows (--json, default build/bench/results/FAMILY.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ if os.geteuid() == 0:
 
 
 def tessel(workers, threads, prefetch, epochs, out, extra):
+    shutil.rmtree(out, ignore_errors=True)  # scratch: a run into an earlier run's directory is refused
     sets = ["--set", f"resources.workers={workers}", "--set", f"resources.threads_per_worker={threads}",
             "--set", f"train.prefetch={'true' if prefetch else 'false'}", "--set", f"train.epochs={epochs}",
             "--set", f"job.output_dir={out}", "--set", "job.name=bench-sampled"] + extra
