@@ -301,6 +301,11 @@ Result<std::unique_ptr<SpillStore>> SpillStore::Open(const SpillOptions& given) 
   if (options.name.empty() || options.name.find('/') != std::string::npos) {
     return UsageError(StrCat("spill store: bad file name '", options.name, "' in ", options.dir));
   }
+  if (given.dir.empty()) {
+    // The default's parent, /tmp/tessel-UID, is Tessel's too: another user who made it first could swap
+    // the spill directory under it for a link.
+    TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(fs::path(options.dir).parent_path().string(), "spill.dir"));
+  }
   TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(options.dir, "spill.dir"));
   const int64_t stale = RemoveStaleFiles(options.dir);
   const std::string path = StrCat(options.dir, "/", options.name, ".", ::getpid(), kSpillSuffix);
