@@ -61,7 +61,7 @@
 #   --policies LIST    spill.policy values of the policy rows (default keep,offload,recompute,auto)
 #   --policy-models L  subset of small,large (default both; small with --quick)
 #   spill only (with --reps):
-#   --dir DIR          the directory measured (default /tmp/tessel-spill, the [spill] dir default)
+#   --dir DIR          the directory measured (default /tmp/tessel-UID/spill, the [spill] dir default)
 #   --total-mib N      bytes per case (default 2048; 512 with --quick)
 #   --slot-mib LIST    slot sizes in MiB (default 8,64)
 #   --checksum C       off, on or both (default both)

@@ -347,7 +347,9 @@ struct HttpServer::Loop {
         return;
       }
       c.in.append(buffer, static_cast<size_t>(got));
-      if (std::optional<HttpHead> head = ParseHttpHead(c.in)) {
+      // Only the first max_head_bytes count: a longer head is 431 even when it arrived whole.
+      const std::string_view within = std::string_view(c.in).substr(0, limits.max_head_bytes);
+      if (std::optional<HttpHead> head = ParseHttpHead(within)) {
         Respond(c, *head);
       } else if (c.in.size() > limits.max_head_bytes) {
         Answer(c, ErrorResponse(431, StrCat("the request head is over ", limits.max_head_bytes, " bytes")), false);

@@ -102,6 +102,26 @@ std::string FirstStranger(const std::string& step_dir) {
   return ec ? StrCat("(unreadable: ", ec.message(), ")") : "";
 }
 
+}  // namespace
+
+std::string FirstStrangerInCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string base = name.substr(0, name.find(".tmp-"));
+    const bool file = fs::is_regular_file(e.symlink_status(ec));
+    if (file && (base == "latest" || base == "job" || name.rfind(".write-check.", 0) == 0)) continue;
+    if (fs::is_directory(e.symlink_status(ec)) && ParseStepName(name).has_value()) {
+      if (const std::string inner = FirstStranger(e.path().string()); !inner.empty()) return StrCat(name, "/", inner);
+      continue;
+    }
+    return name;
+  }
+  return ec ? StrCat("(unreadable: ", ec.message(), ")") : "";
+}
+
+namespace {
+
 // Removes a step directory of `job` (or one without a manifest, which in a claimed directory is this
 // job's unfinished one), only when it holds nothing but Tessel's files; says why it keeps one otherwise.
 void Prune(const std::string& step_dir, const std::string& job, const Logger& log) {

@@ -42,6 +42,10 @@ struct CheckpointOwner {
 // created it (empty otherwise), so that a run which ends before its first step can remove it again.
 Status ClaimCheckpointDir(const std::string& dir, const std::string& job, std::string* claimed, const Logger& log);
 
+// The first entry under a checkpoint directory that Tessel did not write there, as a path relative to it
+// ("" when there is none): `tessel run --overwrite` removes a run's checkpoints/ only when it is "".
+std::string FirstStrangerInCheckpointDir(const std::string& dir);
+
 Status CommitCheckpoint(const std::string& dir, const CheckpointOwner& owner, int64_t step,
                         const std::vector<storage::FileDigest>& shards, int32_t keep, const Logger& log);
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "orchestrator/checkpoints.h"
 
 namespace tessel::orchestrator {
 namespace {
@@ -55,16 +56,23 @@ LockHolder ReadLock(const std::string& path) {
 
 // Whether the lock's process is gone: on this host, no such process, a zombie, or one that is not a tessel
 // (its pid reused). A lock from another host cannot be checked from here.
-bool LockIsStale(const LockHolder& h, const std::string& host) {
-  if (h.pid <= 0) return true;  // unreadable or half-written: its writer died at once
+bool LockIsStale(const LockHolder& h, const std::string& host, const std::string& path) {
+  if (h.pid <= 0) {
+    // Unreadable: a lock is complete from the moment it appears (written, then linked into place), except
+    // on a file system without hard links, where it is written after it is made. Give such a writer 10 s.
+    struct stat st {};
+    return ::stat(path.c_str(), &st) != 0 || std::time(nullptr) - st.st_mtime > 10;
+  }
   if (h.host != host) return false;
+  // This process's own pid cannot be another live run's: a lock left by a container before it restarted.
+  if (h.pid == ::getpid()) return true;
   if (::kill(static_cast<pid_t>(h.pid), 0) != 0 && errno == ESRCH) return true;
   // A zombie (killed, not yet reaped by its mpirun) is gone too: its state is Z and its cmdline empty.
   std::ifstream stat(StrCat("/proc/", h.pid, "/stat"));
   std::string line;
   std::getline(stat, line);
-  if (const size_t paren = line.rfind(')'); paren != std::string::npos && paren + 2 < line.size() &&
-                                            (line[paren + 2] == 'Z' || line[paren + 2] == 'X')) {
+  if (const size_t paren = line.rfind(')');
+      paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X')) {
     return true;
   }
   std::ifstream cmdline(StrCat("/proc/", h.pid, "/cmdline"));
@@ -78,18 +86,32 @@ Result<std::string> TakeLock(const std::string& dir, const std::string& host, co
   const std::string path = StrCat(dir, "/", kRunLockName);
   const std::string text = StrCat("pid ", ::getpid(), " host ", host, "\n");
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<FileDescriptor> fd = CreateNewFile(path, 0644);
-    if (fd.ok()) {
-      if (::write(fd->get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || fd->Close() != 0) {
-        ::unlink(path.c_str());
-        return StorageError(StrCat("cannot write the run lock ", path, ": ", std::strerror(errno)));
+    // Written whole under a temporary name, then linked into place: link(2) fails when the lock exists,
+    // so another run never sees it half-written. A file system without hard links gets O_EXCL, then the
+    // write.
+    const std::string tmp = TemporaryPathFor(path);
+    TESSEL_RETURN_IF_ERROR(WriteFileAtomically(tmp, text));
+    const int err = ::link(tmp.c_str(), path.c_str()) == 0 ? 0 : errno;
+    ::unlink(tmp.c_str());
+    if (err == 0) return path;
+    if (err == EPERM || err == EOPNOTSUPP || err == ENOSYS) {
+      Result<FileDescriptor> fd = CreateNewFile(path, 0644);
+      if (fd.ok()) {
+        if (::write(fd->get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) || fd->Close() != 0) {
+          ::unlink(path.c_str());
+          return StorageError(StrCat("cannot write the run lock ", path, ": ", std::strerror(errno)));
+        }
+        return path;
       }
-      return path;
+    } else if (err != EEXIST) {
+      return StorageError(StrCat("cannot create the run lock ", path, ": ", std::strerror(err)));
     }
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return fd.status();  // a link, a directory: exit 6
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {  // a link, a directory: exit 6
+      return StorageError(DescribeCreateFailure(path, EEXIST));
+    }
     const LockHolder holder = ReadLock(path);
-    if (!LockIsStale(holder, host)) {
+    if (!LockIsStale(holder, host, path)) {
       return UsageError(
           StrCat("job.output_dir: ", dir, " is in use by another run (pid ", holder.pid, " on ", holder.host,
                  "): two runs in one directory would mix their metrics, summaries and weights; choose another "
@@ -154,6 +176,32 @@ Result<std::unique_ptr<RunDirClaim>> RunDirClaim::Take(const std::string& chosen
     return UsageError(StrCat("job.output_dir: ", dir, " holds an earlier run (", Joined(earlier),
                              "); choose another job.output_dir, continue it with --resume, or replace it with "
                              "--overwrite"));
+  }
+  // Nothing a user made is removed: a weights/ or checkpoints/ holding a file Tessel does not write there
+  // is refused, naming it.
+  for (const std::string& name : earlier) {
+    const std::string path = StrCat(dir, "/", name);
+    std::string stranger;
+    std::error_code ec;
+    if (name == "checkpoints" && fs::is_directory(fs::symlink_status(path, ec))) {
+      stranger = FirstStrangerInCheckpointDir(path);
+    } else if (name == "weights" && fs::is_directory(fs::symlink_status(path, ec))) {
+      for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+        const std::string file = e.path().filename().string();
+        const std::string base = file.substr(0, file.find(".tmp-"));
+        const bool stage = base.rfind("stage-", 0) == 0 && base.ends_with(".bin") && base.size() > 10 &&
+                           base.find_first_not_of("0123456789", 6) == base.size() - 4;
+        if (!stage || !fs::is_regular_file(e.symlink_status(ec))) {
+          stranger = file;
+          break;
+        }
+      }
+    }
+    if (!stranger.empty()) {
+      return UsageError(StrCat("--overwrite: ", path, "/", stranger,
+                               " is not a file Tessel writes there; move it out of ", dir,
+                               " first (--overwrite removes only what a run wrote)"));
+    }
   }
   for (const std::string& name : earlier) {
     std::error_code ec;

@@ -49,7 +49,8 @@ Status CoordinatorWatch::Check() {
   const double silent = Seconds(Clock::now() - last_).count();
   if (silent <= limit_seconds_) return Status();
   char buf[160];
-  std::snprintf(buf, sizeof buf, "the coordinator (rank 0) has sent nothing for %.1f s (timeouts.heartbeat_timeout_seconds = %g)",
+  std::snprintf(buf, sizeof buf,
+                "the coordinator (rank 0) has sent nothing for %.1f s (timeouts.heartbeat_timeout_seconds = %g)",
                 silent, limit_seconds_);
   return RankFailedError(StrCat(buf, ": presumed dead; stopping this rank"));
 }
@@ -58,15 +59,22 @@ Result<Message> AwaitCoordinator(CoordinatorWatch& watch, int tag, Seconds limit
   const auto deadline = std::chrono::steady_clock::now() + limit;
   Backoff backoff;
   int64_t answered = watch.beats();
-  for (;;) {
-    // Each beat taken (here or by Check) gets its answer. Small, so it goes out at once; one the
-    // coordinator cannot take is its own silence, which the watch judges.
+  // Each beat taken (here or by Check) gets its answer. Small, so it goes out at once; one the
+  // coordinator cannot take is its own silence, which the watch judges.
+  const auto answer = [&](const char* doing) {
     if (reply == BeatReply::kHeartbeat && watch.beats() != answered) {
       answered = watch.beats();
-      (void)SendBytes(Encode(HeartbeatMsg{0, "waiting for its assignment"}), 0, kTagHeartbeat,
-                      watch.UntilPresumedDead(Seconds(1)));
+      (void)SendBytes(Encode(HeartbeatMsg{0, doing}), 0, kTagHeartbeat, watch.UntilPresumedDead(Seconds(1)));
     }
-    TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag));
+  };
+  // While a large message (a multi-GB assignment) arrives: the beats are still taken and answered.
+  const auto between = [&] {
+    if (Result<Message> beat = TryReceive(0, kTagAlive); beat.ok() && beat->source >= 0) watch.Heard(*beat);
+    answer("receiving its assignment");
+  };
+  for (;;) {
+    answer("waiting for its assignment");
+    TESSEL_ASSIGN_OR_RETURN(Message m, TryReceive(0, tag, between));
     if (m.source >= 0 && m.tag == kTagAlive) {
       watch.Heard(m);
       continue;

@@ -1,5 +1,5 @@
 // tessel-bench-spill: the `spill` family of bench/run.sh (bench/README.md "spill"). In one run, in one
-// directory (the spill dir, /tmp/tessel-spill by default) and for each slot size, it measures:
+// directory (the spill dir, this user's /tmp/tessel-UID/spill by default) and for each slot size, it measures:
 //   - raw write: the total in slot-sized pwrites with O_DIRECT from an aligned buffer, fsync at the end;
 //   - raw read: the same file read back with O_DIRECT;
 //   - spill write: SpillStore::Write of every slot plus a Sync, until Wait of the Sync returns;
@@ -43,7 +43,7 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr double kTargetWriteOfRaw = 0.80;  // the acceptance point: spill write >= 80% of raw
 
 struct Options {
-  std::string dir = "/tmp/tessel-spill";
+  std::string dir = storage::SpillDirectory("");  // the [spill] dir default: /tmp/tessel-UID/spill
   bool quick = false;
   int64_t total_bytes = 2048 * kMiB;
   std::vector<int64_t> slot_bytes = {8 * kMiB, 64 * kMiB};
@@ -97,9 +97,11 @@ class RawFile {
   RawFile& operator=(const RawFile&) = delete;
 
   Status Open() {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    // A new file, never through a link or over another file (core/safe_file.h's rule).
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0600);
     direct_ = fd_ >= 0;
-    if (fd_ < 0 && errno == EINVAL) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0 && errno == EINVAL)
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) return StorageError(StrCat(path_, ": ", std::strerror(errno)));
     return Status::Ok();
   }

@@ -24,6 +24,14 @@ expect_stderr "job.output_dir: .*/one holds an earlier run \(job.toml, metrics.c
 [ ! -e "$w/one/.tessel-run.lock" ] || fail "a finished run left its lock"
 pass "a second run into a finished run's directory: exit 2 naming its files, which are unchanged"
 
+# --- --overwrite never removes what a user put inside the run's own directories (weights/ here)
+echo "keep me" > "$w/one/weights/my-export.txt"
+expect_exit 2 "$TESSEL" run "$demo" "${small[@]}" --set train.steps=6 --set job.output_dir="$w/one" --overwrite
+expect_stderr "--overwrite: .*/one/weights/my-export.txt is not a file Tessel writes there"
+[ "$(cat "$w/one/weights/my-export.txt")" = "keep me" ] || fail "--overwrite removed a user's file in weights/"
+rm "$w/one/weights/my-export.txt"
+pass "--overwrite refuses a weights/ holding a user's file (exit 2 naming it)"
+
 # --- --overwrite replaces the run's own entries and keeps a file the user put there
 echo "my notes" > "$w/one/notes.txt"
 expect_exit 0 "$TESSEL" run "$demo" "${small[@]}" --set train.steps=6 --set job.output_dir="$w/one" --overwrite

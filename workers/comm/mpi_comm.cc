@@ -318,7 +318,7 @@ Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::dur
   }
 }
 
-Result<Message> TryReceive(int source, int tag) {
+Result<Message> TryReceive(int source, int tag, const std::function<void()>& between) {
   int flag = 0;
   MPI_Message handle;
   MPI_Status st;
@@ -328,6 +328,20 @@ Result<Message> TryReceive(int source, int tag) {
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   m.bytes.resize(static_cast<size_t>(count));
+  if (between && count > (1 << 20)) {
+    MPI_Request req;
+    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Imrecv(m.bytes.data(), count, MPI_BYTE, &handle, &req), "MPI_Imrecv"));
+    for (;;) {
+      int done = 0;
+      TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Test(&req, &done, &st), "MPI_Test"));
+      if (done) break;
+      between();
+      std::this_thread::yield();  // a big message moves only while this side calls into MPI
+    }
+    m.source = st.MPI_SOURCE;
+    m.tag = st.MPI_TAG;
+    return m;
+  }
   TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, &st), "MPI_Mrecv"));
   m.source = st.MPI_SOURCE;
   m.tag = st.MPI_TAG;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -129,7 +130,10 @@ struct Message {
 // Receives the next message from `source` (or MPI_ANY_SOURCE) with `tag` (or MPI_ANY_TAG), polling
 // with MPI_Improbe and a backoff sleep. Returns std::nullopt-like empty source (-1) on timeout.
 Result<Message> PollMessage(int source, int tag, std::chrono::duration<double> timeout);
-// One non-blocking look: returns a message if one is waiting, else source = -1.
-Result<Message> TryReceive(int source, int tag);
+// One non-blocking look: returns a message if one is waiting, else source = -1. A message over 1 MiB is
+// received with MPI_Imrecv, and `between`, when given, runs between the tests of its progress (a worker
+// answers the coordinator's beats there while a multi-GB assignment arrives: a blocking receive would be
+// silence the coordinator judges as death).
+Result<Message> TryReceive(int source, int tag, const std::function<void()>& between = {});
 
 }  // namespace tessel::workers
