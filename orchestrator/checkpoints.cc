@@ -222,9 +222,21 @@ Status WriteClaim(const std::string& claim, const std::string& job, bool* lost) 
       return StorageError(StrCat("cannot write ", tmp, ": ", std::strerror(err)));
     }
   }
-  const int rc = ::link(tmp.c_str(), claim.c_str());
-  const int err = errno;
+  int rc = ::link(tmp.c_str(), claim.c_str());
+  int err = errno;
   ::unlink(tmp.c_str());
+  if (rc != 0 && (err == EPERM || err == EOPNOTSUPP || err == ENOSYS)) {
+    // A file system without hard links (some FUSE and object-store mounts): O_EXCL, then the write.
+    Result<FileDescriptor> fd = CreateNewFile(claim, 0644);
+    rc = fd.ok() ? 0 : -1;
+    err = fd.ok() ? 0 : (std::filesystem::exists(std::filesystem::symlink_status(claim)) ? EEXIST : EIO);
+    const std::string text = job + "\n";
+    if (fd.ok() && ::write(fd->get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      err = errno;
+      rc = -1;
+      ::unlink(claim.c_str());
+    }
+  }
   *lost = rc != 0 && err == EEXIST;
   if (rc != 0 && !*lost) return StorageError(StrCat("cannot create ", claim, ": ", std::strerror(err)));
   return Status();
