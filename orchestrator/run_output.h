@@ -41,7 +41,8 @@ class RunDirClaim {
   // Claims `dir` (spec.job.output_dir, or for kResume ResumeRunDir's; created 0700 if missing, else
   // checked as core/safe_file.h's EnsurePrivateDirectory does), or, when `dir` is "", a new
   // runs/<spec.job.name>-<UTC yyyymmdd-hhmmss>[-N]. A directory another live run holds is kUsage naming its
-  // pid and host; one holding an earlier run is kUsage for kNew, emptied of kRunDirEntries for kOverwrite.
+  // pid and host; one holding an earlier run is kUsage for kNew, emptied of kRunDirEntries for kOverwrite
+  // (kUsage naming it when its weights/ or checkpoints/ holds a file Tessel does not write there).
   static Result<std::unique_ptr<RunDirClaim>> Take(const std::string& dir, const jobs::JobSpec& spec, RunDirUse use,
                                                    const std::string& host, const Logger& log);
   ~RunDirClaim();
