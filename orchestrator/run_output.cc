@@ -124,15 +124,24 @@ Result<std::string> TakeLock(const std::string& dir, const std::string& host, co
   return UsageError(StrCat("job.output_dir: ", dir, " was claimed by another run starting at the same time"));
 }
 
-// The entries of kRunDirEntries present in `dir`; one that is a symbolic link is kStorage naming it (a run
-// never makes links, so someone else planted it where this run would write).
+// The entries of kRunDirEntries present in `dir`. A symbolic link among them, or anywhere below the
+// weights/ and checkpoints/ directories, is kStorage naming it: a run never makes links, so someone else
+// planted it where this run would write.
 Result<std::vector<std::string>> EarlierRun(const std::string& dir) {
   std::vector<std::string> found;
   for (std::string_view name : kRunDirEntries) {
     const std::string path = StrCat(dir, "/", name);
     TESSEL_RETURN_IF_ERROR(CheckNotSymlink(path));
     std::error_code ec;
-    if (fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec) found.emplace_back(name);
+    const fs::file_type type = fs::symlink_status(path, ec).type();
+    if (ec || type == fs::file_type::not_found) continue;
+    found.emplace_back(name);
+    if (type != fs::file_type::directory) continue;
+    // The iterator never follows a link to a directory, so this walks only what lies in the run directory.
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      TESSEL_RETURN_IF_ERROR(CheckNotSymlink(it->path().string()));
+    }
   }
   return found;
 }
