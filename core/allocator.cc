@@ -28,6 +28,10 @@ Status OutOfMemory(std::string_view what, size_t bytes, std::string_view cause) 
   return StorageError(StrCat("out of memory: a ", what, " of ", bytes, " bytes (", size, ") failed: ", cause));
 }
 
+bool IsOutOfMemory(const Status& status) {
+  return status.code() == Code::kStorage && status.message().find("out of memory: ") != std::string::npos;
+}
+
 namespace {
 
 class AlignedHost final : public Allocator {

@@ -19,6 +19,8 @@ std::string_view DeviceName(Device device);
 // An allocation that failed: kStorage (exit 6, "out of memory: a host allocation of N bytes (X GB) failed:
 // CAUSE"). Callers add what the memory was for and which setting sized it.
 Status OutOfMemory(std::string_view what, size_t bytes, std::string_view cause);
+// Whether `status` is (or wraps, with context added before it) an OutOfMemory failure.
+bool IsOutOfMemory(const Status& status);
 
 class Allocator {
  public:

@@ -1,7 +1,9 @@
 // `tessel run`, `tessel validate` and `tessel plan`.
 #include <iostream>
 
+#include "core/cuda_device.h"
 #include "core/logging.h"
+#include "core/process_memory.h"
 #include "jobs/spec.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/coordinator.h"
@@ -66,6 +68,17 @@ Status Plan(const JobArgs& args, int32_t workers) {
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<orchestrator::Planner> planner, orchestrator::MakePlanner(spec));
   TESSEL_ASSIGN_OR_RETURN(orchestrator::Plan plan, planner->MakePlan(spec, workers, log));
   planner->Print(spec, plan, std::cout);
+  // What `tessel run` would refuse on a host like this one (workers/host_limits.h CheckMemory).
+  const int64_t host = HostMemoryBytes();
+  const bool cpu = spec.job.device == jobs::DeviceChoice::kCpu ||
+                   (spec.job.device == jobs::DeviceChoice::kAuto && !ProbeCuda().usable());
+  for (size_t w = 0; w < plan.workers.size() && cpu && host > 0; ++w) {
+    if (plan.workers[w].predicted_memory_bytes <= host) continue;
+    std::cout << "worker " << w << " needs more memory (" << orchestrator::FormatBytes(plan.workers[w].predicted_memory_bytes)
+              << ") than this host gives a process (" << orchestrator::FormatBytes(host)
+              << "): on a CPU host like this one the run refuses it (exit 6); add workers or lower the model\n";
+    break;
+  }
   return Status();
 }
 

@@ -491,6 +491,7 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
     progress.Step(p);
   };
   hooks.on_checkpoint = [&](const workers::CheckpointMsg& m) { return Commit(m); };
+  hooks.predicted_memory_bytes = plan.workers[0].predicted_memory_bytes;
   TESSEL_ASSIGN_OR_RETURN(*result,
                           workers::RunAssignment(Settings(), std::move(plan.workers[0].payload), comm, hooks, log_));
   return Status();
@@ -541,6 +542,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     workers::AssignMsg a;
     a.settings = settings;
     a.run_dir = run_dir_;
+    a.predicted_memory_bytes = plan.workers[static_cast<size_t>(r - 1)].predicted_memory_bytes;
     std::unique_ptr<workers::AssignmentPayload> payload = std::move(plan.workers[static_cast<size_t>(r - 1)].payload);
     a.kind = std::string(payload->kind());
     {

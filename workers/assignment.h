@@ -71,6 +71,9 @@ class AssignmentPayload {
   virtual std::string Describe() const = 0;
   // Every setting of the payload as key=value pairs, from its field list (core/fields.h), for the debug log.
   virtual std::string DescribeSettings() const = 0;
+  // What sizes the payload's tensors, in the job file's words ("model.hidden = 64, model.layers = 2 and
+  // this worker's partition: ..."): named by a refusal or an allocation failure (workers/worker.h).
+  virtual std::string SizedBy() const = 0;
 };
 
 }  // namespace tessel::workers

@@ -50,6 +50,7 @@ std::vector<uint8_t> Encode(const AssignMsg& m) {
   w.PutString(m.run_dir);
   w.PutString(m.kind);
   w.PutVector(m.payload);
+  w.Put(m.predicted_memory_bytes);
   return w.Take();
 }
 
@@ -60,6 +61,7 @@ Status Decode(const std::vector<uint8_t>& b, AssignMsg* m) {
   m->run_dir = r.GetString("run dir");
   m->kind = r.GetString("kind");
   m->payload = r.GetVector<uint8_t>("payload");
+  m->predicted_memory_bytes = r.Get<int64_t>("predicted memory");
   return Finish(r);
 }
 

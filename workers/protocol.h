@@ -44,6 +44,7 @@ struct AssignMsg {
   std::string run_dir;
   std::string kind;              // the executor registry key of the payload
   std::vector<uint8_t> payload;  // AssignmentPayload::Encode
+  int64_t predicted_memory_bytes = 0;  // WorkerPlan's, for RunHooks
 };
 
 struct HeartbeatMsg {

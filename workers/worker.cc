@@ -33,7 +33,7 @@
 #include "workers/comm/timed_comm.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
-#include "workers/host_threads.h"
+#include "workers/host_limits.h"
 #include "workers/loss_watch.h"
 #include "workers/plugin_host/kernel_registry.h"
 
@@ -370,10 +370,9 @@ Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
   return Status();
 }
 
-}  // namespace
-
-Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
-                             WorkerComm& worker_comm, const RunHooks& hooks, const Logger& log) {
+// RunAssignment, less the naming of an allocation failure's settings.
+Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
+                     const std::string& sized_by, WorkerComm& worker_comm, const RunHooks& hooks, const Logger& log) {
   // Every wait on a peer is counted: tessel_peer_wait_seconds_total, and the compute time of metrics.csv.
   TimedComm comm(worker_comm);
   TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
@@ -393,6 +392,8 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   if (log.Enabled(LogLevel::kDebug)) log.Debug(StrCat(payload->kind(), " settings: ", payload->DescribeSettings()));
 
   TESSEL_RETURN_IF_ERROR(CheckThreads(settings.threads, comm.rank(), hooks.launch, log));
+  TESSEL_RETURN_IF_ERROR(
+      CheckMemory(hooks.predicted_memory_bytes, device->context.device, sized_by, comm.rank(), hooks.launch));
   Result<std::unique_ptr<ThreadPool>> started = ThreadPool::Create(settings.threads);
   if (!started.ok()) {
     return UsageError(StrCat("resources.threads_per_worker = ", settings.threads, ": worker ", comm.rank(), " ",
@@ -516,6 +517,21 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
   return out;
 }
 
+}  // namespace
+
+Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<AssignmentPayload> payload,
+                             WorkerComm& worker_comm, const RunHooks& hooks, const Logger& log) {
+  const std::string sized_by = payload->SizedBy();
+  Result<Record> out = Train(settings, std::move(payload), sized_by, worker_comm, hooks, log);
+  if (out.ok() || !IsOutOfMemory(out.status()) || out.status().message().find(sized_by) != std::string::npos) {
+    return out;
+  }
+  // An allocation that failed names its tensor; the assignment adds which settings sized it.
+  return Status(out.status().code(),
+                StrCat(out.status().message(), "; worker ", worker_comm.rank(), "'s tensors are sized by ", sized_by,
+                       ": lower them or add workers"));
+}
+
 namespace {
 
 // Everything between receiving the assignment and the result; errors are reported by the caller.
@@ -565,6 +581,7 @@ Status ServeAssignment(MpiSession& session, MpiWorkerComm& comm, AssignMsg assig
   hooks.metrics = &metrics;
   hooks.run_dir = assign.run_dir;
   hooks.launch = Launch::kMpiWorker;
+  hooks.predicted_memory_bytes = assign.predicted_memory_bytes;
   // Every worker reports each step: its row of metrics.csv, and its compute time for the straggler watch.
   hooks.on_step = [&](const ProgressMsg& p) {
     if (!heartbeat) (void)SendBytes(Encode(HeartbeatMsg{p.step, activity::Describe()}), 0, kTagHeartbeat, interval * 4);

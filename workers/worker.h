@@ -17,7 +17,7 @@
 #include "workers/assignment.h"
 #include "workers/comm/comm.h"
 #include "workers/comm/mpi_comm.h"
-#include "workers/host_threads.h"  // Launch
+#include "workers/host_limits.h"  // Launch
 #include "workers/protocol.h"
 
 namespace tessel::workers {
@@ -33,6 +33,9 @@ struct RunHooks {
   // writes the manifest and `latest` (may be empty: then nobody does).
   std::function<Status(const CheckpointMsg&)> on_checkpoint;
   Launch launch = Launch::kEmbedded;
+  // The plan's estimate of this worker's memory (WorkerPlan::predicted_memory_bytes; 0 = none): a CPU
+  // worker refuses a share larger than its host's memory before allocating (host_limits.h CheckMemory).
+  int64_t predicted_memory_bytes = 0;
 };
 
 // Runs `payload` to the end with the given worker communicator and returns the executor's result plus

@@ -87,7 +87,7 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     const double weights = (12.0 * cd * cd + 9.0 * cd) * (a + 4);
     const double head = (static_cast<double>(v) + static_cast<double>(s)) * cd * (a + 4) +
                         static_cast<double>(std::min<int64_t>(n, 1024)) * static_cast<double>(v) * a;
-    const double host = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    const double host = static_cast<double>(HostMemoryBytes());
     if (host > 0 && activations + weights + head > host) {
       char need[96];
       std::snprintf(need, sizeof need, "%.3g bytes (%.3g of them one block's weights, %.3g its activations)",

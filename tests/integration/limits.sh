@@ -43,6 +43,22 @@ expect_exit_within 10 2 "$TESSEL" plan "$demo" --set model.hidden=4096 --set res
 expect_stderr "resources.memory_budget_bytes = 536870912 cannot hold 2 blocks of model.hidden = 4096"
 expect_exit_within 30 6 "$TESSEL" plan "$demo" --set model.hidden=100000000
 expect_stderr "out of memory: .*model.hidden = 100000000"
+# A share larger than the host, without a budget: refused before the worker allocates (Linux would grant
+# the memory and its OOM killer end the run with SIGKILL), embedded and on a worker rank, naming settings.
+graph=jobs/examples/rgcn-synthetic.toml
+huge=(--set model.hidden=100000000 --set train.epochs=1 --set metrics.port_base=0)
+expect_exit_within 60 6 "$TESSEL" run "$graph" "${huge[@]}" --set job.output_dir="$w/huge"
+expect_stderr "out of memory: this process \(rank 0, embedded, on .*\) would need about .* for its share .*sized by model.hidden = 100000000, model.layers = 2 and this worker's partition .*nothing was allocated"
+[ ! -e "$w/huge" ] || fail "a refused run left $w/huge behind"
+expect_exit_within 120 6 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$graph" "${huge[@]}" --set resources.workers=2 --set job.output_dir="$w/huge2"
+expect_stderr "worker [01] \(on .*\) would need about .* sized by model.hidden = 100000000"
+expect_exit 0 "$TESSEL" plan "$graph" --set model.hidden=100000000
+grep -q "on a CPU host like this one the run refuses it (exit 6)" "$w/stdout" || fail "tessel plan does not say: $(cat "$w/stdout")"
+# An allocation that fails all the same (here under ulimit -v) names its tensor and the settings.
+expect_exit_within 60 6 bash -c "ulimit -v 3000000; exec \"\$0\" \"\$@\"" "$TESSEL" run "$graph" --set model.hidden=3000 \
+  --set model.layers=3 --set train.epochs=1 --set metrics.port_base=0 --set resources.threads_per_worker=1 \
+  --set job.output_dir="$w/ulimit"
+expect_stderr "cpu tensor: out of memory: .*; worker 0's tensors are sized by model.hidden = 3000, model.layers = 3"
 pass "the memory budget before allocating"
 
 # --- row 12: messages in the user's words

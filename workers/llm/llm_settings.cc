@@ -49,6 +49,13 @@ std::string LlmStageAssignment::Describe() const {
                 offload > 0 ? StrCat(", ", offload, " offloaded to ", storage::SpillDirectory(spill.dir)) : "");
 }
 
+std::string LlmStageAssignment::SizedBy() const {
+  return StrCat("model.hidden = ", model.width, ", blocks ", place.first_block, "..", place.end_block - 1, " of model.layers = ",
+                model.layers, " on this stage (pipeline.stages = ", place.stages, "), ",
+                int64_t{train.microbatch} * train.seq_len, " tokens a micro-batch (train.microbatch_size x train.seq_len), ",
+                train.microbatches, " micro-batches in flight at most, and model.vocab_size = ", model.vocab);
+}
+
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {
   auto a = std::make_unique<LlmStageAssignment>();
   DecodeFields(*a, in);

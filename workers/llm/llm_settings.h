@@ -160,6 +160,7 @@ class LlmStageAssignment final : public AssignmentPayload {
   void Encode(ByteWriter& out) const override { EncodeFields(*this, out); }
   std::string Describe() const override;
   std::string DescribeSettings() const override { return DescribeFields(*this); }
+  std::string SizedBy() const override;
 
   TESSEL_FIELD_LIST(TESSEL_LLM_STAGE_FIELDS)
 };

@@ -13,6 +13,25 @@ std::string RgnnAssignment::Describe() const {
                 partition.src.size(), " edges");
 }
 
+namespace {
+
+// The model settings every RGNN payload's weights and activations scale with.
+std::string ModelSizedBy(const RgnnSettings& s) {
+  return StrCat("model.hidden = ", s.hidden, ", model.layers = ", s.layers,
+                s.num_bases > 0 ? StrCat(", model.num_bases = ", s.num_bases) : "",
+                s.heads > 1 ? StrCat(", model.heads = ", s.heads) : "");
+}
+
+}  // namespace
+
+std::string RgnnAssignment::SizedBy() const {
+  const int64_t input = settings.input == ModelInput::kOneHot ? partition.total_nodes : partition.feature_dim;
+  return StrCat(ModelSizedBy(settings), " and this worker's partition (", partition.num_rows(), " rows, ",
+                partition.src.size(), " edges, ", partition.num_relations(), " relations, an input width of ", input,
+                settings.input == ModelInput::kOneHot ? ": model.input one-hot, a row per node of the graph" : "",
+                "; more workers make it smaller)");
+}
+
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   RgnnSettings settings;
   DecodeFields(settings, in, "settings");
@@ -37,6 +56,14 @@ std::string RgnnSampledAssignment::Describe() const {
   for (const int32_t p : graph->part_of) owned += p == worker ? 1 : 0;
   return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": ", owned,
                 " owned nodes of ", graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
+}
+
+std::string RgnnSampledAssignment::SizedBy() const {
+  std::string fanouts;
+  for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
+  return StrCat(ModelSizedBy(settings), ", train.batch_size = ", sampling.batch_size, ", train.fanouts = [", fanouts,
+                "] and the graph's structure (", graph->num_nodes, " nodes, ", graph->num_edges(),
+                " edges, held whole by every worker)");
 }
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {

@@ -75,6 +75,7 @@ class RgnnAssignment final : public AssignmentPayload {
   void Encode(ByteWriter& out) const override;
   std::string Describe() const override;
   std::string DescribeSettings() const override { return DescribeFields(settings, "settings"); }
+  std::string SizedBy() const override;
 
   RgnnSettings settings;
   storage::WorkerPartition partition;
@@ -109,6 +110,7 @@ class RgnnSampledAssignment final : public AssignmentPayload {
   void Encode(ByteWriter& out) const override;
   std::string Describe() const override;
   std::string DescribeSettings() const override { return DescribeFields(*this); }
+  std::string SizedBy() const override;
 
   // feature_dim 0 = one-hot input.
 #define TESSEL_RGNN_SAMPLED_FIELDS(X) \

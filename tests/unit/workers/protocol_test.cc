@@ -44,12 +44,14 @@ TEST(Protocol, AssignRoundTripsEveryField) {
   a.run_dir = "runs/x";
   a.kind = "rgnn.full";
   a.payload = {1, 2, 3, 255};
+  a.predicted_memory_bytes = int64_t{3} << 40;
   AssignMsg b;
   ASSERT_TRUE(Decode(Encode(a), &b).ok());
   EXPECT_EQ(b.settings, a.settings);
   EXPECT_EQ(b.run_dir, a.run_dir);
   EXPECT_EQ(b.kind, a.kind);
   EXPECT_EQ(b.payload, a.payload);
+  EXPECT_EQ(b.predicted_memory_bytes, a.predicted_memory_bytes);
 }
 
 TEST(Protocol, HelloHeartbeatProgressResultAndErrorRoundTrip) {
