@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <utility>
 #include <vector>
 
 #include "core/logging.h"
+#include "core/process_memory.h"
 #include "storage/edges_import.h"
 
 namespace tessel::storage {
@@ -148,6 +150,21 @@ Status ValidateGenerateOptions(const GenerateOptions& o) {
 
 Result<HeteroGraph> GenerateGraph(const GenerateOptions& o) {
   TESSEL_RETURN_IF_ERROR(ValidateGenerateOptions(o));
+  // The finished graph's own arrays, counted in double, against the memory this process may have: the
+  // generation is refused before it starts (Linux would grant the memory and its OOM killer end the
+  // process, SIGKILL and no message). Per node a label, the planted-class index and three masks, and the
+  // features; 16 bytes an edge, twice with the inverses, and a self loop per node.
+  const double nodes = static_cast<double>(o.nodes), base_edges = nodes * o.avg_degree / 2.0;
+  const double need = nodes * (8 + 8 + 3 + 4.0 * static_cast<double>(o.feature_dim)) +
+                      16.0 * base_edges * (o.add_inverse ? 2 : 1) + (o.add_self_loop ? 16.0 * nodes : 0.0);
+  if (const int64_t host = HostMemoryBytes(); host > 0 && need > static_cast<double>(host)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "at least %.3g GB (%.3g nodes with %d float32 features, %.3g edges), more than the %.3g GB",
+                  need * 1e-9, nodes, static_cast<int>(o.feature_dim), base_edges * (o.add_inverse ? 2 : 1), static_cast<double>(host) * 1e-9);
+    return StorageError(StrCat("out of memory: generating graph '", o.name, "' needs ", text,
+                               " this process may have; lower nodes, avg_degree or feature_dim (data.synthetic.* in a "
+                               "job file; --nodes, --avg-degree, --feature-dim of tessel data generate)"));
+  }
   HeteroGraph g;
   g.name = o.name;
   g.num_classes = o.classes;

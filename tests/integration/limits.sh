@@ -54,6 +54,10 @@ expect_exit_within 120 6 env TESSEL="$TESSEL" scripts/tessel-mpirun -np 3 "$grap
 expect_stderr "worker [01] \(on .*\) would need about .* sized by model.hidden = 100000000"
 expect_exit 0 "$TESSEL" plan "$graph" --set model.hidden=100000000
 grep -q "on a CPU host like this one the run refuses it (exit 6)" "$w/stdout" || fail "tessel plan does not say: $(cat "$w/stdout")"
+# The coordinator's own data too: a synthetic graph larger than the host is refused before it is generated.
+expect_exit_within 60 6 "$TESSEL" run "$graph" --set data.synthetic.nodes=2000000000 --set data.graph="$w/huge.h5" \
+  --set job.output_dir="$w/huge3"
+expect_stderr "out of memory: generating graph 'synthetic' needs at least .* GB \(2e\+09 nodes with 32 float32 features"
 # An allocation that fails all the same (here under ulimit -v) names its tensor and the settings.
 expect_exit_within 60 6 bash -c "ulimit -v 3000000; exec \"\$0\" \"\$@\"" "$TESSEL" run "$graph" --set model.hidden=3000 \
   --set model.layers=3 --set train.epochs=1 --set metrics.port_base=0 --set resources.threads_per_worker=1 \
