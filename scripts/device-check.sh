@@ -20,7 +20,11 @@
 #                                      the arguments after --bench.
 #
 # Results land in $OUT (when set) or build-device/out.
+#
+# On the GPU machine no test may skip (TESSEL_REQUIRE_GPU=1, scripts/check-skips.py): a skipped test there
+# is a GPU path that did not run, and fails the check.
 set -euo pipefail
+export TESSEL_REQUIRE_GPU=1
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-}
 bench=0
@@ -34,7 +38,8 @@ if [ "$mode" != --bundle ]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" || echo "no nvidia-smi"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_KERNELS_ONLY=ON -DCMAKE_CUDA_ARCHITECTURES=90
   cmake --build "$build" --parallel "$(nproc)"
-  (cd "$build" && ctest --output-on-failure -L unit 2>&1 | tee "$out/ctest.txt")
+  (cd "$build" && ctest --output-on-failure -L unit --output-junit ctest-junit.xml 2>&1 | tee "$out/ctest.txt")
+  python3 "$root/scripts/check-skips.py" "$root/tests/skips.allow" "$build/ctest-junit.xml" | tee -a "$out/ctest.txt"
   for b in "$build"/bench/*_bench; do
     [ -x "$b" ] || continue
     "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
@@ -78,6 +83,11 @@ for t in "$root"/build/tests/unit/*/*_test "$root"/build/tests/unit/*/*/*_test; 
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^\[  SKIPPED \]' "$logs/$(basename "$t").log" \
     | sort | uniq -c | tee -a "$out/tests.txt" || true
   grep -E 'Failure|error:' "$logs/$(basename "$t").log" | head -20 | tee -a "$out/tests.txt" || true
+  # TESSEL_REQUIRE_GPU=1: a skipped test is a GPU path that did not run.
+  if grep -q '^\[  SKIPPED \]' "$logs/$(basename "$t").log"; then
+    echo "FAIL: $(basename "$t") skipped tests on the GPU machine (TESSEL_REQUIRE_GPU=1)" | tee -a "$out/tests.txt"
+    status=1
+  fi
 done
 
 for b in "$root"/build/bench/*_bench; do

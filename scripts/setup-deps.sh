@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-dev                        # the libFuzzer targets (tests/fuzz)
   iproute2 util-linux                          # ip, unshare: the 3-host tests (tests/cluster/netns)
   strace                                       # the names a run creates (tests/integration/planted_links.sh)
+  xz-utils bzip2                               # compressed inputs (tests/unit/storage line_reader, edges_import)
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libcli11-dev
