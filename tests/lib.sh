@@ -79,6 +79,24 @@ expect_stderr() {
 # json FILE EXPR: prints a Python expression over the parsed JSON document `s`.
 json() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
+# ran_after DIR SINCE FIRST LAST: the run that started at unix time SINCE (date +%s.%N) in run directory DIR
+# ran steps FIRST..LAST, each once on every rank, and no other: its rows of DIR/metrics.csv, which a run
+# appends step by step. A resume that silently began again at step 1 fails it. Prints "N steps".
+ran_after() {
+  python3 - "$@" <<'PY' || fail "$1: the run since $2 did not run steps $3..$4 exactly once on every rank"
+import csv, sys
+d, since, first, last = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ran = {}
+for row in csv.DictReader(open(f"{d}/metrics.csv")):
+    if float(row["unix_seconds"]) >= since:
+        ran.setdefault(row["rank"], []).append(int(row["step"]))
+want = list(range(first, last + 1))
+bad = {r: s for r, s in ran.items() if sorted(s) != want}
+assert ran and not bad, f"ranks ran {bad or ran}, not steps {first}..{last} once each"
+print(f"{len(want)} steps")
+PY
+}
+
 # Missing data is never a pass. A test (or the part of it) that cannot run for lack of a dataset ends with
 # missing_data, which skips (exit 77, CTest "skipped") naming what is missing, or fails under
 # TESSEL_REQUIRE_DATA=1.

@@ -25,23 +25,54 @@ run_killed() {
   [ ! -f "$dir/summary.json" ] || fail "the job finished before it was killed: make it longer"
 }
 
-# compare KIND UNCUT RESUMED: every loss from the resumed step on is the uninterrupted run's.
+# compare KIND UNCUT RESUMED SINCE [perturbed]: the resumed run (started at unix time SINCE) ran exactly the
+# steps after its checkpoint, each once on every rank (ran_after, tests/lib.sh); every loss from the
+# resumed step on is the uninterrupted run's, or, "perturbed" (a parameter of the checkpoint changed),
+# every loss up to it is and every later one differs.
 compare() {
-  python3 - "$@" <<'PY'
+  local kind=$1 uncut=$2 resumed=$3 since=$4 unit=step
+  [ "$kind" = llm ] || unit=epoch
+  local k n
+  k=$(json "$resumed/summary.json" "s.get('resumed_from_$unit', 0)") n=$(json "$uncut/summary.json" "len(s['${unit}_loss'])")
+  ran_after "$resumed" "$since" $((k + 1)) "$n" >/dev/null || return 1
+  shift 4
+  python3 - "$kind" "$uncut" "$resumed" "$@" <<'PY'
 import json, sys
 kind, uncut, resumed = sys.argv[1:4]
+perturbed = len(sys.argv) > 4
 a, b = json.load(open(f"{uncut}/summary.json")), json.load(open(f"{resumed}/summary.json"))
 unit = "step" if kind == "llm" else "epoch"
 k = b.get(f"resumed_from_{unit}")
 assert k is not None, f"{resumed}: not a resumed run"
 la, lb = a[f"{unit}_loss"], b[f"{unit}_loss"]
 assert 0 < k < len(la), f"resumed from {unit} {k} of {len(la)}"
+if perturbed:
+    assert la[:k] == lb[:k], f"{unit} losses up to the checkpoint differ:\n{la[:k]}\n{lb[:k]}"
+    same = [i + 1 for i in range(k, len(la)) if la[i] == lb[i]]
+    assert not same, f"a parameter of the checkpoint was changed, yet {unit}s {same} have the uncut run's losses"
+    print(f"{kind}: resumed after {unit} {k} from a changed parameter; all {len(la) - k} later losses differ")
+    sys.exit(0)
 assert la == lb, f"{unit} losses differ:\n{la}\n{lb}"
 if kind == "llm":
     assert a["val_loss"] == b["val_loss"], (a["val_loss"], b["val_loss"])
 else:
     assert a["test_accuracy"] == b["test_accuracy"], (a["test_accuracy"], b["test_accuracy"])
-print(f"{kind}: resumed after {unit} {k}; {len(la) - k} later losses equal the uninterrupted run's")
+print(f"{kind}: resumed after {unit} {k}; the {len(la) - k} {unit}s after it ran once each, with the uninterrupted run's losses")
+PY
+}
+
+# perturb STEP_DIR: adds 0.01 to one parameter of worker 0's shard and writes its new size and CRC-32 into
+# the manifest, so that the checkpoint stays valid.
+perturb() {
+  local out
+  out=$("$TESSEL_PERTURB_CHECKPOINT" "$1/worker-0.h5") || fail "cannot perturb $1/worker-0.h5"
+  python3 - "$1/manifest.json" $out <<'PY'
+import json, sys
+path, name, size, crc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+m = json.load(open(path))
+shard = next(s for s in m["shards"] if s["file"] == "worker-0.h5")
+shard["bytes"], shard["crc32"] = size, crc
+json.dump(m, open(path, "w"), indent=2)
 PY
 }
 
@@ -61,9 +92,21 @@ check_job() {  # NAME NP JOB KIND EVERY KEEP SETS...
   [ "$(cat "$w/uncut/checkpoints/latest")" = "step-$newest" ] || fail "$name: latest is not step-$newest"
 
   run_killed "$w/killed" "$np" "$job" "${sets[@]}"
+  # A copy of the killed run whose checkpoint has one parameter changed, resumed the same way.
+  cp -r "$w/killed" "$w/perturbed"
+  perturb "$w/perturbed/checkpoints/$(cat "$w/perturbed/checkpoints/latest")"
+  local since
+  since=$(date +%s.%N)
   mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
     --set job.output_dir="$w/killed" --resume > "$w/resumed.log" 2>&1 || { cat "$w/resumed.log"; fail "$name: the resume failed"; }
-  pass "$name killed with SIGKILL: $(compare "$kind" "$w/uncut" "$w/killed")"
+  local got
+  got=$(compare "$kind" "$w/uncut" "$w/killed" "$since") || fail "$name: the resume after SIGKILL"
+  pass "$name killed with SIGKILL: $got"
+  since=$(date +%s.%N)
+  mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
+    --set job.output_dir="$w/perturbed" --resume > "$w/perturbed.log" 2>&1 || { cat "$w/perturbed.log"; fail "$name: the perturbed resume failed"; }
+  got=$(compare "$kind" "$w/uncut" "$w/perturbed" "$since" perturbed) || fail "$name: the resume from a changed parameter"
+  pass "$name resumed from a changed parameter: $got"
 
   # Damage the newest checkpoint of a finished run: one byte in the middle of worker 1's shard.
   cp -r "$w/uncut" "$w/damaged"
@@ -77,12 +120,14 @@ p, at = sys.argv[1], int(sys.argv[2]) // 2
 with open(p, 'r+b') as f:
     f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x5A]))" "$shard" "$size"
   # The job wants more steps than the damaged one holds, so the fallback has steps left to compare.
+  since=$(date +%s.%N)
   mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np "$np" "$TESSEL" run "$job" "${sets[@]}" \
     --set job.output_dir="$w/damaged" --resume > "$w/damaged.log" 2>&1 || { cat "$w/damaged.log"; fail "$name: resume after damage failed"; }
   grep -q "step-$newest cannot be resumed: .*worker-1.h5: CRC-32" "$w/damaged.log" \
     || { cat "$w/damaged.log"; fail "$name: the damaged shard was not reported"; }
   grep -q "resuming from the older checkpoint" "$w/damaged.log" || fail "$name: the fallback was not reported"
-  pass "$name damaged shard refused, resumed from the previous checkpoint: $(compare "$kind" "$w/uncut" "$w/damaged")"
+  got=$(compare "$kind" "$w/uncut" "$w/damaged" "$since") || fail "$name: the resume after a damaged shard"
+  pass "$name damaged shard refused, resumed from the previous checkpoint: $got"
 }
 
 # GPT: 2 pipeline stages, 40 steps, a checkpoint every 3.

@@ -57,10 +57,13 @@ print(f"resumed after epoch {k}: the {len(la) - k} later losses equal the uninte
 PY
 }
 
-resume() {  # resume NAME: --resume on the 3 hosts, into the same output directory
-  local out=$TESSEL_WORK/$1
+resume() {  # resume NAME: --resume on the 3 hosts, into the same output directory; it runs each later epoch once
+  local out=$TESSEL_WORK/$1 since
+  since=$(date +%s.%N)
   scripts/tessel-mpirun -np 4 "$job" "${sets[@]}" --set job.output_dir="$out" --resume > "$out.resume.log" 2>&1 ||
     { tail -20 "$out.resume.log"; fail "$1: the resume failed"; }
+  ran_after "$out" "$since" $(($(json "$out/summary.json" 's["resumed_from_epoch"]') + 1)) \
+    "$(json "$out/summary.json" 'len(s["epoch_loss"])')" >/dev/null
 }
 
 # drill NAME PATTERN ACTION: runs the job, does ACTION (a shell command) once a checkpoint exists, then

@@ -60,9 +60,12 @@ PY
     fail "$name: latest is $(cat "$dir/checkpoints/latest"), not the stop's own checkpoint step-$stopped"
   grep -Eq "^tessel: stopped by SIG(TERM|INT|USR1) after step $stopped of 60; checkpoint in " "$dir.log" ||
     { tail -3 "$dir.log"; fail "$name: tessel does not say where it stopped"; }
-  # Resume to the end: every loss equals the uninterrupted run's.
+  # Resume to the end: it runs the steps after the stop's, once each, and every loss equals the uninterrupted run's.
+  local since
+  since=$(date +%s.%N)
   "$@" "$job" "${sets[@]}" --set job.output_dir="\"$dir\"" --resume >"$dir.resume.log" 2>&1 </dev/null ||
     { cat "$dir.resume.log"; fail "$name: the resumed run failed"; }
+  ran_after "$dir" "$since" $((stopped + 1)) 60 >/dev/null
   python3 - "$TESSEL_WORK/uncut/summary.json" "$dir/summary.json" "$stopped" <<'PY' || fail "$name: the resumed losses differ"
 import json, sys
 a, b, k = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
