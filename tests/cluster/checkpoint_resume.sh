@@ -65,7 +65,7 @@ PY
 # the manifest, so that the checkpoint stays valid.
 perturb() {
   local out
-  out=$("$TESSEL_PERTURB_CHECKPOINT" "$1/worker-0.h5") || fail "cannot perturb $1/worker-0.h5"
+  out=$("$TESSEL_CHECKPOINT_TOOL" perturb "$1/worker-0.h5") || fail "cannot perturb $1/worker-0.h5"
   python3 - "$1/manifest.json" $out <<'PY'
 import json, sys
 path, name, size, crc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
