@@ -26,6 +26,7 @@ run() {  # run NAME [--set ...]: gpt-demo.toml, 12 steps (4 of warm-up), into $T
 
 losses() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step_loss"])' "$1/summary.json"; }
 fallbacks() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("spill", {}).get("fallbacks", 0))' "$1/summary.json"; }
+written() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("spill", {}).get("written_bytes", 0))' "$1/summary.json"; }
 
 run keep
 want=$(losses "$TESSEL_WORK/keep")
@@ -49,7 +50,11 @@ for mb in 1 3 6 16; do
       [ "$fell_back" -ge 1 ] || fail "3 MB: no fallback when the disk filled mid-step" ;;
     *)
       [ "$fell_back" -eq 0 ] && [ "$(fallbacks "$TESSEL_WORK/offload-${mb}mb")" = 0 ] ||
-        fail "${mb} MB: every slot fits, yet the run fell back" ;;
+        fail "${mb} MB: every slot fits, yet the run fell back"
+      # An offload that silently kept its activations would pass everything above: the bytes say it wrote.
+      # 12 steps x 2 micro-batches x one 2.6 MB slot per offloaded block, at least.
+      bytes=$(written "$TESSEL_WORK/offload-${mb}mb")
+      [ "$bytes" -ge $((12 * 2 * 2600000)) ] || fail "${mb} MB: the offloading run wrote $bytes bytes to its spill file" ;;
   esac
-  pass "${mb} MB tmpfs: exit 0, keep's losses, $([ "$fell_back" -ge 1 ] && echo "fell back to recomputing" || echo "no fallback"), nothing left behind"
+  pass "${mb} MB tmpfs: exit 0, keep's losses, $([ "$fell_back" -ge 1 ] && echo "fell back to recomputing" || echo "no fallback"), $(written "$TESSEL_WORK/offload-${mb}mb") bytes spilled, nothing left behind"
 done
