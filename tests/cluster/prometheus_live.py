@@ -14,6 +14,11 @@
       The alert fired for that job (ALERTS{alertstate="firing"} since START), within TIMEOUT seconds.
   prometheus_live.py value PROM_URL QUERY TIMEOUT MIN
       The instant query returns a sample >= MIN within TIMEOUT seconds; prints it.
+  prometheus_live.py trained PROM_URL JOB START SUMMARY_JSON
+      What Prometheus scraped of a finished job is what it trained: every scrape of each rank's
+      tessel_epoch and tessel_loss, paired by timestamp, gives a step the job ran and that step's loss in
+      SUMMARY_JSON (or the next step's: a scrape may fall between the two updates), and the last step
+      scraped is within a few of the last the job ran.
 """
 import json
 import re
@@ -172,6 +177,45 @@ def value(prom, query, timeout, minimum):
         time.sleep(1)
 
 
+def trained(prom, job, start, summary_path):
+    summary = json.load(open(summary_path))
+    unit = "step" if "step_loss" in summary else "epoch"
+    losses = summary[f"{unit}_loss"]
+    last = summary.get(f"stopped_after_{unit}", len(losses))
+    series = {}
+    for name in ("tessel_epoch", "tessel_loss"):
+        data = api(prom, "query_range", query=f'{name}{{job="{job}",role!="coordinator"}}', start=start,
+                   end=time.time(), step="1s")
+        for r in data["result"]:
+            series.setdefault(r["metric"]["rank"], {})[name] = {float(t): float(v) for t, v in r["values"]}
+    problems, pairs, newest = [], 0, 0
+    for rank, got in sorted(series.items()):
+        epochs, loss = got.get("tessel_epoch", {}), got.get("tessel_loss", {})
+        for t, step in sorted(epochs.items()):
+            step = int(step)
+            if step < 1 or t not in loss:
+                continue
+            pairs += 1
+            newest = max(newest, step)
+            if step > len(losses):
+                problems.append(f"rank {rank} at {t:.0f}: {unit} {step}, but the job ran {len(losses)}")
+                continue
+            want = [losses[step - 1]] + ([losses[step]] if step < len(losses) else [])
+            if not any(loss[t] == w or abs(loss[t] - w) <= 1e-12 * abs(w) for w in want):
+                problems.append(f"rank {rank} {unit} {step}: Prometheus has loss {loss[t]!r}, summary.json {want}")
+    if pairs == 0:
+        problems.append(f"no scrape of job {job} paired tessel_epoch with tessel_loss")
+    elif newest < last - 5:
+        problems.append(f"the last {unit} scraped is {newest}, but the job ran {last}")
+    for p in problems[:10]:
+        print(p)
+    if problems:
+        return 1
+    print(f"{job}: {pairs} scrapes of tessel_epoch and tessel_loss over {len(series)} ranks agree with "
+          f"summary.json (last {unit} scraped {newest} of {last})")
+    return 0
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "panels":
@@ -184,6 +228,8 @@ def main(argv):
         return alert(argv[2], argv[3], argv[4], argv[5], float(argv[6]), argv[7:])
     if cmd == "value":
         return value(argv[2], argv[3], float(argv[4]), float(argv[5]))
+    if cmd == "trained":
+        return trained(argv[2], argv[3], argv[4], argv[5])
     print(__doc__)
     return 2
 

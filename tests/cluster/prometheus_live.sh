@@ -7,6 +7,7 @@
 #   - every query of every panel of monitoring/grafana/tessel.json returns data;
 #   - the exporters serve exactly the metrics of monitoring/METRICS.md, with their documented labels;
 #   - every alert rule is healthy; promtool checks the config as the test runs it;
+#   - every scrape of each rank's step and loss is a step the job ran, with its loss in summary.json;
 #   - stopped with SIGTERM (exit 7), each job removes its targets file.
 # Part 2, four drills side by side, each a job of its own:
 #   - a worker SIGKILLed mid-run: TesselRankDown fires (exit 5; a failed job keeps its targets);
@@ -94,6 +95,7 @@ for name in full sampled gpt; do
   finish "$name" 7 60
   [ ! -e "$W/prom/targets/$name.json" ] || fail "live-$name ended but left its targets file"
   [ -s "$W/runs/$name/metrics.csv" ] || fail "live-$name wrote no metrics.csv"
+  $check trained "$prom" "live-$name" "$t0" "$W/runs/$name/summary.json" || fail "live-$name: Prometheus and summary.json differ"
 done
 "$TESSEL" report "$W/runs/full" >/dev/null || fail "tessel report on the 3-rank run"
 python3 - "$W/runs/full/report.html" <<'PY' || fail "the 3-rank run's report.html"
