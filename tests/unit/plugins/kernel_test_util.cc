@@ -85,7 +85,7 @@ namespace {
   return copy;
 }
 
-[[maybe_unused]] void ExpectSame(const Tensor& cpu, const Tensor& cuda, double tol, const std::string& what) {
+void ExpectSame(const Tensor& cpu, const Tensor& cuda, double tol, const std::string& what) {
   ASSERT_EQ(cpu.dtype(), cuda.dtype()) << what;
   switch (cpu.dtype()) {
     case DType::kF32:
@@ -160,38 +160,49 @@ Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, con
 #endif
 }
 
-void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                    double tol, const void* params, size_t params_size) {
-#if TESSEL_HAVE_CUDA
-  std::vector<Tensor> cpu_in, cpu_out, dev_in, dev_out;
-  DeviceTensors device;
+void CompareWithCpu(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                    double tol, const void* params, size_t params_size, const KernelRun& other) {
+  std::vector<Tensor> cpu_in, cpu_out, other_in, other_out;
   for (const Tensor& t : inputs) {
     cpu_in.push_back(Clone(t));
-    dev_in.push_back(device.Upload(t));
+    other_in.push_back(Clone(t));
   }
   for (const Tensor& t : outputs) {
     cpu_out.push_back(Clone(t));
-    dev_out.push_back(device.Upload(t));
+    other_out.push_back(Clone(t));
   }
-  auto pointers = [](std::vector<Tensor>& v) {
-    std::vector<Tensor*> out;
-    for (Tensor& t : v) out.push_back(&t);
-    return out;
-  };
-  std::vector<Tensor*> ci = pointers(cpu_in), co = pointers(cpu_out), di = pointers(dev_in), dout = pointers(dev_out);
+  std::vector<const Tensor*> ci;
+  std::vector<Tensor*> co;
+  for (Tensor& t : cpu_in) ci.push_back(&t);
+  for (Tensor& t : cpu_out) co.push_back(&t);
   ThreadPool pool(2);
-  CallCpu(op, std::vector<const Tensor*>(ci.begin(), ci.end()), co, &pool, params, params_size);
-  const workers::Kernel* cuda = BuiltinRegistry().Find(op, Device::kCuda).value();
-  const Status st = cuda->Call(std::vector<const Tensor*>(di.begin(), di.end()), dout,
-                               workers::CallOptions{&pool, nullptr, 0, nullptr}, params, params_size);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << op;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ExpectSame(cpu_out[i], DeviceTensors::Download(dev_out[i]), tol, op + " output " + std::to_string(i));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ExpectSame(cpu_in[i], DeviceTensors::Download(dev_in[i]), tol, op + " input " + std::to_string(i));
-  }
+  CallCpu(op, ci, co, &pool, params, params_size);
+  other(other_in, other_out);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (size_t i = 0; i < outputs.size(); ++i) ExpectSame(cpu_out[i], other_out[i], tol, op + " output " + std::to_string(i));
+  for (size_t i = 0; i < inputs.size(); ++i) ExpectSame(cpu_in[i], other_in[i], tol, op + " input " + std::to_string(i));
+}
+
+void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                    double tol, const void* params, size_t params_size) {
+#if TESSEL_HAVE_CUDA
+  CompareWithCpu(op, inputs, outputs, tol, params, params_size, [&](std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    DeviceTensors device;
+    std::vector<Tensor> dev_in, dev_out;
+    for (const Tensor& t : in) dev_in.push_back(device.Upload(t));
+    for (const Tensor& t : out) dev_out.push_back(device.Upload(t));
+    std::vector<const Tensor*> di;
+    std::vector<Tensor*> dout;
+    for (const Tensor& t : dev_in) di.push_back(&t);
+    for (Tensor& t : dev_out) dout.push_back(&t);
+    ThreadPool pool(2);
+    const workers::Kernel* cuda = BuiltinRegistry().Find(op, Device::kCuda).value();
+    const Status st = cuda->Call(di, dout, workers::CallOptions{&pool, nullptr, 0, nullptr}, params, params_size);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << op;
+    for (size_t i = 0; i < out.size(); ++i) out[i] = DeviceTensors::Download(dev_out[i]);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = DeviceTensors::Download(dev_in[i]);
+  });
 #else
   (void)op, (void)inputs, (void)outputs, (void)tol, (void)params, (void)params_size;
   GTEST_SKIP() << "Tessel was built without CUDA";

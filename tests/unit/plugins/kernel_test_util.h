@@ -74,17 +74,27 @@ double Tolerance() {
   return std::is_same_v<T, float> ? 2e-5 : 1e-11;
 }
 
-// Expects |a - b| <= tol * max(1, |b|) elementwise, reporting the first few mismatches by index.
+// Expects |a - b| <= tol * max(|b|, rms(expected)) elementwise, reporting the first few mismatches by
+// index: relative to each value, and to the expected tensor's own magnitude (its root mean square) where a
+// value is near zero, never to a fixed 1. So a result that is all zeros, or that leaves part of its
+// outputs unwritten, fails wherever the expected values are not themselves zero; an expected tensor that
+// is all zero must be matched exactly.
 template <typename T, typename U>
 void ExpectNear(const std::vector<T>& actual, const std::vector<U>& expected, double tol, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
+  double squares = 0;
+  for (const U& v : expected) squares += static_cast<double>(v) * static_cast<double>(v);
+  const double rms = expected.empty() ? 0.0 : std::sqrt(squares / static_cast<double>(expected.size()));
   int reported = 0;
+  size_t bad = 0;
   for (size_t i = 0; i < actual.size(); ++i) {
     const double a = static_cast<double>(actual[i]), b = static_cast<double>(expected[i]);
-    if (!(std::abs(a - b) <= tol * std::max(1.0, std::abs(b))) && reported++ < 5) {
-      ADD_FAILURE() << what << "[" << i << "]: got " << a << ", expected " << b;
+    if (!(std::abs(a - b) <= tol * std::max(std::abs(b), rms))) {
+      ++bad;
+      if (reported++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << a << ", expected " << b << " (rms " << rms << ")";
     }
   }
+  if (bad > 5) ADD_FAILURE() << what << ": " << bad << " of " << actual.size() << " values differ";
 }
 
 // bf16 (the CPU reference of the bf16 kernels): values already representable in bf16, so that an f32
@@ -113,9 +123,15 @@ void RequireCudaKernels(const std::vector<std::string>& ops);
 
 // Runs `op` on CPU and on CUDA from the same inputs and output buffers, then compares every output and
 // every input (inputs must come back unchanged, except those an op updates in place). `tol` is relative
-// with a floor of 1, as ExpectNear.
+// to each value and to the tensor's RMS, as ExpectNear.
 void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                     double tol, const void* params = nullptr, size_t params_size = 0);
+// CompareDevices' comparison with the second run supplied: `other` gets host copies of the inputs and
+// outputs and leaves in them what the kernel under test would (CompareDevices' runs the CUDA kernel on
+// device copies and downloads them). A test of the comparison itself feeds it a kernel that writes zeros.
+using KernelRun = std::function<void(std::vector<Tensor>& inputs, std::vector<Tensor>& outputs)>;
+void CompareWithCpu(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                    double tol, const void* params, size_t params_size, const KernelRun& other);
 // Runs `op`'s CUDA kernel on device copies of `inputs` and `outputs` and returns its status (nothing is
 // copied back): for the checks a CUDA kernel makes beyond its binder's. Call RequireCudaKernels first;
 // without CUDA it returns kPlugin.

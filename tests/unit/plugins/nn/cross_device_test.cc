@@ -1,15 +1,69 @@
 // Every CUDA kernel of libtessel_nn.so against its CPU counterpart on fresh random inputs, with a
 // tolerance per dtype (float: reordered sums; double: rounding only). Skipped, with the reason, when
 // Tessel was built without CUDA or no GPU is visible.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <tessel/ops/nn.h>
 #include <tessel/ops/optim.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
 
 #include "../kernel_test_util.h"
 #include "workers/plugin_host/op_table.h"
 
 namespace tessel::kernel_test {
 namespace {
+
+// The failures `f` reports, caught (gtest-spi's reporter) instead of failing the test that runs it.
+std::string FailuresOf(const std::function<void()>& f) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    f();
+  }
+  std::string all;
+  for (int i = 0; i < results.size(); ++i) all += std::string(results.GetTestPartResult(i).message()) + "\n";
+  return all;
+}
+
+// The comparison itself, on any machine: a "CUDA kernel" whose dlogits are zeros, or only half written, or
+// 1e-3 off in one row, must fail it. Softmax cross-entropy's dlogits are about 1/n each (here 3e-4): the
+// old tolerance, relative with a floor of 1, let a kernel that wrote zeros there pass.
+TEST(CrossDeviceComparison, AKernelThatWritesZerosOrHalfItsOutputsFails) {
+  const int64_t n = 3000, c = 5;
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  std::vector<uint8_t> mask(static_cast<size_t>(n), 1);
+  for (int64_t i = 0; i < n; ++i) labels[i] = i % c;
+  const tessel_softmax_xent_params xent{sizeof(tessel_softmax_xent_params), 1.0 / static_cast<double>(n)};
+  const std::vector<Tensor> inputs = {MakeTensor<float>({n, c}, RandomValues<float>(n * c, 1, -4, 4)),
+                                      MakeTensor<int64_t>({n}, labels), MakeTensor<uint8_t>({n}, mask)};
+  const std::vector<Tensor> outputs = {Filled<double>({1}, 0.0), Filled<int64_t>({1}, 0), Filled<float>({n, c}, 0.0f)};
+  ThreadPool pool(2);
+  // The CPU kernel itself as the kernel under test, then dlogits changed as `mangle` says.
+  const auto run = [&](const std::function<void(float*)>& mangle) {
+    return FailuresOf([&] {
+      CompareWithCpu("nn.softmax_xent.fwd_bwd", inputs, outputs, 1e-4, &xent, sizeof(xent),
+                     [&](std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                       CallCpu("nn.softmax_xent.fwd_bwd", {&in[0], &in[1], &in[2]}, {&out[0], &out[1], &out[2]}, &pool,
+                               &xent, sizeof(xent));
+                       mangle(out[2].data<float>());
+                     });
+    });
+  };
+  EXPECT_EQ(run([](float*) {}), "") << "the CPU kernel against itself";
+  const std::string zeros = run([&](float* d) { std::fill(d, d + n * c, 0.0f); });
+  EXPECT_NE(zeros.find("output 2: 15000 of 15000 values differ"), std::string::npos) << zeros;
+  const std::string half = run([&](float* d) { std::fill(d + n * c / 2, d + n * c, 0.0f); });
+  EXPECT_NE(half.find("output 2: 7500 of 15000 values differ"), std::string::npos) << half;
+  const std::string off = run([&](float* d) {
+    for (int64_t k = 0; k < c; ++k) d[7 * c + k] *= 1.001f;
+  });
+  EXPECT_NE(off.find("output 2[35]"), std::string::npos) << off;
+  for (const std::string* r : {&zeros, &half, &off}) EXPECT_EQ(r->find("output 0"), std::string::npos) << *r;
+}
 
 template <typename T>
 class NnCrossDeviceTest : public ::testing::Test {
