@@ -138,7 +138,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
 
   plan.step_unit = "step";
   plan.num_steps = train.steps;
-  std::vector<double> blocks, recomputed, offloaded, predicted;
+  std::vector<double> blocks, recomputed, offloaded, predicted, memory, activations;
   for (int32_t r = 0; r < replicas; ++r) {
     for (int32_t s = 0; s < stages; ++s) {
       auto a = std::make_unique<workers::LlmStageAssignment>();
@@ -170,6 +170,9 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     recomputed.push_back(s.blocks.recompute);
     offloaded.push_back(s.blocks.offload);
     predicted.push_back(s.seconds);
+    memory.push_back(static_cast<double>(s.memory_bytes));
+    activations.push_back(static_cast<double>(
+        StageActivationBytes(costs, static_cast<int32_t>(&s - split.data()), stages, s.blocks, train.microbatches)));
   }
   Record pipeline;
   Set(pipeline, "stages", int64_t{stages});
@@ -181,6 +184,9 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   if (!spill.empty()) Set(pipeline, "spill_bandwidth", spill);
   Set(pipeline, "predicted_stage_seconds_per_microbatch", predicted);
   Set(pipeline, "predicted_step_seconds", step_seconds);
+  // Against summary.json's peak_worker_rss_bytes and peak_resident_activation_bytes (tests/cluster/llm_pipeline.sh).
+  Set(pipeline, "predicted_memory_bytes_per_stage", memory);
+  Set(pipeline, "predicted_activation_bytes_per_stage", activations);
   Set(pipeline, "calibrated_block_seconds", costs.block_seconds);
   Set(pipeline, "calibrated_block_forward_seconds", costs.block_forward_seconds);
   Set(pipeline, "calibrated_head_seconds", costs.head_seconds);

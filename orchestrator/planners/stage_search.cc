@@ -40,15 +40,18 @@ StageBlocks CountBlocks(const std::vector<SpillPolicy>& policies, int32_t first,
   return b;
 }
 
-int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
-  const int64_t f = sizeof(float), n = k.tokens, c = k.width;
-  // An activation's bytes (bf16 or f32); the statistics, gradients and optimizer state are f32.
-  const auto a = static_cast<int64_t>(DTypeSize(workers::ActivationDType(k.precision)));
+namespace {
+
+// An activation's bytes (bf16 or f32); the statistics, gradients and optimizer state are f32.
+int64_t ActivationSize(const StageCosts& k) {
+  return static_cast<int64_t>(DTypeSize(workers::ActivationDType(k.precision)));
+}
+
+}  // namespace
+
+int64_t StageActivationBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
+  const int64_t f = sizeof(float), n = k.tokens, c = k.width, a = ActivationSize(k);
   const bool first = s == 0, last = s == stages - 1;
-  const int64_t embedding = k.padded_vocab * c;
-  int64_t params = int64_t{blocks.total()} * (12 * c * c + 13 * c);
-  if (first) params += embedding + k.context * c;
-  if (last) params += 2 * c + (first ? 0 : embedding);
   const auto saved = [&](SpillPolicy policy) { return workers::BlockSavedBytesPerToken(policy, c, k.heads, k.precision); };
   int64_t per_microbatch = (int64_t{blocks.keep} * saved(SpillPolicy::kKeep) +
                             int64_t{blocks.recompute} * saved(SpillPolicy::kRecompute) +
@@ -57,18 +60,31 @@ int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBl
                            n * c * a;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * c * a + n * 2 * f;
-  // The temporaries (15 C a token), and the forward's shared x2, GELU output and residual stream into
-  // kept blocks (7 C) and LayerNorm means (2: workers/llm/stage_activations.cc).
-  int64_t scratch = 15 * n * c * a + 2 * f + n * 7 * c * a + n * 2 * f;
-  if (blocks.recompute > 0) scratch += n * workers::RecomputeScratchBytesPerToken(c, k.heads, k.precision);
-  if (blocks.offload > 0) scratch += n * workers::OffloadPoolBytesPerToken(c, k.heads, blocks.offload, k.precision);
+  // The forward's shared x2, GELU output and residual stream into kept blocks (7 C) and LayerNorm means
+  // (2: workers/llm/stage_activations.cc), the recompute scratch (one kept block's tensors, which the
+  // executor holds with the saved activations), and the offload pool.
+  int64_t shared = n * 7 * c * a + n * 2 * f;
+  if (blocks.recompute > 0) shared += n * workers::RecomputeScratchBytesPerToken(c, k.heads, k.precision);
+  if (blocks.offload > 0) shared += workers::OffloadPoolBytes(n, c, k.heads, blocks.offload, k.precision);
+  return Slots(s, stages, microbatches) * per_microbatch + shared;
+}
+
+int64_t StageMemoryBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
+  const int64_t f = sizeof(float), n = k.tokens, c = k.width, a = ActivationSize(k);
+  const bool first = s == 0, last = s == stages - 1;
+  const int64_t embedding = k.padded_vocab * c;
+  int64_t params = int64_t{blocks.total()} * (12 * c * c + 13 * c);
+  if (first) params += embedding + k.context * c;
+  if (last) params += 2 * c + (first ? 0 : embedding);
+  // The temporaries (15 C a token), the logits.
+  int64_t scratch = 15 * n * c * a + 2 * f;
   if (last) scratch += n * k.vocab * a + k.vocab * a + n + 16;  // the logits (their gradient in place), head bias
   if (stages > 1 && (first || last)) scratch += embedding * f;
   // Values, gradients, AdamW's two moments, and the host copy the stage's weights pass through when they
   // are initialised (and written out at the end): 20 bytes a parameter at the peak; under bf16 the
   // working copy the kernels read, 2 more.
   const int64_t per_param = 5 * f + (a < f ? a : 0);
-  return per_param * params + Slots(s, stages, microbatches) * per_microbatch + scratch + k.process_bytes;
+  return per_param * params + StageActivationBytes(k, s, stages, blocks, microbatches) + scratch + k.process_bytes;
 }
 
 Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vector<SpillPolicy>& policies,

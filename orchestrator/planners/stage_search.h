@@ -47,6 +47,11 @@ StageBlocks CountBlocks(const std::vector<SpillPolicy>& policies, int32_t first,
 // logits buffer, which their gradient overwrites, the tied embedding's exchange buffer); and costs.process_bytes.
 int64_t StageMemoryBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
                          int32_t microbatches);
+// Of it, what the stage's executor holds as saved activations (its peak_resident_activation_bytes): the
+// slots of the micro-batches in flight, the forward's shared tensors, the recompute scratch and the
+// offload pool.
+int64_t StageActivationBytes(const StageCosts& costs, int32_t stage, int32_t stages, StageBlocks blocks,
+                             int32_t microbatches);
 
 // One stage of a split: blocks [first, end), predicted time per micro-batch and peak memory.
 struct StageShare {

@@ -33,8 +33,10 @@ int32_t OffloadBuffers(int32_t offload_blocks) {
   return offload_blocks <= 0 ? 0 : std::min(kOffloadBuffers, offload_blocks + 1);
 }
 
-int64_t OffloadPoolBytesPerToken(int64_t width, int64_t heads, int32_t offload_blocks, Precision precision) {
-  return OffloadBuffers(offload_blocks) * RecomputeScratchBytesPerToken(width, heads, precision);
+int64_t OffloadPoolBytes(int64_t tokens, int64_t width, int64_t heads, int32_t offload_blocks, Precision precision) {
+  constexpr int64_t kPage = 4096;
+  const int64_t buffer = tokens * RecomputeScratchBytesPerToken(width, heads, precision);
+  return OffloadBuffers(offload_blocks) * ((buffer + kPage - 1) / kPage * kPage);
 }
 
 std::string LlmStageAssignment::Describe() const {

@@ -120,7 +120,7 @@ DType ActivationDType(Precision precision);
 // keeps no T x T matrix); recomputed or offloaded,
 // its input x (C). Against saving everything (16 C + 4 + heads, and T heads for attention's
 // probabilities), the executor allocates exactly these (workers/llm/gpt_stage.cc) and the planner
-// predicts with them (an offloading stage adds its pool: OffloadPoolBytesPerToken). The activations take
+// predicts with them (an offloading stage adds its pool: OffloadPoolBytes). The activations take
 // ActivationDType(precision)'s bytes, the 2 + heads statistics 4 bytes each.
 int64_t BlockSavedBytesPerToken(SpillPolicy policy, int64_t width, int64_t heads, Precision precision);
 // Bytes a token of the one scratch a stage with any recompute block holds (and of one offload buffer):
@@ -130,7 +130,9 @@ int64_t RecomputeScratchBytesPerToken(int64_t width, int64_t heads, Precision pr
 // backward) and the others written or prefetched, at most kOffloadBuffers, at most one per block and one.
 constexpr int32_t kOffloadBuffers = 4;
 int32_t OffloadBuffers(int32_t offload_blocks);
-int64_t OffloadPoolBytesPerToken(int64_t width, int64_t heads, int32_t offload_blocks, Precision precision);
+// Its bytes for micro-batches of `tokens` tokens: each buffer is rounded up to whole 4 KiB pages, as the
+// pool allocates it (workers/llm/spill_pool.cc), so that every spill write is of whole pages.
+int64_t OffloadPoolBytes(int64_t tokens, int64_t width, int64_t heads, int32_t offload_blocks, Precision precision);
 
 // [spill]: where an offloading stage's spill file goes (storage/spill_store.h); name is the file stem
 // (the job's name; the worker and the pid are added).
