@@ -169,26 +169,48 @@ Result<Pair> FromForward(const Schema& bwd, const Kernel& fwd_kernel, DType t, i
 // ---------------------------------------------------------------------------------------------------
 // Comparisons.
 
-// Relative, with a floor of 1. A CUDA kernel sums in another order than the CPU reference (tiles,
-// warps, fused multiply-adds), so its f32 results get more room.
+// Relative to each value, and to the expected tensor's RMS where a value is near zero (never to a fixed
+// 1, which let a kernel writing zeros pass wherever the outputs are small). A CUDA kernel sums in another
+// order than the CPU reference (tiles, warps, fused multiply-adds), so its f32 results get more room; a
+// bf16 kernel rounds its operands and results to 8 bits of mantissa.
 double Tolerance(DType t, Device device) {
   switch (t) {
     case DType::kF64: return 1e-9;
     case DType::kBF16:
-    case DType::kF16: return 2e-2;
+    case DType::kF16: return 3e-2;
     default: return device == Device::kCuda ? 5e-4 : 1e-4;
   }
 }
 
+// The smallest magnitude a value is compared relative to: Tolerance x NoiseFloor (1e-13 for f64, 1e-7
+// for f32, 3e-3 for bf16) is about the dtype's rounding of the O(1) inputs the cases are made of, below
+// which a value is zero at that precision.
+double NoiseFloor(DType t) {
+  switch (t) {
+    case DType::kF64: return 1e-4;
+    case DType::kF32: return 1e-3;
+    default: return 1e-1;
+  }
+}
+
 // The first element where `got` and `want` differ beyond the dtype's tolerance: "" when none does.
-// `worst` gets the largest relative difference seen.
+// `worst` gets the largest relative difference seen. `got` may be of a narrower floating dtype than
+// `want` (a kernel against the f64 kernel of its op): the tolerance is `got`'s.
 std::string Mismatch(const Buffer& got, const Buffer& want, Device device, double* worst) {
   const bool floating = IsFloating(got.dtype());
   const double tol = Tolerance(got.dtype(), device);
+  double squares = 0;
+  for (int64_t i = 0; floating && i < want.numel(); ++i) {
+    if (std::isfinite(want.At(i))) squares += want.At(i) * want.At(i);
+  }
+  const double rms = want.numel() > 0 ? std::sqrt(squares / static_cast<double>(want.numel())) : 0.0;
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double a = got.At(i), b = want.At(i);
     if (std::isnan(a) && std::isnan(b)) continue;
-    const double diff = std::abs(a - b) / std::max(1.0, std::abs(b));
+    if (a == b) continue;  // an infinity matched, or an exact zero
+    // A tensor whose every value is rounding noise (an f64 reference's 1e-12 where the exact result is
+    // 0, as a softmax over one element's gradient) is matched by any value below the dtype's floor.
+    const double diff = std::abs(a - b) / std::max({std::abs(b), rms, NoiseFloor(got.dtype())});
     if (floating && std::isfinite(diff)) *worst = std::max(*worst, diff);
     if (floating ? !(diff <= tol) : a != b) return StrCat("[", i, "] = ", a, ", the reference gives ", b);
   }
@@ -203,6 +225,24 @@ int64_t FirstDifference(const Buffer& a, const Buffer& b) {
     if (x[i] != y[i]) return static_cast<int64_t>(i / size);
   }
   return -1;
+}
+
+// `c` with every floating buffer widened to f64, value for value (a bf16 op's f32 statistics too: the
+// schema's dtype variables are all f64 in the f64 kernel): the inputs of the op's f64 kernel. Index
+// buffers stay.
+Case Widened(const Case& c) {
+  Case w = c;
+  const auto widen = [](std::vector<Buffer>& buffers) {
+    for (Buffer& b : buffers) {
+      if (!IsFloating(b.dtype()) || b.dtype() == DType::kF64) continue;
+      Buffer wide(DType::kF64, b.shape());
+      for (int64_t i = 0; i < b.numel(); ++i) wide.Set(i, b.At(i));
+      b = std::move(wide);
+    }
+  };
+  widen(w.inputs);
+  widen(w.outputs);
+  return w;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -244,6 +284,15 @@ class Checker {
     // A reference from the plugin under check (the same file, loaded twice) would compare it with itself.
     const Kernel* reference =
         ref.ok() && (*ref)->AcceptsFloating(t) && (*ref)->plugin_path() != kernel.plugin_path() ? *ref : nullptr;
+    // Otherwise, for a narrower dtype or another device, the op's f64 CPU kernel (the candidate's own:
+    // the built-in kernels are templates over the dtype, so f32 is held to the same code in double).
+    const Kernel* f64 = nullptr;
+    if (reference == nullptr && (t != DType::kF64 || kernel.device() != Device::kCpu)) {
+      for (const KernelRegistry* r : {&reference_, &candidate_}) {
+        Result<const Kernel*> k = r->Find(kernel.op(), Device::kCpu);
+        if (f64 == nullptr && k.ok() && (*k)->AcceptsFloating(DType::kF64)) f64 = *k;
+      }
+    }
     double worst = 0;
     int done = 0;
     std::vector<std::string> failures;
@@ -294,11 +343,27 @@ class Checker {
             fail(StrCat("wrong value: updated input '", c.input_names[i], "'", m));
           }
         }
+      } else if (f64 != nullptr) {
+        // No other plugin's kernel to hold it to: the op's own f64 CPU kernel on the same values.
+        Case want = Widened(c);
+        if (Status st = Run(*f64, want, pool_); !st.ok()) {
+          return Skip(std::move(row), StrCat("the f64 reference failed", where, ": ", st.message()));
+        }
+        for (size_t i = 0; i < c.outputs.size() && failures.empty(); ++i) {
+          if (std::string m = Mismatch(first.outputs[i], want.outputs[i], kernel.device(), &worst); !m.empty()) {
+            fail(StrCat("wrong value: output '", c.output_names[i], "' against the f64 kernel", m));
+          }
+        }
+        for (size_t i = 0; in_place && i < c.inputs.size() && failures.empty(); ++i) {
+          if (std::string m = Mismatch(first.inputs[i], want.inputs[i], kernel.device(), &worst); !m.empty()) {
+            fail(StrCat("wrong value: updated input '", c.input_names[i], "' against the f64 kernel", m));
+          }
+        }
       }
       if (failures.empty()) ++done;
     }
     row.shapes = StrCat(done, "/", kVariants);
-    row.vs_ref = reference == nullptr ? "none" : Sci(worst);
+    row.vs_ref = reference != nullptr ? Sci(worst) : f64 != nullptr ? Sci(worst) + " (f64)" : "none";
     if (kernel.device() == Device::kCpu && t == DType::kF64 && !ForwardOf(kernel.op()).empty()) {
       row.grad = GradientCheck(kernel, &failures);
     }
