@@ -9,7 +9,8 @@
 //   struct GptConfig { TESSEL_FIELDS(GptConfig, TESSEL_GPT_CONFIG_FIELDS) };
 //
 // A field's type is an integer, double, bool, std::string, a Choice enum (core/choices.h), a vector of
-// numbers or of Choices, or another struct with TESSEL_FIELDS. The decoder checks only what bytes can get
+// numbers or of Choices, a Record (core/record.h: figures passed on uninterpreted), or another struct with
+// TESSEL_FIELDS. The decoder checks only what bytes can get
 // wrong: lengths (ByteReader) and that an enum is one of its names. Rules across fields belong to
 // jobs/validate.cc, which ran on the coordinator before the struct was made.
 // Thread safety: functions of values. Failure: DecodeFields fails the reader and names the field.
@@ -24,6 +25,7 @@
 #include "core/byte_io.h"
 #include "core/choices.h"
 #include "core/logging.h"
+#include "core/record.h"
 
 namespace tessel {
 
@@ -74,6 +76,8 @@ void EncodeOne(const T& v, ByteWriter& out) {
     out.Put(v);
   } else if constexpr (std::is_same_v<T, std::string>) {
     out.PutString(v);
+  } else if constexpr (std::is_same_v<T, Record>) {
+    EncodeRecord(v, out);
   } else if constexpr (IsVector<T>::value) {
     using E = typename IsVector<T>::Element;
     if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
@@ -106,6 +110,8 @@ void DecodeOne(T& v, ByteReader& in, const std::string& path) {
     v = in.Get<T>(path.c_str());
   } else if constexpr (std::is_same_v<T, std::string>) {
     v = in.GetString(path.c_str());
+  } else if constexpr (std::is_same_v<T, Record>) {
+    v = DecodeRecord(in);
   } else if constexpr (IsVector<T>::value) {
     using E = typename IsVector<T>::Element;
     if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
@@ -141,6 +147,8 @@ void DescribeOne(const T& v, std::string& out, const std::string& path) {
       out += '"';
       out += v;
       out += '"';
+    } else if constexpr (std::is_same_v<T, Record>) {
+      out += '{' + FormatScalars(v) + '}';
     } else if constexpr (IsVector<T>::value) {
       out += '[';
       for (size_t i = 0; i < v.size(); ++i) {

@@ -25,154 +25,42 @@ Status Finish(const ByteReader& r) {
   return r.done() ? Status() : BadDataError("protocol message has trailing bytes: ranks run different builds?");
 }
 
+template <typename M>
+std::vector<uint8_t> EncodeMessage(const M& m) {
+  ByteWriter w = Begin();
+  EncodeFields(m, w);
+  return w.Take();
+}
+
+template <typename M>
+Status DecodeMessage(const std::vector<uint8_t>& b, M* m) {
+  ByteReader r(b.data(), b.size());
+  CheckMagic(r);
+  DecodeFields(*m, r);
+  return Finish(r);
+}
+
 }  // namespace
 
-std::vector<uint8_t> Encode(const HelloMsg& m) {
-  ByteWriter w = Begin();
-  w.PutString(m.host);
-  w.Put(m.pid);
-  w.Put(m.metrics_port);
-  return w.Take();
-}
+#define TESSEL_PROTOCOL_MESSAGE_(Msg)                                                    \
+  std::vector<uint8_t> Encode(const Msg& m) { return EncodeMessage(m); }                 \
+  Status Decode(const std::vector<uint8_t>& b, Msg* m) { return DecodeMessage(b, m); }
+TESSEL_PROTOCOL_MESSAGE_(HelloMsg)
+TESSEL_PROTOCOL_MESSAGE_(AssignMsg)
+TESSEL_PROTOCOL_MESSAGE_(HeartbeatMsg)
+TESSEL_PROTOCOL_MESSAGE_(AliveMsg)
+TESSEL_PROTOCOL_MESSAGE_(StopMsg)
+TESSEL_PROTOCOL_MESSAGE_(ProgressMsg)
+TESSEL_PROTOCOL_MESSAGE_(ResultMsg)
+TESSEL_PROTOCOL_MESSAGE_(ErrorMsg)
+#undef TESSEL_PROTOCOL_MESSAGE_
 
-Status Decode(const std::vector<uint8_t>& b, HelloMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->host = r.GetString("host");
-  m->pid = r.Get<int64_t>("pid");
-  m->metrics_port = r.Get<int32_t>("metrics port");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const AssignMsg& m) {
-  ByteWriter w = Begin();
-  EncodeSettings(m.settings, w);
-  w.PutString(m.run_dir);
-  w.PutString(m.kind);
-  w.PutVector(m.payload);
-  w.Put(m.predicted_memory_bytes);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, AssignMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->settings = DecodeSettings(r);
-  m->run_dir = r.GetString("run dir");
-  m->kind = r.GetString("kind");
-  m->payload = r.GetVector<uint8_t>("payload");
-  m->predicted_memory_bytes = r.Get<int64_t>("predicted memory");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const HeartbeatMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.step);
-  w.PutString(m.activity);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, HeartbeatMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->step = r.Get<int64_t>("step");
-  m->activity = r.GetString("activity");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const AliveMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.silence_limit_seconds);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, AliveMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->silence_limit_seconds = r.Get<double>("silence limit");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const StopMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.signal);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, StopMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->signal = r.Get<int32_t>("signal");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const ProgressMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.step);
-  w.Put(m.loss);
-  w.Put(m.seconds);
-  EncodeRecord(m.shown, w);
-  EncodeRecord(m.figures, w);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, ProgressMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->step = r.Get<int64_t>("step");
-  m->loss = r.Get<double>("loss");
-  m->seconds = r.Get<double>("seconds");
-  m->shown = DecodeRecord(r);
-  m->figures = DecodeRecord(r);
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const CheckpointMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.step);
-  w.PutVector(m.bytes);
-  w.PutVector(m.crc32);
-  return w.Take();
-}
+std::vector<uint8_t> Encode(const CheckpointMsg& m) { return EncodeMessage(m); }
 
 Status Decode(const std::vector<uint8_t>& b, CheckpointMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->step = r.Get<int64_t>("step");
-  m->bytes = r.GetVector<int64_t>("shard bytes");
-  m->crc32 = r.GetVector<int64_t>("shard crc32");
-  if (r.ok() && m->bytes.size() != m->crc32.size()) r.Fail("shard lists differ in length");
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const ResultMsg& m) {
-  ByteWriter w = Begin();
-  EncodeRecord(m.values, w);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, ResultMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->values = DecodeRecord(r);
-  return Finish(r);
-}
-
-std::vector<uint8_t> Encode(const ErrorMsg& m) {
-  ByteWriter w = Begin();
-  w.Put(m.code);
-  w.Put(m.step);
-  w.PutString(m.message);
-  return w.Take();
-}
-
-Status Decode(const std::vector<uint8_t>& b, ErrorMsg* m) {
-  ByteReader r(b.data(), b.size());
-  CheckMagic(r);
-  m->code = r.Get<int32_t>("code");
-  m->step = r.Get<int64_t>("step");
-  m->message = r.GetString("message");
-  return Finish(r);
+  TESSEL_RETURN_IF_ERROR(DecodeMessage(b, m));
+  if (m->bytes.size() != m->crc32.size()) return BadDataError("protocol message: shard lists differ in length");
+  return Status();
 }
 
 }  // namespace tessel::workers

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fields.h"
 #include "core/record.h"
 #include "core/status.h"
 #include "workers/assignment.h"
@@ -33,59 +34,84 @@ enum Tag : int {
                         // before its assignment; then a heartbeat answers each kTagAlive until it arrives
 };
 
+// Each message's fields are declared once, in its list (core/fields.h): its Encode and Decode, and the
+// fuzzer's round trip, come from the list.
+#define TESSEL_HELLO_MSG_FIELDS(X) \
+  X(std::string, host)             \
+  X(int64_t, pid)                  \
+  X(int32_t, metrics_port) /* 0 = no exporter */
 struct HelloMsg {
-  std::string host;
-  int64_t pid = 0;
-  int32_t metrics_port = 0;  // 0 = no exporter
+  TESSEL_FIELDS(HelloMsg, TESSEL_HELLO_MSG_FIELDS)
 };
 
+// kind: the executor registry key of the payload; payload: AssignmentPayload::Encode;
+// predicted_memory_bytes: WorkerPlan's, for RunHooks.
+#define TESSEL_ASSIGN_MSG_FIELDS(X)      \
+  X(WorkerSettings, settings)            \
+  X(std::string, run_dir)                \
+  X(std::string, kind)                   \
+  X(std::vector<uint8_t>, payload)       \
+  X(int64_t, predicted_memory_bytes)
 struct AssignMsg {
-  WorkerSettings settings;
-  std::string run_dir;
-  std::string kind;              // the executor registry key of the payload
-  std::vector<uint8_t> payload;  // AssignmentPayload::Encode
-  int64_t predicted_memory_bytes = 0;  // WorkerPlan's, for RunHooks
+  TESSEL_FIELDS(AssignMsg, TESSEL_ASSIGN_MSG_FIELDS)
 };
 
+// activity: what the rank's compute is doing (core/activity.h), for a hang's report.
+#define TESSEL_HEARTBEAT_MSG_FIELDS(X) \
+  X(int64_t, step)                     \
+  X(std::string, activity)
 struct HeartbeatMsg {
-  int64_t step = 0;
-  std::string activity;  // what the rank's compute is doing (core/activity.h), for a hang's report
+  TESSEL_FIELDS(HeartbeatMsg, TESSEL_HEARTBEAT_MSG_FIELDS)
 };
 
 // The coordinator's beat: a worker that has heard one presumes the coordinator dead after
 // `silence_limit_seconds` (timeouts.heartbeat_timeout_seconds) without another.
+#define TESSEL_ALIVE_MSG_FIELDS(X) X(double, silence_limit_seconds)
 struct AliveMsg {
-  double silence_limit_seconds = 0;
+  TESSEL_FIELDS(AliveMsg, TESSEL_ALIVE_MSG_FIELDS)
 };
 
 // A stop request the coordinator received (core/stop_signal.h), passed on to every worker.
+#define TESSEL_STOP_MSG_FIELDS(X) X(int32_t, signal)
 struct StopMsg {
-  int32_t signal = 0;
+  TESSEL_FIELDS(StopMsg, TESSEL_STOP_MSG_FIELDS)
 };
 
+// shown: the executor's progress figures (StepResult::shown); figures: this rank's figures of the step, a
+// row of RUN_DIR/metrics.csv (monitoring/step_figures.h).
+#define TESSEL_PROGRESS_MSG_FIELDS(X) \
+  X(int64_t, step)                    \
+  X(double, loss)                     \
+  X(double, seconds)                  \
+  X(Record, shown)                    \
+  X(Record, figures)
 struct ProgressMsg {
-  int64_t step = 0;
-  double loss = 0;
-  double seconds = 0;
-  Record shown;    // the executor's progress figures (StepResult::shown)
-  Record figures;  // this rank's figures of the step, a row of RUN_DIR/metrics.csv (monitoring/step_figures.h)
+  TESSEL_FIELD_LIST(TESSEL_PROGRESS_MSG_FIELDS)
 };
 
+// values: merged into summary.json as they are.
+#define TESSEL_RESULT_MSG_FIELDS(X) X(Record, values)
 struct ResultMsg {
-  Record values;  // merged into summary.json as they are
+  TESSEL_FIELD_LIST(TESSEL_RESULT_MSG_FIELDS)
 };
 
-// Every worker's shard of checkpoint `step` is written; shard w has bytes[w] bytes and CRC-32 crc32[w].
+// Every worker's shard of checkpoint `step` is written; shard w has bytes[w] bytes and CRC-32 crc32[w]
+// (the decoder refuses lists of different lengths).
+#define TESSEL_CHECKPOINT_MSG_FIELDS(X) \
+  X(int64_t, step)                      \
+  X(std::vector<int64_t>, bytes)        \
+  X(std::vector<int64_t>, crc32)
 struct CheckpointMsg {
-  int64_t step = 0;
-  std::vector<int64_t> bytes;
-  std::vector<int64_t> crc32;
+  TESSEL_FIELDS(CheckpointMsg, TESSEL_CHECKPOINT_MSG_FIELDS)
 };
 
+// code: the exit code (Status::exit_code); step: the step it failed in (-1: before any).
+#define TESSEL_ERROR_MSG_FIELDS(X) \
+  X(int32_t, code)                 \
+  X(int64_t, step)                 \
+  X(std::string, message)
 struct ErrorMsg {
-  int32_t code = 1;
-  int64_t step = -1;
-  std::string message;
+  TESSEL_FIELDS(ErrorMsg, TESSEL_ERROR_MSG_FIELDS)
 };
 
 std::vector<uint8_t> Encode(const HelloMsg& m);
