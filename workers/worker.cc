@@ -6,13 +6,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <mutex>
 #include <thread>
 
@@ -25,8 +22,6 @@
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "monitoring/exporter.h"
-#include "monitoring/gpu_stats.h"
-#include "monitoring/run_csv.h"
 #include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
 #include "workers/coordinator_watch.h"
@@ -36,6 +31,8 @@
 #include "workers/host_limits.h"
 #include "workers/loss_watch.h"
 #include "workers/plugin_host/kernel_registry.h"
+#include "workers/step_figures.h"
+#include "workers/worker_checkpoint.h"
 
 namespace tessel::workers {
 
@@ -105,29 +102,6 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceChoice request, WorkerCom
   return device;
 }
 
-// A checkpoint shard in memory: what the executor saves, plus the runtime's history.
-class ShardState final : public StateWriter, public StateReader {
- public:
-  ShardState() = default;
-  explicit ShardState(std::vector<storage::NamedTensor> tensors) : tensors_(std::move(tensors)) {}
-  Status Write(std::string_view name, const Tensor& tensor) override {
-    TESSEL_ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(tensor.dtype(), tensor.shape()));
-    if (tensor.nbytes() > 0) std::memcpy(copy.raw(), tensor.raw(), tensor.nbytes());
-    tensors_.push_back({std::string(name), std::move(copy)});
-    return Status();
-  }
-  Result<Tensor> Read(std::string_view name) override {
-    for (const storage::NamedTensor& t : tensors_) {
-      if (t.name == name) return t.tensor;
-    }
-    return StorageError(StrCat("the checkpoint has no tensor '", name, "' (written by another kind of job?)"));
-  }
-  const std::vector<storage::NamedTensor>& tensors() const { return tensors_; }
-
- private:
-  std::vector<storage::NamedTensor> tensors_;
-};
-
 // For tests of the straggler watch only: TESSEL_TEST_SLOW_WORKER="W:MS" makes worker W (its rank among the
 // workers, 0-based) spend MS more milliseconds computing each step. Not a job setting: it exists to make a
 // straggler on demand (tests/cluster/prometheus_live.sh).
@@ -139,199 +113,6 @@ Seconds TestStepDelay(int worker, const Logger& log) {
   if (std::sscanf(env, "%d:%lf", &w, &ms) != 2 || w != worker || ms <= 0) return Seconds(0);
   log.Warn(StrCat("TESSEL_TEST_SLOW_WORKER: this worker spends ", ms, " ms more on every step (a test's straggler)"));
   return Seconds(ms / 1e3);
-}
-
-// tessel_gpu_* for the worker's GPU, at most once a second, through NVML. Without a GPU, or without NVIDIA's
-// driver library, it is off, and says so once (the rest of the job does not change).
-class GpuSampler {
- public:
-  GpuSampler(const DeviceContext& device, monitoring::Metrics* metrics, const Logger& log)
-      : metrics_(metrics), label_(StrCat("cuda:", device.ordinal)) {
-    if (metrics == nullptr || device.device != Device::kCuda) return;
-    Result<std::string> bus_id = CudaPciBusId(device.ordinal);
-    Result<std::unique_ptr<monitoring::GpuStats>> nvml =
-        bus_id.ok() ? monitoring::GpuStats::Open() : Result<std::unique_ptr<monitoring::GpuStats>>(bus_id.status());
-    if (!nvml.ok()) {
-      log.Info(StrCat("no GPU metrics (tessel_gpu_*) for ", label_, ": ", nvml.status().message()));
-      return;
-    }
-    nvml_ = std::move(nvml).value();
-    bus_id_ = std::move(bus_id).value();
-    Sample(log);
-  }
-  void Sample(const Logger& log) {
-    if (nvml_ == nullptr) return;
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(1)) return;
-    last_ = now;
-    Result<monitoring::GpuStats::Sample> s = nvml_->Read(bus_id_);
-    if (!s.ok()) {
-      log.Warn(StrCat("GPU metrics off for ", label_, ": ", s.status().message()));
-      nvml_.reset();
-      return;
-    }
-    metrics_->SetGpuStats(label_, s->memory_used_bytes, s->memory_total_bytes, s->utilization);
-  }
-
- private:
-  monitoring::Metrics* metrics_;
-  std::string label_;
-  std::string bus_id_;
-  std::unique_ptr<monitoring::GpuStats> nvml_;
-  Clock::time_point last_{};
-};
-
-// One step's figures: the step's metrics that the runtime sets (the executors set their own as they go),
-// and the row of RUN_DIR/metrics.csv (monitoring/run_csv.h), built from the same values. `metrics` may be
-// null (a test's run): then the row has only the step's own figures.
-class StepFigures {
- public:
-  explicit StepFigures(monitoring::Metrics* metrics) : metrics_(metrics) {
-    if (metrics_ != nullptr) before_ = metrics_->Totals();
-  }
-
-  Record Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
-              int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
-    const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
-    const double backward = FindNumber(r.timings, "backward_seconds").value_or(-1);
-    const std::optional<double> val_loss = FindNumber(shown, "val_loss");
-    const int64_t resident = ResidentBytes();
-    const double peer_wait_seconds = waited[0] + waited[1] + waited[2];
-    Record row;
-    Set(row, "unix_seconds", Seconds(std::chrono::system_clock::now().time_since_epoch()).count());
-    Set(row, "step_seconds", seconds);
-    Set(row, "compute_seconds", std::max(0.0, seconds - peer_wait_seconds));
-    Set(row, "peer_wait_seconds", peer_wait_seconds);
-    for (size_t k = 0; k < waited.size(); ++k) {
-      Set(row, StrCat("wait_", monitoring::kPeerWaitKinds[k], "_seconds"), waited[k]);
-    }
-    if (forward >= 0) Set(row, "forward_seconds", forward);
-    if (backward >= 0) Set(row, "backward_seconds", backward);
-    Set(row, "loss", r.loss);
-    if (val_loss) Set(row, "val_loss", *val_loss);
-    Set(row, "lr", r.lr);
-    Set(row, "samples", r.samples);
-    Set(row, "resident_bytes", resident);
-    const std::pair<std::string_view, int64_t> kinds[] = {
-        {"weights", memory.weights},         {"gradients", memory.gradients}, {"optimizer", memory.optimizer},
-        {"activations", memory.activations}, {"workspace", workspace},        {"graph", memory.graph}};
-    for (const auto& [kind, bytes] : kinds) {
-      if (bytes < 0) continue;
-      Set(row, StrCat("memory_", kind, "_bytes"), bytes);
-      if (metrics_ != nullptr) metrics_->SetMemoryBytes(kind, bytes);
-    }
-    if (metrics_ == nullptr) return row;
-    metrics_->ObserveForwardBackward(forward, backward);
-    metrics_->AddSamples(r.samples_kind, r.samples);
-    metrics_->SetLearningRate(r.lr);
-    if (val_loss) metrics_->SetValidationLoss(*val_loss);
-    for (size_t k = 0; k < waited.size(); ++k) metrics_->AddPeerWait(monitoring::kPeerWaitKinds[k], waited[k]);
-    metrics_->AddPipelineBytes(pipeline_sent, pipeline_received);
-    metrics_->SetResidentMemoryBytes(resident);
-    const monitoring::MetricTotals now = metrics_->Totals();
-    Set(row, "gather_local_bytes", now.gather_local_bytes - before_.gather_local_bytes);
-    Set(row, "gather_remote_bytes", now.gather_remote_bytes - before_.gather_remote_bytes);
-    Set(row, "halo_sent_bytes", now.halo_sent_bytes - before_.halo_sent_bytes);
-    Set(row, "halo_received_bytes", now.halo_received_bytes - before_.halo_received_bytes);
-    Set(row, "pipeline_sent_bytes", now.pipeline_sent_bytes - before_.pipeline_sent_bytes);
-    Set(row, "pipeline_received_bytes", now.pipeline_received_bytes - before_.pipeline_received_bytes);
-    Set(row, "spill_written_bytes", now.spill_written_bytes - before_.spill_written_bytes);
-    Set(row, "spill_read_bytes", now.spill_read_bytes - before_.spill_read_bytes);
-    Set(row, "spill_wait_seconds", now.spill_wait_seconds - before_.spill_wait_seconds);
-    Set(row, "activation_bytes", now.activation_resident_bytes);
-    before_ = now;
-    return row;
-  }
-
- private:
-  monitoring::Metrics* metrics_;
-  monitoring::MetricTotals before_;
-};
-
-// The per-step arrays of summary.json; a checkpoint carries them so a resumed run reports every step.
-class StepHistory {
- public:
-  void Add(const StepResult& r, double seconds) {
-    losses_.push_back(r.loss);
-    seconds_.push_back(seconds);
-    for (const RecordField& f : r.timings) {
-      if (!timings_.contains(f.name)) order_.push_back(f.name);
-      timings_[f.name].push_back(FindNumber(r.timings, f.name).value_or(0));
-    }
-  }
-  void Emit(const std::string& unit, Record& out) const {
-    Set(out, unit + "_loss", losses_);
-    Set(out, unit + "_seconds", seconds_);
-    for (const std::string& name : order_) Set(out, unit + "_" + name, timings_.at(name));
-  }
-  Status Save(StateWriter& out) const {
-    TESSEL_RETURN_IF_ERROR(out.Write("runtime/loss", Borrow(losses_)));
-    TESSEL_RETURN_IF_ERROR(out.Write("runtime/seconds", Borrow(seconds_)));
-    for (size_t i = 0; i < order_.size(); ++i) {
-      TESSEL_RETURN_IF_ERROR(out.Write(StrCat("runtime/timing/", i, "/", order_[i]), Borrow(timings_.at(order_[i]))));
-    }
-    return Status();
-  }
-  // Restores the arrays of the first `steps` steps.
-  Status Load(StateReader& in, int64_t steps) {
-    TESSEL_ASSIGN_OR_RETURN(losses_, Array(in, "runtime/loss", steps));
-    TESSEL_ASSIGN_OR_RETURN(seconds_, Array(in, "runtime/seconds", steps));
-    auto* shard = dynamic_cast<ShardState*>(&in);
-    if (shard == nullptr) return Status();
-    for (const storage::NamedTensor& t : shard->tensors()) {
-      if (t.name.rfind("runtime/timing/", 0) != 0) continue;
-      const size_t slash = t.name.find('/', 15);
-      if (slash == std::string::npos) continue;
-      const std::string name = t.name.substr(slash + 1);
-      TESSEL_ASSIGN_OR_RETURN(timings_[name], Array(in, t.name, steps));
-      order_.push_back(name);
-    }
-    return Status();
-  }
-
- private:
-  static Tensor Borrow(const std::vector<double>& v) {
-    return Tensor::Borrow(const_cast<double*>(v.data()), DType::kF64, {static_cast<int64_t>(v.size())});
-  }
-  static Result<std::vector<double>> Array(StateReader& in, const std::string& name, int64_t steps) {
-    TESSEL_ASSIGN_OR_RETURN(Tensor t, in.Read(name));
-    if (t.dtype() != DType::kF64 || t.numel() != steps) {
-      return StorageError(StrCat("'", name, "' holds ", t.numel(), " ", DTypeName(t.dtype()), " values, expected ", steps));
-    }
-    return std::vector<double>(t.data<double>(), t.data<double>() + steps);
-  }
-
-  std::vector<double> losses_, seconds_;
-  std::map<std::string, std::vector<double>> timings_;
-  std::vector<std::string> order_;
-};
-
-// Every worker writes its shard; once all have (a sum over the workers doubles as the barrier and gathers
-// the shards' sizes and CRCs), the first worker hands the list to the coordinator.
-Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor, const StepHistory& history,
-                       int64_t step, WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
-  const std::string dir = storage::CheckpointStepDir(settings.checkpoint_dir, step);
-  // A planted link at step-K would carry the shards elsewhere: refused, as is a directory another user owns.
-  TESSEL_RETURN_IF_ERROR(CheckNotSymlink(dir));
-  TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "checkpoint.dir"));
-  ShardState state;
-  TESSEL_RETURN_IF_ERROR(executor.SaveState(state));
-  TESSEL_RETURN_IF_ERROR(history.Save(state));
-  const std::string path = storage::CheckpointShardPath(dir, comm.rank());
-  TESSEL_RETURN_IF_ERROR(storage::WriteCheckpointShard(path, state.tensors()));
-  TESSEL_ASSIGN_OR_RETURN(storage::FileDigest digest, storage::DigestFile(path));
-  const auto n = static_cast<size_t>(comm.size());
-  std::vector<int64_t> figures(2 * n, 0);
-  figures[static_cast<size_t>(comm.rank())] = digest.bytes;
-  figures[n + static_cast<size_t>(comm.rank())] = digest.crc32;
-  TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(figures.data(), static_cast<int64_t>(figures.size())));
-  log.Debug(StrCat("checkpoint shard ", path, ": ", digest.bytes, " bytes"));
-  if (comm.rank() != 0 || !hooks.on_checkpoint) return Status();
-  CheckpointMsg m;
-  m.step = step;
-  m.bytes.assign(figures.begin(), figures.begin() + static_cast<std::ptrdiff_t>(n));
-  m.crc32.assign(figures.begin() + static_cast<std::ptrdiff_t>(n), figures.end());
-  return hooks.on_checkpoint(m);
 }
 
 // Whether any worker was asked to stop (core/stop_signal.h): after every step the workers sum, slot by
@@ -349,25 +130,6 @@ Result<StopAgreement> AgreeOnStop(WorkerComm& comm) {
     if (seen[r] != 0) return StopAgreement{static_cast<int>(seen[r]), static_cast<int>(r)};
   }
   return StopAgreement{};
-}
-
-// The checkpoint directory, before the first step: created, and a file written into it and removed, so
-// that a directory this rank cannot write (a read-only or missing mount on its host) stops the job before
-// training rather than at the first checkpoint, with every step since lost.
-Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {
-  if (settings.checkpoint_every_steps <= 0) return Status();
-  const std::string& dir = settings.checkpoint_dir;
-  TESSEL_RETURN_IF_ERROR(EnsurePrivateDirectory(dir, "checkpoint.dir"));
-  const std::string probe = StrCat(dir, "/.write-check.", rank, ".", ::getpid());
-  auto created = CreateNewFile(probe, 0600);
-  if (!created.ok())
-    return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", created.status().message()));
-  FileDescriptor fd = std::move(created).value();
-  const bool written = ::write(fd.get(), "tessel\n", 7) == 7 && fd.Close() == 0;
-  const int e = errno;
-  ::unlink(probe.c_str());
-  if (!written) return StorageError(StrCat("checkpoint.dir: cannot write into ", dir, ": ", std::strerror(e)));
-  return Status();
 }
 
 // RunAssignment, less the naming of an allocation failure's settings.
