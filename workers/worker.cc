@@ -244,14 +244,14 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     }
     if (hooks.on_step) hooks.on_step(progress);
     const bool checkpointed = settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0;
-    if (checkpointed) TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
+    if (checkpointed) TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks.on_checkpoint, log));
     if (step == executor->num_steps()) break;  // the job is done: a stop request changes nothing now
     TESSEL_ASSIGN_OR_RETURN(const StopAgreement stop, AgreeOnStop(comm));
     if (stop.signal == 0) continue;
     // Every worker stops after this step, its state saved: the checkpoint (when checkpoints are on),
     // then the figures so far for summary.json, without the final evaluation.
     if (settings.checkpoint_every_steps > 0 && !checkpointed) {
-      TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks, log));
+      TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks.on_checkpoint, log));
     }
     if (comm.rank() == 0) {
       log.Warn(StrCat(SignalName(stop.signal), " (seen first by worker ", stop.rank, "): every worker stopped after ",

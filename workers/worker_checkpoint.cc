@@ -7,12 +7,12 @@
 
 #include "core/file_descriptor.h"
 #include "core/safe_file.h"
-#include "workers/protocol.h"
 
 namespace tessel::workers {
 
 Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor, const StepHistory& history,
-                       int64_t step, WorkerComm& comm, const RunHooks& hooks, const Logger& log) {
+                       int64_t step, WorkerComm& comm, const std::function<Status(const CheckpointMsg&)>& on_checkpoint,
+                       const Logger& log) {
   const std::string dir = storage::CheckpointStepDir(settings.checkpoint_dir, step);
   // A planted link at step-K would carry the shards elsewhere: refused, as is a directory another user owns.
   TESSEL_RETURN_IF_ERROR(CheckNotSymlink(dir));
@@ -29,12 +29,12 @@ Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor,
   figures[n + static_cast<size_t>(comm.rank())] = digest.crc32;
   TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(figures.data(), static_cast<int64_t>(figures.size())));
   log.Debug(StrCat("checkpoint shard ", path, ": ", digest.bytes, " bytes"));
-  if (comm.rank() != 0 || !hooks.on_checkpoint) return Status();
+  if (comm.rank() != 0 || !on_checkpoint) return Status();
   CheckpointMsg m;
   m.step = step;
   m.bytes.assign(figures.begin(), figures.begin() + static_cast<std::ptrdiff_t>(n));
   m.crc32.assign(figures.begin() + static_cast<std::ptrdiff_t>(n), figures.end());
-  return hooks.on_checkpoint(m);
+  return on_checkpoint(m);
 }
 
 Status CheckCheckpointDir(const WorkerSettings& settings, int rank) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -18,7 +19,7 @@
 #include "workers/assignment.h"
 #include "workers/comm/comm.h"
 #include "workers/executor.h"
-#include "workers/worker.h"
+#include "workers/protocol.h"
 
 namespace tessel::workers {
 
@@ -104,9 +105,11 @@ class StepHistory {
 };
 
 // Every worker writes its shard of `step`; once all have (a sum over the workers doubles as the barrier and
-// gathers the shards' sizes and CRCs), the first worker hands the list to the coordinator (hooks.on_checkpoint).
+// gathers the shards' sizes and CRCs), the first worker hands the list to the coordinator (`on_checkpoint`,
+// RunHooks'; may be empty).
 Status WriteCheckpoint(const WorkerSettings& settings, const Executor& executor, const StepHistory& history,
-                       int64_t step, WorkerComm& comm, const RunHooks& hooks, const Logger& log);
+                       int64_t step, WorkerComm& comm, const std::function<Status(const CheckpointMsg&)>& on_checkpoint,
+                       const Logger& log);
 
 // The checkpoint directory, before the first step: created, and a file written into it and removed, so
 // that a directory this rank cannot write (a read-only or missing mount on its host) stops the job before
