@@ -4,8 +4,8 @@
 // coordinator's step watchdog names it; in an embedded run the coordinator's own watchdog reads it.
 //
 //   in kernel nn.relu.fwd (cpu) for 12.0 s
-//   waiting 12.0 s for the GPU stream (a copy of 4096 bytes); the last kernel queued: llm.attention.bwd (cuda), 12.1 s ago
-//   in no kernel; the last one: nn.gemm (cpu), ended 12.0 s ago
+//   waiting 12.0 s for the GPU stream (a copy of 4096 bytes); the last kernel queued: llm.attention.bwd (cuda), 12.1 s
+//   ago in no kernel; the last one: nn.gemm (cpu), ended 12.0 s ago
 //
 // A kernel that stops making progress on a GPU does not fail its launch: the host learns of it at its next
 // wait for the stream, which never returns. The kernel named is the last one queued before that wait; a

@@ -21,8 +21,8 @@
 
 namespace tessel {
 
-#define TESSEL_CHOICE_NAMES(Enum, ...)                                                  \
-  inline constexpr std::string_view k##Enum##Names[] = {__VA_ARGS__};                   \
+#define TESSEL_CHOICE_NAMES(Enum, ...)                                \
+  inline constexpr std::string_view k##Enum##Names[] = {__VA_ARGS__}; \
   constexpr std::span<const std::string_view> NamesOf(Enum) { return k##Enum##Names; }
 
 enum class JobKind : int32_t { kRgnn, kLlm };
@@ -107,7 +107,9 @@ TESSEL_CHOICE_NAMES(Precision, "fp32", "bf16")
 
 // A choice: an enum with a NamesOf overload above.
 template <typename E>
-concept Choice = std::is_enum_v<E> && requires(E e) { NamesOf(e); };
+concept Choice = std::is_enum_v<E> && requires(E e) {
+  NamesOf(e);
+};
 
 template <Choice E>
 constexpr int32_t ChoiceCount() {

@@ -24,14 +24,16 @@ CudaProbe ProbeCuda() {
   }
   for (int d = 0; d < probe.device_count; ++d) {
     cudaDeviceProp prop{};
-    probe.memory_bytes.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess ? static_cast<int64_t>(prop.totalGlobalMem) : 0);
+    probe.memory_bytes.push_back(
+        cudaGetDeviceProperties(&prop, d) == cudaSuccess ? static_cast<int64_t>(prop.totalGlobalMem) : 0);
   }
   return probe;
 }
 
 Status SelectCudaDevice(int ordinal) {
   const cudaError_t err = cudaSetDevice(ordinal);
-  if (err != cudaSuccess) return InternalError(StrCat("cudaSetDevice(", ordinal, ") failed: ", cudaGetErrorString(err)));
+  if (err != cudaSuccess)
+    return InternalError(StrCat("cudaSetDevice(", ordinal, ") failed: ", cudaGetErrorString(err)));
   return Status();
 }
 
@@ -80,8 +82,8 @@ Status CudaFailure(std::string_view what, cudaError_t err) {
 
 Result<CudaEvent> CudaEvent::Create(bool blocking, bool timing) {
   cudaEvent_t e = nullptr;
-  const cudaError_t err = cudaEventCreateWithFlags(
-      &e, (timing ? 0u : cudaEventDisableTiming) | (blocking ? cudaEventBlockingSync : 0u));
+  const cudaError_t err =
+      cudaEventCreateWithFlags(&e, (timing ? 0u : cudaEventDisableTiming) | (blocking ? cudaEventBlockingSync : 0u));
   if (err != cudaSuccess) return CudaFailure("cudaEventCreate", err);
   CudaEvent event;
   event.event_ = e;
@@ -98,8 +100,7 @@ Status CudaEvent::Record(void* stream) {
 }
 
 Status CudaEvent::StreamWait(void* stream) const {
-  const cudaError_t err =
-      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0);
+  const cudaError_t err = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0);
   return err == cudaSuccess ? Status() : CudaFailure("cudaStreamWaitEvent", err);
 }
 
@@ -148,12 +149,16 @@ void UnregisterHostMemory(const void*) {}
 Result<void*> HostMemoryDevicePointer(const void*) { return InternalError("this Tessel was built without CUDA"); }
 
 Result<CudaEvent> CudaEvent::Create(bool, bool) { return InternalError("this Tessel was built without CUDA"); }
-Result<double> CudaEvent::SecondsSince(const CudaEvent&) const { return InternalError("this Tessel was built without CUDA"); }
+Result<double> CudaEvent::SecondsSince(const CudaEvent&) const {
+  return InternalError("this Tessel was built without CUDA");
+}
 CudaEvent::~CudaEvent() = default;
 Status CudaEvent::Record(void*) { return InternalError("this Tessel was built without CUDA"); }
 Status CudaEvent::StreamWait(void*) const { return InternalError("this Tessel was built without CUDA"); }
 Status CudaEvent::Synchronize() const { return InternalError("this Tessel was built without CUDA"); }
-Status CopyMemoryAsync(void*, const void*, size_t, void*) { return InternalError("this Tessel was built without CUDA"); }
+Status CopyMemoryAsync(void*, const void*, size_t, void*) {
+  return InternalError("this Tessel was built without CUDA");
+}
 #endif
 
 CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {

@@ -16,7 +16,7 @@ namespace tessel {
 
 struct CudaProbe {
   int device_count = 0;
-  std::string problem;  // empty when at least one device is usable; otherwise why none is
+  std::string problem;                // empty when at least one device is usable; otherwise why none is
   std::vector<int64_t> memory_bytes;  // each device's total memory (cudaDeviceProp::totalGlobalMem)
   bool usable() const { return problem.empty(); }
 };

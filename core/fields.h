@@ -35,16 +35,16 @@ namespace tessel {
 
 // The members of LIST and a visitor over them, without equality (for classes with a virtual base, which
 // compare with FieldsEqual()).
-#define TESSEL_FIELD_LIST(LIST)                                       \
-  LIST(TESSEL_FIELD_MEMBER_)                                          \
-  using FieldListTag = void;                                          \
-  template <typename Self, typename Visit>                            \
-  static void VisitFields(Self& self, Visit&& visit) {                \
-    LIST(TESSEL_FIELD_VISIT_)                                         \
-  }                                                                   \
-  template <typename Self, typename Visit>                            \
-  static void VisitFieldPairs(Self& a, Self& b, Visit&& visit) {      \
-    LIST(TESSEL_FIELD_VISIT_PAIR_)                                    \
+#define TESSEL_FIELD_LIST(LIST)                                  \
+  LIST(TESSEL_FIELD_MEMBER_)                                     \
+  using FieldListTag = void;                                     \
+  template <typename Self, typename Visit>                       \
+  static void VisitFields(Self& self, Visit&& visit) {           \
+    LIST(TESSEL_FIELD_VISIT_)                                    \
+  }                                                              \
+  template <typename Self, typename Visit>                       \
+  static void VisitFieldPairs(Self& a, Self& b, Visit&& visit) { \
+    LIST(TESSEL_FIELD_VISIT_PAIR_)                               \
   }
 
 // The members of LIST, a visitor over them, and member-wise equality.
@@ -53,7 +53,9 @@ namespace tessel {
   bool operator==(const Struct&) const = default;
 
 template <typename T>
-concept Fielded = requires { typename T::FieldListTag; };
+concept Fielded = requires {
+  typename T::FieldListTag;
+};
 
 namespace fields_internal {
 
@@ -119,7 +121,8 @@ void DecodeOne(T& v, ByteReader& in, const std::string& path) {
     } else {
       const uint64_t n = in.Get<uint64_t>(path.c_str());
       // Every element takes at least one byte: a count beyond the bytes left is malformed.
-      if (in.ok() && n > in.remaining()) in.Fail(StrCat(path, ": ", n, " elements exceed the ", in.remaining(), " bytes left"));
+      if (in.ok() && n > in.remaining())
+        in.Fail(StrCat(path, ": ", n, " elements exceed the ", in.remaining(), " bytes left"));
       v.clear();
       for (uint64_t i = 0; in.ok() && i < n; ++i) DecodeOne(v.emplace_back(), in, StrCat(path, "[", i, "]"));
     }
@@ -131,7 +134,8 @@ void DecodeOne(T& v, ByteReader& in, const std::string& path) {
 template <typename T>
 void DescribeOne(const T& v, std::string& out, const std::string& path) {
   if constexpr (Fielded<T>) {
-    T::VisitFields(v, [&](const char* name, const auto& f) { DescribeOne(f, out, path.empty() ? name : path + "." + name); });
+    T::VisitFields(
+        v, [&](const char* name, const auto& f) { DescribeOne(f, out, path.empty() ? name : path + "." + name); });
     return;
   } else {
     if (!out.empty()) out += ' ';

@@ -40,7 +40,9 @@ inline void Set(Record& record, std::string_view name, int32_t v) { Set(record, 
 inline void Set(Record& record, std::string_view name, double v) { Set(record, name, RecordValue{v}); }
 inline void Set(Record& record, std::string_view name, bool v) { Set(record, name, RecordValue{v}); }
 inline void Set(Record& record, std::string_view name, std::string v) { Set(record, name, RecordValue{std::move(v)}); }
-inline void Set(Record& record, std::string_view name, const char* v) { Set(record, name, RecordValue{std::string(v)}); }
+inline void Set(Record& record, std::string_view name, const char* v) {
+  Set(record, name, RecordValue{std::string(v)});
+}
 inline void Set(Record& record, std::string_view name, std::vector<double> v) {
   Set(record, name, RecordValue{std::move(v)});
 }

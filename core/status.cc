@@ -4,15 +4,24 @@ namespace tessel {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInternal: return "internal error";
-    case Code::kUsage: return "usage error";
-    case Code::kBadData: return "bad input data";
-    case Code::kPlugin: return "plugin error";
-    case Code::kRankFailed: return "rank failed";
-    case Code::kStorage: return "storage error";
-    case Code::kStopped: return "stopped";
-    case Code::kBadLoss: return "bad loss";
+    case Code::kOk:
+      return "ok";
+    case Code::kInternal:
+      return "internal error";
+    case Code::kUsage:
+      return "usage error";
+    case Code::kBadData:
+      return "bad input data";
+    case Code::kPlugin:
+      return "plugin error";
+    case Code::kRankFailed:
+      return "rank failed";
+    case Code::kStorage:
+      return "storage error";
+    case Code::kStopped:
+      return "stopped";
+    case Code::kBadLoss:
+      return "bad loss";
   }
   return "unknown";
 }

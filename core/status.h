@@ -17,14 +17,14 @@ namespace tessel {
 // The numeric values are the process exit codes.
 enum class Code : int {
   kOk = 0,
-  kInternal = 1,     // a bug in Tessel
-  kUsage = 2,        // bad command line or job file
-  kBadData = 3,      // bad input data (graph files, datasets)
-  kPlugin = 4,       // a plugin could not be loaded or lacks an op
-  kRankFailed = 5,   // a rank failed or timed out
-  kStorage = 6,      // disk full, corrupt file, I/O error
-  kStopped = 7,      // stopped by SIGTERM, SIGINT or SIGUSR1 after saving its state (core/stop_signal.h)
-  kBadLoss = 8,      // the training loss became NaN or infinite, or exploded (train.on_bad_loss = "stop")
+  kInternal = 1,    // a bug in Tessel
+  kUsage = 2,       // bad command line or job file
+  kBadData = 3,     // bad input data (graph files, datasets)
+  kPlugin = 4,      // a plugin could not be loaded or lacks an op
+  kRankFailed = 5,  // a rank failed or timed out
+  kStorage = 6,     // disk full, corrupt file, I/O error
+  kStopped = 7,     // stopped by SIGTERM, SIGINT or SIGUSR1 after saving its state (core/stop_signal.h)
+  kBadLoss = 8,     // the training loss became NaN or infinite, or exploded (train.on_bad_loss = "stop")
 };
 
 std::string_view CodeName(Code code);
@@ -63,7 +63,7 @@ Status InternalError(std::string message);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInternal, "Result constructed from an OK status");
   }
@@ -90,10 +90,10 @@ class [[nodiscard]] Result {
 #define TESSEL_CONCAT_INNER(a, b) a##b
 #define TESSEL_CONCAT(a, b) TESSEL_CONCAT_INNER(a, b)
 
-#define TESSEL_RETURN_IF_ERROR(expr)              \
-  do {                                            \
-    ::tessel::Status _tessel_st = (expr);         \
-    if (!_tessel_st.ok()) return _tessel_st;      \
+#define TESSEL_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    ::tessel::Status _tessel_st = (expr);    \
+    if (!_tessel_st.ok()) return _tessel_st; \
   } while (0)
 
 #define TESSEL_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

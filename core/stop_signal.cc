@@ -49,11 +49,16 @@ void RequestStop(int signal) {
 
 std::string SignalName(int signal) {
   switch (signal) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
-    case kTimeLimitStop: return "job.time_limit_seconds";
-    default: return "signal " + std::to_string(signal);
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case kTimeLimitStop:
+      return "job.time_limit_seconds";
+    default:
+      return "signal " + std::to_string(signal);
   }
 }
 

@@ -21,13 +21,32 @@ enum class DType : int { kF32 = 0, kF64 = 1, kI32 = 2, kI64 = 3, kU8 = 4, kBF16 
 size_t DTypeSize(DType dtype);
 std::string_view DTypeName(DType dtype);
 
-template <typename T> constexpr DType DTypeOf();
-template <> constexpr DType DTypeOf<float>() { return DType::kF32; }
-template <> constexpr DType DTypeOf<double>() { return DType::kF64; }
-template <> constexpr DType DTypeOf<int32_t>() { return DType::kI32; }
-template <> constexpr DType DTypeOf<int64_t>() { return DType::kI64; }
-template <> constexpr DType DTypeOf<uint8_t>() { return DType::kU8; }
-template <> constexpr DType DTypeOf<Bf16>() { return DType::kBF16; }
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType DTypeOf<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kU8;
+}
+template <>
+constexpr DType DTypeOf<Bf16>() {
+  return DType::kBF16;
+}
 
 class Tensor {
  public:
@@ -48,7 +67,10 @@ class Tensor {
   bool defined() const { return data_ != nullptr || numel() == 0; }
 
   void* raw() const { return data_; }
-  template <typename T> T* data() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
   std::string DebugString() const;  // "f32[3, 4] cpu"
 

@@ -1,7 +1,5 @@
 // Parsing a job file into a JobSpec: the walk over the TOML document, `--set` overrides and the
 // required-key check. The field table is in jobs/schema.cc, the rules across fields in jobs/validate.cc.
-#include "jobs/spec.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include "core/file_descriptor.h"
 #include "core/logging.h"
 #include "jobs/schema.h"
+#include "jobs/spec.h"
 
 namespace tessel::jobs {
 namespace {
@@ -257,12 +256,14 @@ std::string_view FileKind(mode_t mode) {
 }
 
 Status NotAJobFile(const std::string& path, mode_t mode) {
-  return UsageError(StrCat("job file '", path, "' is ", FileKind(mode), ", not a TOML file: give the path of a .toml file"));
+  return UsageError(
+      StrCat("job file '", path, "' is ", FileKind(mode), ", not a TOML file: give the path of a .toml file"));
 }
 
 Status TooLarge(const std::string& path, int64_t bytes) {
-  return UsageError(StrCat("job file '", path, "' is ", bytes < 0 ? std::string("larger than ") : StrCat(bytes, " bytes, over "),
-                           "the limit of ", kMaxJobFileBytes, " bytes (1 MiB): is it a job file?"));
+  return UsageError(StrCat("job file '", path, "' is ",
+                           bytes < 0 ? std::string("larger than ") : StrCat(bytes, " bytes, over "), "the limit of ",
+                           kMaxJobFileBytes, " bytes (1 MiB): is it a job file?"));
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ Field MakeField(std::string_view key, Effect effect, Get get, Constraint constra
 // also says what the key does to a resume (Effect): TESSEL_JOB_FIELD changes the trajectory,
 // TESSEL_INPUT_FIELD names input files that do, TESSEL_RUN_FIELD changes only how the run goes.
 #define TESSEL_FIELD_WITH_EFFECT(path, effect, constraint, doc) \
-  MakeField(                                                     \
+  MakeField(                                                    \
       #path, effect, [](auto& s) -> auto& { return s.path; }, constraint, doc)
 #define TESSEL_JOB_FIELD(path, constraint, doc) TESSEL_FIELD_WITH_EFFECT(path, Effect::kTrajectory, constraint, doc)
 #define TESSEL_INPUT_FIELD(path, constraint, doc) TESSEL_FIELD_WITH_EFFECT(path, Effect::kInputFile, constraint, doc)
@@ -141,7 +141,8 @@ std::vector<Field> BuildFields() {
       // [job]
       TESSEL_RUN_FIELD(job.name, Required(),
                        "Names the run: run directory, metric label, summary.json. Letters, digits, '.', '_', '-'."),
-      TESSEL_JOB_FIELD(job.kind, Required(), "What is trained: \"rgnn\" (relational GNN) or \"llm\" (a GPT-2 decoder in pipeline stages)."),
+      TESSEL_JOB_FIELD(job.kind, Required(),
+                       "What is trained: \"rgnn\" (relational GNN) or \"llm\" (a GPT-2 decoder in pipeline stages)."),
       TESSEL_JOB_FIELD(job.seed, AtLeast(0), "Seed of weight initialisation and sampling."),
       TESSEL_RUN_FIELD(job.device, Any(), "Where workers compute; \"auto\" picks CUDA when a GPU is visible."),
       TESSEL_RUN_FIELD(job.time_limit_seconds, AtLeast(0),
@@ -151,22 +152,25 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(job.log_level, Any(), "Least severe log level printed."),
       // [resources]
       TESSEL_RUN_FIELD(resources.workers, AtLeast(1), "Worker ranks: mpirun -np workers+1 (rank 0 coordinates)."),
-      TESSEL_RUN_FIELD(resources.threads_per_worker, AtLeast(1).AtMost(1024),
-                       "CPU threads per worker (kernels and BLAS); each worker also refuses more than its host's cores."),
+      TESSEL_RUN_FIELD(
+          resources.threads_per_worker, AtLeast(1).AtMost(1024),
+          "CPU threads per worker (kernels and BLAS); each worker also refuses more than its host's cores."),
       TESSEL_RUN_FIELD(resources.gpus_per_worker, AtLeast(0),
                        "GPUs per worker; > 0 needs job.device \"auto\" or \"cuda\"."),
       TESSEL_RUN_FIELD(resources.memory_budget_bytes, Bytes(),
                        "Memory one worker may use; the plan must fit it. 0 = unlimited."),
       // [data]
-      TESSEL_JOB_FIELD(data.format, Required(), "Where the graph (rgnn) or the tokens (llm: text, llmc, generated_text) come from."),
+      TESSEL_JOB_FIELD(data.format, Required(),
+                       "Where the graph (rgnn) or the tokens (llm: text, llmc, generated_text) come from."),
       TESSEL_INPUT_FIELD(data.graph, Any(),
-                       "Graph file (.h5): the input for \"graph\", else the import cache (\"\" = no cache)."),
+                         "Graph file (.h5): the input for \"graph\", else the import cache (\"\" = no cache)."),
       TESSEL_INPUT_FIELD(data.triples, Any(), "RDF N-Triples file, plain or .gz (format \"rdf\")."),
       TESSEL_INPUT_FIELD(data.train_labels, Any(),
-                       "TSV of training labels with a header row: entity, ..., class (format \"rdf\")."),
-      TESSEL_INPUT_FIELD(data.test_labels, Any(), "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
+                         "TSV of training labels with a header row: entity, ..., class (format \"rdf\")."),
+      TESSEL_INPUT_FIELD(data.test_labels, Any(),
+                         "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
       TESSEL_INPUT_FIELD(data.edges, Any(),
-                       "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
+                         "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
       TESSEL_JOB_FIELD(data.add_inverse, Any(),
                        "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
       TESSEL_RUN_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),
@@ -180,7 +184,7 @@ std::vector<Field> BuildFields() {
       TESSEL_INPUT_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),
       TESSEL_INPUT_FIELD(data.train_tokens, Any(), "llm: an llm.c token file to train on (format \"llmc\")."),
       TESSEL_INPUT_FIELD(data.val_tokens, Any(),
-                       "llm: an llm.c token file to validate on (format \"llmc\"); \"\" = the tail of train_tokens."),
+                         "llm: an llm.c token file to validate on (format \"llmc\"); \"\" = the tail of train_tokens."),
       TESSEL_JOB_FIELD(data.val_fraction, AtLeast(0).Below(1),
                        "llm: the share of the tokens, at the end, held out for validation (unless val_tokens is set)."),
       TESSEL_JOB_FIELD(data.generated_bytes, Bytes(), "llm: bytes of text to generate (format \"generated_text\")."),
@@ -192,14 +196,16 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(data.synthetic.node_types, AtLeast(1), "Node types."),
       TESSEL_JOB_FIELD(data.synthetic.relations, AtLeast(1), "Relations, before inverses and self-loops."),
       TESSEL_JOB_FIELD(data.synthetic.classes, AtLeast(2), "Label classes."),
-      TESSEL_JOB_FIELD(data.synthetic.avg_degree, Above(0), "Mean degree (in + out) of a node over the base relations."),
+      TESSEL_JOB_FIELD(data.synthetic.avg_degree, Above(0),
+                       "Mean degree (in + out) of a node over the base relations."),
       TESSEL_JOB_FIELD(data.synthetic.feature_dim, AtLeast(0), "Input feature width; 0 = no features."),
       TESSEL_JOB_FIELD(data.synthetic.train_fraction, Above(0).Below(1), "Fraction of labelled nodes to train on."),
       TESSEL_JOB_FIELD(data.synthetic.test_fraction, AtLeast(0).Below(1), "Fraction of labelled nodes to test on."),
       TESSEL_JOB_FIELD(data.synthetic.seed, AtLeast(0), "Seed of the generator, independent of job.seed."),
       // [model]
-      TESSEL_JOB_FIELD(model.name, NonEmpty(),
-                       "Architecture: \"rgcn\", \"rgat\", \"hgt\" or another registered RGNN model (rgnn); \"gpt2\" (llm)."),
+      TESSEL_JOB_FIELD(
+          model.name, NonEmpty(),
+          "Architecture: \"rgcn\", \"rgat\", \"hgt\" or another registered RGNN model (rgnn); \"gpt2\" (llm)."),
       TESSEL_JOB_FIELD(model.layers, AtLeast(1),
                        "Message-passing layers (RGCN/RGAT: the last outputs class scores; HGT: a classifier follows); "
                        "gpt2: blocks."),
@@ -223,14 +229,17 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(model.context, AtLeast(1),
                        "gpt2: positions the model has (wpe rows); train.seq_len is at most this."),
       TESSEL_JOB_FIELD(model.vocab_size, AtLeast(2).AtMost(65536), "gpt2: vocabulary size; 256 = bytes."),
-      TESSEL_INPUT_FIELD(model.init_from, Any(),
-                       "gpt2: an llm.c GPT-2 checkpoint (version 3) to start from; \"\" = initialised from job.seed."),
+      TESSEL_INPUT_FIELD(
+          model.init_from, Any(),
+          "gpt2: an llm.c GPT-2 checkpoint (version 3) to start from; \"\" = initialised from job.seed."),
       // [train]
       TESSEL_JOB_FIELD(train.mode, Any(),
                        "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),
       TESSEL_RUN_FIELD(train.epochs, AtLeast(1), "Full passes over the training nodes."),
       TESSEL_JOB_FIELD(train.lr, Above(0), "Learning rate."),
-      TESSEL_JOB_FIELD(train.l2, AtLeast(0), "rgnn: the R-GCN paper's penalty l2 x sum(w^2) over every parameter of the first layer, added to the loss (torch's weight_decay = 2 x l2)."),
+      TESSEL_JOB_FIELD(train.l2, AtLeast(0),
+                       "rgnn: the R-GCN paper's penalty l2 x sum(w^2) over every parameter of the first layer, added "
+                       "to the loss (torch's weight_decay = 2 x l2)."),
       TESSEL_JOB_FIELD(train.optimizer, Any(), "Optimizer."),
       TESSEL_RUN_FIELD(train.log_every, AtLeast(1), "Epochs (llm: steps) between progress lines."),
       TESSEL_JOB_FIELD(train.fanouts, Any(),
@@ -243,8 +252,7 @@ std::vector<Field> BuildFields() {
                        "replicas."),
       TESSEL_RUN_FIELD(train.eval_fanouts, Any(),
                        "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
-      TESSEL_RUN_FIELD(train.prefetch, Any(),
-                       "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
+      TESSEL_RUN_FIELD(train.prefetch, Any(), "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
       TESSEL_RUN_FIELD(train.steps, AtLeast(0), "llm: optimizer steps (0: only validate and write the weights)."),
       TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
       TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),
@@ -269,7 +277,8 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(train.bad_loss_factor, Above(1),
                        "A loss above this x the median of the last bad_loss_window steps' losses, and above the first "
                        "step's loss, has exploded."),
-      TESSEL_RUN_FIELD(train.bad_loss_window, AtLeast(1), "Steps (epochs for rgnn) whose median a loss is compared with."),
+      TESSEL_RUN_FIELD(train.bad_loss_window, AtLeast(1),
+                       "Steps (epochs for rgnn) whose median a loss is compared with."),
       // [partition]
       TESSEL_JOB_FIELD(partition.method, Any(), "How nodes are split across workers."),
       TESSEL_JOB_FIELD(partition.seed, AtLeast(0), "Seed of the partitioner."),
@@ -282,7 +291,10 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(pipeline.layers, Any(),
                        "llm: transformer blocks per stage, first stage first; [] = the stage planner splits them."),
       // [spill]
-      TESSEL_RUN_FIELD(spill.dir, Any(), "Directory of the per-worker HDF5 spill files (local NVMe is best); empty: this user's /tmp/tessel-UID/spill. Created 0700; an existing one must be this user's and writable by no one else."),
+      TESSEL_RUN_FIELD(
+          spill.dir, Any(),
+          "Directory of the per-worker HDF5 spill files (local NVMe is best); empty: this user's "
+          "/tmp/tessel-UID/spill. Created 0700; an existing one must be this user's and writable by no one else."),
       TESSEL_RUN_FIELD(spill.budget_bytes, Bytes(), "Spill file size limit per worker; 0 = unlimited."),
       TESSEL_RUN_FIELD(spill.policy, Any(),
                        "llm: what a block keeps for its backward: everything (keep), its input only (recompute), "
@@ -298,11 +310,19 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(checkpoint.every_steps, AtLeast(0), "Steps between checkpoints; 0 = none."),
       TESSEL_RUN_FIELD(checkpoint.keep, AtLeast(1), "Checkpoints kept; older ones are deleted."),
       // [plugins]
-      TESSEL_RUN_FIELD(plugins.paths, Any(), "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside the executable)."),
-      TESSEL_RUN_FIELD(plugins.search_dirs, Any(), "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
-      TESSEL_RUN_FIELD(plugins.prefer, Any(), "Plugin names, most preferred first: which plugin serves an op (on a device) that several loaded plugins offer. Without it such an op is an error naming them."),
+      TESSEL_RUN_FIELD(plugins.paths, Any(),
+                       "Plugin .so files to load; with search_dirs, replaces the default (the built-in plugins beside "
+                       "the executable)."),
+      TESSEL_RUN_FIELD(
+          plugins.search_dirs, Any(),
+          "Directories whose libtessel_*.so files are loaded; list build/plugins here to keep the built-ins."),
+      TESSEL_RUN_FIELD(plugins.prefer, Any(),
+                       "Plugin names, most preferred first: which plugin serves an op (on a device) that several "
+                       "loaded plugins offer. Without it such an op is an error naming them."),
       // [metrics]
-      TESSEL_RUN_FIELD(metrics.bind, NonEmpty(), "Address every rank's exporter listens on; any but loopback is warned about (the exporter has no password)."),
+      TESSEL_RUN_FIELD(
+          metrics.bind, NonEmpty(),
+          "Address every rank's exporter listens on; any but loopback is warned about (the exporter has no password)."),
       TESSEL_RUN_FIELD(metrics.port_base, AtLeast(0).AtMost(65535),
                        "Rank r listens on port_base + r; 0 = no exporter."),
       TESSEL_RUN_FIELD(metrics.targets_file, Any(), "Prometheus file_sd targets file; \"\" = OUTPUT_DIR/targets.json."),
@@ -314,10 +334,12 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(metrics.kernel_sample_every, AtLeast(0),
                        "Every kernel call of steps 1, 1 + n, 1 + 2n, ... is timed, by op and device "
                        "(tessel_kernel_seconds_total); 0 = never."),
-      TESSEL_RUN_FIELD(metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
-                       "After a failure during training, the coordinator keeps its exporter up this long before it ends the job, so "
-                       "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "
-                       "fire; 0 = end at once; at most 30 (the workers wait 60 s for the end). Without an exporter (port_base = 0) there is no wait."),
+      TESSEL_RUN_FIELD(
+          metrics.final_scrape_seconds, AtLeast(0).AtMost(30),
+          "After a failure during training, the coordinator keeps its exporter up this long before it ends the job, so "
+          "that Prometheus scrapes the failure (tessel_job_state, tessel_bad_loss_total) and the alerts "
+          "fire; 0 = end at once; at most 30 (the workers wait 60 s for the end). Without an exporter (port_base = 0) "
+          "there is no wait."),
       // [timeouts]
       TESSEL_RUN_FIELD(timeouts.heartbeat_interval_seconds, Above(0),
                        "Seconds between heartbeats of each rank (workers to the coordinator, and the coordinator "
@@ -326,14 +348,22 @@ std::vector<Field> BuildFields() {
                        "A rank silent this long has failed (exit 5): a worker, for the coordinator, which aborts "
                        "the job; the coordinator, for each worker, which then stops; > 2 x the interval."),
       TESSEL_RUN_FIELD(timeouts.startup_seconds, Above(0), "Limit for every rank to start and report ready."),
-      TESSEL_RUN_FIELD(timeouts.step_seconds, Above(0), "Limit for one training step on any rank, an embedded run's included (its first step, which loads the data, gets `startup_seconds` more)."),
+      TESSEL_RUN_FIELD(timeouts.step_seconds, Above(0),
+                       "Limit for one training step on any rank, an embedded run's included (its first step, which "
+                       "loads the data, gets `startup_seconds` more)."),
       // [smoke]
-      TESSEL_RUN_FIELD(smoke.max_latency_us, Above(0), "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
-      TESSEL_RUN_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0), "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),
-      TESSEL_RUN_FIELD(smoke.max_allreduce_ms, Above(0), "tessel smoke: a 1 MiB float allreduce over all ranks takes at most this."),
-      TESSEL_RUN_FIELD(smoke.min_spill_free_mb, AtLeast(0), "tessel smoke: free space in each rank's spill.dir at least this, in MB."),
-      TESSEL_RUN_FIELD(smoke.min_spill_mb_s, AtLeast(0), "tessel smoke: spill.dir's write and read bandwidth at least this, in MB/s."),
-      TESSEL_RUN_FIELD(smoke.min_gpus, AtLeast(0), "tessel smoke: usable GPUs each rank sees; job.device = \"cuda\" asks at least 1."),
+      TESSEL_RUN_FIELD(smoke.max_latency_us, Above(0),
+                       "tessel smoke: point-to-point latency with rank 0 (one way, 8 bytes) at most this."),
+      TESSEL_RUN_FIELD(smoke.min_bandwidth_mb_s, AtLeast(0),
+                       "tessel smoke: point-to-point bandwidth with rank 0 (4 MiB messages) at least this, in MB/s."),
+      TESSEL_RUN_FIELD(smoke.max_allreduce_ms, Above(0),
+                       "tessel smoke: a 1 MiB float allreduce over all ranks takes at most this."),
+      TESSEL_RUN_FIELD(smoke.min_spill_free_mb, AtLeast(0),
+                       "tessel smoke: free space in each rank's spill.dir at least this, in MB."),
+      TESSEL_RUN_FIELD(smoke.min_spill_mb_s, AtLeast(0),
+                       "tessel smoke: spill.dir's write and read bandwidth at least this, in MB/s."),
+      TESSEL_RUN_FIELD(smoke.min_gpus, AtLeast(0),
+                       "tessel smoke: usable GPUs each rank sees; job.device = \"cuda\" asks at least 1."),
       TESSEL_RUN_FIELD(smoke.timeout_seconds, Above(0), "tessel smoke: a rank whose message takes longer FAILs."),
   };
 }
@@ -574,8 +604,8 @@ std::string CheckConstraint(const Field& field, const Value& value) {
   if (const auto* v = std::get_if<std::vector<std::string>>(&value)) {
     for (size_t i = 0; i < v->size() && !c.choices.empty(); ++i) {
       if (std::find(c.choices.begin(), c.choices.end(), (*v)[i]) == c.choices.end()) {
-        return StrCat("element ", i, " = ", QuoteToml((*v)[i]), " is not allowed; allowed values: ",
-                      ChoicesText(c.choices));
+        return StrCat("element ", i, " = ", QuoteToml((*v)[i]),
+                      " is not allowed; allowed values: ", ChoicesText(c.choices));
       }
     }
     return "";

@@ -38,8 +38,8 @@ using tessel::BatchOrder;
 using tessel::DataFormat;
 using tessel::DeviceChoice;
 using tessel::FanoutPer;
-using tessel::FeatureStoreChoice;
 using tessel::FeatureGather;
+using tessel::FeatureStoreChoice;
 using tessel::HeadMerge;
 using tessel::JobKind;
 using tessel::LogLevel;
@@ -55,8 +55,8 @@ struct JobSection {
   JobKind kind = JobKind::kRgnn;  // required in the file
   uint64_t seed = 0;
   DeviceChoice device = DeviceChoice::kAuto;
-  double time_limit_seconds = 0;   // 0 = none
-  std::string output_dir;          // "" = runs/<name>-<UTC timestamp>, resolved by the runner
+  double time_limit_seconds = 0;  // 0 = none
+  std::string output_dir;         // "" = runs/<name>-<UTC timestamp>, resolved by the runner
   LogLevel log_level = LogLevel::kInfo;
   bool operator==(const JobSection&) const = default;
 };
@@ -87,16 +87,17 @@ struct DataSection {
   // The input graph file for kGraph; for the other formats the cache written on first use and read on
   // later runs ("" = no cache: import or generate in memory every run).
   std::string graph;
-  std::string triples, train_labels, test_labels;  // kRdf (labels are optional for kEdges)
-  std::vector<std::string> edges;                  // kEdges
-  bool add_inverse = true;                         // importers add an inverse relation per relation
-  bool add_self_loop = true;                       // importers add a self-loop relation per node type
+  std::string triples, train_labels, test_labels;                // kRdf (labels are optional for kEdges)
+  std::vector<std::string> edges;                                // kEdges
+  bool add_inverse = true;                                       // importers add an inverse relation per relation
+  bool add_self_loop = true;                                     // importers add a self-loop relation per node type
   FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows
-  FeatureGather feature_gather = FeatureGather::kAuto;            // and how a GPU worker reads them
+  FeatureGather feature_gather = FeatureGather::kAuto;           // and how a GPU worker reads them
   // llm jobs:
-  std::string text;                  // kText
+  std::string text;                      // kText
   std::string train_tokens, val_tokens;  // kLlmc (val_tokens "" = the tail of train_tokens)
-  double val_fraction = 0.1;         // the tail of the tokens held out for validation (kText, kGeneratedText, kLlmc without val_tokens)
+  double val_fraction =
+      0.1;  // the tail of the tokens held out for validation (kText, kGeneratedText, kLlmc without val_tokens)
   int64_t generated_bytes = 1 << 20;  // kGeneratedText
   BatchOrder order = BatchOrder::kSequential;
   SyntheticSection synthetic;
@@ -108,18 +109,18 @@ struct ModelSection {
   int32_t layers = 2;
   int32_t hidden = 16;
   ModelInput input = ModelInput::kAuto;
-  int32_t num_bases = 0;   // RGCN: 0 = a full weight matrix per relation
-  int32_t num_blocks = 0;  // RGCN: 0 = no block-diagonal decomposition
-  int32_t heads = 1;       // RGAT, HGT
-  HeadMerge head_merge = HeadMerge::kConcat;  // RGAT hidden layers
+  int32_t num_bases = 0;                         // RGCN: 0 = a full weight matrix per relation
+  int32_t num_blocks = 0;                        // RGCN: 0 = no block-diagonal decomposition
+  int32_t heads = 1;                             // RGAT, HGT
+  HeadMerge head_merge = HeadMerge::kConcat;     // RGAT hidden layers
   WeightInit weight_init = WeightInit::kGlorot;  // rgnn: how weights and biases are drawn
-  bool bias = false;       // HGT: per-node-type biases on K, Q, V and the output linear (PyG's HGTConv)
-  bool compact = true;     // compact materialisation: once per unique (relation, node) pair, not per edge
-  bool reorder = true;     // linear-operator reordering: weights after aggregation, W_r a_r precomputed
+  bool bias = false;    // HGT: per-node-type biases on K, Q, V and the output linear (PyG's HGTConv)
+  bool compact = true;  // compact materialisation: once per unique (relation, node) pair, not per edge
+  bool reorder = true;  // linear-operator reordering: weights after aggregation, W_r a_r precomputed
   // gpt2 (hidden is the residual width C, heads the attention heads):
-  int32_t context = 256;      // positions (wpe rows); sequences are train.seq_len <= context long
-  int32_t vocab_size = 256;   // 256 = bytes
-  std::string init_from;      // an llm.c GPT-2 checkpoint; "" = initialised from job.seed
+  int32_t context = 256;     // positions (wpe rows); sequences are train.seq_len <= context long
+  int32_t vocab_size = 256;  // 256 = bytes
+  std::string init_from;     // an llm.c GPT-2 checkpoint; "" = initialised from job.seed
   bool operator==(const ModelSection&) const = default;
 };
 
@@ -129,27 +130,28 @@ struct TrainSection {
   double lr = 0.01;
   double l2 = 5e-4;  // L2 on the first layer's parameters, as in the R-GCN paper
   OptimizerName optimizer = OptimizerName::kAdam;
-  int32_t log_every = 1;           // epochs between progress lines
+  int32_t log_every = 1;  // epochs between progress lines
   // Sampled training (mode = kSampled):
-  std::vector<int32_t> fanouts;             // per layer, input layer first; -1 = all; empty = 10 per layer
+  std::vector<int32_t> fanouts;  // per layer, input layer first; -1 = all; empty = 10 per layer
   FanoutPer fanout_per = FanoutPer::kTotal;
-  int32_t batch_size = 1024;                // training nodes per mini-batch, over all workers
-  std::vector<int32_t> eval_fanouts;        // empty = every neighbour
+  int32_t batch_size = 1024;          // training nodes per mini-batch, over all workers
+  std::vector<int32_t> eval_fanouts;  // empty = every neighbour
   bool prefetch = true;
   // llm jobs (batch_size is then the global batch in sequences):
   int32_t steps = 100;
-  int32_t seq_len = 0;            // 0 = model.context
-  int32_t microbatch_size = 0;    // sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)
+  int32_t seq_len = 0;          // 0 = model.context
+  int32_t microbatch_size = 0;  // sequences per micro-batch; 0 = batch_size / (microbatches x data_parallel)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0;        // decoupled (AdamW), on the 2-D parameters
-  double grad_clip = 0;           // max global gradient norm; 0 = no clipping
+  double weight_decay = 0;  // decoupled (AdamW), on the 2-D parameters
+  double grad_clip = 0;     // max global gradient norm; 0 = no clipping
   int32_t warmup_steps = 0;
-  double final_lr_fraction = 1;   // cosine decay from lr to lr x this after warm-up; 1 = constant
-  int32_t val_every = 0;          // steps between validations; 0 = at the end only
-  int32_t val_batches = 20;       // batches of batch_size sequences per validation; 0 = the whole split
+  double final_lr_fraction = 1;            // cosine decay from lr to lr x this after warm-up; 1 = constant
+  int32_t val_every = 0;                   // steps between validations; 0 = at the end only
+  int32_t val_batches = 20;                // batches of batch_size sequences per validation; 0 = the whole split
   Precision precision = Precision::kFp32;  // activations and matmuls: fp32, or bf16 with f32 accumulation
   BadLossAction on_bad_loss = BadLossAction::kStop;
-  double bad_loss_factor = 10;   // a loss above this x the median of the last bad_loss_window steps (and above step 1's) has exploded
+  double bad_loss_factor =
+      10;  // a loss above this x the median of the last bad_loss_window steps (and above step 1's) has exploded
   int32_t bad_loss_window = 5;
   bool operator==(const TrainSection&) const = default;
 };
@@ -162,20 +164,20 @@ struct PartitionSection {
 
 struct PipelineSection {
   int32_t stages = 1;
-  int32_t microbatches = 1;   // per step and pipeline (gradient accumulation)
-  int32_t data_parallel = 1;  // replicas of the pipeline; stages x data_parallel = resources.workers
+  int32_t microbatches = 1;     // per step and pipeline (gradient accumulation)
+  int32_t data_parallel = 1;    // replicas of the pipeline; stages x data_parallel = resources.workers
   std::vector<int32_t> layers;  // blocks per stage, first stage first; [] = the stage planner decides
   bool operator==(const PipelineSection&) const = default;
 };
 
 struct SpillSection {
-  std::string dir;              // "" = this user's /tmp/tessel-<uid>/spill (storage::SpillDirectory)
-  int64_t budget_bytes = 0;     // 0 = unlimited
+  std::string dir;                          // "" = this user's /tmp/tessel-<uid>/spill (storage::SpillDirectory)
+  int64_t budget_bytes = 0;                 // 0 = unlimited
   SpillPolicy policy = SpillPolicy::kKeep;  // offloading writes to the disk: asked for, never by default
   // llm: one entry per block (model.layers of them), each kKeep, kRecompute or kOffload; [] = every
   // block follows `policy`.
   std::vector<SpillPolicy> layer_policies;
-  bool checksum = false;        // HDF5 Fletcher32 on every spilled tensor
+  bool checksum = false;  // HDF5 Fletcher32 on every spilled tensor
   bool operator==(const SpillSection&) const = default;
 };
 
@@ -199,9 +201,11 @@ struct MetricsSection {
   int32_t port_base = 9400;  // rank r listens on port_base + r; 0 disables the exporter
   std::string targets_file;  // "" = OUTPUT_DIR/targets.json
   std::string pushgateway;   // "" = no push; else a Pushgateway URL
-  double straggler_factor = 1.5;  // a worker whose median step time over the window is this x the fastest's is a straggler
+  double straggler_factor =
+      1.5;  // a worker whose median step time over the window is this x the fastest's is a straggler
   int32_t straggler_window = 10;  // steps per straggler window
-  int32_t kernel_sample_every = 10;  // time every kernel call of steps 1, 1 + n, ... (tessel_kernel_seconds_total); 0 = never
+  int32_t kernel_sample_every =
+      10;  // time every kernel call of steps 1, 1 + n, ... (tessel_kernel_seconds_total); 0 = never
   double final_scrape_seconds = 15;  // after a failure, the exporters stay up this long for a last scrape
   bool operator==(const MetricsSection&) const = default;
 };
@@ -216,13 +220,13 @@ struct TimeoutsSection {
 
 // What `tessel smoke` (orchestrator/smoke.h) requires of each rank of an allocation; flags override them.
 struct SmokeSection {
-  double max_latency_us = 1000;      // point-to-point with rank 0, one way
-  double min_bandwidth_mb_s = 100;   // point-to-point with rank 0, 4 MiB messages; MB = 1e6 bytes
-  double max_allreduce_ms = 1000;    // a 1 MiB float allreduce over all ranks
-  double min_spill_free_mb = 1024;   // free space in spill.dir
-  double min_spill_mb_s = 50;        // spill.dir's write and read bandwidth
-  int32_t min_gpus = 0;              // usable GPUs per rank (a job with job.device = "cuda": at least 1)
-  double timeout_seconds = 30;       // for any one message; a rank that misses it FAILs
+  double max_latency_us = 1000;     // point-to-point with rank 0, one way
+  double min_bandwidth_mb_s = 100;  // point-to-point with rank 0, 4 MiB messages; MB = 1e6 bytes
+  double max_allreduce_ms = 1000;   // a 1 MiB float allreduce over all ranks
+  double min_spill_free_mb = 1024;  // free space in spill.dir
+  double min_spill_mb_s = 50;       // spill.dir's write and read bandwidth
+  int32_t min_gpus = 0;             // usable GPUs per rank (a job with job.device = "cuda": at least 1)
+  double timeout_seconds = 30;      // for any one message; a rank that misses it FAILs
   bool operator==(const SmokeSection&) const = default;
 };
 

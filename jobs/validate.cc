@@ -1,20 +1,18 @@
 // The rules that span fields (jobs/README.md "Rules across fields") and the coordinator's check of the
 // input files. Each message starts with the origin of the key at fault (see KeyOrigin()).
-#include "jobs/spec.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <climits>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
 #include "core/logging.h"
 #include "jobs/schema.h"
+#include "jobs/spec.h"
 
 namespace tessel::jobs {
 namespace {
@@ -120,7 +118,9 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
     }
   }
   if (spec.model.name == kGptModelName) {
-    errors->Add(at("model.name"), "model.name = \"gpt2\" is an llm model; an rgnn job trains an RGNN model (\"rgcn\", \"rgat\", \"hgt\", ...)");
+    errors->Add(
+        at("model.name"),
+        "model.name = \"gpt2\" is an llm model; an rgnn job trains an RGNN model (\"rgcn\", \"rgat\", \"hgt\", ...)");
   }
   switch (spec.data.format) {
     case DataFormat::kText:
@@ -137,8 +137,9 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
     errors->Add(at(key), StrCat(key, " = ", value, " is not supported by this build yet; ", instead));
   };
   const TrainSection& train = spec.train;
-  for (const auto& [key, fanouts] : {std::pair<std::string_view, const std::vector<int32_t>*>{"train.fanouts", &train.fanouts},
-                                     {"train.eval_fanouts", &train.eval_fanouts}}) {
+  for (const auto& [key, fanouts] :
+       {std::pair<std::string_view, const std::vector<int32_t>*>{"train.fanouts", &train.fanouts},
+        {"train.eval_fanouts", &train.eval_fanouts}}) {
     for (size_t i = 0; i < fanouts->size(); ++i) {
       const int32_t f = (*fanouts)[i];
       if (f == 0 || f < -1) {
@@ -149,13 +150,13 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
   if (train.mode == TrainMode::kSampled) {
     if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
       errors->Add(at_either("train.fanouts", "model.layers"),
-                 StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
-                        ": give one fanout per layer (input layer first), or [] for 10 per layer"));
+                  StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
+                         ": give one fanout per layer (input layer first), or [] for 10 per layer"));
     }
     if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
       errors->Add(at_either("train.eval_fanouts", "model.layers"),
-                 StrCat("train.eval_fanouts has ", train.eval_fanouts.size(), " entries but model.layers = ",
-                        spec.model.layers, ": give one per layer, or [] for every neighbour"));
+                  StrCat("train.eval_fanouts has ", train.eval_fanouts.size(), " entries but model.layers = ",
+                         spec.model.layers, ": give one per layer, or [] for every neighbour"));
     }
   }
   if (spec.train.optimizer != OptimizerName::kAdam) {
@@ -189,8 +190,8 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
   }
   if ((spec.data.format == DataFormat::kText || spec.data.format == DataFormat::kGeneratedText) && m.vocab_size < 256) {
     errors->Add(at_either("model.vocab_size", "data.format"),
-                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = ", schema::QuoteToml(NameOf(spec.data.format)),
-                       " has byte tokens 0..255; use >= 256"));
+                StrCat("model.vocab_size = ", m.vocab_size, ": data.format = ",
+                       schema::QuoteToml(NameOf(spec.data.format)), " has byte tokens 0..255; use >= 256"));
   }
   if (m.hidden % m.heads != 0) {
     errors->Add(at_either("model.heads", "model.hidden"),
@@ -230,10 +231,10 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
       positive = positive && n >= 1;
     }
     if (static_cast<int64_t>(p.layers.size()) != p.stages || sum != m.layers || !positive) {
-      errors->Add(at("pipeline.layers"),
-                  StrCat("pipeline.layers has ", p.layers.size(), " entries summing to ", sum,
-                         ": give pipeline.stages = ", p.stages, " entries, each >= 1, summing to model.layers = ",
-                         m.layers, " (or [] to let the planner split)"));
+      errors->Add(at("pipeline.layers"), StrCat("pipeline.layers has ", p.layers.size(), " entries summing to ", sum,
+                                                ": give pipeline.stages = ", p.stages,
+                                                " entries, each >= 1, summing to model.layers = ", m.layers,
+                                                " (or [] to let the planner split)"));
     }
   }
   const std::vector<SpillPolicy>& policies = spec.spill.layer_policies;
@@ -253,8 +254,10 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
     }
   } else if (t.batch_size % per_step != 0) {
     errors->Add(at_either("train.batch_size", "pipeline.microbatches"),
-                StrCat("train.batch_size = ", t.batch_size, " is not divisible by pipeline.microbatches x "
-                       "pipeline.data_parallel = ", per_step, ": every micro-batch has the same number of sequences"));
+                StrCat("train.batch_size = ", t.batch_size,
+                       " is not divisible by pipeline.microbatches x "
+                       "pipeline.data_parallel = ",
+                       per_step, ": every micro-batch has the same number of sequences"));
   }
 }
 
@@ -273,17 +276,19 @@ void CheckPathRoom(const JobSpec& spec, std::string_view key, const std::string&
   const std::string path = abs.lexically_normal().string();
   for (const auto& part : abs) {
     if (const size_t n = part.string().size(); n > NAME_MAX) {
-      errors->Add(KeyOrigin(spec, key), StrCat(key, ": a component of the path is ", n, " characters, over the system's "
-                                               "limit of ", NAME_MAX, " (NAME_MAX) for one name"));
+      errors->Add(KeyOrigin(spec, key), StrCat(key, ": a component of the path is ", n,
+                                               " characters, over the system's "
+                                               "limit of ",
+                                               NAME_MAX, " (NAME_MAX) for one name"));
       return;
     }
   }
   const size_t room = kRoomForNames + spec.job.name.size();
   if (path.size() + room >= PATH_MAX) {
-    errors->Add(KeyOrigin(spec, key),
-                StrCat(key, ": the path is ", path.size(), " characters (absolute); with the names Tessel writes in it (up to ",
-                       room, " more) it would pass the system's limit of ", PATH_MAX,
-                       " (PATH_MAX): choose a shorter directory"));
+    errors->Add(KeyOrigin(spec, key), StrCat(key, ": the path is ", path.size(),
+                                             " characters (absolute); with the names Tessel writes in it (up to ", room,
+                                             " more) it would pass the system's limit of ", PATH_MAX,
+                                             " (PATH_MAX): choose a shorter directory"));
   }
 }
 
@@ -318,8 +323,9 @@ Status ValidateJob(const JobSpec& spec) {
     CheckRgnn(spec, &errors);
   }
   if (!spec.metrics.pushgateway.empty()) {
-    errors.Add(at("metrics.pushgateway"), StrCat("metrics.pushgateway = ", schema::QuoteToml(spec.metrics.pushgateway),
-                                                 " is not supported by this build yet; let Prometheus scrape the ranks"));
+    errors.Add(at("metrics.pushgateway"),
+               StrCat("metrics.pushgateway = ", schema::QuoteToml(spec.metrics.pushgateway),
+                      " is not supported by this build yet; let Prometheus scrape the ranks"));
   }
   if (spec.resources.gpus_per_worker > 0 && spec.job.device == DeviceChoice::kCpu) {
     errors.Add(at_either("resources.gpus_per_worker", "job.device"),

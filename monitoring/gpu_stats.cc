@@ -10,8 +10,8 @@ namespace {
 // NVML's C ABI, as its reference manual declares it (nvml.h is not needed to build Tessel).
 using NvmlReturn = int;  // nvmlReturn_t: NVML_SUCCESS = 0
 constexpr NvmlReturn kNvmlSuccess = 0;
-struct NvmlDevice;       // nvmlDevice_t is a pointer to this
-struct NvmlMemory {      // nvmlMemory_t
+struct NvmlDevice;                       // nvmlDevice_t is a pointer to this
+struct NvmlMemory {                      // nvmlMemory_t
   unsigned long long total, free, used;  // NOLINT(google-runtime-int): NVML's own types
 };
 struct NvmlUtilization {  // nvmlUtilization_t, percentages of the sample period

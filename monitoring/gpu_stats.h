@@ -31,9 +31,9 @@ class GpuStats {
   GpuStats& operator=(const GpuStats&) = delete;
 
   struct Sample {
-    int64_t memory_used_bytes = 0;   // by every process on the device
+    int64_t memory_used_bytes = 0;  // by every process on the device
     int64_t memory_total_bytes = 0;
-    double utilization = 0;          // the fraction of the driver's last sample period a kernel ran, 0..1
+    double utilization = 0;  // the fraction of the driver's last sample period a kernel ran, 0..1
   };
   // The device with this PCI bus id ("0000:3b:00.0", as cudaDeviceGetPCIBusId writes it). Failure
   // (kInternal): NVML's reason, naming the bus id.

@@ -56,22 +56,25 @@ constexpr MetricSpec kGatherBytes{.name = "tessel_gather_bytes_total",
                                   .unit = "bytes",
                                   .variable_labels = "source",
                                   .exported_by = ExportedBy::kWorkers,
-                                  .help = "Bytes of input feature rows this rank's sampled batches gathered from its own "
-                                          "feature store (local) or received from other ranks (remote)."};
+                                  .help =
+                                      "Bytes of input feature rows this rank's sampled batches gathered from its own "
+                                      "feature store (local) or received from other ranks (remote)."};
 constexpr MetricSpec kGatherRows{.name = "tessel_gather_rows_total",
                                  .kind = MetricKind::kCounter,
                                  .unit = "",
                                  .variable_labels = "source",
                                  .exported_by = ExportedBy::kWorkers,
-                                 .help = "Input feature rows this rank's sampled batches gathered from its own feature "
-                                         "store (local) or received from other ranks (remote)."};
+                                 .help =
+                                     "Input feature rows this rank's sampled batches gathered from its own feature "
+                                     "store (local) or received from other ranks (remote)."};
 constexpr MetricSpec kGatherSeconds{.name = "tessel_gather_seconds_total",
                                     .kind = MetricKind::kCounter,
                                     .unit = "seconds",
                                     .variable_labels = "",
                                     .exported_by = ExportedBy::kWorkers,
-                                    .help = "Time this rank's sampled batches spent fetching their feature rows, local and "
-                                            "remote (on the prefetch thread when batches are prefetched)."};
+                                    .help =
+                                        "Time this rank's sampled batches spent fetching their feature rows, local and "
+                                        "remote (on the prefetch thread when batches are prefetched)."};
 constexpr MetricSpec kEdgeCut{
     .name = "tessel_partition_edge_cut",
     .kind = MetricKind::kGauge,
@@ -112,8 +115,9 @@ constexpr MetricSpec kSpillFallbacks{
     .unit = "",
     .variable_labels = "to",
     .exported_by = ExportedBy::kWorkers,
-    .help = "Offloads that found the disk full or the spill budget spent and were kept in memory (to=keep) or "
-            "recomputed (to=recompute) instead."};
+    .help =
+        "Offloads that found the disk full or the spill budget spent and were kept in memory (to=keep) or "
+        "recomputed (to=recompute) instead."};
 constexpr MetricSpec kActivationResident{.name = "tessel_activation_resident_bytes",
                                          .kind = MetricKind::kGauge,
                                          .unit = "bytes",
@@ -121,18 +125,20 @@ constexpr MetricSpec kActivationResident{.name = "tessel_activation_resident_byt
                                          .exported_by = ExportedBy::kWorkers,
                                          .help = "Bytes of saved activations this rank holds in memory now."};
 
-constexpr MetricSpec kLastStep{.name = "tessel_last_step_timestamp_seconds",
-                               .kind = MetricKind::kGauge,
-                               .unit = "seconds",
-                               .variable_labels = "",
-                               .exported_by = ExportedBy::kWorkers,
-                               .help = "Unix time at which this rank last finished a training step; 0 before the first."};
-constexpr MetricSpec kForward{.name = "tessel_forward_duration_seconds",
-                              .kind = MetricKind::kHistogram,
-                              .unit = "seconds",
-                              .variable_labels = "",
-                              .exported_by = ExportedBy::kWorkers,
-                              .help = "Forward time of one training step on this rank (halo and pipeline waits included)."};
+constexpr MetricSpec kLastStep{
+    .name = "tessel_last_step_timestamp_seconds",
+    .kind = MetricKind::kGauge,
+    .unit = "seconds",
+    .variable_labels = "",
+    .exported_by = ExportedBy::kWorkers,
+    .help = "Unix time at which this rank last finished a training step; 0 before the first."};
+constexpr MetricSpec kForward{
+    .name = "tessel_forward_duration_seconds",
+    .kind = MetricKind::kHistogram,
+    .unit = "seconds",
+    .variable_labels = "",
+    .exported_by = ExportedBy::kWorkers,
+    .help = "Forward time of one training step on this rank (halo and pipeline waits included)."};
 constexpr MetricSpec kBackward{.name = "tessel_backward_duration_seconds",
                                .kind = MetricKind::kHistogram,
                                .unit = "seconds",
@@ -144,8 +150,9 @@ constexpr MetricSpec kSamples{.name = "tessel_samples_total",
                               .unit = "",
                               .variable_labels = "kind",
                               .exported_by = ExportedBy::kWhenSet,
-                              .help = "Samples of the job's global batches trained so far, counted on every worker: "
-                                      "labelled training nodes (kind=nodes) or tokens (kind=tokens)."};
+                              .help =
+                                  "Samples of the job's global batches trained so far, counted on every worker: "
+                                  "labelled training nodes (kind=nodes) or tokens (kind=tokens)."};
 constexpr MetricSpec kLearningRate{.name = "tessel_learning_rate",
                                    .kind = MetricKind::kGauge,
                                    .unit = "",
@@ -163,24 +170,27 @@ constexpr MetricSpec kPipelineBytes{.name = "tessel_pipeline_bytes_total",
                                     .unit = "bytes",
                                     .variable_labels = "direction",
                                     .exported_by = ExportedBy::kWorkers,
-                                    .help = "Bytes of activations and gradients this pipeline stage sent to or received "
-                                            "from its neighbouring stages."};
+                                    .help =
+                                        "Bytes of activations and gradients this pipeline stage sent to or received "
+                                        "from its neighbouring stages."};
 constexpr MetricSpec kPeerWait{
     .name = "tessel_peer_wait_seconds_total",
     .kind = MetricKind::kCounter,
     .unit = "seconds",
     .variable_labels = "kind",
     .exported_by = ExportedBy::kWorkers,
-    .help = "Time this rank spent blocked in communication with its peers, apart from computing, by what it "
-            "waited in: allreduce (gradient and loss sums), alltoall (halo and remote feature rows), p2p "
-            "(pipeline activations and gradients)."};
+    .help =
+        "Time this rank spent blocked in communication with its peers, apart from computing, by what it "
+        "waited in: allreduce (gradient and loss sums), alltoall (halo and remote feature rows), p2p "
+        "(pipeline activations and gradients)."};
 constexpr MetricSpec kKernelSeconds{.name = "tessel_kernel_seconds_total",
                                     .kind = MetricKind::kCounter,
                                     .unit = "seconds",
                                     .variable_labels = "op,device",
                                     .exported_by = ExportedBy::kWhenSet,
-                                    .help = "Time of the kernel calls timed on sampled steps "
-                                            "(metrics.kernel_sample_every), by op and device."};
+                                    .help =
+                                        "Time of the kernel calls timed on sampled steps "
+                                        "(metrics.kernel_sample_every), by op and device."};
 constexpr MetricSpec kKernelCalls{.name = "tessel_kernel_calls_total",
                                   .kind = MetricKind::kCounter,
                                   .unit = "",
@@ -204,22 +214,25 @@ constexpr MetricSpec kGpuUtilization{.name = "tessel_gpu_utilization_ratio",
                                      .unit = "",
                                      .variable_labels = "device",
                                      .exported_by = ExportedBy::kWhenSet,
-                                     .help = "Fraction of the last sample period in which a kernel ran on this rank's "
-                                             "GPU (NVML's utilization.gpu / 100)."};
+                                     .help =
+                                         "Fraction of the last sample period in which a kernel ran on this rank's "
+                                         "GPU (NVML's utilization.gpu / 100)."};
 constexpr MetricSpec kBadLoss{.name = "tessel_bad_loss_total",
                               .kind = MetricKind::kCounter,
                               .unit = "",
                               .variable_labels = "",
                               .exported_by = ExportedBy::kEveryRank,
-                              .help = "Steps whose loss was NaN, infinite or exploded (train.on_bad_loss): counted by "
-                                      "the workers, and by the coordinator when a worker stops the job for one."};
+                              .help =
+                                  "Steps whose loss was NaN, infinite or exploded (train.on_bad_loss): counted by "
+                                  "the workers, and by the coordinator when a worker stops the job for one."};
 constexpr MetricSpec kMemory{.name = "tessel_memory_bytes",
                              .kind = MetricKind::kGauge,
                              .unit = "bytes",
                              .variable_labels = "kind",
                              .exported_by = ExportedBy::kWhenSet,
-                             .help = "Bytes this rank holds, by kind: weights, gradients, optimizer state, "
-                                     "activations, kernel workspace (peak), graph (features, labels, masks, adjacency)."};
+                             .help =
+                                 "Bytes this rank holds, by kind: weights, gradients, optimizer state, "
+                                 "activations, kernel workspace (peak), graph (features, labels, masks, adjacency)."};
 constexpr MetricSpec kResident{.name = "tessel_resident_memory_bytes",
                                .kind = MetricKind::kGauge,
                                .unit = "bytes",
@@ -231,23 +244,27 @@ constexpr MetricSpec kPluginInfo{.name = "tessel_plugin_info",
                                  .unit = "",
                                  .variable_labels = "plugin,version,abi,op,device",
                                  .exported_by = ExportedBy::kWhenSet,
-                                 .help = "Always 1, one series per op and device this rank's plugins offer: the plugin "
-                                         "that serves it (the only one, or the one plugins.prefer chose), its version "
-                                         "and ABI."};
-constexpr MetricSpec kImbalance{.name = "tessel_partition_imbalance",
-                                .kind = MetricKind::kGauge,
-                                .unit = "",
-                                .variable_labels = "",
-                                .exported_by = ExportedBy::kCoordinator,
-                                .help = "The graph partition's worst imbalance over its balance constraints (a partition's weight over "
-                                        "the mean); 1 is balanced."};
+                                 .help =
+                                     "Always 1, one series per op and device this rank's plugins offer: the plugin "
+                                     "that serves it (the only one, or the one plugins.prefer chose), its version "
+                                     "and ABI."};
+constexpr MetricSpec kImbalance{
+    .name = "tessel_partition_imbalance",
+    .kind = MetricKind::kGauge,
+    .unit = "",
+    .variable_labels = "",
+    .exported_by = ExportedBy::kCoordinator,
+    .help =
+        "The graph partition's worst imbalance over its balance constraints (a partition's weight over "
+        "the mean); 1 is balanced."};
 constexpr MetricSpec kJobState{.name = "tessel_job_state",
                                .kind = MetricKind::kGauge,
                                .unit = "",
                                .variable_labels = "state",
                                .exported_by = ExportedBy::kCoordinator,
-                               .help = "1 for the job's current state (planning, training, done, failed, stopped), 0 "
-                                       "for the others."};
+                               .help =
+                                   "1 for the job's current state (planning, training, done, failed, stopped), 0 "
+                                   "for the others."};
 constexpr MetricSpec kHeartbeatAge{.name = "tessel_heartbeat_age_seconds",
                                    .kind = MetricKind::kGauge,
                                    .unit = "seconds",
@@ -260,16 +277,17 @@ constexpr MetricSpec kStraggler{
     .unit = "",
     .variable_labels = "worker_rank,kind",
     .exported_by = ExportedBy::kWhenSet,
-    .help = "The worker's median compute time over the last straggler window against the fastest worker's "
-            "(kind=vs_fastest) and against its own earlier median (kind=vs_own_median)."};
+    .help =
+        "The worker's median compute time over the last straggler window against the fastest worker's "
+        "(kind=vs_fastest) and against its own earlier median (kind=vs_own_median)."};
 
-constexpr std::array kCatalog{kBuildInfo,     kStepDuration,  kForward,        kBackward,   kLastStep,  kLoss,
-                              kBadLoss,       kValLoss,       kLearningRate,  kEpoch,          kSamples,    kHaloBytes, kGatherBytes,
-                              kGatherRows,    kGatherSeconds,
-                              kPipelineBytes, kPeerWait,      kEdgeCut,       kImbalance,      kWorkersAlive, kHeartbeatAge,
-                              kJobState,      kStraggler,     kSpillWritten,   kSpillRead,  kSpillWait,
-                              kSpillFallbacks, kActivationResident, kMemory, kResident, kPluginInfo,
-                              kKernelSeconds, kKernelCalls, kGpuMemoryUsed, kGpuMemoryTotal, kGpuUtilization};
+constexpr std::array kCatalog{
+    kBuildInfo,     kStepDuration,  kForward,      kBackward,      kLastStep,    kLoss,           kBadLoss,
+    kValLoss,       kLearningRate,  kEpoch,        kSamples,       kHaloBytes,   kGatherBytes,    kGatherRows,
+    kGatherSeconds, kPipelineBytes, kPeerWait,     kEdgeCut,       kImbalance,   kWorkersAlive,   kHeartbeatAge,
+    kJobState,      kStraggler,     kSpillWritten, kSpillRead,     kSpillWait,   kSpillFallbacks, kActivationResident,
+    kMemory,        kResident,      kPluginInfo,   kKernelSeconds, kKernelCalls, kGpuMemoryUsed,  kGpuMemoryTotal,
+    kGpuUtilization};
 
 constexpr std::array kStepDurationBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                           0.5,   1.0,    2.5,   5.0,  10.0,  25.0, 50.0, 100.0};
@@ -295,19 +313,26 @@ std::span<const MetricSpec> Catalog() { return kCatalog; }
 
 std::string_view MetricKindName(MetricKind kind) {
   switch (kind) {
-    case MetricKind::kCounter: return "counter";
-    case MetricKind::kGauge: return "gauge";
-    case MetricKind::kHistogram: return "histogram";
+    case MetricKind::kCounter:
+      return "counter";
+    case MetricKind::kGauge:
+      return "gauge";
+    case MetricKind::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
 
 bool RoleExports(std::string_view role, ExportedBy exported_by) {
   switch (exported_by) {
-    case ExportedBy::kEveryRank: return true;
-    case ExportedBy::kWorkers: return role == kRoleWorker || role == kRoleEmbedded;
-    case ExportedBy::kCoordinator: return role == kRoleCoordinator || role == kRoleEmbedded;
-    case ExportedBy::kWhenSet: return false;
+    case ExportedBy::kEveryRank:
+      return true;
+    case ExportedBy::kWorkers:
+      return role == kRoleWorker || role == kRoleEmbedded;
+    case ExportedBy::kCoordinator:
+      return role == kRoleCoordinator || role == kRoleEmbedded;
+    case ExportedBy::kWhenSet:
+      return false;
   }
   return false;
 }
@@ -350,39 +375,93 @@ struct Metrics::Families {
   static T& Lazy(LazyMetric<T>& slot, Add&& add) {
     return slot.Get(std::forward<Add>(add));
   }
-  prometheus::Histogram& StepDuration() { return Lazy(step_duration, [this]() -> auto& { return AddHistogram(kStepDuration); }); }
-  prometheus::Histogram& Forward() { return Lazy(forward, [this]() -> auto& { return AddHistogram(kForward); }); }
-  prometheus::Histogram& Backward() { return Lazy(backward, [this]() -> auto& { return AddHistogram(kBackward); }); }
-  prometheus::Gauge& LastStep() { return Lazy(last_step, [this]() -> auto& { return AddGauge(kLastStep); }); }
-  prometheus::Gauge& Loss() { return Lazy(loss, [this]() -> auto& { return AddGauge(kLoss); }); }
-  prometheus::Gauge& ValLoss() { return Lazy(val_loss, [this]() -> auto& { return AddGauge(kValLoss); }); }
-  prometheus::Gauge& LearningRate() { return Lazy(lr, [this]() -> auto& { return AddGauge(kLearningRate); }); }
-  prometheus::Gauge& Epoch() { return Lazy(epoch, [this]() -> auto& { return AddGauge(kEpoch); }); }
+  prometheus::Histogram& StepDuration() {
+    return Lazy(
+        step_duration, [this]() -> auto& { return AddHistogram(kStepDuration); });
+  }
+  prometheus::Histogram& Forward() {
+    return Lazy(
+        forward, [this]() -> auto& { return AddHistogram(kForward); });
+  }
+  prometheus::Histogram& Backward() {
+    return Lazy(
+        backward, [this]() -> auto& { return AddHistogram(kBackward); });
+  }
+  prometheus::Gauge& LastStep() {
+    return Lazy(
+        last_step, [this]() -> auto& { return AddGauge(kLastStep); });
+  }
+  prometheus::Gauge& Loss() {
+    return Lazy(
+        loss, [this]() -> auto& { return AddGauge(kLoss); });
+  }
+  prometheus::Gauge& ValLoss() {
+    return Lazy(
+        val_loss, [this]() -> auto& { return AddGauge(kValLoss); });
+  }
+  prometheus::Gauge& LearningRate() {
+    return Lazy(
+        lr, [this]() -> auto& { return AddGauge(kLearningRate); });
+  }
+  prometheus::Gauge& Epoch() {
+    return Lazy(
+        epoch, [this]() -> auto& { return AddGauge(kEpoch); });
+  }
   prometheus::Counter& HaloSent() {
-    return Lazy(halo_sent, [this]() -> auto& { return AddCounter(kHaloBytes, {{"direction", "sent"}}); });
+    return Lazy(
+        halo_sent, [this]() -> auto& {
+          return AddCounter(kHaloBytes, {{"direction", "sent"}});
+        });
   }
   prometheus::Counter& HaloReceived() {
-    return Lazy(halo_received, [this]() -> auto& { return AddCounter(kHaloBytes, {{"direction", "received"}}); });
+    return Lazy(
+        halo_received, [this]() -> auto& {
+          return AddCounter(kHaloBytes, {{"direction", "received"}});
+        });
   }
   prometheus::Counter& GatherLocal() {
-    return Lazy(gather_local, [this]() -> auto& { return AddCounter(kGatherBytes, {{"source", "local"}}); });
+    return Lazy(
+        gather_local, [this]() -> auto& {
+          return AddCounter(kGatherBytes, {{"source", "local"}});
+        });
   }
   prometheus::Counter& GatherRemote() {
-    return Lazy(gather_remote, [this]() -> auto& { return AddCounter(kGatherBytes, {{"source", "remote"}}); });
+    return Lazy(
+        gather_remote, [this]() -> auto& {
+          return AddCounter(kGatherBytes, {{"source", "remote"}});
+        });
   }
   prometheus::Counter& GatherRowsLocal() {
-    return Lazy(gather_rows_local, [this]() -> auto& { return AddCounter(kGatherRows, {{"source", "local"}}); });
+    return Lazy(
+        gather_rows_local, [this]() -> auto& {
+          return AddCounter(kGatherRows, {{"source", "local"}});
+        });
   }
   prometheus::Counter& GatherRowsRemote() {
-    return Lazy(gather_rows_remote, [this]() -> auto& { return AddCounter(kGatherRows, {{"source", "remote"}}); });
+    return Lazy(
+        gather_rows_remote, [this]() -> auto& {
+          return AddCounter(kGatherRows, {{"source", "remote"}});
+        });
   }
-  prometheus::Counter& GatherSeconds() { return Lazy(gather_seconds, [this]() -> auto& { return AddCounter(kGatherSeconds); }); }
-  prometheus::Counter& BadLoss() { return Lazy(bad_loss, [this]() -> auto& { return AddCounter(kBadLoss); }); }
+  prometheus::Counter& GatherSeconds() {
+    return Lazy(
+        gather_seconds, [this]() -> auto& { return AddCounter(kGatherSeconds); });
+  }
+  prometheus::Counter& BadLoss() {
+    return Lazy(
+        bad_loss, [this]() -> auto& { return AddCounter(kBadLoss); });
+  }
   prometheus::Counter& PipelineSent() {
-    return Lazy(pipeline_sent, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "sent"}}); });
+    return Lazy(
+        pipeline_sent, [this]() -> auto& {
+          return AddCounter(kPipelineBytes, {{"direction", "sent"}});
+        });
   }
   prometheus::Counter& PipelineReceived() {
-    return Lazy(pipeline_received, [this]() -> auto& { return AddCounter(kPipelineBytes, {{"direction", "received"}}); });
+    return Lazy(
+        pipeline_received, [this]() -> auto& {
+          return AddCounter(kPipelineBytes, {{"direction", "received"}});
+        });
   }
   std::array<prometheus::Counter*, std::size(kPeerWaitKinds)>& PeerWaits() {
     std::call_once(peer_waits_once, [this] {
@@ -392,21 +471,49 @@ struct Metrics::Families {
     });
     return peer_waits;
   }
-  prometheus::Gauge& EdgeCut() { return Lazy(edge_cut, [this]() -> auto& { return AddGauge(kEdgeCut); }); }
-  prometheus::Gauge& Imbalance() { return Lazy(imbalance, [this]() -> auto& { return AddGauge(kImbalance); }); }
-  prometheus::Gauge& WorkersAlive() { return Lazy(workers_alive, [this]() -> auto& { return AddGauge(kWorkersAlive); }); }
-  prometheus::Gauge& Resident() { return Lazy(resident, [this]() -> auto& { return AddGauge(kResident); }); }
-  prometheus::Counter& SpillWritten() { return Lazy(spill_written, [this]() -> auto& { return AddCounter(kSpillWritten); }); }
-  prometheus::Counter& SpillRead() { return Lazy(spill_read, [this]() -> auto& { return AddCounter(kSpillRead); }); }
-  prometheus::Counter& SpillWait() { return Lazy(spill_wait, [this]() -> auto& { return AddCounter(kSpillWait); }); }
+  prometheus::Gauge& EdgeCut() {
+    return Lazy(
+        edge_cut, [this]() -> auto& { return AddGauge(kEdgeCut); });
+  }
+  prometheus::Gauge& Imbalance() {
+    return Lazy(
+        imbalance, [this]() -> auto& { return AddGauge(kImbalance); });
+  }
+  prometheus::Gauge& WorkersAlive() {
+    return Lazy(
+        workers_alive, [this]() -> auto& { return AddGauge(kWorkersAlive); });
+  }
+  prometheus::Gauge& Resident() {
+    return Lazy(
+        resident, [this]() -> auto& { return AddGauge(kResident); });
+  }
+  prometheus::Counter& SpillWritten() {
+    return Lazy(
+        spill_written, [this]() -> auto& { return AddCounter(kSpillWritten); });
+  }
+  prometheus::Counter& SpillRead() {
+    return Lazy(
+        spill_read, [this]() -> auto& { return AddCounter(kSpillRead); });
+  }
+  prometheus::Counter& SpillWait() {
+    return Lazy(
+        spill_wait, [this]() -> auto& { return AddCounter(kSpillWait); });
+  }
   prometheus::Counter& SpillFallbacks(Metrics::SpillFallback to) {
     if (to == Metrics::SpillFallback::kKeep) {
-      return Lazy(fallback_keep, [this]() -> auto& { return AddCounter(kSpillFallbacks, {{"to", "keep"}}); });
+      return Lazy(
+          fallback_keep, [this]() -> auto& {
+            return AddCounter(kSpillFallbacks, {{"to", "keep"}});
+          });
     }
-    return Lazy(fallback_recompute, [this]() -> auto& { return AddCounter(kSpillFallbacks, {{"to", "recompute"}}); });
+    return Lazy(
+        fallback_recompute, [this]() -> auto& {
+          return AddCounter(kSpillFallbacks, {{"to", "recompute"}});
+        });
   }
   prometheus::Gauge& ActivationResident() {
-    return Lazy(activation_resident, [this]() -> auto& { return AddGauge(kActivationResident); });
+    return Lazy(
+        activation_resident, [this]() -> auto& { return AddGauge(kActivationResident); });
   }
   std::array<prometheus::Gauge*, std::size(kJobStates)>& JobStates() {
     std::call_once(job_states_once, [this] {
@@ -432,9 +539,9 @@ struct Metrics::Families {
   LazyMetric<prometheus::Histogram> step_duration, forward, backward;
   LazyMetric<prometheus::Gauge> last_step, loss, val_loss, lr, epoch, edge_cut, imbalance, workers_alive, resident,
       activation_resident;
-  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local, gather_remote, gather_rows_local,
-      gather_rows_remote, gather_seconds, spill_written,
-      spill_read, spill_wait, fallback_keep, fallback_recompute;
+  LazyMetric<prometheus::Counter> bad_loss, halo_sent, halo_received, pipeline_sent, pipeline_received, gather_local,
+      gather_remote, gather_rows_local, gather_rows_remote, gather_seconds, spill_written, spill_read, spill_wait,
+      fallback_keep, fallback_recompute;
   std::once_flag peer_waits_once;
   std::array<prometheus::Counter*, std::size(kPeerWaitKinds)> peer_waits{};
   std::once_flag job_states_once;
@@ -500,9 +607,10 @@ void Metrics::ObserveForwardBackward(double forward_seconds, double backward_sec
 }
 
 void Metrics::AddSamples(std::string_view kind, int64_t n) {
-  prometheus::Counter& samples = families_->Keyed<prometheus::Counter>(
-      StrCat("samples/", kind),
-      [&]() -> prometheus::Counter& { return families_->AddCounter(kSamples, {{"kind", std::string(kind)}}); });
+  prometheus::Counter& samples =
+      families_->Keyed<prometheus::Counter>(StrCat("samples/", kind), [&]() -> prometheus::Counter& {
+        return families_->AddCounter(kSamples, {{"kind", std::string(kind)}});
+      });
   if (n > 0) samples.Increment(static_cast<double>(n));
 }
 
@@ -529,12 +637,14 @@ void Metrics::AddKernelTime(std::string_view op, std::string_view device, double
   const prometheus::Labels labels{{"op", std::string(op)}, {"device", std::string(device)}};
   const std::string key = StrCat(op, "/", device);
   families_
-      ->Keyed<prometheus::Counter>(StrCat("kernel_seconds/", key),
-                                   [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelSeconds, labels); })
+      ->Keyed<prometheus::Counter>(
+          StrCat("kernel_seconds/", key),
+          [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelSeconds, labels); })
       .Increment(seconds);
   families_
-      ->Keyed<prometheus::Counter>(StrCat("kernel_calls/", key),
-                                   [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelCalls, labels); })
+      ->Keyed<prometheus::Counter>(
+          StrCat("kernel_calls/", key),
+          [&]() -> prometheus::Counter& { return families_->AddCounter(kKernelCalls, labels); })
       .Increment(static_cast<double>(calls));
 }
 
@@ -567,8 +677,8 @@ void Metrics::SetMemoryBytes(std::string_view kind, int64_t bytes) {
 
 void Metrics::SetResidentMemoryBytes(int64_t bytes) { families_->Resident().Set(static_cast<double>(bytes)); }
 
-void Metrics::SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi, std::string_view op,
-                            std::string_view device) {
+void Metrics::SetPluginInfo(std::string_view plugin, std::string_view version, std::string_view abi,
+                            std::string_view op, std::string_view device) {
   families_
       ->Keyed<prometheus::Gauge>(StrCat("plugin/", plugin, "/", version, "/", abi, "/", op, "/", device),
                                  [&]() -> prometheus::Gauge& {
@@ -623,17 +733,18 @@ void Metrics::SetJobState(std::string_view state) {
 
 void Metrics::SetHeartbeatAge(int32_t worker_rank, double seconds) {
   families_
-      ->Keyed<prometheus::Gauge>(StrCat("heartbeat/", worker_rank),
-                                 [&]() -> prometheus::Gauge& {
-                                   return families_->AddGauge(kHeartbeatAge,
-                                                              {{"worker_rank", std::to_string(worker_rank)}});
-                                 })
+      ->Keyed<prometheus::Gauge>(
+          StrCat("heartbeat/", worker_rank),
+          [&]() -> prometheus::Gauge& {
+            return families_->AddGauge(kHeartbeatAge, {{"worker_rank", std::to_string(worker_rank)}});
+          })
       .Set(seconds);
 }
 
 void Metrics::SetStragglerScore(int32_t worker_rank, double vs_fastest, double vs_own_median) {
   const std::string rank = std::to_string(worker_rank);
-  for (auto [kind, value] : {std::pair<const char*, double>{"vs_fastest", vs_fastest}, {"vs_own_median", vs_own_median}}) {
+  for (auto [kind, value] :
+       {std::pair<const char*, double>{"vs_fastest", vs_fastest}, {"vs_own_median", vs_own_median}}) {
     if (std::isnan(value)) continue;
     families_
         ->Keyed<prometheus::Gauge>(StrCat("straggler/", rank, "/", kind),

@@ -66,8 +66,8 @@ bool RoleExports(std::string_view role, ExportedBy exported_by);
 std::span<const double> StepDurationBuckets();
 
 // The values of tessel_memory_bytes's kind label.
-inline constexpr std::string_view kMemoryKinds[] = {"weights", "gradients", "optimizer", "activations", "workspace",
-                                                    "graph"};
+inline constexpr std::string_view kMemoryKinds[] = {"weights",     "gradients", "optimizer",
+                                                    "activations", "workspace", "graph"};
 
 // The values of tessel_peer_wait_seconds_total's kind label: what the rank waited in. `allreduce`: the sums
 // of gradients, losses and stop requests; `alltoall`: halo rows (full-graph rgnn) and remote feature rows

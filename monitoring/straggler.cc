@@ -45,8 +45,9 @@ bool StragglerTracker::TakeWindow(Window* out) {
     Score s;
     s.worker_rank = rank;
     s.median_seconds = Median({first + static_cast<std::ptrdiff_t>(begin), first + static_cast<std::ptrdiff_t>(end)});
-    s.vs_own_median = begin == 0 ? std::numeric_limits<double>::quiet_NaN()
-                                 : s.median_seconds / std::max(1e-12, Median({first, first + static_cast<std::ptrdiff_t>(begin)}));
+    s.vs_own_median =
+        begin == 0 ? std::numeric_limits<double>::quiet_NaN()
+                   : s.median_seconds / std::max(1e-12, Median({first, first + static_cast<std::ptrdiff_t>(begin)}));
     if (s.median_seconds < fastest) fastest = s.median_seconds, w.fastest_rank = rank;
     w.scores.push_back(s);
   }

@@ -193,7 +193,8 @@ void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::H
 Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   const auto start = std::chrono::steady_clock::now();
   const std::optional<PartitionMethod> chosen = ChoiceNamed<PartitionMethod>(opts.method);
-  if (!chosen) return UsageError(StrCat("unknown partition method '", opts.method, "' (expected metis, random or range)"));
+  if (!chosen)
+    return UsageError(StrCat("unknown partition method '", opts.method, "' (expected metis, random or range)"));
   const PartitionMethod method = *chosen;
   const fs::path out = fs::path(opts.out).lexically_normal();
   if (out.filename().empty() || out.filename() == "." || out.filename() == "..")

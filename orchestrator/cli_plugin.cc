@@ -66,8 +66,9 @@ void RegisterPluginCommands(CLI::App& app, Status* result) {
   check->add_option("--seed", args->conformance.seed, "Seed of the random inputs");
   check->add_option("--reference-dir", args->conformance.reference_dirs,
                     "Directory of the reference plugins (repeatable; default: the built-in plugins beside tessel)");
-  check->add_option("--timing-runs", args->conformance.timing_runs,
-                    "Calls timed per kernel on the largest shape, the median reported (default 5; 0: no timing)")
+  check
+      ->add_option("--timing-runs", args->conformance.timing_runs,
+                   "Calls timed per kernel on the largest shape, the median reported (default 5; 0: no timing)")
       ->check(CLI::Range(0, 1000));
   check->callback([=] { *result = Check(*args); });
 }

@@ -74,7 +74,8 @@ Status Plan(const JobArgs& args, int32_t workers) {
                    (spec.job.device == jobs::DeviceChoice::kAuto && !ProbeCuda().usable());
   for (size_t w = 0; w < plan.workers.size() && cpu && host > 0; ++w) {
     if (plan.workers[w].predicted_memory_bytes <= host) continue;
-    std::cout << "worker " << w << " needs more memory (" << orchestrator::FormatBytes(plan.workers[w].predicted_memory_bytes)
+    std::cout << "worker " << w << " needs more memory ("
+              << orchestrator::FormatBytes(plan.workers[w].predicted_memory_bytes)
               << ") than this host gives a process (" << orchestrator::FormatBytes(host)
               << "): on a CPU host like this one the run refuses it (exit 6); add workers or lower the model\n";
     break;

@@ -162,15 +162,15 @@ class Coordinator {
   std::vector<std::string> added_files_;
   std::optional<std::string> replaced_job_toml_;  // the earlier job.toml's text, when there was one
   std::string created_checkpoint_dir_;            // when this run created checkpoint.dir
-  int64_t steps_done_ = 0;        // the highest step any rank reported
+  int64_t steps_done_ = 0;                        // the highest step any rank reported
   std::unique_ptr<monitoring::Metrics> metrics_;
   std::unique_ptr<monitoring::Exporter> exporter_;
   bool workers_released_ = false;
   Clock::time_point start_ = Clock::now();
   std::string step_unit_ = "step";
-  std::vector<double> losses_;      // by step, as the first worker reported them
-  int failed_rank_ = -1;            // the rank a failure concerns, when one does
-  int64_t last_checkpoint_ = 0;     // the step of the last checkpoint committed (0 = none)
+  std::vector<double> losses_;   // by step, as the first worker reported them
+  int failed_rank_ = -1;         // the rank a failure concerns, when one does
+  int64_t last_checkpoint_ = 0;  // the step of the last checkpoint committed (0 = none)
   std::optional<monitoring::RunCsv> csv_;
   // Held by the main thread while it changes what a failure's records touch (the run directory, metrics_)
   // before training, and by the start-up watch's thread while it fails the job.
@@ -236,9 +236,11 @@ void Coordinator::RecordStep(int rank, const ProgressMsg& p) {
 Status Coordinator::BadLossError(const std::string& who, const std::string& message) const {
   std::string resume = "checkpoints are off (checkpoint.every_steps = 0)";
   if (const int64_t last = LastCheckpoint(); last > 0) {
-    resume = StrCat("the last checkpoint, ", checkpoint_dir_, "/step-", last, ", is kept: tessel run --resume continues from it");
+    resume = StrCat("the last checkpoint, ", checkpoint_dir_, "/step-", last,
+                    ", is kept: tessel run --resume continues from it");
   } else if (spec_.checkpoint.every_steps > 0) {
-    resume = StrCat("no checkpoint was written before it (checkpoint.every_steps = ", spec_.checkpoint.every_steps, ")");
+    resume =
+        StrCat("no checkpoint was written before it (checkpoint.every_steps = ", spec_.checkpoint.every_steps, ")");
   }
   return Status(Code::kBadLoss, StrCat(who, ": ", message, "; ", resume));
 }
@@ -273,7 +275,8 @@ void Coordinator::RecordFailure(const Status& st) {
   // that its exit code does not say, and should not make its user wait.
   const double linger = spec_.metrics.final_scrape_seconds;
   if (exporter_ && linger > 0 && steps_done_ > 0) {
-    log_.Info(StrCat("keeping the metrics exporter up ", linger, " s for a last scrape (metrics.final_scrape_seconds)"));
+    log_.Info(
+        StrCat("keeping the metrics exporter up ", linger, " s for a last scrape (metrics.final_scrape_seconds)"));
     std::this_thread::sleep_for(Seconds(linger));
   }
 }
@@ -290,7 +293,8 @@ void Coordinator::WriteFailureSummary(const Status& st) {
   if (failed_rank_ >= 0) Set(summary, "failed_rank", static_cast<int64_t>(failed_rank_));
   Set(summary, step_unit_ + "s_done", steps_done_);
   Set(summary, step_unit_ + "_loss", losses_);
-  if (const int64_t last = LastCheckpoint(); last > 0) Set(summary, "last_checkpoint", StrCat(checkpoint_dir_, "/step-", last));
+  if (const int64_t last = LastCheckpoint(); last > 0)
+    Set(summary, "last_checkpoint", StrCat(checkpoint_dir_, "/step-", last));
   Set(summary, "wall_seconds", Seconds(Clock::now() - start_).count());
   Set(summary, "version", kTesselVersion);
   if (Status written = WriteSummary(run_dir_, summary); !written.ok()) {
@@ -374,9 +378,9 @@ std::string Coordinator::StopCause(const std::string& name) const {
 
 Status Coordinator::Run() {
   if (session_.world_size() > 1 && session_.thread_multiple()) {
-    startup_watch_ = std::make_unique<StartupWatch>(
-        session_.world_size(), spec_.timeouts.heartbeat_timeout_seconds,
-        [this](int rank, const Status& st) { FailFromStartupWatch(rank, st); });
+    startup_watch_ =
+        std::make_unique<StartupWatch>(session_.world_size(), spec_.timeouts.heartbeat_timeout_seconds,
+                                       [this](int rank, const Status& st) { FailFromStartupWatch(rank, st); });
   }
   Status st = RunJob();
   StopStartupWatch();  // a failure before the dispatch: the caller tells the workers
@@ -478,7 +482,8 @@ Status Coordinator::RunEmbedded(Plan& plan, Record* result) {
   hooks.run_dir = run_dir_;
   // One process: no coordinator rank watches the training thread, so a thread of this one does.
   StepWatchdog watchdog(spec_.timeouts.step_seconds, spec_.timeouts.startup_seconds,
-                        StrCat("rank 0 (embedded, on ", session_.hostname(), ", pid ", getpid(), ")"), [this](const Status& st) {
+                        StrCat("rank 0 (embedded, on ", session_.hostname(), ", pid ", getpid(), ")"),
+                        [this](const Status& st) {
                           failed_rank_ = 0;
                           Fail(st);
                           AbortJob(st, status_file_);
@@ -551,7 +556,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
       a.payload = w.Take();
     }
     payload.reset();  // sent as bytes: the decoded share is no longer needed here
-    Status sent = workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
+    Status sent =
+        workers::SendBytes(workers::Encode(a), r, workers::kTagAssign, Seconds(spec_.timeouts.startup_seconds));
     if (!sent.ok()) {
       // Named from what the start-up watch heard (Open MPI only says the send timed out).
       const std::string who = startup_watch_ ? startup_watch_->Describe(r) : StrCat("rank ", r, " (worker)");
@@ -607,8 +613,9 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
       if (gap > heartbeat_timeout) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.1f", gap.count());
-        log_.Warn(StrCat("this coordinator did not run for ", buf, " s, longer than timeouts.heartbeat_timeout_seconds = ",
-                         heartbeat_timeout.count(), " (it was stopped, or its host froze): the workers may have "
+        log_.Warn(StrCat("this coordinator did not run for ", buf,
+                         " s, longer than timeouts.heartbeat_timeout_seconds = ", heartbeat_timeout.count(),
+                         " (it was stopped, or its host froze): the workers may have "
                          "presumed it dead"));
       }
     }
@@ -633,9 +640,11 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           if (++hellos == world - 1) {
             std::vector<monitoring::Target> targets;
             const std::string& bind = spec_.metrics.bind;
-            if (exporter_) targets.push_back({TargetHost(bind, session_.hostname()), exporter_->port(), 0, "coordinator"});
+            if (exporter_)
+              targets.push_back({TargetHost(bind, session_.hostname()), exporter_->port(), 0, "coordinator"});
             for (const auto& [r, s] : state) {
-              if (s.info.metrics_port > 0) targets.push_back({TargetHost(bind, s.info.host), s.info.metrics_port, r, "worker"});
+              if (s.info.metrics_port > 0)
+                targets.push_back({TargetHost(bind, s.info.host), s.info.metrics_port, r, "worker"});
             }
             if (Status written = WriteTargets(targets); !written.ok()) {
               return Status(written.code(), StrCat("metrics.targets_file: ", written.message()));
@@ -692,7 +701,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &r));
           // Every worker reports the same figures (they are summed across workers); keep the first, and the
           // largest memory peak.
-          peak_rss = std::max<int64_t>(peak_rss, static_cast<int64_t>(FindNumber(r.values, "peak_worker_rss_bytes").value_or(0)));
+          peak_rss = std::max<int64_t>(peak_rss,
+                                       static_cast<int64_t>(FindNumber(r.values, "peak_worker_rss_bytes").value_or(0)));
           if (!have_result) *result = std::move(r.values), have_result = true;
           w.done = true;
           ++done;
@@ -707,10 +717,11 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         case workers::kTagError: {
           workers::ErrorMsg e;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &e));
-          const Code code =
-              e.code >= 1 && e.code <= static_cast<int32_t>(Code::kBadLoss) ? static_cast<Code>(e.code) : Code::kInternal;
+          const Code code = e.code >= 1 && e.code <= static_cast<int32_t>(Code::kBadLoss) ? static_cast<Code>(e.code)
+                                                                                          : Code::kInternal;
           failed_rank_ = m.source;
-          const std::string who = w.hello ? StrCat("rank ", m.source, " (worker on ", w.info.host, ")") : StrCat("rank ", m.source);
+          const std::string who =
+              w.hello ? StrCat("rank ", m.source, " (worker on ", w.info.host, ")") : StrCat("rank ", m.source);
           // A bad loss names its own step; any other failure happened after the worker's last finished step.
           if (code == Code::kBadLoss) return BadLossError(who, e.message);
           if (e.step == 0) return Status(code, StrCat(who, " failed before training: ", e.message));

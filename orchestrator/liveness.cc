@@ -13,8 +13,7 @@
 
 namespace tessel::orchestrator {
 
-void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds,
-                     double interval_seconds) {
+void WriteStatusFile(const std::string& path, const Status* status, double timeout_seconds, double interval_seconds) {
   if (path.empty()) return;
   static std::mutex mu;
   static bool outcome_written = false;
@@ -36,7 +35,6 @@ void WriteStatusFile(const std::string& path, const Status* status, double timeo
   }
   (void)WriteFileAtomically(path, FormatJson(doc, JsonLayout::kCompact) + "\n");
 }
-
 
 [[noreturn]] void AbortJob(const Status& status, const std::string& status_file) {
   std::fprintf(stderr, "tessel: error: %s\n", status.message().c_str());
@@ -127,10 +125,10 @@ bool StepWatchdog::Check() {
   const double limit = step_seconds_ + (step_ == 0 ? startup_seconds_ : 0);
   if (std::chrono::duration<double>(Clock::now() - since_).count() <= limit) return true;
   const std::string doing = activity::Describe();
-  const Status hung = RankFailedError(StrCat(
-      who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
-      step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
-      doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
+  const Status hung = RankFailedError(
+      StrCat(who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
+             step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
+             doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
   lock.unlock();
   on_hang_(hung);  // ends the process
   return false;

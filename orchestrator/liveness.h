@@ -81,7 +81,8 @@ class AliveBeats {
 // `on_hang` must end the process (AbortJob).
 class StepWatchdog {
  public:
-  StepWatchdog(double step_seconds, double startup_seconds, std::string who, std::function<void(const Status&)> on_hang);
+  StepWatchdog(double step_seconds, double startup_seconds, std::string who,
+               std::function<void(const Status&)> on_hang);
 
   // Step `step` finished (any thread).
   void Stepped(int64_t step);

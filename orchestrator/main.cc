@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "orchestrator/cli.h"
 #include "core/version.h"
+#include "orchestrator/cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessel: a distributed training orchestrator for relational GNNs and pipelined LLMs"};
@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   }
   if (!result.ok()) {
     // A stop (exit 7) is not an error: "tessel: stopped by SIGTERM after step ...".
-    std::fprintf(stderr, "tessel: %s%s\n", result.code() == tessel::Code::kStopped ? "" : "error: ",
-                 result.message().c_str());
+    std::fprintf(stderr, "tessel: %s%s\n",
+                 result.code() == tessel::Code::kStopped ? "" : "error: ", result.message().c_str());
     return result.exit_code();
   }
   return 0;

@@ -17,7 +17,11 @@ namespace tessel::orchestrator {
 class ProgressPrinter {
  public:
   ProgressPrinter(std::string unit, int64_t steps, int32_t every, const Logger& log)
-      : unit_(std::move(unit)), steps_(steps), every_(std::max(1, every)), log_(log), tty_(isatty(STDERR_FILENO) != 0) {}
+      : unit_(std::move(unit)),
+        steps_(steps),
+        every_(std::max(1, every)),
+        log_(log),
+        tty_(isatty(STDERR_FILENO) != 0) {}
 
   void Step(const workers::ProgressMsg& p) {
     total_seconds_ += p.seconds;
@@ -52,6 +56,5 @@ class ProgressPrinter {
   bool tty_;
   double total_seconds_ = 0;
 };
-
 
 }  // namespace tessel::orchestrator

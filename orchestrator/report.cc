@@ -68,16 +68,30 @@ enum Col : int {
   kNumCols,
 };
 constexpr std::array<std::string_view, kNumCols> kColNames = {
-    "step_seconds",       "compute_seconds",
-    "peer_wait_seconds",  "loss",
-    "val_loss",           "samples",
-    "gather_local_bytes", "gather_remote_bytes",
-    "halo_sent_bytes",    "pipeline_sent_bytes", "spill_written_bytes",
-    "spill_read_bytes",   "unix_seconds",
-    "resident_bytes",     "activation_bytes",
-    "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
-    "memory_activations_bytes", "memory_workspace_bytes", "memory_graph_bytes",
-    "wait_allreduce_seconds", "wait_alltoall_seconds", "wait_p2p_seconds",
+    "step_seconds",
+    "compute_seconds",
+    "peer_wait_seconds",
+    "loss",
+    "val_loss",
+    "samples",
+    "gather_local_bytes",
+    "gather_remote_bytes",
+    "halo_sent_bytes",
+    "pipeline_sent_bytes",
+    "spill_written_bytes",
+    "spill_read_bytes",
+    "unix_seconds",
+    "resident_bytes",
+    "activation_bytes",
+    "memory_weights_bytes",
+    "memory_gradients_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_workspace_bytes",
+    "memory_graph_bytes",
+    "wait_allreduce_seconds",
+    "wait_alltoall_seconds",
+    "wait_p2p_seconds",
 };
 
 constexpr bool WrittenByRunCsv(std::string_view name) {
@@ -543,9 +557,9 @@ ChartSpec MemoryByKindChart(const Metrics& m, const Summary& s) {
               .y_title = "memory (MiB)"};
   if (m.ranks.empty()) return c;
   const auto& [rank, rows] = *m.ranks.begin();
-  const std::pair<const char*, Col> kinds[] = {{"weights", kMemWeights},         {"gradients", kMemGradients},
-                                               {"optimizer", kMemOptimizer},     {"activations", kMemActivations},
-                                               {"workspace", kMemWorkspace},     {"graph", kMemGraph}};
+  const std::pair<const char*, Col> kinds[] = {{"weights", kMemWeights},     {"gradients", kMemGradients},
+                                               {"optimizer", kMemOptimizer}, {"activations", kMemActivations},
+                                               {"workspace", kMemWorkspace}, {"graph", kMemGraph}};
   size_t index = 0;
   for (const auto& [kind, col] : kinds) {
     const std::string color = RankColor(index++);

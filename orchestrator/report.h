@@ -4,8 +4,8 @@
 // the page says so). The page has a header (job, kind, outcome, and for a failed run its error, exit code
 // and failed rank), seven charts drawn as inline SVG (loss, step time per rank with its compute time and
 // the stragglers of summary.json marked, the waits on peers by rank and kind, throughput, bandwidth summed
-// over ranks, memory per rank, memory by kind) and a table of per-rank medians. It refers to nothing outside itself: no URL, no script, no font, so it can
-// be mailed or attached to a ticket as it is.
+// over ranks, memory per rank, memory by kind) and a table of per-rank medians. It refers to nothing outside itself: no
+// URL, no script, no font, so it can be mailed or attached to a ticket as it is.
 //
 // metrics.csv columns are found by their header names, so a file with more columns (a later version) or
 // in another order still reads; a column the page draws but the file lacks reads as empty. A last line

@@ -104,7 +104,8 @@ Json CheckPlugins(const jobs::JobSpec& spec, const std::vector<std::string>& ext
     files.insert(files.end(), found->begin(), found->end());
   }
   files.insert(files.end(), extra.begin(), extra.end());
-  if (files.empty()) errors.push_back(StrCat("no plugin found in ", dirs.empty() ? std::string("(no directory)") : dirs.front()));
+  if (files.empty())
+    errors.push_back(StrCat("no plugin found in ", dirs.empty() ? std::string("(no directory)") : dirs.front()));
   for (const std::string& file : files) {
     std::ostringstream report;  // what `tessel plugin check FILE` prints; the error is enough here
     if (Status st = workers::CheckPlugin(file, {}, Device::kCpu, report); !st.ok()) errors.push_back(st.message());
@@ -189,7 +190,8 @@ Result<double> TimeAllreduce() {
 Result<double> TimeNcclAllreduce(bool* skipped, std::string* why) {
   const CudaProbe probe = ProbeCuda();
   int usable = probe.usable() ? 1 : 0;
-  TESSEL_RETURN_IF_ERROR(workers::MpiCheck(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce"));
+  TESSEL_RETURN_IF_ERROR(
+      workers::MpiCheck(MPI_Allreduce(MPI_IN_PLACE, &usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce"));
   *skipped = true;
   if (usable == 0) {
     *why = "not every rank has a GPU";
@@ -201,7 +203,8 @@ Result<double> TimeNcclAllreduce(bool* skipped, std::string* why) {
   }
   *skipped = false;
   MPI_Comm node = MPI_COMM_NULL;
-  TESSEL_RETURN_IF_ERROR(workers::MpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type"));
+  TESSEL_RETURN_IF_ERROR(workers::MpiCheck(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type"));
   int local = 0;
   MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
@@ -248,8 +251,8 @@ std::vector<Failure> Judge(const std::vector<Json>& rows, const jobs::SmokeSecti
   const auto fail = [&](const Json& row, const char* check, std::string message, Code code) {
     failures.push_back({row["rank"].get<int>(), row.value("host", std::string("?")), check, std::move(message), code});
   };
-  const char* header[] = {"rank", "host", "mpi", "latency", "p2p bw", "allreduce", "spill free", "spill w/r",
-                          "plugins", "gpus", "result"};
+  const char* header[] = {"rank",       "host",      "mpi",     "latency", "p2p bw", "allreduce",
+                          "spill free", "spill w/r", "plugins", "gpus",    "result"};
   std::vector<std::vector<std::string>> cells;
   cells.push_back(std::vector<std::string>(std::begin(header), std::end(header)));
   for (const Json& row : rows) {
@@ -271,38 +274,55 @@ std::vector<Failure> Judge(const std::vector<Json>& rows, const jobs::SmokeSecti
       c[3] = c[4] = "-";
     } else if (latency < 0) {
       c[3] = c[4] = "FAIL";
-      fail(row, "p2p", StrCat("no ping-pong answer from this rank within ", limits.timeout_seconds, " s"), Code::kRankFailed);
+      fail(row, "p2p", StrCat("no ping-pong answer from this rank within ", limits.timeout_seconds, " s"),
+           Code::kRankFailed);
     } else {
       const std::string where = row.value("same_host", false) ? "same host as rank 0" : "between hosts";
       c[3] = Fixed(latency * 1e6, 1) + " us";
       c[4] = Fixed(bandwidth / 1e6, 0) + " MB/s";
       if (latency * 1e6 > limits.max_latency_us) {
-        fail(row, "latency", StrCat("latency to rank 0 (", where, ") ", Fixed(latency * 1e6, 1), " us > ", limits.max_latency_us, " us"), Code::kRankFailed);
+        fail(
+            row, "latency",
+            StrCat("latency to rank 0 (", where, ") ", Fixed(latency * 1e6, 1), " us > ", limits.max_latency_us, " us"),
+            Code::kRankFailed);
       }
       if (bandwidth / 1e6 < limits.min_bandwidth_mb_s) {
-        fail(row, "bandwidth", StrCat("bandwidth to rank 0 (", where, ") ", Fixed(bandwidth / 1e6, 0), " MB/s < ", limits.min_bandwidth_mb_s, " MB/s"), Code::kRankFailed);
+        fail(row, "bandwidth",
+             StrCat("bandwidth to rank 0 (", where, ") ", Fixed(bandwidth / 1e6, 0), " MB/s < ",
+                    limits.min_bandwidth_mb_s, " MB/s"),
+             Code::kRankFailed);
       }
     }
     const double allreduce = Number(row, "allreduce_seconds");
     c[5] = Fixed(allreduce * 1e3, 2) + " ms";
     if (allreduce * 1e3 > limits.max_allreduce_ms) {
-      fail(row, "allreduce", StrCat("1 MiB allreduce ", Fixed(allreduce * 1e3, 2), " ms > ", limits.max_allreduce_ms, " ms"), Code::kRankFailed);
+      fail(row, "allreduce",
+           StrCat("1 MiB allreduce ", Fixed(allreduce * 1e3, 2), " ms > ", limits.max_allreduce_ms, " ms"),
+           Code::kRankFailed);
     }
     const Json& spill = row["spill"];
     const double free_mb = Number(spill, "free_bytes") / 1e6;
     c[6] = free_mb >= 0 ? Fixed(free_mb, 1) + " MB" : "?";
     if (spill.contains("error")) {
       c[7] = "FAIL";
-      fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": ", spill["error"].get<std::string>()), Code::kStorage);
+      fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": ", spill["error"].get<std::string>()),
+           Code::kStorage);
     } else {
       const double w = Number(spill, "write_bytes_per_second") / 1e6, r = Number(spill, "read_bytes_per_second") / 1e6;
       c[7] = Number(spill, "probe_bytes", 0) > 0 ? Fixed(w, 0) + "/" + Fixed(r, 0) + " MB/s" : "-";
       if (free_mb < limits.min_spill_free_mb) {
-        fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": ", Fixed(free_mb, 1), " MB free < ", limits.min_spill_free_mb, " MB"), Code::kStorage);
+        fail(row, "spill",
+             StrCat(spill["dir"].get<std::string>(), ": ", Fixed(free_mb, 1), " MB free < ", limits.min_spill_free_mb,
+                    " MB"),
+             Code::kStorage);
       } else if (Number(spill, "probe_bytes", 0) <= 0) {
-        fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": too little free space to measure"), Code::kStorage);
+        fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": too little free space to measure"),
+             Code::kStorage);
       } else if (std::min(w, r) < limits.min_spill_mb_s) {
-        fail(row, "spill", StrCat(spill["dir"].get<std::string>(), ": write ", Fixed(w, 0), " MB/s, read ", Fixed(r, 0), " MB/s; below ", limits.min_spill_mb_s, " MB/s"), Code::kStorage);
+        fail(row, "spill",
+             StrCat(spill["dir"].get<std::string>(), ": write ", Fixed(w, 0), " MB/s, read ", Fixed(r, 0),
+                    " MB/s; below ", limits.min_spill_mb_s, " MB/s"),
+             Code::kStorage);
       }
     }
     const Json& plugins = row["plugins"];
@@ -316,9 +336,13 @@ std::vector<Failure> Judge(const std::vector<Json>& rows, const jobs::SmokeSecti
       for (const Json& m : gpus["memory_bytes"]) least = std::min(least, m.get<int64_t>());
       c[9] += StrCat(" x ", Fixed(static_cast<double>(least) / (1 << 30), 0), " GiB");
     }
-    if (row.contains("nccl_allreduce_seconds")) c[9] += ", nccl " + Fixed(Number(row, "nccl_allreduce_seconds") * 1e3, 2) + " ms";
+    if (row.contains("nccl_allreduce_seconds"))
+      c[9] += ", nccl " + Fixed(Number(row, "nccl_allreduce_seconds") * 1e3, 2) + " ms";
     if (gpu_count < limits.min_gpus) {
-      fail(row, "gpus", StrCat(gpu_count, " usable GPUs < ", limits.min_gpus, gpus.contains("problem") ? StrCat(": ", gpus["problem"].get<std::string>()) : ""), Code::kRankFailed);
+      fail(row, "gpus",
+           StrCat(gpu_count, " usable GPUs < ", limits.min_gpus,
+                  gpus.contains("problem") ? StrCat(": ", gpus["problem"].get<std::string>()) : ""),
+           Code::kRankFailed);
     }
     if (row.contains("nccl_error")) fail(row, "nccl", row["nccl_error"].get<std::string>(), Code::kRankFailed);
     c[10] = failures.size() == before ? "PASS" : "FAIL";
@@ -378,9 +402,12 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
   if (rank == 0) {
     std::vector<MPI_Request> hellos(static_cast<size_t>(size), MPI_REQUEST_NULL);
     std::vector<int> dummy(static_cast<size_t>(size), 0);
-    for (int r = 1; r < size; ++r) MPI_Irecv(&dummy[static_cast<size_t>(r)], 1, MPI_INT, r, kTagHello, MPI_COMM_WORLD, &hellos[static_cast<size_t>(r)]);
+    for (int r = 1; r < size; ++r)
+      MPI_Irecv(&dummy[static_cast<size_t>(r)], 1, MPI_INT, r, kTagHello, MPI_COMM_WORLD,
+                &hellos[static_cast<size_t>(r)]);
     const Clock::time_point deadline = After(limits.timeout_seconds);
-    for (int r = 1; r < size; ++r) reached[static_cast<size_t>(r)] = WaitUntil(&hellos[static_cast<size_t>(r)], deadline) ? 1 : 0;
+    for (int r = 1; r < size; ++r)
+      reached[static_cast<size_t>(r)] = WaitUntil(&hellos[static_cast<size_t>(r)], deadline) ? 1 : 0;
     go = std::all_of(reached.begin(), reached.end(), [](int v) { return v == 1; }) ? 1 : 0;
     for (int r = 1; r < size; ++r) {
       if (reached[static_cast<size_t>(r)]) (void)SendUntil(&go, sizeof go, r, kTagGo, After(limits.timeout_seconds));
@@ -389,7 +416,8 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
     if (!SendUntil(&rank, sizeof rank, 0, kTagHello, After(limits.timeout_seconds)) ||
         !RecvUntil(&go, sizeof go, 0, kTagGo, After(2 * limits.timeout_seconds))) {
       session.SkipFinalize();
-      return RankFailedError(StrCat("rank ", rank, " (", session.hostname(), "): rank 0 did not answer within ", limits.timeout_seconds, " s"));
+      return RankFailedError(StrCat("rank ", rank, " (", session.hostname(), "): rank 0 did not answer within ",
+                                    limits.timeout_seconds, " s"));
     }
     if (!go) {
       session.SkipFinalize();
@@ -404,7 +432,8 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
       if (!reached[static_cast<size_t>(r)]) rows.push_back(Json{{"rank", r}, {"host", "?"}, {"reached", false}});
     }
     const std::vector<Failure> failures = Judge(rows, limits, out);
-    for (const Failure& f : failures) out << "FAIL rank " << f.rank << " (" << f.host << ") " << f.check << ": " << f.message << "\n";
+    for (const Failure& f : failures)
+      out << "FAIL rank " << f.rank << " (" << f.host << ") " << f.check << ": " << f.message << "\n";
     out.flush();
     session.SkipFinalize();
     MPI_Abort(MPI_COMM_WORLD, static_cast<int>(Code::kRankFailed));
@@ -416,7 +445,8 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
   int broken = 0;
   for (int r = 1; r < size; ++r) {
     if (rank == 0) {
-      if (!PingPong(r, true, limits.timeout_seconds, &latency[static_cast<size_t>(r)], &bandwidth[static_cast<size_t>(r)])) {
+      if (!PingPong(r, true, limits.timeout_seconds, &latency[static_cast<size_t>(r)],
+                    &bandwidth[static_cast<size_t>(r)])) {
         latency[static_cast<size_t>(r)] = -1;
         broken = r;
         break;
@@ -463,18 +493,22 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
   const std::string mine = FormatJson(row, JsonLayout::kCompact);
   int length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<size_t>(size), 0), offsets(static_cast<size_t>(size), 0);
-  TESSEL_RETURN_IF_ERROR(workers::MpiCheck(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather"));
-  for (int r = 1; r < size; ++r) offsets[static_cast<size_t>(r)] = offsets[static_cast<size_t>(r - 1)] + lengths[static_cast<size_t>(r - 1)];
+  TESSEL_RETURN_IF_ERROR(
+      workers::MpiCheck(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather"));
+  for (int r = 1; r < size; ++r)
+    offsets[static_cast<size_t>(r)] = offsets[static_cast<size_t>(r - 1)] + lengths[static_cast<size_t>(r - 1)];
   std::string all(rank == 0 ? static_cast<size_t>(offsets.back() + lengths.back()) : 0, '\0');
   TESSEL_RETURN_IF_ERROR(workers::MpiCheck(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                                                       offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Gatherv"));
+                                                       offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD),
+                                           "MPI_Gatherv"));
   int verdict = 0;
   if (rank == 0) {
     std::vector<Json> rows;
     for (int r = 0; r < size; ++r) {
-      TESSEL_ASSIGN_OR_RETURN(Json j, ParseJson(std::string_view(all).substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
-                                                                             static_cast<size_t>(lengths[static_cast<size_t>(r)])),
-                                                StrCat("rank ", r, "'s smoke row")));
+      TESSEL_ASSIGN_OR_RETURN(
+          Json j, ParseJson(std::string_view(all).substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                                                         static_cast<size_t>(lengths[static_cast<size_t>(r)])),
+                            StrCat("rank ", r, "'s smoke row")));
       j["reached"] = true;
       j["same_host"] = j["host"] == row["host"];
       if (r > 0) {
@@ -483,11 +517,13 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
       }
       rows.push_back(std::move(j));
     }
-    out << "tessel smoke: " << size << " ranks; limits: latency <= " << limits.max_latency_us << " us, p2p >= "
-        << limits.min_bandwidth_mb_s << " MB/s, 1 MiB allreduce <= " << limits.max_allreduce_ms << " ms, spill free >= "
-        << limits.min_spill_free_mb << " MB and >= " << limits.min_spill_mb_s << " MB/s, GPUs >= " << limits.min_gpus << "\n";
+    out << "tessel smoke: " << size << " ranks; limits: latency <= " << limits.max_latency_us
+        << " us, p2p >= " << limits.min_bandwidth_mb_s << " MB/s, 1 MiB allreduce <= " << limits.max_allreduce_ms
+        << " ms, spill free >= " << limits.min_spill_free_mb << " MB and >= " << limits.min_spill_mb_s
+        << " MB/s, GPUs >= " << limits.min_gpus << "\n";
     const std::vector<Failure> failures = Judge(rows, limits, out);
-    for (const Failure& f : failures) out << "FAIL rank " << f.rank << " (" << f.host << ") " << f.check << ": " << f.message << "\n";
+    for (const Failure& f : failures)
+      out << "FAIL rank " << f.rank << " (" << f.host << ") " << f.check << ": " << f.message << "\n";
     for (const Json& j : rows) {
       if (j.contains("nccl_skipped")) {
         out << "note: NCCL allreduce skipped: " << j["nccl_skipped"].get<std::string>() << "\n";
@@ -496,14 +532,15 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
     }
     std::set<int> failed_ranks;
     for (const Failure& f : failures) failed_ranks.insert(f.rank);
-    out << (failures.empty() ? "PASS" : "FAIL") << ": " << size - static_cast<int>(failed_ranks.size()) << " of " << size
-        << " ranks pass\n";
+    out << (failures.empty() ? "PASS" : "FAIL") << ": " << size - static_cast<int>(failed_ranks.size()) << " of "
+        << size << " ranks pass\n";
     out.flush();
     if (!request.json_path.empty()) {
       Json doc = Json::object();
       doc["ranks"] = rows;
       Json fails = Json::array();
-      for (const Failure& f : failures) fails.push_back(Json{{"rank", f.rank}, {"host", f.host}, {"check", f.check}, {"message", f.message}});
+      for (const Failure& f : failures)
+        fails.push_back(Json{{"rank", f.rank}, {"host", f.host}, {"check", f.check}, {"message", f.message}});
       doc["failures"] = std::move(fails);
       TESSEL_RETURN_IF_ERROR(WriteFileAtomically(request.json_path, FormatJson(doc, JsonLayout::kIndented) + "\n"));
     }
@@ -512,7 +549,9 @@ Status RunSmoke(const SmokeRequest& request, workers::MpiSession& session, std::
   TESSEL_RETURN_IF_ERROR(workers::MpiCheck(MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast"));
   if (verdict == 0) return Status();
   // Every rank exits with the same code; rank 0 has printed why.
-  return Status(static_cast<Code>(verdict), rank == 0 ? "the smoke test failed (see the table)" : StrCat("rank ", rank, ": the smoke test failed (see rank 0's table)"));
+  return Status(static_cast<Code>(verdict),
+                rank == 0 ? "the smoke test failed (see the table)"
+                          : StrCat("rank ", rank, ": the smoke test failed (see rank 0's table)"));
 }
 
 }  // namespace tessel::orchestrator

@@ -30,8 +30,11 @@ Status FindSilentWorker(const std::map<int, WorkerState>& state, WorkerState::Cl
     if (silent.count() <= limit) continue;
     *rank = r;
     if (!by_heartbeat && s.info.host.empty()) {
-      return RankFailedError(StrCat("rank ", r, " (worker) has not been heard from since the job started: no hello "
-                                    "within ", limit, " s of its assignment (timeouts.startup_seconds): presumed dead "
+      return RankFailedError(StrCat("rank ", r,
+                                    " (worker) has not been heard from since the job started: no hello "
+                                    "within ",
+                                    limit,
+                                    " s of its assignment (timeouts.startup_seconds): presumed dead "
                                     "or hung; aborting the job"));
     }
     char buf[64];
@@ -39,7 +42,8 @@ Status FindSilentWorker(const std::map<int, WorkerState>& state, WorkerState::Cl
     return RankFailedError(StrCat("rank ", r, " (worker on ", s.info.host.empty() ? "?" : s.info.host, ", pid ",
                                   s.info.pid, ") sent no heartbeat for ", buf, " s (limit ", limit, " s, timeouts.",
                                   by_heartbeat ? "heartbeat_timeout_seconds" : "startup_seconds", "); last step ",
-                                  s.step, s.activity.empty() ? std::string() : StrCat(" (its compute then: ", s.activity, ")"),
+                                  s.step,
+                                  s.activity.empty() ? std::string() : StrCat(" (its compute then: ", s.activity, ")"),
                                   ": presumed dead or hung; aborting the job"));
   }
   return Status();

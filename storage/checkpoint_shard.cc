@@ -21,12 +21,18 @@ constexpr hsize_t kChunkBytes = hsize_t{4} << 20;
 
 Result<hid_t> NativeType(DType dtype, std::string_view where) {
   switch (dtype) {
-    case DType::kF32: return H5T_NATIVE_FLOAT;
-    case DType::kF64: return H5T_NATIVE_DOUBLE;
-    case DType::kI32: return H5T_NATIVE_INT32;
-    case DType::kI64: return H5T_NATIVE_INT64;
-    case DType::kU8: return H5T_NATIVE_UINT8;
-    default: return InternalError(StrCat(where, ": a checkpoint cannot hold ", DTypeName(dtype), " tensors"));
+    case DType::kF32:
+      return H5T_NATIVE_FLOAT;
+    case DType::kF64:
+      return H5T_NATIVE_DOUBLE;
+    case DType::kI32:
+      return H5T_NATIVE_INT32;
+    case DType::kI64:
+      return H5T_NATIVE_INT64;
+    case DType::kU8:
+      return H5T_NATIVE_UINT8;
+    default:
+      return InternalError(StrCat(where, ": a checkpoint cannot hold ", DTypeName(dtype), " tensors"));
   }
 }
 
@@ -106,7 +112,8 @@ Result<Tensor> ReadTensor(hid_t file, const std::string& name, const std::string
   }
   int64_t count = 1;
   for (int64_t s : shape) count = s < 0 ? -1 : count * s;
-  if (count != n) return StorageError(StrCat(at, ": shape holds ", count, " values but the dataset ", n, " (corrupt file?)"));
+  if (count != n)
+    return StorageError(StrCat(at, ": shape holds ", count, " values but the dataset ", n, " (corrupt file?)"));
   TESSEL_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(dtype, shape));
   TESSEL_ASSIGN_OR_RETURN(hid_t native, NativeType(dtype, at));
   // Fletcher32 is verified inside H5Dread: a mismatch makes the read fail.

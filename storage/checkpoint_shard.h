@@ -39,7 +39,7 @@ struct FileDigest {
 Result<FileDigest> DigestFile(const std::string& path);
 
 // Where checkpoint `step` lives under a checkpoint directory, and worker `worker`'s shard in it.
-std::string CheckpointStepDir(const std::string& dir, int64_t step);  // DIR/step-<step>
+std::string CheckpointStepDir(const std::string& dir, int64_t step);           // DIR/step-<step>
 std::string CheckpointShardPath(const std::string& step_dir, int32_t worker);  // STEP_DIR/worker-<w>.h5
 
 }  // namespace tessel::storage

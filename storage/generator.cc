@@ -159,8 +159,10 @@ Result<HeteroGraph> GenerateGraph(const GenerateOptions& o) {
                       16.0 * base_edges * (o.add_inverse ? 2 : 1) + (o.add_self_loop ? 16.0 * nodes : 0.0);
   if (const int64_t host = HostMemoryBytes(); host > 0 && need > static_cast<double>(host)) {
     char text[160];
-    std::snprintf(text, sizeof text, "at least %.3g GB (%.3g nodes with %d float32 features, %.3g edges), more than the %.3g GB",
-                  need * 1e-9, nodes, static_cast<int>(o.feature_dim), base_edges * (o.add_inverse ? 2 : 1), static_cast<double>(host) * 1e-9);
+    std::snprintf(text, sizeof text,
+                  "at least %.3g GB (%.3g nodes with %d float32 features, %.3g edges), more than the %.3g GB",
+                  need * 1e-9, nodes, static_cast<int>(o.feature_dim), base_edges * (o.add_inverse ? 2 : 1),
+                  static_cast<double>(host) * 1e-9);
     return StorageError(StrCat("out of memory: generating graph '", o.name, "' needs ", text,
                                " this process may have; lower nodes, avg_degree or feature_dim (data.synthetic.* in a "
                                "job file; --nodes, --avg-degree, --feature-dim of tessel data generate)"));

@@ -15,9 +15,9 @@ namespace tessel::storage {
 struct NodeType {
   std::string name;
   int64_t count = 0;
-  int64_t feature_dim = 0;       // 0 = no features
-  std::vector<float> features;   // [count * feature_dim] row-major, or empty
-  std::vector<int64_t> labels;   // [count] with -1 = unlabelled, or empty
+  int64_t feature_dim = 0;                               // 0 = no features
+  std::vector<float> features;                           // [count * feature_dim] row-major, or empty
+  std::vector<int64_t> labels;                           // [count] with -1 = unlabelled, or empty
   std::vector<uint8_t> train_mask, val_mask, test_mask;  // [count] 0/1 each, or empty
 };
 

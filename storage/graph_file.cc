@@ -74,8 +74,7 @@ std::vector<uint8_t>& Mask(NodeType& t, int m) { return m == 0 ? t.train_mask : 
 // Removes a temporary file unless Commit() renamed it into place.
 class TempFile {
  public:
-  explicit TempFile(std::string final_path)
-      : final_(std::move(final_path)), temp_(TemporaryPathFor(final_)) {}
+  explicit TempFile(std::string final_path) : final_(std::move(final_path)), temp_(TemporaryPathFor(final_)) {}
   ~TempFile() {
     if (!committed_) std::remove(temp_.c_str());
   }

@@ -53,8 +53,8 @@ int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 // Compiled for AVX-512, AVX2 and baseline x86-64, the loader picking the best (GCC function
 // multiversioning): with 32-bit lane sums (blocks of 256 words keep them below 2^32) the block loop is
 // vector multiplies and adds.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-uint32_t Fletcher32(const uint8_t* data, size_t length) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) uint32_t Fletcher32(const uint8_t* data,
+                                                                                                  size_t length) {
   constexpr uint64_t kMod = 65535;
   constexpr size_t kBlockWords = 256;  // (k - i) w < 2^24, and 256 of them stay below 2^32
   const size_t words = length / 2;
@@ -114,7 +114,7 @@ class Hdf5SpillFile final : public SpillFile {
   Hdf5SpillFile(std::string path, bool checksum) : path_(std::move(path)), checksum_(checksum) {}
   ~Hdf5SpillFile() override {
     h5::ScopedErrorSilencer silence;
-    CollectAll();  // no write may outlive the buffers and the descriptor
+    CollectAll();    // no write may outlive the buffers and the descriptor
     slots_.clear();  // datasets close before the group and the file
     slots_group_.Reset();
     file_.Reset();
@@ -365,9 +365,11 @@ class Hdf5SpillFile final : public SpillFile {
       const ssize_t n = ::pread(data_fd_.get(), buffer + done, static_cast<size_t>(length - done), offset + done);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        return StorageError(StrCat(where, ": read of ", length, " bytes at offset ", offset, ": ", std::strerror(errno)));
+        return StorageError(
+            StrCat(where, ": read of ", length, " bytes at offset ", offset, ": ", std::strerror(errno)));
       }
-      if (n == 0) return StorageError(StrCat(where, ": short read: ", done, " of ", length, " bytes (truncated file?)"));
+      if (n == 0)
+        return StorageError(StrCat(where, ": short read: ", done, " of ", length, " bytes (truncated file?)"));
       done += n;
     }
     return Status::Ok();
@@ -421,8 +423,8 @@ class Hdf5SpillFile final : public SpillFile {
       uint32_t stored = 0;
       for (int b = 0; b < 4; ++b) stored |= static_cast<uint32_t>(chunk[s.chunk_data + b]) << (8 * b);
       if (Fletcher32(chunk, static_cast<size_t>(s.chunk_data)) != stored) {
-        first = StorageError(StrCat(where, ": checksum mismatch (Fletcher32) in chunk ", i,
-                                    ": the data on disk is corrupt"));
+        first = StorageError(
+            StrCat(where, ": checksum mismatch (Fletcher32) in chunk ", i, ": the data on disk is corrupt"));
         continue;
       }
       const int64_t begin = i * s.chunk_data;
@@ -506,12 +508,12 @@ class Hdf5SpillFile final : public SpillFile {
   h5::Group slots_group_;
   h5::PropList dapl_;
   FileDescriptor data_fd_;  // the data path, O_DIRECT where the filesystem allows it
-  bool direct_ = false;  // data_fd_ has O_DIRECT
+  bool direct_ = false;     // data_fd_ has O_DIRECT
   std::unique_ptr<uint8_t, AlignedFree> bounce_;
   std::unique_ptr<uint8_t, AlignedFree> bounce2_;  // the other half of the write path's double buffer
   std::map<int64_t, Slot> slots_;
-  InFlightChunk in_flight_[2];  // the writes from bounce_ and bounce2_
-  int turn_ = 0;                // the buffer the next bounced chunk goes to
+  InFlightChunk in_flight_[2];        // the writes from bounce_ and bounce2_
+  int turn_ = 0;                      // the buffer the next bounced chunk goes to
   std::map<int64_t, Status> failed_;  // slots whose writes failed, until their Settle
 };
 

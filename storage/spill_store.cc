@@ -170,8 +170,8 @@ class SpillStoreImpl final : public SpillStore {
         op = std::move(queue_.front());
         queue_.pop_front();
       }
-      const bool rewrites = std::any_of(unsettled_.begin(), unsettled_.end(),
-                                        [&](const Executed& d) { return d.op.slot == op.slot; });
+      const bool rewrites =
+          std::any_of(unsettled_.begin(), unsettled_.end(), [&](const Executed& d) { return d.op.slot == op.slot; });
       if (op.kind != Op::kWrite || rewrites) FinishWrites(/*all=*/true);
       // What the operation waits for (a GPU copy into or out of its buffer) is not I/O time.
       Status status = op.ready ? op.ready() : Status::Ok();

@@ -25,28 +25,28 @@ namespace tessel::workers {
 // continues after `resume_step`. memory_budget_bytes 0 = unlimited; metrics_port_base 0 = no exporter.
 // The fields are declared once, in this list (core/fields.h), with no defaults: the coordinator's
 // SettingsFor fills them from the validated job.
-#define TESSEL_WORKER_SETTINGS_FIELDS(X)           \
-  X(std::string, job_name)                         \
-  X(uint64_t, seed)                                \
-  X(LogLevel, log_level)                           \
-  X(int32_t, threads)                              \
-  X(DeviceChoice, device)                          \
-  X(int64_t, memory_budget_bytes)                  \
-  X(std::vector<std::string>, plugin_paths)        \
-  X(std::vector<std::string>, plugin_search_dirs)  \
-  X(std::vector<std::string>, plugin_prefer)       \
-  X(std::string, metrics_bind)                     \
-  X(int32_t, metrics_port_base)                    \
-  X(double, heartbeat_interval_seconds)            \
-  X(double, step_timeout_seconds)                  \
-  X(double, startup_timeout_seconds)               \
-  X(std::string, checkpoint_dir)                   \
-  X(int32_t, checkpoint_every_steps)               \
-  X(BadLossAction, on_bad_loss)                    \
-  X(double, bad_loss_factor)                       \
-  X(int32_t, bad_loss_window)                      \
-  X(int32_t, kernel_sample_every)                  \
-  X(std::string, resume_step_dir)                  \
+#define TESSEL_WORKER_SETTINGS_FIELDS(X)          \
+  X(std::string, job_name)                        \
+  X(uint64_t, seed)                               \
+  X(LogLevel, log_level)                          \
+  X(int32_t, threads)                             \
+  X(DeviceChoice, device)                         \
+  X(int64_t, memory_budget_bytes)                 \
+  X(std::vector<std::string>, plugin_paths)       \
+  X(std::vector<std::string>, plugin_search_dirs) \
+  X(std::vector<std::string>, plugin_prefer)      \
+  X(std::string, metrics_bind)                    \
+  X(int32_t, metrics_port_base)                   \
+  X(double, heartbeat_interval_seconds)           \
+  X(double, step_timeout_seconds)                 \
+  X(double, startup_timeout_seconds)              \
+  X(std::string, checkpoint_dir)                  \
+  X(int32_t, checkpoint_every_steps)              \
+  X(BadLossAction, on_bad_loss)                   \
+  X(double, bad_loss_factor)                      \
+  X(int32_t, bad_loss_window)                     \
+  X(int32_t, kernel_sample_every)                 \
+  X(std::string, resume_step_dir)                 \
   X(int64_t, resume_step)
 struct WorkerSettings {
   TESSEL_FIELDS(WorkerSettings, TESSEL_WORKER_SETTINGS_FIELDS)

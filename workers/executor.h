@@ -39,24 +39,24 @@ namespace tessel::workers {
 struct DeviceContext {
   Device device = Device::kCpu;
   int32_t ordinal = 0;
-  void* stream = nullptr;                    // cudaStream_t on CUDA: every kernel of the executor queues here
+  void* stream = nullptr;                   // cudaStream_t on CUDA: every kernel of the executor queues here
   Allocator* allocator = &HostAllocator();  // device memory for the executor's tensors
 };
 
 // What an executor computes with. Every pointer is owned by the worker and outlives the executor.
 struct ExecutorContext {
-  WorkerComm* comm = nullptr;                    // collectives among the workers of the job (host memory)
-  DeviceComm* device_comm = nullptr;             // sums of buffers on `device` (MPI on CPU, NCCL on GPU)
-  ThreadPool* pool = nullptr;                    // the worker's CPU threads
-  const KernelRegistry* kernels = nullptr;       // the loaded plugins
+  WorkerComm* comm = nullptr;               // collectives among the workers of the job (host memory)
+  DeviceComm* device_comm = nullptr;        // sums of buffers on `device` (MPI on CPU, NCCL on GPU)
+  ThreadPool* pool = nullptr;               // the worker's CPU threads
+  const KernelRegistry* kernels = nullptr;  // the loaded plugins
   DeviceContext device;
-  MemoryBudget* budget = nullptr;                // charged for kernel workspaces; null = unlimited
-  KernelTimer* kernel_timer = nullptr;           // times the kernels of sampled steps; null = never
-  monitoring::Metrics* metrics = nullptr;        // null when the rank exports none
+  MemoryBudget* budget = nullptr;          // charged for kernel workspaces; null = unlimited
+  KernelTimer* kernel_timer = nullptr;     // times the kernels of sampled steps; null = never
+  monitoring::Metrics* metrics = nullptr;  // null when the rank exports none
   const Logger* log = nullptr;
-  uint64_t seed = 0;                             // the job's seed
-  std::string run_dir;                           // the run's output directory ("" = none, e.g. in tests)
-  double step_timeout_seconds = 600;             // [timeouts] step_seconds: the longest wait on a peer
+  uint64_t seed = 0;                  // the job's seed
+  std::string run_dir;                // the run's output directory ("" = none, e.g. in tests)
+  double step_timeout_seconds = 600;  // [timeouts] step_seconds: the longest wait on a peer
   // Opens the worker's spill store; empty = storage::SpillStore::Open (tests pass memory and faulty files).
   std::function<Result<std::unique_ptr<storage::SpillStore>>(const storage::SpillOptions&)> open_spill;
 };
@@ -64,11 +64,11 @@ struct ExecutorContext {
 // One step's outcome. `loss` is averaged over all workers (the same on every worker).
 struct StepResult {
   double loss = 0;
-  double lr = 0;         // the learning rate this step used
-  int64_t samples = 0;   // the job's global batch this step, in samples_kind units (the same on every worker)
+  double lr = 0;        // the learning rate this step used
+  int64_t samples = 0;  // the job's global batch this step, in samples_kind units (the same on every worker)
   std::string_view samples_kind = "samples";  // "nodes" (labelled training nodes, rgnn) or "tokens" (llm)
-  Record shown;    // small figures for progress lines (train_accuracy, ...)
-  Record timings;  // recorded per step as arrays in summary.json (forward_seconds, ...)
+  Record shown;                               // small figures for progress lines (train_accuracy, ...)
+  Record timings;                             // recorded per step as arrays in summary.json (forward_seconds, ...)
 };
 
 // Where SaveState writes and LoadState reads: named host tensors (a checkpoint shard, or memory).

@@ -44,10 +44,12 @@ Status CheckThreads(int32_t threads, int worker, Launch launch, const Logger& lo
   const std::string prefix = StrCat(who, " may run on ", cores, " core", cores == 1 ? "" : "s",
                                     " but resources.threads_per_worker = ", threads, ": ");
   if (launch == Launch::kEmbedded) {
-    log.Warn(prefix + "its CPU affinity (taskset, numactl, a Slurm or container cpuset) allows no more; its threads "
+    log.Warn(prefix +
+             "its CPU affinity (taskset, numactl, a Slurm or container cpuset) allows no more; its threads "
              "share them. Lower threads_per_worker, or widen the affinity");
   } else {
-    log.Warn(prefix + "mpirun bound it; start it with --bind-to none (scripts/tessel-mpirun does) or --map-by slot:PE=" +
+    log.Warn(prefix +
+             "mpirun bound it; start it with --bind-to none (scripts/tessel-mpirun does) or --map-by slot:PE=" +
              std::to_string(threads));
   }
   return Status();
@@ -57,10 +59,11 @@ Status CheckMemory(int64_t predicted_bytes, Device device, const std::string& si
   const int64_t host = HostMemoryBytes();
   if (device != Device::kCpu || predicted_bytes <= 0 || host <= 0 || predicted_bytes <= host) return Status();
   return StorageError(StrCat("out of memory: ", Who(worker, launch), " would need about ",
-                             Bytes(static_cast<double>(predicted_bytes)), " for its share (the plan's estimate: `tessel "
-                             "plan` shows it), more than the ", Bytes(static_cast<double>(host)),
-                             " of memory it may have; the share is sized by ", sized_by,
-                             ": lower them or add workers; nothing was allocated"));
+                             Bytes(static_cast<double>(predicted_bytes)),
+                             " for its share (the plan's estimate: `tessel "
+                             "plan` shows it), more than the ",
+                             Bytes(static_cast<double>(host)), " of memory it may have; the share is sized by ",
+                             sized_by, ": lower them or add workers; nothing was allocated"));
 }
 
 }  // namespace tessel::workers

@@ -35,8 +35,9 @@ class LossWatch {
       const double median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
       if (loss > factor_ * median && loss > first_ && median > 0) {
         char text[160];
-        std::snprintf(text, sizeof text, "the loss exploded to %.6g at %s %lld, %.3g x the median %.6g of the last %zu %ss",
-                      loss, unit.c_str(), static_cast<long long>(step), loss / median, median, n, unit.c_str());
+        std::snprintf(text, sizeof text,
+                      "the loss exploded to %.6g at %s %lld, %.3g x the median %.6g of the last %zu %ss", loss,
+                      unit.c_str(), static_cast<long long>(step), loss / median, median, n, unit.c_str());
         return text;
       }
     }

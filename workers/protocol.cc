@@ -42,8 +42,8 @@ Status DecodeMessage(const std::vector<uint8_t>& b, M* m) {
 
 }  // namespace
 
-#define TESSEL_PROTOCOL_MESSAGE_(Msg)                                                    \
-  std::vector<uint8_t> Encode(const Msg& m) { return EncodeMessage(m); }                 \
+#define TESSEL_PROTOCOL_MESSAGE_(Msg)                                    \
+  std::vector<uint8_t> Encode(const Msg& m) { return EncodeMessage(m); } \
   Status Decode(const std::vector<uint8_t>& b, Msg* m) { return DecodeMessage(b, m); }
 TESSEL_PROTOCOL_MESSAGE_(HelloMsg)
 TESSEL_PROTOCOL_MESSAGE_(AssignMsg)

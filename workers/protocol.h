@@ -18,20 +18,20 @@
 namespace tessel::workers {
 
 enum Tag : int {
-  kTagHello = 101,      // worker -> coordinator: host, pid, metrics port
-  kTagAssign = 102,     // coordinator -> worker: settings + executor payload
-  kTagHeartbeat = 103,  // worker -> coordinator: current step
-  kTagProgress = 104,   // worker -> coordinator: one finished step (every worker, every step)
-  kTagResult = 105,     // worker -> coordinator: final figures
-  kTagError = 106,      // worker -> coordinator: a failure, with its exit code
-  kTagShutdown = 107,   // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
-  kTagCheckpoint = 108, // first worker -> coordinator: every shard of a checkpoint is on disk
-  kTagAlive = 109,      // coordinator -> worker: it lives (every heartbeat interval while it runs)
-  kTagStop = 110,       // coordinator -> worker: stop after the current step, state saved (a signal it got)
-  kTagAbort = 111,      // coordinator -> worker: the job is being aborted; leave now (empty; sent before
-                        // kTagShutdown {1}, for a rank whose training thread is stuck in a collective)
-  kTagStartup = 112,    // worker -> coordinator: a HelloMsg (host, pid; no metrics port yet) at start-up,
-                        // before its assignment; then a heartbeat answers each kTagAlive until it arrives
+  kTagHello = 101,       // worker -> coordinator: host, pid, metrics port
+  kTagAssign = 102,      // coordinator -> worker: settings + executor payload
+  kTagHeartbeat = 103,   // worker -> coordinator: current step
+  kTagProgress = 104,    // worker -> coordinator: one finished step (every worker, every step)
+  kTagResult = 105,      // worker -> coordinator: final figures
+  kTagError = 106,       // worker -> coordinator: a failure, with its exit code
+  kTagShutdown = 107,    // coordinator -> worker: stop; empty: the job ended, {1}: the coordinator is aborting it
+  kTagCheckpoint = 108,  // first worker -> coordinator: every shard of a checkpoint is on disk
+  kTagAlive = 109,       // coordinator -> worker: it lives (every heartbeat interval while it runs)
+  kTagStop = 110,        // coordinator -> worker: stop after the current step, state saved (a signal it got)
+  kTagAbort = 111,       // coordinator -> worker: the job is being aborted; leave now (empty; sent before
+                         // kTagShutdown {1}, for a rank whose training thread is stuck in a collective)
+  kTagStartup = 112,     // worker -> coordinator: a HelloMsg (host, pid; no metrics port yet) at start-up,
+                         // before its assignment; then a heartbeat answers each kTagAlive until it arrives
 };
 
 // Each message's fields are declared once, in its list (core/fields.h): its Encode and Decode, and the
@@ -46,11 +46,11 @@ struct HelloMsg {
 
 // kind: the executor registry key of the payload; payload: AssignmentPayload::Encode;
 // predicted_memory_bytes: WorkerPlan's, for RunHooks.
-#define TESSEL_ASSIGN_MSG_FIELDS(X)      \
-  X(WorkerSettings, settings)            \
-  X(std::string, run_dir)                \
-  X(std::string, kind)                   \
-  X(std::vector<uint8_t>, payload)       \
+#define TESSEL_ASSIGN_MSG_FIELDS(X) \
+  X(WorkerSettings, settings)       \
+  X(std::string, run_dir)           \
+  X(std::string, kind)              \
+  X(std::vector<uint8_t>, payload)  \
   X(int64_t, predicted_memory_bytes)
 struct AssignMsg {
   TESSEL_FIELDS(AssignMsg, TESSEL_ASSIGN_MSG_FIELDS)

@@ -43,7 +43,6 @@ void GpuSampler::Sample(const Logger& log) {
   metrics_->SetGpuStats(label_, s->memory_used_bytes, s->memory_total_bytes, s->utilization);
 }
 
-
 Record StepFigures::Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
                          int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
   const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
@@ -96,6 +95,5 @@ Record StepFigures::Take(const StepResult& r, const Record& shown, double second
   before_ = now;
   return row;
 }
-
 
 }  // namespace tessel::workers

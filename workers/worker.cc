@@ -24,8 +24,8 @@
 #include "monitoring/exporter.h"
 #include "storage/checkpoint_shard.h"
 #include "workers/comm/nccl_comm.h"
-#include "workers/coordinator_watch.h"
 #include "workers/comm/timed_comm.h"
+#include "workers/coordinator_watch.h"
 #include "workers/executor.h"
 #include "workers/executor_registry.h"
 #include "workers/host_limits.h"
@@ -138,7 +138,7 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
   // Every wait on a peer is counted: tessel_peer_wait_seconds_total, and the compute time of metrics.csv.
   TimedComm comm(worker_comm);
   TESSEL_RETURN_IF_ERROR(CheckCheckpointDir(settings, comm.rank()));
-  InstallStopHandlers();  // from here a SIGTERM, SIGINT or SIGUSR1 stops after a step, state saved
+  InstallStopHandlers();         // from here a SIGTERM, SIGINT or SIGUSR1 stops after a step, state saved
   KernelRegistry registry(log);  // the job's log level: at debug, the plugin of every op
   registry.SetPreference(settings.plugin_prefer);
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
@@ -164,7 +164,8 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
   ThreadPool& pool = **started;
   MemoryBudget budget(settings.memory_budget_bytes);
   // Kernel times are only exported (not in metrics.csv): without an exporter nothing is timed.
-  KernelTimer kernel_timer(hooks.metrics != nullptr && settings.metrics_port_base > 0 ? settings.kernel_sample_every : 0);
+  KernelTimer kernel_timer(hooks.metrics != nullptr && settings.metrics_port_base > 0 ? settings.kernel_sample_every
+                                                                                      : 0);
   ExecutorContext context;
   context.comm = &comm;
   context.device_comm = device->comm.get();
@@ -185,8 +186,8 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
   int64_t first_step = 1;
   if (!settings.resume_step_dir.empty()) {
     if (settings.resume_step > executor->num_steps()) {
-      return UsageError(StrCat("--resume: the checkpoint is at ", unit, " ", settings.resume_step, " but the job has only ",
-                               executor->num_steps(), " ", unit, "s"));
+      return UsageError(StrCat("--resume: the checkpoint is at ", unit, " ", settings.resume_step,
+                               " but the job has only ", executor->num_steps(), " ", unit, "s"));
     }
     const std::string shard = storage::CheckpointShardPath(settings.resume_step_dir, comm.rank());
     TESSEL_ASSIGN_OR_RETURN(std::vector<storage::NamedTensor> saved, storage::ReadCheckpointShard(shard));
@@ -234,9 +235,8 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     ProgressMsg progress{step, r.loss, took, std::move(r.shown), {}};
     TimedComm::Waits waited = comm.waits();
     for (size_t k = 0; k < waited.size(); ++k) waited[k] -= waited_before[k];
-    progress.figures = figures.Take(r, progress.shown, took, waited,
-                                    comm.p2p_sent_bytes() - sent_before, comm.p2p_received_bytes() - received_before,
-                                    executor->Memory(), budget.peak());
+    progress.figures = figures.Take(r, progress.shown, took, waited, comm.p2p_sent_bytes() - sent_before,
+                                    comm.p2p_received_bytes() - received_before, executor->Memory(), budget.peak());
     gpu.Sample(log);
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
@@ -244,7 +244,8 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     }
     if (hooks.on_step) hooks.on_step(progress);
     const bool checkpointed = settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0;
-    if (checkpointed) TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks.on_checkpoint, log));
+    if (checkpointed)
+      TESSEL_RETURN_IF_ERROR(WriteCheckpoint(settings, *executor, history, step, comm, hooks.on_checkpoint, log));
     if (step == executor->num_steps()) break;  // the job is done: a stop request changes nothing now
     TESSEL_ASSIGN_OR_RETURN(const StopAgreement stop, AgreeOnStop(comm));
     if (stop.signal == 0) continue;
@@ -289,9 +290,8 @@ Result<Record> RunAssignment(const WorkerSettings& settings, std::unique_ptr<Ass
     return out;
   }
   // An allocation that failed names its tensor; the assignment adds which settings sized it.
-  return Status(out.status().code(),
-                StrCat(out.status().message(), "; worker ", worker_comm.rank(), "'s tensors are sized by ", sized_by,
-                       ": lower them or add workers"));
+  return Status(out.status().code(), StrCat(out.status().message(), "; worker ", worker_comm.rank(),
+                                            "'s tensors are sized by ", sized_by, ": lower them or add workers"));
 }
 
 namespace {
@@ -397,7 +397,8 @@ Status RunMpiWorker(MpiSession& session, MpiWorkerComm& comm) {
     auto verdict = AwaitCoordinator(watch, kTagShutdown, verdict_wait);
     if (!verdict.ok()) return verdict.status();
     if (verdict->source < 0) {
-      return RankFailedError(StrCat("no word from the coordinator ", verdict_wait.count(), " s after this rank's result"));
+      return RankFailedError(
+          StrCat("no word from the coordinator ", verdict_wait.count(), " s after this rank's result"));
     }
     return verdict->bytes.empty() ? Status() : aborted;
   }

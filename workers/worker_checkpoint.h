@@ -94,7 +94,8 @@ class StepHistory {
   static Result<std::vector<double>> Array(StateReader& in, const std::string& name, int64_t steps) {
     TESSEL_ASSIGN_OR_RETURN(Tensor t, in.Read(name));
     if (t.dtype() != DType::kF64 || t.numel() != steps) {
-      return StorageError(StrCat("'", name, "' holds ", t.numel(), " ", DTypeName(t.dtype()), " values, expected ", steps));
+      return StorageError(
+          StrCat("'", name, "' holds ", t.numel(), " ", DTypeName(t.dtype()), " values, expected ", steps));
     }
     return std::vector<double>(t.data<double>(), t.data<double>() + steps);
   }

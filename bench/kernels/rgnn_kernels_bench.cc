@@ -1,5 +1,5 @@
-// Micro-benchmarks of every op of libtessel_rgnn.so and libtessel_nn.so on an AIFB-sized graph, through the registry as a
-// worker calls them. D (hidden size) is 16 or 64; f32; the host pool has one thread per core.
+// Micro-benchmarks of every op of libtessel_rgnn.so and libtessel_nn.so on an AIFB-sized graph, through the registry as
+// a worker calls them. D (hidden size) is 16 or 64; f32; the host pool has one thread per core.
 //   build/bench/rgnn_kernels_bench [--benchmark_format=json] [--benchmark_filter=Aggregate]
 // Not run by ctest: timings need a quiet machine.
 #include <benchmark/benchmark.h>
@@ -65,8 +65,8 @@ struct Buffer {
 
 Buffer<int64_t> Index(const std::vector<int64_t>& v) { return Buffer<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
-void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in,
-         const std::vector<Tensor*>& out, const void* params = nullptr, size_t params_size = 0) {
+void Run(benchmark::State& state, const char* op, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
+         const void* params = nullptr, size_t params_size = 0) {
   Fixture& f = Shared();
   Result<const Kernel*> kernel = f.registry.Find(op, Device::kCpu);
   if (!kernel.ok()) {

@@ -64,7 +64,8 @@ int main() {
     metrics.SetLoss(1.0 / (i + 1));
     metrics.SetEpoch(i);
   });
-  const std::string path = std::filesystem::temp_directory_path() / ("metrics-cost." + std::to_string(::getpid()) + ".csv");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("metrics-cost." + std::to_string(::getpid()) + ".csv");
   double csv = 0;
   {
     auto out = tessel::monitoring::RunCsv::Open(path);
@@ -79,20 +80,22 @@ int main() {
   std::filesystem::remove(path);
   auto registry = metrics.registry();
   size_t bytes = 0;
-  const double scrape = MedianMicros(9, 200, [&](int) {
-    bytes = prometheus::TextSerializer().Serialize(registry->Collect()).size();
-  });
+  const double scrape =
+      MedianMicros(9, 200, [&](int) { bytes = prometheus::TextSerializer().Serialize(registry->Collect()).size(); });
   tessel::workers::KernelTimer timer(2);
   const std::string op = "nn.linear.fwd";
   auto nothing = [] { return tessel::Status(); };
   timer.BeginStep(1);  // sampled
   const double bare = MedianMicros(9, 200000, [&](int) { (void)nothing(); });
-  const double timed = MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
+  const double timed =
+      MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
   (void)timer.EndStep();
   timer.BeginStep(2);  // not sampled
-  const double untimed = MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
-  std::printf("{\"update_us_per_step\": %.3f, \"csv_us_per_row\": %.3f, \"scrape_us\": %.1f, \"scrape_bytes\": %zu, "
-              "\"timer_us_per_call\": %.4f, \"timer_off_us_per_call\": %.4f}\n",
-              update, csv, scrape, bytes, std::max(0.0, timed - bare), std::max(0.0, untimed - bare));
+  const double untimed =
+      MedianMicros(9, 200000, [&](int) { (void)timer.Time(op, tessel::Device::kCpu, nullptr, nothing); });
+  std::printf(
+      "{\"update_us_per_step\": %.3f, \"csv_us_per_row\": %.3f, \"scrape_us\": %.1f, \"scrape_bytes\": %zu, "
+      "\"timer_us_per_call\": %.4f, \"timer_off_us_per_call\": %.4f}\n",
+      update, csv, scrape, bytes, std::max(0.0, timed - bare), std::max(0.0, untimed - bare));
   return 0;
 }

@@ -70,10 +70,7 @@ typedef enum tessel_dtype {
 /* Bit of a dtype in tessel_kernel_def.floating_dtypes. */
 #define TESSEL_DTYPE_BIT(dtype) (1u << (dtype))
 
-typedef enum tessel_device {
-  TESSEL_DEVICE_CPU = 0,
-  TESSEL_DEVICE_CUDA = 1
-} tessel_device;
+typedef enum tessel_device { TESSEL_DEVICE_CPU = 0, TESSEL_DEVICE_CUDA = 1 } tessel_device;
 
 #define TESSEL_MAX_DIMS 8
 
@@ -164,8 +161,8 @@ typedef struct tessel_host_api {
  * rest. */
 typedef struct tessel_plugin_info {
   size_t struct_size;
-  int32_t abi_major; /* set to TESSEL_PLUGIN_ABI_MAJOR */
-  int32_t abi_minor; /* set to TESSEL_PLUGIN_ABI_MINOR */
+  int32_t abi_major;       /* set to TESSEL_PLUGIN_ABI_MAJOR */
+  int32_t abi_minor;       /* set to TESSEL_PLUGIN_ABI_MINOR */
   const char* name;        /* static storage */
   const char* version;     /* static storage */
   const char* description; /* static storage */

@@ -69,7 +69,6 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
   return c;
 }
 
-
 int64_t Int(const Record& r, std::string_view name) { return static_cast<int64_t>(FindNumber(r, name).value_or(0)); }
 
 const Record* Sub(const Record& r, std::string_view name) {
@@ -134,7 +133,8 @@ Status CheckRgnnModel(const jobs::JobSpec& spec, const RgnnSettings& settings, c
   const workers::RgnnModel* model = workers::FindRgnnModel(settings.model);
   if (model == nullptr) {
     std::string names;
-    for (const std::string_view n : workers::RgnnModelNames()) names += StrCat(names.empty() ? "" : ", ", "\"", n, "\"");
+    for (const std::string_view n : workers::RgnnModelNames())
+      names += StrCat(names.empty() ? "" : ", ", "\"", n, "\"");
     return UsageError(StrCat(jobs::KeyOrigin(spec, "model.name"), ": model.name = \"", settings.model,
                              "\" is not an RGNN model of this build (it has ", names, ")"));
   }
@@ -178,7 +178,8 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
   sampling.store = spec.data.feature_store;
   if (sampling.store == FeatureStoreChoice::kAuto) {
     const bool gpu = spec.job.device == DeviceChoice::kCuda || spec.resources.gpus_per_worker > 0;
-    sampling.store = !has_file ? FeatureStoreChoice::kMemory : (gpu ? FeatureStoreChoice::kPinned : FeatureStoreChoice::kMapped);
+    sampling.store =
+        !has_file ? FeatureStoreChoice::kMemory : (gpu ? FeatureStoreChoice::kPinned : FeatureStoreChoice::kMapped);
   } else if (features && !has_file) {
     return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_store"), ": data.feature_store = \"",
                              NameOf(spec.data.feature_store),
@@ -194,20 +195,21 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
       why = "job.device = \"cpu\"";
     } else if (sampling.store != FeatureStoreChoice::kPinned) {
       why = StrCat("the feature rows are ", sampling.store == FeatureStoreChoice::kMemory
-                                                  ? "sent in the assignment (data.graph names no file)"
-                                                  : "mapped from the graph file (data.feature_store = \"mapped\")");
+                                                ? "sent in the assignment (data.graph names no file)"
+                                                : "mapped from the graph file (data.feature_store = \"mapped\")");
     }
     if (!why.empty()) {
       return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_gather"),
                                ": data.feature_gather = \"zero_copy\" has the GPU read feature rows from the pinned "
-                               "store in place, but ", why, "; use data.feature_store = \"pinned\" with a GPU, or "
+                               "store in place, but ",
+                               why,
+                               "; use data.feature_store = \"pinned\" with a GPU, or "
                                "\"auto\""));
     }
   }
-  const auto sampled =
-      std::make_shared<const workers::SampledGraph>(workers::SampledGraph::FromGraph(graph, part_of));
-  const int64_t structure_bytes = static_cast<int64_t>(sampled->in_ptr.size()) * 8 + sampled->num_edges() * 8 +
-                                  sampled->num_nodes * (4 + 8 + 2);
+  const auto sampled = std::make_shared<const workers::SampledGraph>(workers::SampledGraph::FromGraph(graph, part_of));
+  const int64_t structure_bytes =
+      static_cast<int64_t>(sampled->in_ptr.size()) * 8 + sampled->num_edges() * 8 + sampled->num_nodes * (4 + 8 + 2);
   for (int32_t w = 0; w < num_workers; ++w) {
     auto a = std::make_unique<workers::RgnnSampledAssignment>();
     a->settings = settings;
@@ -217,7 +219,8 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
     a->feature_dim = features ? feature_dim : 0;
     a->graph = sampled;
     int64_t owned = 0;
-    for (size_t t = 0, base = 0; t < graph.node_types.size(); base += static_cast<size_t>(graph.node_types[t].count), ++t) {
+    for (size_t t = 0, base = 0; t < graph.node_types.size();
+         base += static_cast<size_t>(graph.node_types[t].count), ++t) {
       const storage::NodeType& nt = graph.node_types[t];
       for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
         if (part_of[base + i] != w) continue;
@@ -240,9 +243,10 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
   std::string fanouts;
   for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
   plan->notes.push_back(StrCat("sampled training: fanouts [", fanouts, "] ",
-                               sampling.fanout_per == FanoutPer::kRelation ? "per relation" : "in total", ", batches of ",
-                               sampling.batch_size, " seeds, structure replicated (", FormatBytes(structure_bytes),
-                               " a worker), prefetch ", sampling.prefetch ? "on" : "off"));
+                               sampling.fanout_per == FanoutPer::kRelation ? "per relation" : "in total",
+                               ", batches of ", sampling.batch_size, " seeds, structure replicated (",
+                               FormatBytes(structure_bytes), " a worker), prefetch ",
+                               sampling.prefetch ? "on" : "off"));
   return Status();
 }
 
@@ -339,9 +343,8 @@ void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const
 }
 
 void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
-  out << "job " << spec.job.name << ": " << NameOf(spec.job.kind) << " / "
-      << spec.model.name << ", " << spec.model.layers << " layers, hidden " << spec.model.hidden
-      << ", " << spec.train.epochs << " epochs\n";
+  out << "job " << spec.job.name << ": " << NameOf(spec.job.kind) << " / " << spec.model.name << ", "
+      << spec.model.layers << " layers, hidden " << spec.model.hidden << ", " << spec.train.epochs << " epochs\n";
   if (const Record* g = Sub(plan.summary, "graph")) {
     const RecordValue* name = Find(*g, "name");
     out << "graph " << (name ? std::get<std::string>(name->data) : "?") << ": " << Int(*g, "nodes") << " nodes, "

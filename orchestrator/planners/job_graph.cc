@@ -13,7 +13,7 @@ namespace tessel::orchestrator {
 namespace {
 
 std::string FileFacts(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0) return path + "(missing)";
   return StrCat(path, "(", st.st_size, ",", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ")");
 }
@@ -65,11 +65,12 @@ Result<storage::HeteroGraph> BuildGraph(const jobs::JobSpec& spec) {
 
 std::string DataFingerprint(const jobs::JobSpec& spec) {
   const jobs::DataSection& d = spec.data;
-  std::string f = StrCat("tessel-data-v1 format=", NameOf(d.format), " inverse=", d.add_inverse,
-                         " self_loop=", d.add_self_loop);
+  std::string f =
+      StrCat("tessel-data-v1 format=", NameOf(d.format), " inverse=", d.add_inverse, " self_loop=", d.add_self_loop);
   switch (d.format) {
     case jobs::DataFormat::kRdf:
-      f += " triples=" + FileFacts(d.triples) + " train=" + FileFacts(d.train_labels) + " test=" + FileFacts(d.test_labels);
+      f += " triples=" + FileFacts(d.triples) + " train=" + FileFacts(d.train_labels) +
+           " test=" + FileFacts(d.test_labels);
       break;
     case jobs::DataFormat::kEdges:
       for (const auto& e : d.edges) f += " edges=" + FileFacts(e);
@@ -104,11 +105,12 @@ Result<storage::HeteroGraph> LoadJobGraph(const jobs::JobSpec& spec, const Logge
       log.Info("using the cached graph " + d.graph);
       return cached;
     }
-    log.Info(cached.ok() ? "the cached graph " + d.graph + " is stale: rebuilding it"
-                         : "the cached graph " + d.graph + " is unreadable (" + cached.status().message() + "): rebuilding it");
+    log.Info(cached.ok()
+                 ? "the cached graph " + d.graph + " is stale: rebuilding it"
+                 : "the cached graph " + d.graph + " is unreadable (" + cached.status().message() + "): rebuilding it");
   }
-  log.Info(StrCat(d.format == jobs::DataFormat::kSynthetic ? "generating" : "importing", " the ",
-                  NameOf(d.format), " data"));
+  log.Info(StrCat(d.format == jobs::DataFormat::kSynthetic ? "generating" : "importing", " the ", NameOf(d.format),
+                  " data"));
   TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, BuildGraph(spec));
   graph.source_fingerprint = fingerprint;
   if (!d.graph.empty()) {

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-
 namespace tessel::orchestrator {
 
 std::string FormatBytes(int64_t b) {

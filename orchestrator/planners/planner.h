@@ -33,8 +33,8 @@ struct Plan {
   std::vector<WorkerPlan> workers;  // one per worker, in worker order
   std::string step_unit;            // what a step is called ("epoch")
   int64_t num_steps = 0;
-  Record summary;                   // facts merged into summary.json ("model", "graph", "partition", ...)
-  std::vector<std::string> notes;   // lines the coordinator logs once the plan is made
+  Record summary;                  // facts merged into summary.json ("model", "graph", "partition", ...)
+  std::vector<std::string> notes;  // lines the coordinator logs once the plan is made
 };
 
 class Planner {

@@ -1,16 +1,15 @@
 #include "orchestrator/planners/stage_calibration.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <tessel/bf16.h>
 #include <tessel/ops/llm.h>
 #include <tessel/ops/nn.h>
-
-#include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,7 +42,8 @@ void Fill(Tensor& t, uint64_t seed) {
 
 }  // namespace
 
-Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m, const workers::LlmTrainSettings& t) {
+Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig& m,
+                             const workers::LlmTrainSettings& t) {
   const auto started = std::chrono::steady_clock::now();
   CudaStream stream;  // declared first, so destroyed last: the plugins' cuBLAS handles are bound to it
   workers::KernelRegistry registry;
@@ -51,8 +51,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(spec.plugins.paths, spec.plugins.search_dirs));
   Result<std::unique_ptr<ThreadPool>> threads = ThreadPool::Create(spec.resources.threads_per_worker);
   if (!threads.ok()) {
-    return UsageError(StrCat("resources.threads_per_worker = ", spec.resources.threads_per_worker,
-                             ": the calibration ", threads.status().message()));
+    return UsageError(StrCat("resources.threads_per_worker = ", spec.resources.threads_per_worker, ": the calibration ",
+                             threads.status().message()));
   }
   ThreadPool& pool = **threads;
   workers::ExecutorContext context;
@@ -69,7 +69,8 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
     context.device = workers::DeviceContext{Device::kCuda, 0, stream.get(), &CudaAllocator()};
     costs.device = Device::kCuda;
   } else if (spec.job.device == jobs::DeviceChoice::kCuda) {
-    costs.note = StrCat("this rank sees no usable GPU (", probe.problem, "): calibrated on its CPU, so the predicted "
+    costs.note = StrCat("this rank sees no usable GPU (", probe.problem,
+                        "): calibrated on its CPU, so the predicted "
                         "times are the CPU's, not the GPU workers'");
   }
   const Device dev = context.device.device;
@@ -94,10 +95,11 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
                     activations + weights + head, weights, activations);
       char have[32];
       std::snprintf(have, sizeof have, "%.3g", host);
-      return StorageError(StrCat("out of memory: the calibration's tensors need ", need, ", more than this host's ",
-                                 have, " bytes of memory; they come from model.hidden = ", c, ", ", n,
-                                 " tokens a micro-batch (train.microbatch_size x train.seq_len) and model.vocab_size = ",
-                                 v, ": lower them, or plan on a larger host"));
+      return StorageError(
+          StrCat("out of memory: the calibration's tensors need ", need, ", more than this host's ", have,
+                 " bytes of memory; they come from model.hidden = ", c, ", ", n,
+                 " tokens a micro-batch (train.microbatch_size x train.seq_len) and model.vocab_size = ", v,
+                 ": lower them, or plan on a larger host"));
     }
   }
   std::vector<Tensor> keep;
@@ -105,9 +107,10 @@ Result<StageCosts> Calibrate(const jobs::JobSpec& spec, const workers::GptConfig
   // A tensor of small pseudo-random values (or what `init` writes), on the device the kernels run on.
   // An allocation that fails names the tensor and the settings its shape comes from (exit 6).
   const auto failed = [&](std::string_view name, const Status& st) {
-    return Status(st.code(), StrCat("the calibration's tensor '", name, "', ", st.message(), "; its shape comes from ",
-                                    "model.hidden = ", c, ", ", n, " tokens a micro-batch (train.microbatch_size x ",
-                                    "train.seq_len) and model.vocab_size = ", v, ": lower them, or plan on a larger host"));
+    return Status(st.code(),
+                  StrCat("the calibration's tensor '", name, "', ", st.message(), "; its shape comes from ",
+                         "model.hidden = ", c, ", ", n, " tokens a micro-batch (train.microbatch_size x ",
+                         "train.seq_len) and model.vocab_size = ", v, ": lower them, or plan on a larger host"));
   };
   const auto make = [&](std::string_view name, DType dtype, std::vector<int64_t> shape,
                         const std::function<void(Tensor&)>& init = nullptr) -> Result<Tensor*> {
@@ -273,9 +276,9 @@ Result<SpillBandwidth> MeasureSpillBandwidth(const jobs::JobSpec& spec, int64_t 
   // in the spill I/O thread's memcpy on a small disk.)
   Tensor buffer;
   // Opening the store checks that the directory can be written (exit 6 when not).
-  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<storage::SpillStore> store,
-                          storage::SpillStore::Open({spec.spill.dir, StrCat(spec.job.name, "-bandwidth-probe"),
-                                                     spec.spill.checksum, 0}));
+  TESSEL_ASSIGN_OR_RETURN(
+      std::unique_ptr<storage::SpillStore> store,
+      storage::SpillStore::Open({spec.spill.dir, StrCat(spec.job.name, "-bandwidth-probe"), spec.spill.checksum, 0}));
   SpillBandwidth measured;
   // The probe fits in what it measures: at most a quarter of the free space, so that a small disk is
   // measured with less, and a nearly full one not at all (it is then as good as full: the blocks keep or

@@ -18,15 +18,15 @@ namespace tessel::orchestrator {
 struct StageCosts {
   double block_seconds = 0, embed_seconds = 0, head_seconds = 0;
   double block_forward_seconds = 0;  // the forward alone, part of block_seconds: a recompute block's extra
-  int64_t tokens = 0;  // N = B x T of a micro-batch
+  int64_t tokens = 0;                // N = B x T of a micro-batch
   int64_t width = 0, heads = 0, vocab = 0, padded_vocab = 0, context = 0;
   Precision precision = Precision::kFp32;  // the job's: what the activations take (the kernels ran in it)
   // A CPU worker's resident memory besides its tensors (libraries, BLAS buffers, token data), measured by
   // the calibration; 0 for GPU workers. Part of every stage's memory.
   int64_t process_bytes = 0;
-  Device device = Device::kCpu;     // where the kernels were timed
-  double calibration_seconds = 0;   // what the calibration took, loading the plugins included
-  std::string note;                 // why a GPU job was timed on the CPU; "" otherwise
+  Device device = Device::kCpu;    // where the kernels were timed
+  double calibration_seconds = 0;  // what the calibration took, loading the plugins included
+  std::string note;                // why a GPU job was timed on the CPU; "" otherwise
 };
 
 // Times the kernels of one block, the head and the embedding at the job's micro-batch shape on this

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
-#include <ostream>
 
 #include "core/cuda_device.h"
+#include "orchestrator/planners/stage_settings.h"
 #include "storage/llmc.h"
 #include "storage/spill_store.h"
 #include "workers/llm/token_data.h"
-#include "orchestrator/planners/stage_settings.h"
 
 namespace tessel::orchestrator {
 
@@ -39,8 +39,10 @@ Status CheckBudgetFromShapes(const jobs::JobSpec& spec, const GptConfig& model, 
     std::snprintf(need, sizeof need, "%.3g", least);
     std::snprintf(short_by, sizeof short_by, "%.3g", least - static_cast<double>(budget));
     return UsageError(StrCat(origin, ": resources.memory_budget_bytes = ", budget, " cannot hold ", blocks,
-                             " blocks of model.hidden = ", model.width, " on one stage: their parameters, gradients "
-                             "and AdamW moments alone take ", need, " bytes, short by ", short_by,
+                             " blocks of model.hidden = ", model.width,
+                             " on one stage: their parameters, gradients "
+                             "and AdamW moments alone take ",
+                             need, " bytes, short by ", short_by,
                              " bytes; raise the budget, add stages or narrow the model"));
   }
   StageCosts shapes;
@@ -72,11 +74,11 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     model.padded_vocab = h.padded_vocab_size;
     if (h.num_layers != model.layers || h.channels != model.width || h.num_heads != model.heads ||
         h.max_seq_len != model.context || h.vocab_size != model.vocab) {
-      return UsageError(StrCat(jobs::KeyOrigin(spec, "model.init_from"), ": ", spec.model.init_from, " holds a GPT-2 of ",
-                               h.num_layers, " layers, width ", h.channels, ", ", h.num_heads, " heads, context ",
-                               h.max_seq_len, ", vocabulary ", h.vocab_size, "; the job asks for ", model.layers,
-                               ", ", model.width, ", ", model.heads, ", ", model.context, ", ", model.vocab,
-                               " (set model.* to match)"));
+      return UsageError(StrCat(jobs::KeyOrigin(spec, "model.init_from"), ": ", spec.model.init_from,
+                               " holds a GPT-2 of ", h.num_layers, " layers, width ", h.channels, ", ", h.num_heads,
+                               " heads, context ", h.max_seq_len, ", vocabulary ", h.vocab_size, "; the job asks for ",
+                               model.layers, ", ", model.width, ", ", model.heads, ", ", model.context, ", ",
+                               model.vocab, " (set model.* to match)"));
     }
   }
   TESSEL_RETURN_IF_ERROR(CheckBudgetFromShapes(spec, model, train, policies));
@@ -92,9 +94,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
                       (spec.job.device == jobs::DeviceChoice::kAuto && !ProbeCuda().usable());
   if (!on_cpu) costs.process_bytes = 0;
   TESSEL_ASSIGN_OR_RETURN(std::vector<StageShare> split,
-                          SplitStages(costs, policies, stages, train.microbatches,
-                                      spec.resources.memory_budget_bytes, spec.pipeline.layers,
-                                      jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
+                          SplitStages(costs, policies, stages, train.microbatches, spec.resources.memory_budget_bytes,
+                                      spec.pipeline.layers, jobs::KeyOrigin(spec, "resources.memory_budget_bytes")));
   Record spill;
   const bool plans = std::find(resolved.planned.begin(), resolved.planned.end(), true) != resolved.planned.end();
   if (plans || std::find(policies.begin(), policies.end(), SpillPolicy::kOffload) != policies.end()) {
@@ -145,7 +146,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       a->model = model;
       a->train = train;
       a->data = data;
-      a->place = workers::StagePlacement{s, stages, split[static_cast<size_t>(s)].first, split[static_cast<size_t>(s)].end, r};
+      a->place =
+          workers::StagePlacement{s, stages, split[static_cast<size_t>(s)].first, split[static_cast<size_t>(s)].end, r};
       a->init_from = spec.model.init_from;
       const StageShare& share = split[static_cast<size_t>(s)];
       a->block_policies.assign(policies.begin() + share.first, policies.begin() + share.end);
@@ -197,7 +199,8 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   Set(plan.summary, "model", "gpt2");
   Set(plan.summary, "pipeline", pipeline);
   const int64_t c = model.width;
-  const int64_t parameters = (int64_t{model.padded_vocab} + model.context) * c + model.layers * (12 * c * c + 13 * c) + 2 * c;
+  const int64_t parameters =
+      (int64_t{model.padded_vocab} + model.context) * c + model.layers * (12 * c * c + 13 * c) + 2 * c;
   Set(plan.summary, "parameters", parameters);
   Set(plan.summary, "tokens_per_step", train.global_batch() * train.seq_len);
   // The FLOPs of a training step by Megatron-LM's count (Narayanan et al. 2021, appendix): 72 B T L C^2
@@ -250,15 +253,14 @@ void StagePlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
     if (recompute > 0) policy += StrCat(policy.empty() ? "" : ", ", "recompute ", recompute);
     if (offload > 0) policy += StrCat(policy.empty() ? "" : ", ", "offload ", offload);
     std::snprintf(buf, sizeof buf, "%-6zu %-8s %-22s %-22s %14.1f %12s\n", w, stage.c_str(), what.c_str(),
-                  policy.c_str(),
-                  1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
+                  policy.c_str(), 1e3 * FindNumber(p.details, "seconds_per_microbatch").value_or(0),
                   FormatBytes(p.predicted_memory_bytes).c_str());
     out << buf;
   }
   if (pipeline) {
-    std::snprintf(buf, sizeof buf, "predicted step: %.3f s (1F1B: (%d micro-batches + %d stages - 1) x the slowest stage)\n",
-                  FindNumber(*pipeline, "predicted_step_seconds").value_or(0), spec.pipeline.microbatches,
-                  spec.pipeline.stages);
+    std::snprintf(
+        buf, sizeof buf, "predicted step: %.3f s (1F1B: (%d micro-batches + %d stages - 1) x the slowest stage)\n",
+        FindNumber(*pipeline, "predicted_step_seconds").value_or(0), spec.pipeline.microbatches, spec.pipeline.stages);
     out << buf;
   }
   const int64_t process = pipeline ? static_cast<int64_t>(FindNumber(*pipeline, "process_bytes").value_or(0)) : 0;

@@ -19,7 +19,9 @@ Result<ResolvedPolicies> ResolveBlockPolicies(const jobs::JobSpec& spec) {
     const SpillPolicy p = layers.empty() ? spec.spill.policy : layers[static_cast<size_t>(l)];
     // auto starts from offload (ChooseAutoPolicies keeps the blocks whose I/O the compute cannot hide),
     // plan from recompute (PlanPolicies).
-    out.policies.push_back(p == SpillPolicy::kAuto ? SpillPolicy::kOffload : p == SpillPolicy::kPlan ? SpillPolicy::kRecompute : p);
+    out.policies.push_back(p == SpillPolicy::kAuto   ? SpillPolicy::kOffload
+                           : p == SpillPolicy::kPlan ? SpillPolicy::kRecompute
+                                                     : p);
     out.automatic.push_back(p == SpillPolicy::kAuto);
     out.planned.push_back(p == SpillPolicy::kPlan);
   }
@@ -30,11 +32,18 @@ StageBlocks CountBlocks(const std::vector<SpillPolicy>& policies, int32_t first,
   StageBlocks b;
   for (int32_t l = first; l < end; ++l) {
     switch (policies[static_cast<size_t>(l)]) {
-      case SpillPolicy::kKeep: ++b.keep; break;
-      case SpillPolicy::kRecompute: ++b.recompute; break;
-      case SpillPolicy::kOffload: ++b.offload; break;
+      case SpillPolicy::kKeep:
+        ++b.keep;
+        break;
+      case SpillPolicy::kRecompute:
+        ++b.recompute;
+        break;
+      case SpillPolicy::kOffload:
+        ++b.offload;
+        break;
       case SpillPolicy::kAuto:  // resolved by ResolveBlockPolicies: never a block's
-      case SpillPolicy::kPlan: break;
+      case SpillPolicy::kPlan:
+        break;
     }
   }
   return b;
@@ -52,12 +61,14 @@ int64_t ActivationSize(const StageCosts& k) {
 int64_t StageActivationBytes(const StageCosts& k, int32_t s, int32_t stages, StageBlocks blocks, int32_t microbatches) {
   const int64_t f = sizeof(float), n = k.tokens, c = k.width, a = ActivationSize(k);
   const bool first = s == 0, last = s == stages - 1;
-  const auto saved = [&](SpillPolicy policy) { return workers::BlockSavedBytesPerToken(policy, c, k.heads, k.precision); };
-  int64_t per_microbatch = (int64_t{blocks.keep} * saved(SpillPolicy::kKeep) +
-                            int64_t{blocks.recompute} * saved(SpillPolicy::kRecompute) +
-                            int64_t{blocks.offload} * saved(SpillPolicy::kOffload)) *
-                               n +
-                           n * c * a;
+  const auto saved = [&](SpillPolicy policy) {
+    return workers::BlockSavedBytesPerToken(policy, c, k.heads, k.precision);
+  };
+  int64_t per_microbatch =
+      (int64_t{blocks.keep} * saved(SpillPolicy::kKeep) + int64_t{blocks.recompute} * saved(SpillPolicy::kRecompute) +
+       int64_t{blocks.offload} * saved(SpillPolicy::kOffload)) *
+          n +
+      n * c * a;
   if (first) per_microbatch += n * 4;
   if (last) per_microbatch += n * 8 + n * c * a + n * 2 * f;
   // The forward's shared x2, GELU output and residual stream into kept blocks (7 C) and LayerNorm means
@@ -126,7 +137,8 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
           if (before == kInf || !fits(sh)) continue;
           const double t = std::max(before, sh.seconds);
           if (t < best[static_cast<size_t>(s)][static_cast<size_t>(j)]) {
-            best[static_cast<size_t>(s)][static_cast<size_t>(j)] = t, from[static_cast<size_t>(s)][static_cast<size_t>(j)] = i;
+            best[static_cast<size_t>(s)][static_cast<size_t>(j)] = t,
+            from[static_cast<size_t>(s)][static_cast<size_t>(j)] = i;
           }
         }
       }
@@ -142,23 +154,24 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
             const int64_t before = mem[static_cast<size_t>(s - 1)][static_cast<size_t>(i)];
             if (before == std::numeric_limits<int64_t>::max()) continue;
             const int64_t m = std::max(before, share(s, i, j).memory_bytes);
-            mem[static_cast<size_t>(s)][static_cast<size_t>(j)] = std::min(mem[static_cast<size_t>(s)][static_cast<size_t>(j)], m);
+            mem[static_cast<size_t>(s)][static_cast<size_t>(j)] =
+                std::min(mem[static_cast<size_t>(s)][static_cast<size_t>(j)], m);
           }
         }
       }
       const int64_t least = mem[S - 1][L];
       // Blocks that all recompute already keep the least they can (spill.policy = "plan" splits so).
-      const bool keep_least = std::all_of(policies.begin(), policies.end(),
-                                          [](SpillPolicy p) { return p == SpillPolicy::kRecompute; });
-      return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget,
-                               " cannot hold any split of ", layers, " blocks into ", stages,
-                               " stages: the split with the smallest largest stage needs ", least,
-                               " bytes on that stage, short by ", least - budget, " bytes (",
-                               (least - budget + (1 << 20) - 1) >> 20,
-                               " MiB); raise the budget, add stages, shrink the micro-batch (train.batch_size, "
-                               "or more pipeline.microbatches)",
-                               keep_least ? "" : ", or let blocks keep less (spill.policy = \"plan\", \"offload\" "
-                                                 "or \"recompute\")"));
+      const bool keep_least =
+          std::all_of(policies.begin(), policies.end(), [](SpillPolicy p) { return p == SpillPolicy::kRecompute; });
+      return UsageError(
+          StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget, " cannot hold any split of ", layers,
+                 " blocks into ", stages, " stages: the split with the smallest largest stage needs ", least,
+                 " bytes on that stage, short by ", least - budget, " bytes (", (least - budget + (1 << 20) - 1) >> 20,
+                 " MiB); raise the budget, add stages, shrink the micro-batch (train.batch_size, "
+                 "or more pipeline.microbatches)",
+                 keep_least ? ""
+                            : ", or let blocks keep less (spill.policy = \"plan\", \"offload\" "
+                              "or \"recompute\")"));
     }
     std::vector<int32_t> ends(S);
     int32_t j = layers;
@@ -176,8 +189,8 @@ Result<std::vector<StageShare>> SplitStages(const StageCosts& k, const std::vect
     for (size_t s = 0; s < out.size(); ++s) {
       if (out[s].memory_bytes > budget) {
         return UsageError(StrCat(budget_origin, ": resources.memory_budget_bytes = ", budget, " but stage ", s,
-                                 " (blocks ", out[s].first, "..", out[s].end - 1, ") needs about ",
-                                 out[s].memory_bytes, " bytes: short by ", out[s].memory_bytes - budget, " bytes"));
+                                 " (blocks ", out[s].first, "..", out[s].end - 1, ") needs about ", out[s].memory_bytes,
+                                 " bytes: short by ", out[s].memory_bytes - budget, " bytes"));
       }
     }
   }
@@ -242,8 +255,8 @@ double StageStallSeconds(const StageCosts& k, const std::vector<SpillPolicy>& po
 
 // A stage's predicted seconds per micro-batch under `policies`: its blocks, the recomputed forwards, the
 // embedding and head, and the I/O stall of its offloaded blocks.
-double StageSeconds(const StageCosts& k, const std::vector<SpillPolicy>& policies, const StageShare& sh,
-                    int32_t s, int32_t stages, double between, const SpillBandwidth& bandwidth) {
+double StageSeconds(const StageCosts& k, const std::vector<SpillPolicy>& policies, const StageShare& sh, int32_t s,
+                    int32_t stages, double between, const SpillBandwidth& bandwidth) {
   const StageBlocks b = CountBlocks(policies, sh.first, sh.end);
   return b.total() * k.block_seconds + b.recompute * k.block_forward_seconds + (s == 0 ? k.embed_seconds : 0) +
          (s == stages - 1 ? k.head_seconds : 0) + StageStallSeconds(k, policies, sh, between, bandwidth);

@@ -65,9 +65,8 @@ struct StageShare {
 // bytes per worker (0 = none); `fixed` (blocks per stage) overrides the choice. kUsage naming the
 // shortfall when no split fits.
 Result<std::vector<StageShare>> SplitStages(const StageCosts& costs, const std::vector<SpillPolicy>& policies,
-                                            int32_t stages,
-                                            int32_t microbatches, int64_t budget, const std::vector<int32_t>& fixed,
-                                            const std::string& budget_origin);
+                                            int32_t stages, int32_t microbatches, int64_t budget,
+                                            const std::vector<int32_t>& fixed, const std::string& budget_origin);
 
 // The I/O stall (seconds per micro-batch) of a stage whose blocks offload where `offload` is true: each
 // offloaded block's activations (`block_bytes`) are written after its forward and read back, at most

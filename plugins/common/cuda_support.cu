@@ -1,9 +1,9 @@
-#include "cuda_support.h"
-
 #include <array>
 #include <map>
 #include <memory>
 #include <optional>
+
+#include "cuda_support.h"
 
 namespace tessel::kernels {
 
@@ -161,9 +161,18 @@ bool LinearEpilogueLt(cudaStream_t stream, cudaDataType_t type, int64_t n, int64
   // answer "none" included; only the pointers are set per call, under the lock, which the enqueue holds too.
   int device = 0;
   CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
-  const std::array<int64_t, 12> key{device, static_cast<int64_t>(type), n, k, o, gelu != nullptr,
-                                    AlignmentOf(w), AlignmentOf(x), AlignmentOf(d), AlignmentOf(b),
-                                    gelu != nullptr ? AlignmentOf(pre) : 0, static_cast<int64_t>(workspace_bytes)};
+  const std::array<int64_t, 12> key{device,
+                                    static_cast<int64_t>(type),
+                                    n,
+                                    k,
+                                    o,
+                                    gelu != nullptr,
+                                    AlignmentOf(w),
+                                    AlignmentOf(x),
+                                    AlignmentOf(d),
+                                    AlignmentOf(b),
+                                    gelu != nullptr ? AlignmentOf(pre) : 0,
+                                    static_cast<int64_t>(workspace_bytes)};
   struct Plan {
     LtMatmul m;
     std::optional<cublasLtMatmulAlgo_t> algo;

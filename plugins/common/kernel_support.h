@@ -144,8 +144,8 @@ void DispatchFloating(int32_t dtype, F&& f) {
   } else if (kBf16 && dtype == TESSEL_DTYPE_BF16) {
     if constexpr (kBf16) f(Bf16{});
   } else {
-    Fail(TESSEL_STATUS_INVALID_ARGUMENT, std::string("expected a floating dtype (f32, f64") + (kBf16 ? ", bf16" : "") +
-                                             "), got " + DTypeLabel(dtype));
+    Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+         std::string("expected a floating dtype (f32, f64") + (kBf16 ? ", bf16" : "") + "), got " + DTypeLabel(dtype));
   }
 }
 

@@ -2,9 +2,9 @@
 // and with -fno-math-errno, so that std::sqrt vectorises (the argument is never negative).
 #include "row_ops.h"
 
-#include "fast_exp.h"
-
 #include <cmath>
+
+#include "fast_exp.h"
 
 namespace tessel::kernels {
 namespace {

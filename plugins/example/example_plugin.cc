@@ -82,9 +82,14 @@ tessel_status* CpuKernel(void* kernel_state, const tessel_kernel_call* call) {
   try {
     const Op op = *static_cast<const Op*>(kernel_state);
     switch (call->outputs[0].dtype) {
-      case TESSEL_DTYPE_F32: RunCpu<float>(op, call); break;
-      case TESSEL_DTYPE_F64: RunCpu<double>(op, call); break;
-      default: return call->make_status(call->host_ctx, TESSEL_STATUS_INVALID_ARGUMENT, "T must be f32 or f64");
+      case TESSEL_DTYPE_F32:
+        RunCpu<float>(op, call);
+        break;
+      case TESSEL_DTYPE_F64:
+        RunCpu<double>(op, call);
+        break;
+      default:
+        return call->make_status(call->host_ctx, TESSEL_STATUS_INVALID_ARGUMENT, "T must be f32 or f64");
     }
     return nullptr;  // success
   } catch (const std::exception& e) {
@@ -99,10 +104,10 @@ tessel_status* CudaKernel(void* kernel_state, const tessel_kernel_call* call) {
   const Op op = *static_cast<const Op*>(kernel_state);
   const tessel_tensor& y = call->outputs[0];
   const bool f64 = y.dtype == TESSEL_DTYPE_F64;
-  const char* error = op == Op::kReluFwd
-                          ? example_relu_fwd_cuda(call->inputs[0].data, y.data, Numel(y), f64, call->cuda_stream)
-                          : example_relu_bwd_cuda(call->inputs[0].data, call->inputs[1].data, y.data, Numel(y), f64,
-                                                  call->cuda_stream);
+  const char* error =
+      op == Op::kReluFwd
+          ? example_relu_fwd_cuda(call->inputs[0].data, y.data, Numel(y), f64, call->cuda_stream)
+          : example_relu_bwd_cuda(call->inputs[0].data, call->inputs[1].data, y.data, Numel(y), f64, call->cuda_stream);
   return error == nullptr ? nullptr : call->make_status(call->host_ctx, TESSEL_STATUS_INTERNAL, error);
 }
 #endif
@@ -137,17 +142,21 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
 
   tessel_status* st = Register(host, kScaleOp, kScaleSchema, TESSEL_DEVICE_CPU, &CpuKernel, &kScale);
   if (st == nullptr) {
-    st = Register(host, tessel_op_nn_relu_fwd.name, tessel_op_nn_relu_fwd.schema, TESSEL_DEVICE_CPU, &CpuKernel, &kReluFwd);
+    st = Register(host, tessel_op_nn_relu_fwd.name, tessel_op_nn_relu_fwd.schema, TESSEL_DEVICE_CPU, &CpuKernel,
+                  &kReluFwd);
   }
   if (st == nullptr) {
-    st = Register(host, tessel_op_nn_relu_bwd.name, tessel_op_nn_relu_bwd.schema, TESSEL_DEVICE_CPU, &CpuKernel, &kReluBwd);
+    st = Register(host, tessel_op_nn_relu_bwd.name, tessel_op_nn_relu_bwd.schema, TESSEL_DEVICE_CPU, &CpuKernel,
+                  &kReluBwd);
   }
 #ifdef TESSEL_EXAMPLE_CUDA
   if (st == nullptr) {
-    st = Register(host, tessel_op_nn_relu_fwd.name, tessel_op_nn_relu_fwd.schema, TESSEL_DEVICE_CUDA, &CudaKernel, &kReluFwd);
+    st = Register(host, tessel_op_nn_relu_fwd.name, tessel_op_nn_relu_fwd.schema, TESSEL_DEVICE_CUDA, &CudaKernel,
+                  &kReluFwd);
   }
   if (st == nullptr) {
-    st = Register(host, tessel_op_nn_relu_bwd.name, tessel_op_nn_relu_bwd.schema, TESSEL_DEVICE_CUDA, &CudaKernel, &kReluBwd);
+    st = Register(host, tessel_op_nn_relu_bwd.name, tessel_op_nn_relu_bwd.schema, TESSEL_DEVICE_CUDA, &CudaKernel,
+                  &kReluBwd);
   }
 #endif
   return st;

@@ -21,7 +21,9 @@ __global__ void ReluBwd(const T* dy, const T* y, T* dx, int64_t n) {
 }
 
 constexpr int kThreads = 256;
-unsigned Blocks(int64_t n) { return static_cast<unsigned>(n <= 0 ? 1 : n / kThreads + 1 < 4096 ? n / kThreads + 1 : 4096); }
+unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>(n <= 0 ? 1 : n / kThreads + 1 < 4096 ? n / kThreads + 1 : 4096);
+}
 
 const char* LaunchError() {
   const cudaError_t err = cudaGetLastError();
@@ -41,15 +43,16 @@ extern "C" const char* example_relu_fwd_cuda(const void* x, void* y, int64_t n, 
   return LaunchError();
 }
 
-extern "C" const char* example_relu_bwd_cuda(const void* dy, const void* y, void* dx, int64_t n, int f64, void* stream) {
+extern "C" const char* example_relu_bwd_cuda(const void* dy, const void* y, void* dx, int64_t n, int f64,
+                                             void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   if (n == 0) return nullptr;
   if (f64) {
     ReluBwd<<<Blocks(n), kThreads, 0, s>>>(static_cast<const double*>(dy), static_cast<const double*>(y),
-                                          static_cast<double*>(dx), n);
+                                           static_cast<double*>(dx), n);
   } else {
     ReluBwd<<<Blocks(n), kThreads, 0, s>>>(static_cast<const float*>(dy), static_cast<const float*>(y),
-                                          static_cast<float*>(dx), n);
+                                           static_cast<float*>(dx), n);
   }
   return LaunchError();
 }

@@ -135,7 +135,8 @@ void AttentionFwdCpu::Run(const KernelArgs& args, const AttentionFwdArgs<T>& a) 
       } else {
         // Rows [0, i1) of this head's q, k and v, widened, 3 hs apart; Y rounded as it is stored.
         for (int64_t t = 0; t < i1; ++t) {
-          for (int64_t part = 0; part < 3; ++part) Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
+          for (int64_t part = 0; part < 3; ++part)
+            Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
         }
         ForwardTile<F>(i0, i1, hs, scale, wide.data(), 3 * hs, hs, y_tile.data(), hs, lse_rows, true, w);
         for (int64_t r = 0; r < i1 - i0; ++r) Store<T>(y_tile.data() + r * hs, hs, y_rows + r * c);
@@ -150,9 +151,10 @@ template <typename F>
 struct BackwardScratch {
   std::vector<F> prob_tile = std::vector<F>(static_cast<size_t>(kQueryTile * kKeyTile));   // P
   std::vector<F> dprob_tile = std::vector<F>(static_cast<size_t>(kQueryTile * kKeyTile));  // dP, then dS
-  std::vector<F> dk_acc, dv_acc, dvec;                                                      // dK_j, dV_j, D
+  std::vector<F> dk_acc, dv_acc, dvec;                                                     // dK_j, dV_j, D
   BackwardScratch(int64_t s, int64_t hs)
-      : dk_acc(static_cast<size_t>(kKeyTile * hs)), dv_acc(static_cast<size_t>(kKeyTile * hs)),
+      : dk_acc(static_cast<size_t>(kKeyTile * hs)),
+        dv_acc(static_cast<size_t>(kKeyTile * hs)),
         dvec(static_cast<size_t>(s)) {}
 };
 
@@ -229,12 +231,13 @@ void AttentionBwdCpu::Run(const KernelArgs& args, const AttentionBwdArgs<T>& a) 
         BackwardHead<F>(s, hs, scale, base, q, c, dy_seq, y_seq, c, lse_seq, dbase, false, w);
       } else {
         for (int64_t t = 0; t < s; ++t) {
-          for (int64_t part = 0; part < 3; ++part) Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
+          for (int64_t part = 0; part < 3; ++part)
+            Widened(base + t * q + part * c, hs, wide.data() + (t * 3 + part) * hs);
           Widened(dy_seq + t * c, hs, dy_wide.data() + t * hs);
           Widened(y_seq + t * c, hs, y_wide.data() + t * hs);
         }
-        BackwardHead<F>(s, hs, scale, wide.data(), 3 * hs, hs, dy_wide.data(), y_wide.data(), hs, lse_seq,
-                        dwide.data(), true, w);
+        BackwardHead<F>(s, hs, scale, wide.data(), 3 * hs, hs, dy_wide.data(), y_wide.data(), hs, lse_seq, dwide.data(),
+                        true, w);
         for (int64_t t = 0; t < s; ++t) {
           for (int64_t part = 0; part < 3; ++part) {
             Store<T>(dwide.data() + (t * 3 + part) * hs, hs, dbase + t * q + part * c);

@@ -33,11 +33,11 @@ namespace {
 namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 
-constexpr int kTile = 64;                 // queries and keys per tile
-constexpr int kWarps = kTile / 16;        // a warp per 16 rows
+constexpr int kTile = 64;           // queries and keys per tile
+constexpr int kWarps = kTile / 16;  // a warp per 16 rows
 constexpr int kThreads = 32 * kWarps;
-constexpr int kScoreLd = kTile + 4;       // f32 score tiles
-constexpr int kProbLd = kTile + 8;        // bf16 P and dS tiles
+constexpr int kScoreLd = kTile + 4;  // f32 score tiles
+constexpr int kProbLd = kTile + 8;   // bf16 P and dS tiles
 // The backward stages its f32 results, kTile x (hsp + 4), where its two f32 score tiles were.
 static_assert(kTile * ((kMaxHeadSize + 15) / 16 * 16 + 4) <= 2 * kTile * kScoreLd,
               "a tile of f32 results at the largest head size must fit in the two score tiles");
@@ -155,9 +155,9 @@ __global__ void __launch_bounds__(kThreads)
   const BlockTile tile = TileOfBlock<kTile>(dm);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = warp * 16 + lane / 2, c0 = lane % 2 * (kTile / 2);  // this lane's row and its 32 columns
-  const int64_t i = tile.t0 + row;                                     // its query (maybe past the sequence)
-  const int o0 = lane % 2 * (t.hsp / 2);                               // its half of O's row
-  const Bf16* base = qkv + tile.bi * dm.s * dm.q + tile.hi * dm.hs;    // q of (b, 0, h); k at +c, v at +2c
+  const int64_t i = tile.t0 + row;                                    // its query (maybe past the sequence)
+  const int o0 = lane % 2 * (t.hsp / 2);                              // its half of O's row
+  const Bf16* base = qkv + tile.bi * dm.s * dm.q + tile.hi * dm.hs;   // q of (b, 0, h); k at +c, v at +2c
   StageRows(base + tile.t0 * dm.q, dm.q, tile.count, t, vec, sq);
   float m = -INFINITY, l = 0.0f;
   for (int64_t j0 = 0; j0 <= tile.t0; j0 += kTile) {  // key tiles up to the diagonal one
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kThreads)
       sd[u] = u < rows ? dvec[seq + i0 + u] : 0.0f;
     }
     __syncthreads();
-    ScoreRows(sk + warp * 16 * t.ldh, sq, t, ss + warp * 16 * kScoreLd);   // S^T = K_j Q_i^T
+    ScoreRows(sk + warp * 16 * t.ldh, sq, t, ss + warp * 16 * kScoreLd);    // S^T = K_j Q_i^T
     ScoreRows(sv + warp * 16 * t.ldh, sdy, t, sdp + warp * 16 * kScoreLd);  // dP^T = V_j dY_i^T
     __syncwarp();
     for (int c = c0; c < c0 + kTile / 2; ++c) {
@@ -327,14 +327,14 @@ __global__ void __launch_bounds__(kThreads)
       sp[row * kProbLd + c] = __float2bfloat16_rn(p);
       sds[row * kProbLd + c] = __float2bfloat16_rn(p * (sdp[row * kScoreLd + c] - sd[c]));
     }
-    __syncwarp();  // the warp's rows of P^T and dS^T are written
-    AddProductRows<kFrags>(sp + warp * 16 * kProbLd, sdy, t, dv);   // dV_j += P^T dY_i
-    AddProductRows<kFrags>(sds + warp * 16 * kProbLd, sq, t, dk);   // dK_j += dS^T Q_i
+    __syncwarp();                                                  // the warp's rows of P^T and dS^T are written
+    AddProductRows<kFrags>(sp + warp * 16 * kProbLd, sdy, t, dv);  // dV_j += P^T dY_i
+    AddProductRows<kFrags>(sds + warp * 16 * kProbLd, sq, t, dk);  // dK_j += dS^T Q_i
   }
   Bf16* out_rows = dqkv + (tile.bi * dm.s + tile.t0) * dm.q + tile.hi * dm.hs;
-  float* out = ss;  // kTile x ldo fits in S^T and dP^T
+  float* out = ss;                         // kTile x ldo fits in S^T and dP^T
   for (int part = 1; part <= 2; ++part) {  // dK_j (scaled), then dV_j
-    __syncthreads();  // every warp is done with S^T and dP^T, or the block with dK_j's staging
+    __syncthreads();                       // every warp is done with S^T and dP^T, or the block with dK_j's staging
 #pragma unroll
     for (int n = 0; n < kFrags; ++n) {
       if (n * 16 < t.hsp) {

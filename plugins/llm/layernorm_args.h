@@ -58,7 +58,7 @@ struct LayernormBackwardArgs {
   const T* dy = nullptr;
   const T* x = nullptr;  // X, or Y when saved == kOutput
   const T* w = nullptr;
-  const T* b = nullptr;     // kOutput only, else null
+  const T* b = nullptr;                 // kOutput only, else null
   const Accumulate<T>* mean = nullptr;  // kInput only, else null
   const Accumulate<T>* rstd = nullptr;
   T* dx = nullptr;

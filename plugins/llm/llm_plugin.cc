@@ -25,15 +25,21 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
       " and CUDA"
 #endif
       ")";
-  const KernelRegistration cpu[] = {EncoderFwdCpuKernel(),   EncoderBwdCpuKernel(),
-                                    LayernormFwdCpuKernel(), LayernormBwdCpuKernel(),
-                                    LayernormBwdFromOutputCpuKernel(), AttentionFwdCpuKernel(),
+  const KernelRegistration cpu[] = {EncoderFwdCpuKernel(),
+                                    EncoderBwdCpuKernel(),
+                                    LayernormFwdCpuKernel(),
+                                    LayernormBwdCpuKernel(),
+                                    LayernormBwdFromOutputCpuKernel(),
+                                    AttentionFwdCpuKernel(),
                                     AttentionBwdCpuKernel()};
   if (tessel_status* status = RegisterKernels(host, cpu, TESSEL_DEVICE_CPU, nullptr)) return status;
 #if TESSEL_LLM_WITH_CUDA
-  const KernelRegistration cuda[] = {EncoderFwdCudaKernel(),   EncoderBwdCudaKernel(),
-                                     LayernormFwdCudaKernel(), LayernormBwdCudaKernel(),
-                                     LayernormBwdFromOutputCudaKernel(), AttentionFwdCudaKernel(),
+  const KernelRegistration cuda[] = {EncoderFwdCudaKernel(),
+                                     EncoderBwdCudaKernel(),
+                                     LayernormFwdCudaKernel(),
+                                     LayernormBwdCudaKernel(),
+                                     LayernormBwdFromOutputCudaKernel(),
+                                     AttentionFwdCudaKernel(),
                                      AttentionBwdCudaKernel()};
   if (tessel_status* status = RegisterKernels(host, cuda, TESSEL_DEVICE_CUDA, CudaState())) return status;
 #endif

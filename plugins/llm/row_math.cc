@@ -2,12 +2,12 @@
 // and with -fno-math-errno, so that std::sqrt and std::exp need no errno path.
 #include "row_math.h"
 
-#include "fast_exp.h"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+
+#include "fast_exp.h"
 
 namespace tessel::kernels::llm {
 namespace {

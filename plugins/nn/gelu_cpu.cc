@@ -68,8 +68,8 @@ struct GeluTanhBwdCpu {
       for (int64_t j0 = i0; j0 < i1; j0 += kWideChunk) {
         const int64_t m = std::min(kWideChunk, i1 - j0);
         Accumulate<T>* out = ComputeInto(dx + j0, rows.data() + (kWidened<T> ? 2 * kWideChunk : 0));
-        GeluTanhBwdRow(m, Widened(dy + j0, m, rows.data()), Widened(x + j0, m, rows.data() + (kWidened<T> ? kWideChunk : 0)),
-                       out);
+        GeluTanhBwdRow(m, Widened(dy + j0, m, rows.data()),
+                       Widened(x + j0, m, rows.data() + (kWidened<T> ? kWideChunk : 0)), out);
         Store<T>(out, m, dx + j0);
       }
     });

@@ -7,11 +7,11 @@
 // deterministic. Under bf16 the GEMMs take bf16 operands on the tensor cores with f32 sums (cublasGemmEx):
 // Y = X W^T + b and dX are rounded to bf16 once, dW and db (f32) accumulate in f32, as linear_cpu.cc's
 // reference does. Arguments: linear_args.h.
+#include <type_traits>
+
 #include "cuda_support.h"
 #include "linear_args.h"
 #include "linear_gelu.h"
-
-#include <type_traits>
 
 namespace tessel::kernels::nn {
 namespace {

@@ -76,8 +76,8 @@ struct LinearBwdArgs {
     int64_t db_rows = kUnbound;
     a.db = args.Out<Accumulate<T>>(2, "db", {&db_rows});
     if (db_rows != 0 && db_rows != a.o) {
-      Fail(TESSEL_STATUS_INVALID_ARGUMENT, "output 'db' must have 0 rows (skip) or O = " + std::to_string(a.o) +
-                                               ", has " + std::to_string(db_rows));
+      Fail(TESSEL_STATUS_INVALID_ARGUMENT,
+           "output 'db' must have 0 rows (skip) or O = " + std::to_string(a.o) + ", has " + std::to_string(db_rows));
     }
     if (db_rows == 0) a.db = nullptr;
     if (dx_rows != 0 && dx_rows != a.n) {

@@ -26,21 +26,21 @@ extern "C" TESSEL_PLUGIN_EXPORT tessel_status* tessel_plugin_init(const tessel_h
       " and CUDA"
 #endif
       ")";
-  const KernelRegistration cpu[] = {ReluFwdCpuKernel(),      ReluBwdCpuKernel(),      GeluFwdCpuKernel(),
-                                    GeluBwdCpuKernel(),      SoftmaxXentCpuKernel(),  GemmCpuKernel(),
-                                    AdamStepCpuKernel(),     EmbeddingFwdCpuKernel(), EmbeddingBwdCpuKernel(),
-                                    AdamStepRowsCpuKernel(), LinearFwdCpuKernel(),    LinearBwdCpuKernel(),
-                                    GeluTanhFwdCpuKernel(),  GeluTanhBwdCpuKernel(),  AddCpuKernel(),
-                                    SumSquaresCpuKernel(),   AdamwStepCpuKernel(),    CastCpuKernel(),
+  const KernelRegistration cpu[] = {ReluFwdCpuKernel(),          ReluBwdCpuKernel(),      GeluFwdCpuKernel(),
+                                    GeluBwdCpuKernel(),          SoftmaxXentCpuKernel(),  GemmCpuKernel(),
+                                    AdamStepCpuKernel(),         EmbeddingFwdCpuKernel(), EmbeddingBwdCpuKernel(),
+                                    AdamStepRowsCpuKernel(),     LinearFwdCpuKernel(),    LinearBwdCpuKernel(),
+                                    GeluTanhFwdCpuKernel(),      GeluTanhBwdCpuKernel(),  AddCpuKernel(),
+                                    SumSquaresCpuKernel(),       AdamwStepCpuKernel(),    CastCpuKernel(),
                                     LinearGeluTanhFwdCpuKernel()};
   if (tessel_status* status = RegisterKernels(host, cpu, TESSEL_DEVICE_CPU, nullptr)) return status;
 #if TESSEL_NN_WITH_CUDA
-  const KernelRegistration cuda[] = {ReluFwdCudaKernel(),      ReluBwdCudaKernel(),      GeluFwdCudaKernel(),
-                                     GeluBwdCudaKernel(),      SoftmaxXentCudaKernel(),  GemmCudaKernel(),
-                                     AdamStepCudaKernel(),     EmbeddingFwdCudaKernel(), EmbeddingBwdCudaKernel(),
-                                     AdamStepRowsCudaKernel(), LinearFwdCudaKernel(),    LinearBwdCudaKernel(),
-                                     GeluTanhFwdCudaKernel(),  GeluTanhBwdCudaKernel(),  AddCudaKernel(),
-                                     SumSquaresCudaKernel(),   AdamwStepCudaKernel(),    CastCudaKernel(),
+  const KernelRegistration cuda[] = {ReluFwdCudaKernel(),          ReluBwdCudaKernel(),      GeluFwdCudaKernel(),
+                                     GeluBwdCudaKernel(),          SoftmaxXentCudaKernel(),  GemmCudaKernel(),
+                                     AdamStepCudaKernel(),         EmbeddingFwdCudaKernel(), EmbeddingBwdCudaKernel(),
+                                     AdamStepRowsCudaKernel(),     LinearFwdCudaKernel(),    LinearBwdCudaKernel(),
+                                     GeluTanhFwdCudaKernel(),      GeluTanhBwdCudaKernel(),  AddCudaKernel(),
+                                     SumSquaresCudaKernel(),       AdamwStepCudaKernel(),    CastCudaKernel(),
                                      LinearGeluTanhFwdCudaKernel()};
   if (tessel_status* status = RegisterKernels(host, cuda, TESSEL_DEVICE_CUDA, CudaState())) return status;
 #endif

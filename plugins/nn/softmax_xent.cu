@@ -21,8 +21,8 @@ constexpr int kRowThreads = 256;  // a power of two: the tree reductions halve i
 // classifier) is safe: every read of the row but each thread's own last one precedes the barrier before
 // the first write, and the last pass reads and writes each element in the same thread.
 template <typename T>
-__global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uint8_t* mask, double scale,
-                               int64_t n, int64_t c, T* dlogits, double* row_loss, int64_t* row_correct) {
+__global__ void XentRowsKernel(const T* logits, const int64_t* labels, const uint8_t* mask, double scale, int64_t n,
+                               int64_t c, T* dlogits, double* row_loss, int64_t* row_correct) {
   __shared__ double red[kRowThreads];
   __shared__ int64_t arg[kRowThreads];
   const int t = threadIdx.x;

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   if (!read.ok()) return Fail(read.status().ToString());
   std::vector<storage::NamedTensor> tensors = std::move(read).value();
   if (mode == "list") {
-    for (const storage::NamedTensor& t : tensors) std::printf("%s %lld\n", t.name.c_str(), static_cast<long long>(t.tensor.numel()));
+    for (const storage::NamedTensor& t : tensors)
+      std::printf("%s %lld\n", t.name.c_str(), static_cast<long long>(t.tensor.numel()));
     return 0;
   }
   if (mode == "norms") {
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
         l2 += static_cast<double>(x[i]) * x[i];
         probe += w * x[i];
       }
-      std::printf("%s %lld %.17g %.17g\n", t.name.c_str(), static_cast<long long>(t.tensor.numel()), std::sqrt(l2), probe);
+      std::printf("%s %lld %.17g %.17g\n", t.name.c_str(), static_cast<long long>(t.tensor.numel()), std::sqrt(l2),
+                  probe);
     }
     return 0;
   }

@@ -65,12 +65,14 @@ int Check(const std::string& path, workers::WorkerComm& comm) {
       const Status s = workers::FetchFeatureRows(rows, part_of, rank, ids, out.data(), comm, &local, &remote);
       if (!s.ok()) return Fail(rank, StrCat(mode_name, " batch ", batch, ": ", s.ToString()));
       if (local + remote != static_cast<int64_t>(count)) {
-        return Fail(rank, StrCat(mode_name, " batch ", batch, ": ", local, " local + ", remote, " remote rows of ", count));
+        return Fail(rank,
+                    StrCat(mode_name, " batch ", batch, ": ", local, " local + ", remote, " remote rows of ", count));
       }
       remote_total += remote;
       for (size_t i = 0; i < count; ++i) {
         const float* want = all.data() + ids[i] * dim;
-        if (std::memcmp(out.data() + i * static_cast<size_t>(dim), want, static_cast<size_t>(dim) * sizeof(float)) != 0) {
+        if (std::memcmp(out.data() + i * static_cast<size_t>(dim), want, static_cast<size_t>(dim) * sizeof(float)) !=
+            0) {
           return Fail(rank, StrCat(mode_name, " batch ", batch, " row ", i, " (node ", ids[i], ", owner ",
                                    part_of[static_cast<size_t>(ids[i])], ") differs from the file"));
         }
@@ -93,9 +95,10 @@ int Check(const std::string& path, workers::WorkerComm& comm) {
     }
   }
   if (size > 1 && remote_total == 0) return Fail(rank, "no row came from another rank");
-  std::printf("rank %d: %lld rows of %lld floats equal to the file (%lld from other ranks), mapped and pinned; "
-              "an out-of-range id is a clean error on rank 1\n",
-              rank, static_cast<long long>(checked), static_cast<long long>(dim), static_cast<long long>(remote_total));
+  std::printf(
+      "rank %d: %lld rows of %lld floats equal to the file (%lld from other ranks), mapped and pinned; "
+      "an out-of-range id is a clean error on rank 1\n",
+      rank, static_cast<long long>(checked), static_cast<long long>(dim), static_cast<long long>(remote_total));
   return 0;
 }
 

@@ -62,7 +62,8 @@ int Receiver() {
     Result<workers::Message> m = workers::PollMessage(0, kTag, std::chrono::seconds(30));
     if (!m.ok()) return Fail(1, m.status().ToString());
     if (m->source < 0) return Fail(1, "message " + std::to_string(round) + " never came");
-    if (m->bytes.size() != kBytes) return Fail(1, "message " + std::to_string(round) + " has " + std::to_string(m->bytes.size()) + " bytes");
+    if (m->bytes.size() != kBytes)
+      return Fail(1, "message " + std::to_string(round) + " has " + std::to_string(m->bytes.size()) + " bytes");
     for (size_t i = 0; i < kBytes; ++i) {
       if (m->bytes[i] != Pattern(i, round)) {
         return Fail(1, "message " + std::to_string(round) + " differs at byte " + std::to_string(i) +

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "workers/protocol.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "workers/protocol.h"
 
 namespace tessel::workers {
 namespace {

@@ -25,14 +25,12 @@ class WorkerComm {
   virtual Status AllreduceSum(int64_t* data, int64_t count) = 0;
 
   // Personalised exchange: send[p] goes to worker p, recv[p] is resized to what p sent.
-  virtual Status AllToAll(const std::vector<std::vector<int64_t>>& send,
-                          std::vector<std::vector<int64_t>>* recv) = 0;
+  virtual Status AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) = 0;
   // Float exchange with sizes known to both sides: send_counts[p] floats from send_buf at
   // send_offsets[p] go to p; recv_counts[p] floats from p land at recv_buf + recv_offsets[p].
   virtual Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
                            const std::vector<int64_t>& send_offsets, float* recv_buf,
-                           const std::vector<int64_t>& recv_counts,
-                           const std::vector<int64_t>& recv_offsets) = 0;
+                           const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) = 0;
   // A communicator over the same workers that a second thread may use while this one is in use (its
   // collectives never match this one's). Collective: every worker calls it. kUnavailable-style
   // kInternal when the implementation cannot (MPI without MPI_THREAD_MULTIPLE).
@@ -89,14 +87,13 @@ class LocalComm final : public WorkerComm {
   Status AllreduceSum(float*, int64_t) override { return Status(); }
   Status AllreduceSum(double*, int64_t) override { return Status(); }
   Status AllreduceSum(int64_t*, int64_t) override { return Status(); }
-  Status AllToAll(const std::vector<std::vector<int64_t>>& send,
-                  std::vector<std::vector<int64_t>>* recv) override {
+  Status AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) override {
     *recv = send;
     return Status();
   }
   Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
-                   const std::vector<int64_t>& send_offsets, float* recv_buf,
-                   const std::vector<int64_t>&, const std::vector<int64_t>& recv_offsets) override {
+                   const std::vector<int64_t>& send_offsets, float* recv_buf, const std::vector<int64_t>&,
+                   const std::vector<int64_t>& recv_offsets) override {
     for (int64_t i = 0; i < send_counts[0]; ++i) recv_buf[recv_offsets[0] + i] = send_buf[send_offsets[0] + i];
     return Status();
   }

@@ -60,8 +60,8 @@ Result<std::unique_ptr<MpiWorkerComm>> MpiWorkerComm::OverWorkers(bool is_worker
   MPI_Comm comm = MPI_COMM_NULL;
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  TESSEL_RETURN_IF_ERROR(MpiCheck(
-      MPI_Comm_split(MPI_COMM_WORLD, is_worker ? 1 : MPI_UNDEFINED, world_rank, &comm), "MPI_Comm_split"));
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Comm_split(MPI_COMM_WORLD, is_worker ? 1 : MPI_UNDEFINED, world_rank, &comm), "MPI_Comm_split"));
   if (!is_worker) return std::unique_ptr<MpiWorkerComm>();
   auto c = std::unique_ptr<MpiWorkerComm>(new MpiWorkerComm());
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -119,7 +119,8 @@ Status PollRequest(MPI_Request* request, double timeout_seconds, const std::stri
     if (done) return Status();
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_seconds) {
-      return RankFailedError(StrCat(what, ": nothing after ", static_cast<int64_t>(waited), " s (timeouts.step_seconds)"));
+      return RankFailedError(
+          StrCat(what, ": nothing after ", static_cast<int64_t>(waited), " s (timeouts.step_seconds)"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     sleep_us = std::min<int64_t>(sleep_us * 2, 1000);
@@ -141,9 +142,9 @@ Result<int64_t> MpiWorkerComm::Isend(int peer, const float* data, int64_t count,
 Status MpiWorkerComm::WaitSend(int64_t handle, double timeout_seconds) {
   auto it = sends_.find(handle);
   if (it == sends_.end()) return Status();
-  TESSEL_RETURN_IF_ERROR(PollRequest(&it->second.request, timeout_seconds,
-                                     StrCat("waiting for worker ", it->second.peer, " to take a message (tag ",
-                                            it->second.tag, ")")));
+  TESSEL_RETURN_IF_ERROR(
+      PollRequest(&it->second.request, timeout_seconds,
+                  StrCat("waiting for worker ", it->second.peer, " to take a message (tag ", it->second.tag, ")")));
   sends_.erase(it);
   return Status();
 }
@@ -170,9 +171,18 @@ namespace {
 
 template <typename T>
 MPI_Datatype MpiType();
-template <> MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
-template <> MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
-template <> MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
+template <>
+MPI_Datatype MpiType<float>() {
+  return MPI_FLOAT;
+}
+template <>
+MPI_Datatype MpiType<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+MPI_Datatype MpiType<int64_t>() {
+  return MPI_INT64_T;
+}
 
 // MPI counts are int: reduce in chunks so huge parameter vectors never overflow.
 template <typename T>
@@ -203,14 +213,13 @@ Status MpiWorkerComm::AllreduceSum(float* data, int64_t count) { return Allreduc
 Status MpiWorkerComm::AllreduceSum(double* data, int64_t count) { return Allreduce(comm_.get(), data, count); }
 Status MpiWorkerComm::AllreduceSum(int64_t* data, int64_t count) { return Allreduce(comm_.get(), data, count); }
 
-Status MpiWorkerComm::AllToAll(const std::vector<std::vector<int64_t>>& send,
-                               std::vector<std::vector<int64_t>>* recv) {
+Status MpiWorkerComm::AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) {
   const size_t n = static_cast<size_t>(size_);
   std::vector<int64_t> send_counts(n), recv_counts(n);
   for (size_t p = 0; p < n; ++p) send_counts[p] = static_cast<int64_t>(send[p].size());
-  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1,
-                                               MPI_INT64_T, comm_.get()),
-                                  "MPI_Alltoall"));
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts.data(), 1, MPI_INT64_T, comm_.get()),
+               "MPI_Alltoall"));
   std::vector<int64_t> send_buf, send_off(n), recv_off(n);
   int64_t total = 0;
   for (size_t p = 0; p < n; ++p) {
@@ -224,8 +233,8 @@ Status MpiWorkerComm::AllToAll(const std::vector<std::vector<int64_t>>& send,
   TESSEL_ASSIGN_OR_RETURN(auto so, ToInts(send_off, "all-to-all send"));
   TESSEL_ASSIGN_OR_RETURN(auto rc, ToInts(recv_counts, "all-to-all receive"));
   TESSEL_ASSIGN_OR_RETURN(auto ro, ToInts(recv_off, "all-to-all receive"));
-  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Alltoallv(send_buf.data(), sc.data(), so.data(), MPI_INT64_T,
-                                                recv_buf.data(), rc.data(), ro.data(), MPI_INT64_T, comm_.get()),
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Alltoallv(send_buf.data(), sc.data(), so.data(), MPI_INT64_T, recv_buf.data(),
+                                                rc.data(), ro.data(), MPI_INT64_T, comm_.get()),
                                   "MPI_Alltoallv"));
   recv->assign(n, {});
   for (size_t p = 0; p < n; ++p) {
@@ -236,15 +245,14 @@ Status MpiWorkerComm::AllToAll(const std::vector<std::vector<int64_t>>& send,
 
 Status MpiWorkerComm::AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
                                 const std::vector<int64_t>& send_offsets, float* recv_buf,
-                                const std::vector<int64_t>& recv_counts,
-                                const std::vector<int64_t>& recv_offsets) {
+                                const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_offsets) {
   TESSEL_ASSIGN_OR_RETURN(auto sc, ToInts(send_counts, "halo send"));
   TESSEL_ASSIGN_OR_RETURN(auto so, ToInts(send_offsets, "halo send"));
   TESSEL_ASSIGN_OR_RETURN(auto rc, ToInts(recv_counts, "halo receive"));
   TESSEL_ASSIGN_OR_RETURN(auto ro, ToInts(recv_offsets, "halo receive"));
-  return MpiCheck(MPI_Alltoallv(send_buf, sc.data(), so.data(), MPI_FLOAT, recv_buf, rc.data(), ro.data(),
-                                MPI_FLOAT, comm_.get()),
-                  "MPI_Alltoallv (halo exchange)");
+  return MpiCheck(
+      MPI_Alltoallv(send_buf, sc.data(), so.data(), MPI_FLOAT, recv_buf, rc.data(), ro.data(), MPI_FLOAT, comm_.get()),
+      "MPI_Alltoallv (halo exchange)");
 }
 
 namespace {
@@ -297,9 +305,8 @@ Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::dur
     return InternalError("message of " + std::to_string(bytes.size()) + " bytes exceeds MPI's 2 GiB limit");
   }
   MPI_Request req;
-  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag,
-                                            MPI_COMM_WORLD, &req),
-                                  "MPI_Isend"));
+  TESSEL_RETURN_IF_ERROR(MpiCheck(
+      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req), "MPI_Isend"));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // A big message moves in fragments, each only when this side calls into MPI: a sleeping sender would
   // make an 800 MB assignment take minutes, so past 1 MiB it only yields between tests.

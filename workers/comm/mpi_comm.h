@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -73,11 +73,9 @@ class MpiWorkerComm final : public WorkerComm {
   Status AllreduceSum(float* data, int64_t count) override;
   Status AllreduceSum(double* data, int64_t count) override;
   Status AllreduceSum(int64_t* data, int64_t count) override;
-  Status AllToAll(const std::vector<std::vector<int64_t>>& send,
-                  std::vector<std::vector<int64_t>>* recv) override;
+  Status AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) override;
   Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
-                   const std::vector<int64_t>& send_offsets, float* recv_buf,
-                   const std::vector<int64_t>& recv_counts,
+                   const std::vector<int64_t>& send_offsets, float* recv_buf, const std::vector<int64_t>& recv_counts,
                    const std::vector<int64_t>& recv_offsets) override;
   // MPI_Comm_dup; refused unless MPI runs with MPI_THREAD_MULTIPLE.
   Result<std::unique_ptr<WorkerComm>> Duplicate() override;

@@ -45,10 +45,12 @@ class TimedComm final : public WorkerComm {
   Status AllToAll(const std::vector<std::vector<int64_t>>& send, std::vector<std::vector<int64_t>>* recv) override {
     return Timed(kAllToAll, [&] { return inner_.AllToAll(send, recv); });
   }
-  Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts, const std::vector<int64_t>& send_offsets,
-                   float* recv_buf, const std::vector<int64_t>& recv_counts,
+  Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
+                   const std::vector<int64_t>& send_offsets, float* recv_buf, const std::vector<int64_t>& recv_counts,
                    const std::vector<int64_t>& recv_offsets) override {
-    return Timed(kAllToAll, [&] { return inner_.AllToAllV(send_buf, send_counts, send_offsets, recv_buf, recv_counts, recv_offsets); });
+    return Timed(kAllToAll, [&] {
+      return inner_.AllToAllV(send_buf, send_counts, send_offsets, recv_buf, recv_counts, recv_offsets);
+    });
   }
   Result<std::unique_ptr<WorkerComm>> Duplicate() override { return inner_.Duplicate(); }
   Result<std::unique_ptr<WorkerComm>> Split(int color) override {

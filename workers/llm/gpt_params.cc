@@ -39,8 +39,8 @@ Status GptParams::Declare() {
   for (int32_t l = p.first_block; l < p.end_block; ++l) {
     std::vector<size_t> idx;
     for (const std::string& n : BlockTensorNames()) idx.push_back(add(StrCat("h", l, ".", n), BlockTensorShape(n, c)));
-    blocks_.push_back(BlockParams{idx[0], idx[1], idx[2], idx[3], idx[4], idx[5], idx[6], idx[7], idx[8], idx[9],
-                                  idx[10], idx[11]});
+    blocks_.push_back(
+        BlockParams{idx[0], idx[1], idx[2], idx[3], idx[4], idx[5], idx[6], idx[7], idx[8], idx[9], idx[10], idx[11]});
   }
   if (p.last()) {
     lnfw_ = add("lnfw", {c});
@@ -89,8 +89,8 @@ Status GptParams::InitialValues(std::vector<float>* host) const {
       std::fill_n(w, n, 1.0f);
     } else if (store_.spec(i).shape.size() >= 2) {
       std::mt19937_64 rng(Fnv1a(name, 0xcbf29ce484222325ULL ^ (seed_ * 0x9E3779B97F4A7C15ULL)));
-      std::normal_distribution<float> dist(0.0f, base == "attprojw" || base == "fcprojw" ? static_cast<float>(proj_std)
-                                                                                        : 0.02f);
+      std::normal_distribution<float> dist(
+          0.0f, base == "attprojw" || base == "fcprojw" ? static_cast<float>(proj_std) : 0.02f);
       for (int64_t j = 0; j < n; ++j) w[j] = dist(rng);
     }
   }
@@ -102,8 +102,8 @@ Status GptParams::Init() {
   TESSEL_RETURN_IF_ERROR(store_.Allocate(device_, seed_));
   std::vector<float> host;
   TESSEL_RETURN_IF_ERROR(InitialValues(&host));
-  TESSEL_RETURN_IF_ERROR(CopyMemory(store_.flat_value().raw(), store_.flat_value().device(), host.data(),
-                                    Device::kCpu, host.size() * sizeof(float), device_.stream));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(store_.flat_value().raw(), store_.flat_value().device(), host.data(), Device::kCpu,
+                                    host.size() * sizeof(float), device_.stream));
   for (Tensor* moment : {&m_, &v_}) {
     TESSEL_ASSIGN_OR_RETURN(*moment, Tensor::Empty(DType::kF32, {store_.num_values()}, *device_.allocator));
     TESSEL_RETURN_IF_ERROR(ZeroMemory(moment->raw(), moment->device(), moment->nbytes(), device_.stream));
@@ -116,8 +116,9 @@ Status GptParams::Init() {
   if (a_.train.precision == Precision::kBf16) {
     TESSEL_ASSIGN_OR_RETURN(work_, Tensor::Empty(DType::kBF16, {store_.num_values()}, *device_.allocator));
     for (size_t i = 0; i < store_.size(); ++i) {
-      work_views_.push_back(Tensor::Borrow(static_cast<char*>(work_.raw()) + static_cast<size_t>(store_.offset(i)) * DTypeSize(DType::kBF16),
-                                           DType::kBF16, store_.value(i).shape(), work_.device()));
+      work_views_.push_back(Tensor::Borrow(
+          static_cast<char*>(work_.raw()) + static_cast<size_t>(store_.offset(i)) * DTypeSize(DType::kBF16),
+          DType::kBF16, store_.value(i).shape(), work_.device()));
     }
   }
   return RefreshWorkingCopy();
@@ -180,8 +181,14 @@ Status GptParams::Step(int64_t step, int worker, WorkerComm& world, WorkerComm& 
     Tensor value = FlatView(store_.value(i)), grad = FlatView(store_.grad(i));  // the master values
     Tensor m = Tensor::Borrow(m_.data<float>() + off, DType::kF32, {n}, m_.device());
     Tensor v = Tensor::Borrow(v_.data<float>() + off, DType::kF32, {n}, v_.device());
-    const tessel_adamw_params hp{sizeof(tessel_adamw_params), lr, t.beta1, t.beta2, t.eps,
-                                 store_.spec(i).decay == Decay::kL2 ? t.weight_decay : 0.0, scale, step};
+    const tessel_adamw_params hp{sizeof(tessel_adamw_params),
+                                 lr,
+                                 t.beta1,
+                                 t.beta2,
+                                 t.eps,
+                                 store_.spec(i).decay == Decay::kL2 ? t.weight_decay : 0.0,
+                                 scale,
+                                 step};
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_optim_adamw_step, {&value, &grad, &m, &v}, {}, hp));
   }
   TESSEL_RETURN_IF_ERROR(RefreshWorkingCopy());
@@ -190,8 +197,8 @@ Status GptParams::Step(int64_t step, int worker, WorkerComm& world, WorkerComm& 
 
 Result<std::vector<float>> GptParams::HostValues() const {
   std::vector<float> host(static_cast<size_t>(store_.num_values()));
-  TESSEL_RETURN_IF_ERROR(CopyMemory(host.data(), Device::kCpu, store_.flat_value().raw(),
-                                    store_.flat_value().device(), host.size() * sizeof(float), device_.stream));
+  TESSEL_RETURN_IF_ERROR(CopyMemory(host.data(), Device::kCpu, store_.flat_value().raw(), store_.flat_value().device(),
+                                    host.size() * sizeof(float), device_.stream));
   // The head's wte copy is declared last.
   if (a_.place.last() && !a_.place.first()) host.resize(static_cast<size_t>(store_.offset(wte_)));
   return host;

@@ -83,10 +83,10 @@ class GptParams {
   ParameterStore store_;
   size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
   std::vector<BlockParams> blocks_;
-  Tensor m_, v_;    // AdamW moments, flat like the parameters
-  Tensor sumsq_;    // the squared gradient norm (f64 [1])
-  Tensor tied_;     // the other stage's wte gradient (first and last stage of a multi-stage replica)
-  Tensor work_;     // bf16: the working copy, flat like the values; empty under fp32
+  Tensor m_, v_;                    // AdamW moments, flat like the parameters
+  Tensor sumsq_;                    // the squared gradient norm (f64 [1])
+  Tensor tied_;                     // the other stage's wte gradient (first and last stage of a multi-stage replica)
+  Tensor work_;                     // bf16: the working copy, flat like the values; empty under fp32
   std::vector<Tensor> work_views_;  // bf16: one view of work_ per parameter
 };
 

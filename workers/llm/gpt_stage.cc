@@ -39,14 +39,23 @@ class GptStageExecutor final : public Executor {
         link_(*context.comm, context.device, context.step_timeout_seconds) {}
 
   static std::vector<const tessel_op_decl*> Ops() {
-    return {&tessel_op_llm_encoder_fwd,   &tessel_op_llm_encoder_bwd,
-            &tessel_op_llm_layernorm_fwd, &tessel_op_llm_layernorm_bwd,
+    return {&tessel_op_llm_encoder_fwd,
+            &tessel_op_llm_encoder_bwd,
+            &tessel_op_llm_layernorm_fwd,
+            &tessel_op_llm_layernorm_bwd,
             &tessel_op_llm_layernorm_bwd_from_output,
-            &tessel_op_llm_attention_fwd, &tessel_op_llm_attention_bwd,
-            &tessel_op_nn_linear_fwd,     &tessel_op_nn_linear_bwd,   &tessel_op_nn_linear_gelu_tanh_fwd,
+            &tessel_op_llm_attention_fwd,
+            &tessel_op_llm_attention_bwd,
+            &tessel_op_nn_linear_fwd,
+            &tessel_op_nn_linear_bwd,
+            &tessel_op_nn_linear_gelu_tanh_fwd,
             &tessel_op_nn_gelu_tanh_fwd,
-            &tessel_op_nn_gelu_tanh_bwd,  &tessel_op_nn_add,          &tessel_op_nn_cast,
-            &tessel_op_nn_softmax_xent,   &tessel_op_nn_sum_squares,  &tessel_op_optim_adamw_step};
+            &tessel_op_nn_gelu_tanh_bwd,
+            &tessel_op_nn_add,
+            &tessel_op_nn_cast,
+            &tessel_op_nn_softmax_xent,
+            &tessel_op_nn_sum_squares,
+            &tessel_op_optim_adamw_step};
   }
 
   Status Init();
@@ -91,7 +100,7 @@ class GptStageExecutor final : public Executor {
   TokenSplits data_;
   std::unique_ptr<BatchPlan> train_plan_, val_plan_;
   std::unique_ptr<WorkerComm> dp_comm_;  // this stage's replicas
-  bool validates_ = false;  // the job has a validation split
+  bool validates_ = false;               // the job has a validation split
   int dres_turn_ = 0;
   int64_t dres_send_[2] = {-1, -1};
 
@@ -125,8 +134,8 @@ Status GptStageExecutor::Init() {
     TESSEL_ASSIGN_OR_RETURN(data_, LoadTokenSplits(a_.data, a_.model.vocab, t.global_batch(), t.seq_len));
     train_plan_ = std::make_unique<BatchPlan>(static_cast<int64_t>(data_.train.size()), t.seq_len, t.global_batch(),
                                               a_.data.order == BatchOrder::kShuffled, a_.data.shuffle_seed);
-    val_plan_ = std::make_unique<BatchPlan>(static_cast<int64_t>(data_.val.size()), t.seq_len, t.global_batch(),
-                                            false, 0);
+    val_plan_ =
+        std::make_unique<BatchPlan>(static_cast<int64_t>(data_.val.size()), t.seq_len, t.global_batch(), false, 0);
   }
   TESSEL_RETURN_IF_ERROR(params_.Init());
   TESSEL_RETURN_IF_ERROR(acts_.Allocate());
@@ -165,7 +174,8 @@ Status GptStageExecutor::BlockForward(const BlockParams& p, BlockActs& a, const 
   const tessel_attention_params at{sizeof(tessel_attention_params), a_.model.heads};
   const int64_t n = N(), c = C();
   const auto v = [&](size_t i) -> const Tensor& { return params_.value(i); };
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd, {&a.x, &v(p.ln1w), &v(p.ln1b)}, {&a.ln1, &a.mean1, &a.rstd1}, ln));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_llm_layernorm_fwd, {&a.x, &v(p.ln1w), &v(p.ln1b)}, {&a.ln1, &a.mean1, &a.rstd1}, ln));
   Tensor qkv2 = ViewOf(a.qkv, {n, 3 * c});
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_fwd, {&a.ln1, &v(p.qkvw), &v(p.qkvb)}, {&qkv2}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_attention_fwd, {&a.qkv}, {&a.atty, &a.lse}, at));
@@ -173,7 +183,8 @@ Status GptStageExecutor::BlockForward(const BlockParams& p, BlockActs& a, const 
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_fwd, {&atty2, &v(p.attprojw), &v(p.attprojb)}, {&scratch.tmp_c}));
   Tensor fx = FlatView(a.x), fproj = FlatView(scratch.tmp_c), fx2 = FlatView(a.x2);
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&fx, &fproj}, {&fx2}));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd, {&a.x2, &v(p.ln2w), &v(p.ln2b)}, {&a.ln2, &a.mean2, &a.rstd2}, ln));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_llm_layernorm_fwd, {&a.x2, &v(p.ln2w), &v(p.ln2b)}, {&a.ln2, &a.mean2, &a.rstd2}, ln));
   // fc and its GELU in one call (on a GPU one matmul with both in its epilogue); fch is kept for the backward.
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_gelu_tanh_fwd, {&a.ln2, &v(p.fcw), &v(p.fcb)}, {&a.gelu, &a.fch}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_fwd, {&a.gelu, &v(p.fcprojw), &v(p.fcprojb)}, {&scratch.tmp_c}));
@@ -193,20 +204,25 @@ Status GptStageExecutor::BlockBackward(const BlockParams& p, BlockActs& a, Tenso
   // fused op runs the same GELU); on a GPU the forward's GELU came from the matmul's epilogue, so it may
   // differ in the last place (of the f32 sum before fch's rounding, under bf16).
   if (!gelu_fresh) TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_fwd, {&a.fch}, {&a.gelu}));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &a.gelu, &v(p.fcprojw)}, {&scratch.tmp_4c, &g(p.fcprojw), &g(p.fcprojb)}));
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &a.gelu, &v(p.fcprojw)},
+                                 {&scratch.tmp_4c, &g(p.fcprojw), &g(p.fcprojb)}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_gelu_tanh_bwd, {&scratch.tmp_4c, &a.fch}, {&scratch.tmp_4c2}));
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&scratch.tmp_4c2, &a.ln2, &v(p.fcw)}, {&scratch.tmp_c, &g(p.fcw), &g(p.fcb)}));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_nn_linear_bwd, {&scratch.tmp_4c2, &a.ln2, &v(p.fcw)}, {&scratch.tmp_c, &g(p.fcw), &g(p.fcb)}));
   TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_bwd_from_output,
                                  {&scratch.tmp_c, &a.ln2, &v(p.ln2w), &v(p.ln2b), &a.rstd2},
                                  {&dres, &g(p.ln2w), &g(p.ln2b)}));
   // Attention: x2 = x + attproj(attn(qkv(ln1(x)))).
   Tensor datty = ViewOf(scratch.tmp_c2, {n, c});
   Tensor atty2 = ViewOf(a.atty, {n, c});
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dres, &atty2, &v(p.attprojw)}, {&datty, &g(p.attprojw), &g(p.attprojb)}));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_nn_linear_bwd, {&dres, &atty2, &v(p.attprojw)}, {&datty, &g(p.attprojw), &g(p.attprojb)}));
   Tensor datty3 = ViewOf(scratch.tmp_c2, {a_.train.microbatch, a_.train.seq_len, c});
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_attention_bwd, {&datty3, &a.qkv, &a.atty, &a.lse}, {&scratch.tmp_3c}, at));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_llm_attention_bwd, {&datty3, &a.qkv, &a.atty, &a.lse}, {&scratch.tmp_3c}, at));
   Tensor dqkv2 = ViewOf(scratch.tmp_3c, {n, 3 * c});
-  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&dqkv2, &a.ln1, &v(p.qkvw)}, {&scratch.tmp_c, &g(p.qkvw), &g(p.qkvb)}));
+  TESSEL_RETURN_IF_ERROR(
+      k_.Call(tessel_op_nn_linear_bwd, {&dqkv2, &a.ln1, &v(p.qkvw)}, {&scratch.tmp_c, &g(p.qkvw), &g(p.qkvb)}));
   return k_.Call(tessel_op_llm_layernorm_bwd_from_output, {&scratch.tmp_c, &a.ln1, &v(p.ln1w), &v(p.ln1b), &a.rstd1},
                  {&dres, &g(p.ln1w), &g(p.ln1b)});
 }
@@ -220,8 +236,9 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, boo
   Tensor& in = slot.blocks.empty() ? slot.out : slot.blocks[0].x;
   if (p.first()) {
     Tensor x3 = ViewOf(in, {a_.train.microbatch, a_.train.seq_len, c});
-    TESSEL_RETURN_IF_ERROR(
-        k_.Call(tessel_op_llm_encoder_fwd, {&params_.value(params_.wte()), &params_.value(params_.wpe()), &slot.tokens}, {&x3}));
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_encoder_fwd,
+                                   {&params_.value(params_.wte()), &params_.value(params_.wpe()), &slot.tokens},
+                                   {&x3}));
   } else {
     const double waited = wait_seconds_;
     TESSEL_RETURN_IF_ERROR(link_.Recv(in, worker() - 1, kTagForward, &wait_seconds_));
@@ -246,7 +263,8 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, boo
   }
   if (p.last()) {
     const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd, {&slot.out, &params_.value(params_.lnfw()), &params_.value(params_.lnfb())},
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_fwd,
+                                   {&slot.out, &params_.value(params_.lnfw()), &params_.value(params_.lnfb())},
                                    {&slot.lnf, &slot.meanf, &slot.rstdf}, ln));
     // logits = lnf wte[:V]^T: only the real vocabulary is scored (llm.c pads wte's rows). A linear layer
     // with a zero bias, so that under bf16 the logits are rounded once from f32 sums, as the blocks' are.
@@ -257,7 +275,8 @@ Status GptStageExecutor::Forward(Slot& slot, double scale, double* loss_sum, boo
                                    {&scratch.loss, &scratch.correct, &scratch.logits},
                                    tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), scale}));
     double loss = 0;
-    TESSEL_RETURN_IF_ERROR(CopyMemory(&loss, Device::kCpu, scratch.loss.raw(), scratch.loss.device(), sizeof loss, context_.device.stream));
+    TESSEL_RETURN_IF_ERROR(CopyMemory(&loss, Device::kCpu, scratch.loss.raw(), scratch.loss.device(), sizeof loss,
+                                      context_.device.stream));
     *loss_sum += loss;
   } else {
     TESSEL_RETURN_IF_ERROR(link_.Send(slot.out, worker() + 1, kTagForward, &slot.send_out));
@@ -282,9 +301,10 @@ Status GptStageExecutor::Backward(Slot& slot) {
     // dlnf = dlogits wte[:V], dwte[:V] += dlogits^T lnf (f32), no bias gradient.
     TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_linear_bwd, {&scratch.logits, &slot.lnf, &wte_v},
                                    {&scratch.tmp_c, &dwte_v, &scratch.no_bias_grad}));
-    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_layernorm_bwd,
-                                   {&scratch.tmp_c, &slot.out, &params_.value(params_.lnfw()), &slot.meanf, &slot.rstdf},
-                                   {&dres, &params_.grad(params_.lnfw()), &params_.grad(params_.lnfb())}));
+    TESSEL_RETURN_IF_ERROR(
+        k_.Call(tessel_op_llm_layernorm_bwd,
+                {&scratch.tmp_c, &slot.out, &params_.value(params_.lnfw()), &slot.meanf, &slot.rstdf},
+                {&dres, &params_.grad(params_.lnfw()), &params_.grad(params_.lnfb())}));
   } else {
     const double waited = wait_seconds_;
     TESSEL_RETURN_IF_ERROR(link_.Recv(dres, worker() + 1, kTagBackward, &wait_seconds_));
@@ -327,8 +347,8 @@ Status GptStageExecutor::Backward(Slot& slot) {
   }
   if (p.first()) {
     Tensor d3 = ViewOf(dres, {a_.train.microbatch, a_.train.seq_len, c});
-    TESSEL_RETURN_IF_ERROR(
-        k_.Call(tessel_op_llm_encoder_bwd, {&d3, &slot.tokens}, {&params_.grad(params_.wte()), &params_.grad(params_.wpe())}));
+    TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_llm_encoder_bwd, {&d3, &slot.tokens},
+                                   {&params_.grad(params_.wte()), &params_.grad(params_.wpe())}));
   } else {
     TESSEL_RETURN_IF_ERROR(link_.Send(dres, worker() - 1, kTagBackward, &dres_send_[dres_turn_]));
   }
@@ -341,9 +361,12 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   const StagePlacement& p = a_.place;
   const int64_t m_count = a_.train.microbatches;
   wait_seconds_ = forward_seconds_ = backward_seconds_ = recompute_seconds_ = 0;
-  const double scale = 1.0 / (static_cast<double>(N()) * static_cast<double>(a_.train.global_batch() / a_.train.microbatch));
+  const double scale =
+      1.0 / (static_cast<double>(N()) * static_cast<double>(a_.train.global_batch() / a_.train.microbatch));
   double loss_sum = 0;
-  const auto slot_of = [&](int64_t i) -> Slot& { return acts_.slots()[static_cast<size_t>(i % static_cast<int64_t>(acts_.slots().size()))]; };
+  const auto slot_of = [&](int64_t i) -> Slot& {
+    return acts_.slots()[static_cast<size_t>(i % static_cast<int64_t>(acts_.slots().size()))];
+  };
   const auto forward = [&](int64_t i) -> Status {
     Slot& slot = slot_of(i);
     if (p.first() || p.last()) TESSEL_RETURN_IF_ERROR(LoadBatch(slot, data_.train, *train_plan_, step - 1, i));
@@ -461,8 +484,7 @@ Result<Record> GptStageExecutor::Evaluate() {
   mean_step /= workers;
   Set(r, "tokens_per_second", mean_step > 0 ? tokens / mean_step : 0.0);
   Set(r, "mean_step_seconds", mean_step);
-  Set(r, "stage_compute_seconds_per_microbatch",
-      std::vector<double>(per_worker.begin(), per_worker.begin() + workers));
+  Set(r, "stage_compute_seconds_per_microbatch", std::vector<double>(per_worker.begin(), per_worker.begin() + workers));
   double peak = 0, peak_scratch = 0;
   for (int w = 0; w < workers; ++w) {
     peak = std::max(peak, per_worker[static_cast<size_t>(workers + w)]);
@@ -472,8 +494,9 @@ Result<Record> GptStageExecutor::Evaluate() {
   // The temporaries, and of them the classifier's one [N, V] logits buffer (its gradient is written over
   // it): the same on every worker of the last stage.
   Set(r, "peak_scratch_bytes", static_cast<int64_t>(peak_scratch));
-  Set(r, "classifier_logits_bytes", static_cast<int64_t>(DTypeSize(ActivationDType(t.precision))) *
-                                         a_.train.microbatch * a_.train.seq_len * a_.model.vocab);
+  Set(r, "classifier_logits_bytes",
+      static_cast<int64_t>(DTypeSize(ActivationDType(t.precision))) * a_.train.microbatch * a_.train.seq_len *
+          a_.model.vocab);
   // What each block keeps per token and micro-batch in flight under its policy, and what a block keeps
   // when it keeps everything (the figure "keep" would give every block).
   Set(r, "saved_activation_bytes_per_token",
@@ -485,8 +508,7 @@ Result<Record> GptStageExecutor::Evaluate() {
   // Activations (the probabilities among them) at the run's precision, statistics in f32.
   const double f32 = sizeof(float), act = static_cast<double>(DTypeSize(ActivationDType(t.precision)));
   const double cw = static_cast<double>(C()), hd = a_.model.heads, tl = static_cast<double>(a_.train.seq_len);
-  Set(r, "saved_activation_bytes_per_token_save_everything",
-      static_cast<int64_t>((16 * cw + hd * tl) * act + 4 * f32));
+  Set(r, "saved_activation_bytes_per_token_save_everything", static_cast<int64_t>((16 * cw + hd * tl) * act + 4 * f32));
   {
     // The same two counts by layer type, [kept, saved by autograd], bytes a token and block: the two
     // LayerNorms (rstd; autograd: input, mean, rstd), attention (qkv, output and per-row log-sum-exps;
@@ -506,8 +528,13 @@ Result<Record> GptStageExecutor::Evaluate() {
   if (acts_.pool() != nullptr) {
     const storage::SpillStats st = acts_.spill_store()->stats();
     const SpillPoolCounters& c = acts_.pool()->counters();
-    spill = {static_cast<double>(st.written_bytes), static_cast<double>(st.read_bytes), st.write_seconds,
-             st.read_seconds, st.wait_seconds, static_cast<double>(c.late_fetches), static_cast<double>(c.recomputed),
+    spill = {static_cast<double>(st.written_bytes),
+             static_cast<double>(st.read_bytes),
+             st.write_seconds,
+             st.read_seconds,
+             st.wait_seconds,
+             static_cast<double>(c.late_fetches),
+             static_cast<double>(c.recomputed),
              static_cast<double>(c.no_space_fallbacks + c.checksum_fallbacks)};
   }
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(spill.data(), static_cast<int64_t>(spill.size())));
@@ -539,7 +566,8 @@ Status GptStageExecutor::SaveState(StateWriter& out) const {
   // The validation history, so that a resumed run's summary holds every validation.
   std::vector<double> vals;
   for (const std::vector<double>& row : val_loss_) vals.insert(vals.end(), row.begin(), row.end());
-  return out.Write("llm/val_loss", Tensor::Borrow(vals.data(), DType::kF64, {static_cast<int64_t>(val_loss_.size()), 2}));
+  return out.Write("llm/val_loss",
+                   Tensor::Borrow(vals.data(), DType::kF64, {static_cast<int64_t>(val_loss_.size()), 2}));
 }
 
 Status GptStageExecutor::LoadState(StateReader& in) {
@@ -549,7 +577,8 @@ Status GptStageExecutor::LoadState(StateReader& in) {
     return StorageError("saved 'llm/val_loss' is not f64 [n, 2]");
   }
   val_loss_.clear();
-  for (int64_t i = 0; i < vals.dim(0); ++i) val_loss_.push_back({vals.data<double>()[2 * i], vals.data<double>()[2 * i + 1]});
+  for (int64_t i = 0; i < vals.dim(0); ++i)
+    val_loss_.push_back({vals.data<double>()[2 * i], vals.data<double>()[2 * i + 1]});
   last_val_step_ = val_loss_.empty() ? -1 : static_cast<int64_t>(val_loss_.back()[0]);
   return Status();
 }

@@ -1,7 +1,6 @@
 #include "workers/llm/llm_settings.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <numbers>
 
@@ -52,10 +51,11 @@ std::string LlmStageAssignment::Describe() const {
 }
 
 std::string LlmStageAssignment::SizedBy() const {
-  return StrCat("model.hidden = ", model.width, ", blocks ", place.first_block, "..", place.end_block - 1, " of model.layers = ",
-                model.layers, " on this stage (pipeline.stages = ", place.stages, "), ",
-                int64_t{train.microbatch} * train.seq_len, " tokens a micro-batch (train.microbatch_size x train.seq_len), ",
-                train.microbatches, " micro-batches in flight at most, and model.vocab_size = ", model.vocab);
+  return StrCat("model.hidden = ", model.width, ", blocks ", place.first_block, "..", place.end_block - 1,
+                " of model.layers = ", model.layers, " on this stage (pipeline.stages = ", place.stages, "), ",
+                int64_t{train.microbatch} * train.seq_len,
+                " tokens a micro-batch (train.microbatch_size x train.seq_len), ", train.microbatches,
+                " micro-batches in flight at most, and model.vocab_size = ", model.vocab);
 }
 
 std::unique_ptr<AssignmentPayload> DecodeLlmAssignment(ByteReader& in) {

@@ -147,13 +147,13 @@ struct LlmSpillSettings {
 
 // The "llm.stage" payload. init_from: an llm.c checkpoint, or "" to initialise from the seed.
 // block_policies: one per block of the stage, blocks [place.first_block, place.end_block) in order.
-#define TESSEL_LLM_STAGE_FIELDS(X)             \
-  X(GptConfig, model)                          \
-  X(LlmTrainSettings, train)                   \
-  X(LlmDataSettings, data)                     \
-  X(StagePlacement, place)                     \
-  X(std::string, init_from)                    \
-  X(std::vector<SpillPolicy>, block_policies)  \
+#define TESSEL_LLM_STAGE_FIELDS(X)            \
+  X(GptConfig, model)                         \
+  X(LlmTrainSettings, train)                  \
+  X(LlmDataSettings, data)                    \
+  X(StagePlacement, place)                    \
+  X(std::string, init_from)                   \
+  X(std::vector<SpillPolicy>, block_policies) \
   X(LlmSpillSettings, spill)
 class LlmStageAssignment final : public AssignmentPayload {
  public:

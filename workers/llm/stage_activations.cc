@@ -103,14 +103,15 @@ Status StageActivations::Allocate() {
     TESSEL_ASSIGN_OR_RETURN(s.logits, AllocScratch(act, {n, a_.model.vocab}));
     // The tied head is a linear layer without a bias: zeros in, and no bias gradient out (0 rows).
     TESSEL_ASSIGN_OR_RETURN(s.head_bias, AllocScratch(act, {a_.model.vocab}));
-    TESSEL_RETURN_IF_ERROR(ZeroMemory(s.head_bias.raw(), s.head_bias.device(), s.head_bias.nbytes(), context_.device.stream));
+    TESSEL_RETURN_IF_ERROR(
+        ZeroMemory(s.head_bias.raw(), s.head_bias.device(), s.head_bias.nbytes(), context_.device.stream));
     s.no_bias_grad = Tensor::Borrow(nullptr, DType::kF32, {0}, context_.device.device);
     TESSEL_ASSIGN_OR_RETURN(s.loss, AllocScratch(DType::kF64, {1}));
     TESSEL_ASSIGN_OR_RETURN(s.correct, AllocScratch(DType::kI64, {1}));
     std::vector<uint8_t> ones(static_cast<size_t>(n), 1);
     TESSEL_ASSIGN_OR_RETURN(s.mask, AllocScratch(DType::kU8, {n}));
-    TESSEL_RETURN_IF_ERROR(CopyMemory(s.mask.raw(), s.mask.device(), ones.data(), Device::kCpu, ones.size(),
-                                      context_.device.stream));
+    TESSEL_RETURN_IF_ERROR(
+        CopyMemory(s.mask.raw(), s.mask.device(), ones.data(), Device::kCpu, ones.size(), context_.device.stream));
   }
   return Status();
 }
@@ -158,8 +159,8 @@ Status StageActivations::OpenSpill(int32_t worker) {
   if (std::find(policies_.begin(), policies_.end(), SpillPolicy::kOffload) == policies_.end()) return Status();
   const LlmSpillSettings& sp = a_.spill;
   const storage::SpillOptions options{sp.dir, StrCat(sp.name, "-w", worker), sp.checksum, sp.budget_bytes};
-  TESSEL_ASSIGN_OR_RETURN(spill_store_, context_.open_spill ? context_.open_spill(options)
-                                                            : storage::SpillStore::Open(options));
+  TESSEL_ASSIGN_OR_RETURN(spill_store_,
+                          context_.open_spill ? context_.open_spill(options) : storage::SpillStore::Open(options));
   const auto offloads = static_cast<int32_t>(std::count(policies_.begin(), policies_.end(), SpillPolicy::kOffload));
   TESSEL_ASSIGN_OR_RETURN(pool_, SpillPool::Create(spill_store_.get(), (ActsOver(nullptr, nullptr) + 3) / 4,
                                                    OffloadBuffers(offloads), context_.device, context_.log));

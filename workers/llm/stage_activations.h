@@ -32,10 +32,10 @@ struct BlockActs {
 // One micro-batch in flight.
 struct Slot {
   std::vector<BlockActs> blocks;
-  Tensor out;                    // the stage's output: the next stage's input, or the head's
-  Tensor tokens, targets;        // first stage: inputs (i32 [B, T]); last stage: targets (i64 [N])
-  Tensor lnf, meanf, rstdf;      // last stage: the final LayerNorm
-  int64_t send_out = -1;         // the Isend of `out`, if any
+  Tensor out;                // the stage's output: the next stage's input, or the head's
+  Tensor tokens, targets;    // first stage: inputs (i32 [B, T]); last stage: targets (i64 [N])
+  Tensor lnf, meanf, rstdf;  // last stage: the final LayerNorm
+  int64_t send_out = -1;     // the Isend of `out`, if any
 };
 
 // The temporaries of a forward and backward, shared by every block and micro-batch.
@@ -76,7 +76,8 @@ class StageActivations {
   SpillPool* pool() { return pool_.get(); }
   const storage::SpillStore* spill_store() const { return spill_store_.get(); }
   int64_t SpillId(const Slot& slot, size_t l) const {
-    return static_cast<int64_t>(&slot - slots_.data()) * static_cast<int64_t>(policies_.size()) + static_cast<int64_t>(l);
+    return static_cast<int64_t>(&slot - slots_.data()) * static_cast<int64_t>(policies_.size()) +
+           static_cast<int64_t>(l);
   }
   // Block l's tensors over offload pool buffer `buffer`, with the slot's kept input as its `x`.
   BlockActs OverBuffer(float* buffer, Slot& slot, size_t l) const;

@@ -38,13 +38,14 @@ std::vector<Tensor> Views(const std::vector<Buffer>& buffers) {
   return out;
 }
 
-Status CallOn(const Kernel& kernel, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Case& c, ThreadPool& pool) {
+Status CallOn(const Kernel& kernel, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Case& c,
+              ThreadPool& pool) {
   std::vector<const Tensor*> ip;
   std::vector<Tensor*> op;
   for (const Tensor& t : in) ip.push_back(&t);
   for (Tensor& t : out) op.push_back(&t);
-  return kernel.Call(ip, op, CallOptions{&pool, nullptr, 0, nullptr, nullptr, nullptr}, c.params.empty() ? nullptr : c.params.data(),
-                     c.params.size());
+  return kernel.Call(ip, op, CallOptions{&pool, nullptr, 0, nullptr, nullptr, nullptr},
+                     c.params.empty() ? nullptr : c.params.data(), c.params.size());
 }
 
 // A case's buffers on the GPU, guards included.
@@ -72,7 +73,8 @@ class DeviceCopy {
     TESSEL_RETURN_IF_ERROR(SyncStream(Device::kCuda, nullptr));
     size_t i = 0;
     for (auto* list : {&c.inputs, &c.outputs}) {
-      for (Buffer& b : *list) TESSEL_RETURN_IF_ERROR(CopyMemory(b.base(), Device::kCpu, memory_[i++], Device::kCuda, b.total()));
+      for (Buffer& b : *list)
+        TESSEL_RETURN_IF_ERROR(CopyMemory(b.base(), Device::kCpu, memory_[i++], Device::kCuda, b.total()));
     }
     return Status::Ok();
   }
@@ -113,7 +115,8 @@ class Timed {
     const auto start = std::chrono::steady_clock::now();
     TESSEL_RETURN_IF_ERROR(CallOn(kernel_, in_, out_, scratch_, pool_));
     TESSEL_RETURN_IF_ERROR(SyncStream(kernel_.device(), nullptr));
-    if (seconds != nullptr) seconds->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (seconds != nullptr)
+      seconds->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return Status::Ok();
   }
 
@@ -158,7 +161,8 @@ struct Pair {
   Case backward;
 };
 
-Result<Pair> FromForward(const Schema& bwd, const Kernel& fwd_kernel, DType t, int variant, uint64_t seed, ThreadPool& pool) {
+Result<Pair> FromForward(const Schema& bwd, const Kernel& fwd_kernel, DType t, int variant, uint64_t seed,
+                         ThreadPool& pool) {
   Pair p;
   TESSEL_ASSIGN_OR_RETURN(p.forward, conformance::Generate(fwd_kernel.parsed_schema(), t, variant, seed));
   TESSEL_RETURN_IF_ERROR(Run(fwd_kernel, p.forward, pool));
@@ -175,10 +179,13 @@ Result<Pair> FromForward(const Schema& bwd, const Kernel& fwd_kernel, DType t, i
 // bf16 kernel rounds its operands and results to 8 bits of mantissa.
 double Tolerance(DType t, Device device) {
   switch (t) {
-    case DType::kF64: return 1e-9;
+    case DType::kF64:
+      return 1e-9;
     case DType::kBF16:
-    case DType::kF16: return 3e-2;
-    default: return device == Device::kCuda ? 5e-4 : 1e-4;
+    case DType::kF16:
+      return 3e-2;
+    default:
+      return device == Device::kCuda ? 5e-4 : 1e-4;
   }
 }
 
@@ -187,9 +194,12 @@ double Tolerance(DType t, Device device) {
 // which a value is zero at that precision.
 double NoiseFloor(DType t) {
   switch (t) {
-    case DType::kF64: return 1e-4;
-    case DType::kF32: return 1e-3;
-    default: return 1e-1;
+    case DType::kF64:
+      return 1e-4;
+    case DType::kF32:
+      return 1e-3;
+    default:
+      return 1e-1;
   }
 }
 
@@ -257,7 +267,7 @@ struct Row {
   std::string vs_ref;   // the worst relative difference, or "none"
   std::string grad;     // ok, n/a, -
   std::string time, ref_time;
-  std::string why;      // the first failure, or the reason for a skip
+  std::string why;  // the first failure, or the reason for a skip
 };
 
 std::string Micros(double seconds) {
@@ -313,7 +323,8 @@ class Checker {
       }
       for (size_t i = 0; !in_place && i < c.inputs.size() && failures.empty(); ++i) {
         if (!first.inputs[i].SameBytes(c.inputs[i])) {
-          fail(StrCat("changed its input '", c.input_names[i], "' at [", FirstDifference(first.inputs[i], c.inputs[i]), "]"));
+          fail(StrCat("changed its input '", c.input_names[i], "' at [", FirstDifference(first.inputs[i], c.inputs[i]),
+                      "]"));
         }
       }
       if (!failures.empty()) break;
@@ -403,7 +414,8 @@ class Checker {
   }
 
   Result<Case> MakeCase(const Kernel& kernel, DType t, int variant) {
-    const uint64_t seed = options_.seed + static_cast<uint64_t>(variant) * 7919u + std::hash<std::string>()(kernel.op());
+    const uint64_t seed =
+        options_.seed + static_cast<uint64_t>(variant) * 7919u + std::hash<std::string>()(kernel.op());
     const std::string fwd = ForwardOf(kernel.op());
     if (const Kernel* f = fwd.empty() ? nullptr : ForwardKernel(fwd, t); f != nullptr) {
       Result<Pair> p = FromForward(kernel.parsed_schema(), *f, t, variant, seed, pool_);
@@ -430,10 +442,12 @@ class Checker {
 
   static std::string Differs(const Case& a, const Case& b, bool in_place) {
     for (size_t i = 0; i < a.outputs.size(); ++i) {
-      if (int64_t at = FirstDifference(a.outputs[i], b.outputs[i]); at >= 0) return StrCat("output '", a.output_names[i], "'[", at, "]");
+      if (int64_t at = FirstDifference(a.outputs[i], b.outputs[i]); at >= 0)
+        return StrCat("output '", a.output_names[i], "'[", at, "]");
     }
     for (size_t i = 0; in_place && i < a.inputs.size(); ++i) {
-      if (int64_t at = FirstDifference(a.inputs[i], b.inputs[i]); at >= 0) return StrCat("input '", a.input_names[i], "'[", at, "]");
+      if (int64_t at = FirstDifference(a.inputs[i], b.inputs[i]); at >= 0)
+        return StrCat("input '", a.input_names[i], "'[", at, "]");
     }
     return "";
   }
@@ -497,8 +511,8 @@ class Checker {
         if (!up.ok() || !down.ok()) return "n/a";
         const double numeric = (*up - *down) / (2 * h), exact = analytic.outputs[j].At(k);
         if (!(std::abs(numeric - exact) <= 1e-5 * std::max(1.0, std::abs(numeric)))) {
-          failures->push_back(StrCat("wrong gradient: ", name, "[", k, "] = ", exact, ", finite differences give ", numeric,
-                                     " (", p.forward.Describe(), ")"));
+          failures->push_back(StrCat("wrong gradient: ", name, "[", k, "] = ", exact, ", finite differences give ",
+                                     numeric, " (", p.forward.Describe(), ")"));
           return "FAIL";
         }
         ++compared;
@@ -529,7 +543,8 @@ ConformanceSummary CheckConformance(const KernelRegistry& candidate, const std::
       Result<const Kernel*> kernel = candidate.Find(k.op, k.device);
       if (!kernel.ok()) continue;
       if (k.device == Device::kCuda && !gpu) {
-        rows.push_back(Row{k.op, k.device, DType::kF32, "SKIP", "", "", "-", "", "", "no GPU visible: CUDA kernels are checked where one is"});
+        rows.push_back(Row{k.op, k.device, DType::kF32, "SKIP", "", "", "-", "", "",
+                           "no GPU visible: CUDA kernels are checked where one is"});
         continue;
       }
       for (DType t : {DType::kF32, DType::kF64, DType::kBF16}) {
@@ -537,7 +552,8 @@ ConformanceSummary CheckConformance(const KernelRegistry& candidate, const std::
         try {
           rows.push_back(checker.Check(**kernel, t));
         } catch (const std::exception& e) {  // the harness's own failure, not the kernel's: said so, not hidden
-          rows.push_back(Row{k.op, k.device, t, "SKIP", "", "", "-", "", "", StrCat("the check itself failed: ", e.what())});
+          rows.push_back(
+              Row{k.op, k.device, t, "SKIP", "", "", "-", "", "", StrCat("the check itself failed: ", e.what())});
         }
       }
     }
@@ -548,11 +564,14 @@ ConformanceSummary CheckConformance(const KernelRegistry& candidate, const std::
   }
   out << "):\n";
   out << "  " << std::left << std::setw(31) << "op" << std::setw(6) << "dev" << std::setw(6) << "dtype" << std::setw(6)
-      << "verdict" << " " << std::setw(7) << "shapes" << std::setw(9) << "vs ref" << std::setw(6) << "grad" << std::right
-      << std::setw(10) << "time" << std::setw(10) << "built-in" << "\n";
+      << "verdict"
+      << " " << std::setw(7) << "shapes" << std::setw(9) << "vs ref" << std::setw(6) << "grad" << std::right
+      << std::setw(10) << "time" << std::setw(10) << "built-in"
+      << "\n";
   for (const Row& r : rows) {
     out << "  " << std::left << std::setw(31) << r.op << std::setw(6) << DeviceName(r.device) << std::setw(6)
-        << (r.verdict == "SKIP" && r.shapes.empty() && r.why.rfind("no GPU", 0) == 0 ? "-" : std::string(DTypeName(r.dtype)))
+        << (r.verdict == "SKIP" && r.shapes.empty() && r.why.rfind("no GPU", 0) == 0 ? "-"
+                                                                                     : std::string(DTypeName(r.dtype)))
         << std::setw(7) << r.verdict << " " << std::setw(7) << (r.shapes.empty() ? "-" : r.shapes) << std::setw(9)
         << (r.vs_ref.empty() ? "-" : r.vs_ref) << std::setw(6) << r.grad << std::right << std::setw(10)
         << (r.time.empty() ? "-" : r.time) << std::setw(10) << (r.ref_time.empty() ? "-" : r.ref_time) << "\n";

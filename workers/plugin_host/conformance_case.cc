@@ -69,14 +69,18 @@ std::vector<uint8_t> GemmParams(const Sizes& s) {
   return Bytes(tessel_gemm_params{sizeof(tessel_gemm_params), static_cast<int32_t>(s.at("_ta")),
                                   static_cast<int32_t>(s.at("_tb")), 1.25, 0.5});
 }
-std::vector<uint8_t> XentParams(const Sizes&) { return Bytes(tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 0.5}); }
+std::vector<uint8_t> XentParams(const Sizes&) {
+  return Bytes(tessel_softmax_xent_params{sizeof(tessel_softmax_xent_params), 0.5});
+}
 std::vector<uint8_t> AdamParams(const Sizes&) {
   return Bytes(tessel_adam_params{sizeof(tessel_adam_params), 1e-2, 0.9, 0.999, 1e-8, 0.01, 3});
 }
 std::vector<uint8_t> AdamWParams(const Sizes&) {
   return Bytes(tessel_adamw_params{sizeof(tessel_adamw_params), 1e-2, 0.9, 0.999, 1e-8, 0.1, 0.75, 3});
 }
-std::vector<uint8_t> LayerNormParams(const Sizes&) { return Bytes(tessel_layernorm_params{sizeof(tessel_layernorm_params), 1e-5}); }
+std::vector<uint8_t> LayerNormParams(const Sizes&) {
+  return Bytes(tessel_layernorm_params{sizeof(tessel_layernorm_params), 1e-5});
+}
 void FixEncoder(Sizes& s, int) { s["P"] = std::max(s["P"], s["S"]); }
 void FixAttention(Sizes& s, int variant) {
   static constexpr int64_t kHeads[] = {1, 3, 2, 4};
@@ -100,7 +104,7 @@ void FixRgat(Sizes& s, int variant) {
   FixGraph(s, variant);
   s["H"] = kGraphHeads[variant % 4];
   s["F"] = s["H"] * s["Dh"];
-  s["_merge"] = variant % 2;    // 1: the heads averaged
+  s["_merge"] = variant % 2;  // 1: the heads averaged
   s["_reorder"] = variant >= 2;
   s["O"] = s["_merge"] != 0 ? s["Dh"] : s["F"];
 }
@@ -120,8 +124,8 @@ std::vector<uint8_t> HgtParams(const Sizes& s) {
 }
 
 // The layout tensors of <tessel/ops/rgnn.h> (TESSEL_RGNN_DST_LAYOUT, dedge_pair, TESSEL_RGNN_SRC_LAYOUT).
-constexpr std::string_view kLayoutNames[] = {"dblk_row", "dblk_run", "drun_rel", "drun_seg",  "seg_dst",
-                                             "seg_edge", "dedge_src", "dedge_pair", "sblk_row", "sblk_run",
+constexpr std::string_view kLayoutNames[] = {"dblk_row", "dblk_run",  "drun_rel",   "drun_seg",  "seg_dst",
+                                             "seg_edge", "dedge_src", "dedge_pair", "sblk_row",  "sblk_run",
                                              "srun_rel", "srun_pair", "pair_src",   "pair_edge", "sedge_seg"};
 Recipe GraphRecipe(FixFn fix, ParamsFn params = nullptr) {
   Recipe r;
@@ -217,13 +221,20 @@ namespace {
 
 DType Resolve(SchemaType type, DType t) {
   switch (type) {
-    case SchemaType::kFloating: return t;
-    case SchemaType::kAccumulate: return t == DType::kF64 ? DType::kF64 : DType::kF32;
-    case SchemaType::kF32: return DType::kF32;
-    case SchemaType::kF64: return DType::kF64;
-    case SchemaType::kI32: return DType::kI32;
-    case SchemaType::kI64: return DType::kI64;
-    case SchemaType::kU8: return DType::kU8;
+    case SchemaType::kFloating:
+      return t;
+    case SchemaType::kAccumulate:
+      return t == DType::kF64 ? DType::kF64 : DType::kF32;
+    case SchemaType::kF32:
+      return DType::kF32;
+    case SchemaType::kF64:
+      return DType::kF64;
+    case SchemaType::kI32:
+      return DType::kI32;
+    case SchemaType::kI64:
+      return DType::kI64;
+    case SchemaType::kU8:
+      return DType::kU8;
   }
   return t;
 }
@@ -241,7 +252,8 @@ Sizes AssignSizes(const Schema& schema, const Recipe& recipe, int variant) {
   for (const auto* args : {&schema.inputs, &schema.outputs}) {
     for (const SchemaArg& a : *args) {
       for (const SchemaDim& d : a.dims) {
-        if (!d.symbol.empty() && std::find(symbols.begin(), symbols.end(), d.symbol) == symbols.end()) symbols.push_back(d.symbol);
+        if (!d.symbol.empty() && std::find(symbols.begin(), symbols.end(), d.symbol) == symbols.end())
+          symbols.push_back(d.symbol);
       }
     }
   }
@@ -316,7 +328,8 @@ Status FillInteger(Buffer& b, const IntRule& rule, const Sizes& sizes, const Cas
     case IntFill::kCappedPtr: {
       const int64_t bins = n - 1, total = size(rule.sym);
       const int64_t cap = rule.fill == IntFill::kCappedPtr ? size(rule.other) : total;
-      if (bins < 1 || total > bins * cap) return InternalError(StrCat("recipe: cannot split ", total, " over ", bins, " runs"));
+      if (bins < 1 || total > bins * cap)
+        return InternalError(StrCat("recipe: cannot split ", total, " over ", bins, " runs"));
       std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
       std::uniform_int_distribution<int64_t> pick(0, bins - 1);
       for (int64_t placed = 0; placed < total;) {
@@ -332,7 +345,8 @@ Status FillInteger(Buffer& b, const IntRule& rule, const Sizes& sizes, const Cas
       std::vector<int64_t> all(static_cast<size_t>(size(rule.sym)));
       for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
       std::shuffle(all.begin(), all.end(), rng);
-      if (static_cast<int64_t>(all.size()) < n) return InternalError(StrCat("recipe: ", n, " distinct values below ", all.size()));
+      if (static_cast<int64_t>(all.size()) < n)
+        return InternalError(StrCat("recipe: ", n, " distinct values below ", all.size()));
       for (int64_t i = 0; i < n; ++i) b.Set(i, static_cast<double>(all[static_cast<size_t>(i)]));
       return Status::Ok();
     }
@@ -346,7 +360,8 @@ Status FillInteger(Buffer& b, const IntRule& rule, const Sizes& sizes, const Cas
     }
     case IntFill::kUniqueInRuns: {
       auto it = std::find(c.input_names.begin(), c.input_names.end(), rule.other);
-      if (it == c.input_names.end()) return InternalError(StrCat("recipe: no input ", rule.other, " before ", rule.arg));
+      if (it == c.input_names.end())
+        return InternalError(StrCat("recipe: no input ", rule.other, " before ", rule.arg));
       const Buffer& ptr = c.inputs[static_cast<size_t>(it - c.input_names.begin())];
       const int64_t range = size(rule.sym);
       std::vector<int64_t> all(static_cast<size_t>(range));
@@ -377,11 +392,11 @@ std::vector<double> MakeGraph(Case& c, int variant, uint64_t seed) {
   const SegmentGraph g =
       RandomSegmentGraph(m, n, s.at("R"), s.at("E"), std::max<int64_t>(1, (2 * m) / 3), seed ^ 0x5eedull, options);
   const auto wide = [](const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
-  c.layout = {{"dblk_row", g.dblk_row},         {"dblk_run", g.dblk_run},       {"drun_rel", wide(g.drun_rel)},
-              {"drun_seg", g.drun_seg},         {"seg_dst", wide(g.seg_dst)},   {"seg_edge", g.seg_edge},
+  c.layout = {{"dblk_row", g.dblk_row},         {"dblk_run", g.dblk_run},           {"drun_rel", wide(g.drun_rel)},
+              {"drun_seg", g.drun_seg},         {"seg_dst", wide(g.seg_dst)},       {"seg_edge", g.seg_edge},
               {"dedge_src", wide(g.dedge_src)}, {"dedge_pair", wide(g.dedge_pair)}, {"sblk_row", g.sblk_row},
-              {"sblk_run", g.sblk_run},         {"srun_rel", wide(g.srun_rel)}, {"srun_pair", g.srun_pair},
-              {"pair_src", wide(g.pair_src)},   {"pair_edge", g.pair_edge},     {"sedge_seg", wide(g.sedge_seg)}};
+              {"sblk_run", g.sblk_run},         {"srun_rel", wide(g.srun_rel)},     {"srun_pair", g.srun_pair},
+              {"pair_src", wide(g.pair_src)},   {"pair_edge", g.pair_edge},         {"sedge_seg", wide(g.sedge_seg)}};
   s["E"] = g.num_edges();
   s["S"] = g.num_segs();
   s["U"] = g.num_pairs();
@@ -398,7 +413,8 @@ std::string Uncovered(const Schema& schema, const Recipe& recipe) {
   if (decl != nullptr && decl->params_size > 0 && recipe.params == nullptr) return "no recipe for its parameters";
   for (const SchemaArg& a : schema.inputs) {
     if (a.type != SchemaType::kI32 && a.type != SchemaType::kI64 && a.type != SchemaType::kU8) continue;
-    const bool known = std::any_of(recipe.ints.begin(), recipe.ints.end(), [&](const IntRule& r) { return r.arg == a.name; });
+    const bool known =
+        std::any_of(recipe.ints.begin(), recipe.ints.end(), [&](const IntRule& r) { return r.arg == a.name; });
     if (!known) return StrCat("no recipe for its index input '", a.name, "'");
   }
   return "";
@@ -421,7 +437,8 @@ Result<Case> Generate(const Schema& schema, DType t, int variant, uint64_t seed)
     } else if (IsFloating(b.dtype())) {
       FillFloating(b, a.name, rng);
     } else {
-      auto rule = std::find_if(recipe.ints.begin(), recipe.ints.end(), [&](const IntRule& r) { return r.arg == a.name; });
+      auto rule =
+          std::find_if(recipe.ints.begin(), recipe.ints.end(), [&](const IntRule& r) { return r.arg == a.name; });
       TESSEL_RETURN_IF_ERROR(FillInteger(b, *rule, c.sizes, c, rng));
     }
     c.input_names.push_back(a.name);
@@ -447,7 +464,8 @@ Result<Case> BindBackward(const Schema& bwd, const Case& f, DType t, uint64_t se
   };
   for (const SchemaArg& a : bwd.inputs) {
     for (const SchemaDim& d : a.dims) {
-      if (!d.symbol.empty() && b.sizes.count(d.symbol) == 0) return UsageError(StrCat("size ", d.symbol, " is not the forward's"));
+      if (!d.symbol.empty() && b.sizes.count(d.symbol) == 0)
+        return UsageError(StrCat("size ", d.symbol, " is not the forward's"));
     }
     const std::vector<int64_t> shape = ShapeOf(a, b.sizes);
     const DType dtype = Resolve(a.type, t);
@@ -458,21 +476,25 @@ Result<Case> BindBackward(const Schema& bwd, const Case& f, DType t, uint64_t se
       value = f.outputs[static_cast<size_t>(o)];
     } else if (auto l = f.layout.find(a.name); l != f.layout.end()) {
       value.emplace(dtype, shape);
-      if (value->numel() != static_cast<int64_t>(l->second.size())) return UsageError(StrCat("layout ", a.name, " differs"));
-      for (int64_t k = 0; k < value->numel(); ++k) value->Set(k, static_cast<double>(l->second[static_cast<size_t>(k)]));
+      if (value->numel() != static_cast<int64_t>(l->second.size()))
+        return UsageError(StrCat("layout ", a.name, " differs"));
+      for (int64_t k = 0; k < value->numel(); ++k)
+        value->Set(k, static_cast<double>(l->second[static_cast<size_t>(k)]));
     } else if (a.name.size() > 1 && a.name[0] == 'd' && find(f.output_names, a.name.substr(1)) >= 0) {
       value.emplace(dtype, shape);
       FillFloating(*value, "", rng);
     } else {
       return UsageError(StrCat("input '", a.name, "' is not the forward's"));
     }
-    if (value->dtype() != dtype || value->shape() != shape) return UsageError(StrCat("input '", a.name, "' differs from the forward's"));
+    if (value->dtype() != dtype || value->shape() != shape)
+      return UsageError(StrCat("input '", a.name, "' differs from the forward's"));
     b.input_names.push_back(a.name);
     b.inputs.push_back(std::move(*value));
   }
   for (const SchemaArg& a : bwd.outputs) {
     for (const SchemaDim& d : a.dims) {
-      if (!d.symbol.empty() && b.sizes.count(d.symbol) == 0) return UsageError(StrCat("size ", d.symbol, " is not the forward's"));
+      if (!d.symbol.empty() && b.sizes.count(d.symbol) == 0)
+        return UsageError(StrCat("size ", d.symbol, " is not the forward's"));
     }
     Buffer out(Resolve(a.type, t), ShapeOf(a, b.sizes));
     FillFloating(out, "", rng);

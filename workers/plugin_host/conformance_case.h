@@ -41,7 +41,8 @@ class Buffer {
     Allocate();
     std::memset(base_, kGuardByte, total());
   }
-  Buffer(const Buffer& other) : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), nbytes_(other.nbytes_) {
+  Buffer(const Buffer& other)
+      : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), nbytes_(other.nbytes_) {
     Allocate();
     std::memcpy(base_, other.base_, total());
   }
@@ -71,34 +72,58 @@ class Buffer {
 
   // Which guard changed: "" when both hold.
   std::string_view BrokenGuard() const {
-    const auto changed = [](const uint8_t* p) { return std::any_of(p, p + kGuard, [](uint8_t b) { return b != kGuardByte; }); };
+    const auto changed = [](const uint8_t* p) {
+      return std::any_of(p, p + kGuard, [](uint8_t b) { return b != kGuardByte; });
+    };
     if (changed(base_)) return "before";
     if (changed(base_ + kGuard + nbytes_)) return "after";
     return "";
   }
-  bool SameBytes(const Buffer& other) const { return nbytes_ == other.nbytes_ && std::memcmp(data(), other.data(), nbytes_) == 0; }
+  bool SameBytes(const Buffer& other) const {
+    return nbytes_ == other.nbytes_ && std::memcmp(data(), other.data(), nbytes_) == 0;
+  }
 
   double At(int64_t i) const {
     switch (dtype_) {
-      case DType::kF32: return static_cast<const float*>(data())[i];
-      case DType::kF64: return static_cast<const double*>(data())[i];
-      case DType::kBF16: return ToFloat(static_cast<const Bf16*>(data())[i]);
-      case DType::kI32: return static_cast<const int32_t*>(data())[i];
-      case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(data())[i]);
-      case DType::kU8: return static_cast<const uint8_t*>(data())[i];
-      case DType::kF16: return std::nan("");
+      case DType::kF32:
+        return static_cast<const float*>(data())[i];
+      case DType::kF64:
+        return static_cast<const double*>(data())[i];
+      case DType::kBF16:
+        return ToFloat(static_cast<const Bf16*>(data())[i]);
+      case DType::kI32:
+        return static_cast<const int32_t*>(data())[i];
+      case DType::kI64:
+        return static_cast<double>(static_cast<const int64_t*>(data())[i]);
+      case DType::kU8:
+        return static_cast<const uint8_t*>(data())[i];
+      case DType::kF16:
+        return std::nan("");
     }
     return std::nan("");
   }
   void Set(int64_t i, double v) {
     switch (dtype_) {
-      case DType::kF32: static_cast<float*>(data())[i] = static_cast<float>(v); break;
-      case DType::kF64: static_cast<double*>(data())[i] = v; break;
-      case DType::kBF16: static_cast<Bf16*>(data())[i] = ToBf16(static_cast<float>(v)); break;
-      case DType::kI32: static_cast<int32_t*>(data())[i] = static_cast<int32_t>(v); break;
-      case DType::kI64: static_cast<int64_t*>(data())[i] = static_cast<int64_t>(v); break;
-      case DType::kU8: static_cast<uint8_t*>(data())[i] = static_cast<uint8_t>(v); break;
-      case DType::kF16: break;
+      case DType::kF32:
+        static_cast<float*>(data())[i] = static_cast<float>(v);
+        break;
+      case DType::kF64:
+        static_cast<double*>(data())[i] = v;
+        break;
+      case DType::kBF16:
+        static_cast<Bf16*>(data())[i] = ToBf16(static_cast<float>(v));
+        break;
+      case DType::kI32:
+        static_cast<int32_t*>(data())[i] = static_cast<int32_t>(v);
+        break;
+      case DType::kI64:
+        static_cast<int64_t*>(data())[i] = static_cast<int64_t>(v);
+        break;
+      case DType::kU8:
+        static_cast<uint8_t*>(data())[i] = static_cast<uint8_t>(v);
+        break;
+      case DType::kF16:
+        break;
     }
   }
   void Zero() { std::memset(data(), 0, nbytes_); }
@@ -118,7 +143,9 @@ class Buffer {
   uint8_t* base_ = nullptr;
 };
 
-inline bool IsFloating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16; }
+inline bool IsFloating(DType t) {
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
+}
 
 inline std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string s = "[";

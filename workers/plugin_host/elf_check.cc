@@ -27,12 +27,18 @@ static_assert(sizeof(void*) == 8, "a 64-bit host");
 
 const char* SegmentName(uint32_t type) {
   switch (type) {
-    case PT_LOAD: return "PT_LOAD";
-    case PT_DYNAMIC: return "PT_DYNAMIC";
-    case PT_INTERP: return "PT_INTERP";
-    case PT_NOTE: return "PT_NOTE";
-    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
-    default: return "a";
+    case PT_LOAD:
+      return "PT_LOAD";
+    case PT_DYNAMIC:
+      return "PT_DYNAMIC";
+    case PT_INTERP:
+      return "PT_INTERP";
+    case PT_NOTE:
+      return "PT_NOTE";
+    case PT_GNU_EH_FRAME:
+      return "PT_GNU_EH_FRAME";
+    default:
+      return "a";
   }
 }
 
@@ -69,10 +75,12 @@ Status CheckElfFile(const std::string& path) {
 
   Elf64_Ehdr eh{};
   if (size < EI_NIDENT || !ReadAt(fd, eh.e_ident, EI_NIDENT, 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-    return PluginError(StrCat(refusing, "not an ELF file (", size, " bytes; a plugin is a shared object built with "
+    return PluginError(StrCat(refusing, "not an ELF file (", size,
+                              " bytes; a plugin is a shared object built with "
                               "tessel_add_plugin)"));
   }
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64) return PluginError(StrCat(refusing, "a 32-bit ELF file; this host is 64-bit"));
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64)
+    return PluginError(StrCat(refusing, "a 32-bit ELF file; this host is 64-bit"));
   if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return PluginError(StrCat(refusing, "a big-endian ELF file"));
   if (size < sizeof eh || !ReadAt(fd, &eh, sizeof eh, 0)) {
     return PluginError(StrCat(refusing, "truncated: ", size, " bytes, less than an ELF header (", sizeof eh, ")"));
@@ -81,12 +89,12 @@ Status CheckElfFile(const std::string& path) {
     return PluginError(StrCat(refusing, "an ELF file but not a shared object (e_type ", eh.e_type, ")"));
   }
   if (eh.e_machine != kMachine) {
-    return PluginError(StrCat(refusing, "built for another machine (e_machine ", eh.e_machine, "; this host is ",
-                              kMachineName, ")"));
+    return PluginError(
+        StrCat(refusing, "built for another machine (e_machine ", eh.e_machine, "; this host is ", kMachineName, ")"));
   }
   if (eh.e_phnum == 0 || eh.e_phentsize != sizeof(Elf64_Phdr)) {
-    return PluginError(StrCat(refusing, "corrupt ELF header: ", eh.e_phnum, " program headers of ", eh.e_phentsize,
-                              " bytes"));
+    return PluginError(
+        StrCat(refusing, "corrupt ELF header: ", eh.e_phnum, " program headers of ", eh.e_phentsize, " bytes"));
   }
   const uint64_t ph_bytes = uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr);
   if (!Within(eh.e_phoff, ph_bytes, size)) {

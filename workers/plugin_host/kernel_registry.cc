@@ -227,8 +227,8 @@ Status KernelRegistry::LoadPlugin(const std::string& path) {
   for (auto& k : pending.kernels) {
     out.kernels.push_back({k.key.op, k.key.device, k.schema_text});
     const std::vector<OutputRows> rows = OutputRowsFor(k.key.op);
-    kernels_[k.key].push_back(std::make_unique<Kernel>(k.key.op, k.key.device, k.schema_text, std::move(k.schema),
-                                                       rows, k.fn, k.state, file.canonical_path, k.params_size,
+    kernels_[k.key].push_back(std::make_unique<Kernel>(k.key.op, k.key.device, k.schema_text, std::move(k.schema), rows,
+                                                       k.fn, k.state, file.canonical_path, k.params_size,
                                                        k.floating_dtypes));
   }
   std::sort(out.kernels.begin(), out.kernels.end(), [](const KernelInfo& a, const KernelInfo& b) {
@@ -259,7 +259,8 @@ Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
     for (const std::string& file : files) TESSEL_RETURN_IF_ERROR(LoadPlugin(file));
   }
   for (const std::string& name : prefer_) {
-    const bool loaded = std::any_of(plugins_.begin(), plugins_.end(), [&](const auto& p) { return p->info.name == name; });
+    const bool loaded =
+        std::any_of(plugins_.begin(), plugins_.end(), [&](const auto& p) { return p->info.name == name; });
     if (!loaded) {
       std::string names;
       for (const auto& p : plugins_) names += StrCat(names.empty() ? "" : ", ", p->info.name);
@@ -269,7 +270,8 @@ Status KernelRegistry::LoadDefaults(const std::vector<std::string>& paths,
   }
   for (const auto& [key, candidates] : kernels_) {
     if (candidates.size() < 2) {
-      logger_.Debug(StrCat("op ", key.op, " (", DeviceLabel(key.device), "): plugin ", PluginNameOf(*candidates.front())));
+      logger_.Debug(
+          StrCat("op ", key.op, " (", DeviceLabel(key.device), "): plugin ", PluginNameOf(*candidates.front())));
       continue;
     }
     Result<const Kernel*> chosen = Choose(key, candidates);
@@ -301,8 +303,10 @@ Result<const Kernel*> KernelRegistry::Choose(const KernelKey& key,
   }
   std::string offered;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    offered += StrCat(i == 0 ? "" : i + 1 == candidates.size() ? " and " : ", ", "'", PluginNameOf(*candidates[i]),
-                      "' (", candidates[i]->plugin_path(), ")");
+    offered += StrCat(i == 0                       ? ""
+                      : i + 1 == candidates.size() ? " and "
+                                                   : ", ",
+                      "'", PluginNameOf(*candidates[i]), "' (", candidates[i]->plugin_path(), ")");
   }
   return PluginError(StrCat("op '", key.op, "' for device ", DeviceLabel(key.device), " is provided by ",
                             candidates.size() == 2 ? "both " : "", offered,
@@ -369,7 +373,8 @@ std::vector<ServedKernel> KernelRegistry::Served() const {
     if (!chosen.ok()) continue;
     for (const auto& p : plugins_) {
       if (p->info.path != (*chosen)->plugin_path()) continue;
-      out.push_back(ServedKernel{key.op, key.device, p->info.name, p->info.version, p->info.abi_major, p->info.abi_minor});
+      out.push_back(
+          ServedKernel{key.op, key.device, p->info.name, p->info.version, p->info.abi_major, p->info.abi_minor});
       break;
     }
   }

@@ -14,9 +14,9 @@ namespace {
 
 #define TESSEL_OP_ADDRESS(ident, name, schema, params_size, optional) &tessel_op_##ident,
 
-const tessel_op_decl* const kOps[] = {
-    TESSEL_NN_OPS(TESSEL_OP_ADDRESS) TESSEL_OPTIM_OPS(TESSEL_OP_ADDRESS) TESSEL_RGNN_OPS(TESSEL_OP_ADDRESS)
-        TESSEL_GATHER_OPS(TESSEL_OP_ADDRESS) TESSEL_LLM_OPS(TESSEL_OP_ADDRESS)};
+const tessel_op_decl* const kOps[] = {TESSEL_NN_OPS(TESSEL_OP_ADDRESS) TESSEL_OPTIM_OPS(TESSEL_OP_ADDRESS)
+                                          TESSEL_RGNN_OPS(TESSEL_OP_ADDRESS) TESSEL_GATHER_OPS(TESSEL_OP_ADDRESS)
+                                              TESSEL_LLM_OPS(TESSEL_OP_ADDRESS)};
 
 #undef TESSEL_OP_ADDRESS
 

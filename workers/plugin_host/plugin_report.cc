@@ -1,9 +1,8 @@
 #include "workers/plugin_host/plugin_report.h"
 
-#include <tessel/plugin.h>
-
 #include <signal.h>
 #include <sys/wait.h>
+#include <tessel/plugin.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -200,8 +199,8 @@ Status ListPlugins(const std::vector<std::string>& dirs_in, std::ostream& out) {
 }
 
 Status InspectPlugin(const std::string& path, std::ostream& out) {
-  return InChildProcess(path, [&](std::ostream& report) { return InspectPluginHere(path, report); }, "", kWhileLoading,
-                        out);
+  return InChildProcess(
+      path, [&](std::ostream& report) { return InspectPluginHere(path, report); }, "", kWhileLoading, out);
 }
 
 Status CheckPlugin(const std::string& path, const std::vector<std::string>& required_ops, Device device,
@@ -275,7 +274,9 @@ Result<std::vector<std::string>> ExpandOpSet(std::string_view spec) {
     size_t end = spec.find(',', begin);
     if (end == std::string_view::npos) end = spec.size();
     std::string_view op = spec.substr(begin, end - begin);
-    if (op.empty()) return UsageError(StrCat("empty op name in '", spec, "' (use an op family such as 'rgnn', or a comma-separated list)"));
+    if (op.empty())
+      return UsageError(
+          StrCat("empty op name in '", spec, "' (use an op family such as 'rgnn', or a comma-separated list)"));
     ops.emplace_back(op);
     begin = end + 1;
   }

@@ -31,8 +31,8 @@ Status CheckPlugin(const std::string& path, const std::vector<std::string>& requ
                    std::ostream& out, const std::optional<ConformanceOptions>& conformance = std::nullopt);
 
 // Inspect and Check load the plugin in a child process (fork), so that a plugin that crashes while it
-// loads (its initialisers, tessel_plugin_init) or while its kernels run gets a verdict, a PluginError naming it and the signal,
-// rather than ending the caller. These do the same in the calling process.
+// loads (its initialisers, tessel_plugin_init) or while its kernels run gets a verdict, a PluginError naming it and the
+// signal, rather than ending the caller. These do the same in the calling process.
 Status InspectPluginHere(const std::string& path, std::ostream& out);
 Status CheckPluginHere(const std::string& path, const std::vector<std::string>& required_ops, Device device,
                        std::ostream& out, const std::optional<ConformanceOptions>& conformance = std::nullopt);

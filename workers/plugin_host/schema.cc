@@ -294,7 +294,8 @@ std::string Schema::ToString() const {
 Result<Schema> ParseSchema(std::string_view text) { return Parser(text).Parse(); }
 
 Result<std::optional<DType>> CheckCall(const Schema& schema, Device device, const std::vector<const Tensor*>& inputs,
-                                       const std::vector<Tensor*>& outputs, const std::vector<OutputRows>& output_rows) {
+                                       const std::vector<Tensor*>& outputs,
+                                       const std::vector<OutputRows>& output_rows) {
   if (inputs.size() != schema.inputs.size() || outputs.size() != schema.outputs.size()) {
     return InternalError(StrCat("op ", schema.op, " takes ", schema.inputs.size(), " inputs and ",
                                 schema.outputs.size(), " outputs, the call passed ", inputs.size(), " and ",

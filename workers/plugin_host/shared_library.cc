@@ -20,7 +20,7 @@ Result<SharedLibrary> SharedLibrary::Open(const std::string& path) {
   if (path.find('/') == std::string::npos) {
     return PluginError(StrCat("plugin path '", path, "' must name a file (contain a '/'), not a library name"));
   }
-  dlerror();  // clear any stale error of this thread
+  dlerror();                                                                   // clear any stale error of this thread
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // never unmapped: see the header
   if (handle == nullptr) return PluginError(StrCat("cannot load plugin ", path, ": ", LastDlError()));
   return SharedLibrary(handle, path);

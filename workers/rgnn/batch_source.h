@@ -27,9 +27,9 @@ struct Batch {
   std::vector<const GraphView*> views;
   const Tensor* features = nullptr;  // [views[0]->rows, F] with feature input; null with one-hot input
   // Over the last layer's output rows (views.back()->owned):
-  const Tensor* labels = nullptr;      // i64, -1 = unlabelled
-  const Tensor* train_mask = nullptr;  // u8: the rows the training loss reads
-  const Tensor* test_mask = nullptr;   // u8: the rows evaluation scores as test rows
+  const Tensor* labels = nullptr;                 // i64, -1 = unlabelled
+  const Tensor* train_mask = nullptr;             // u8: the rows the training loss reads
+  const Tensor* test_mask = nullptr;              // u8: the rows evaluation scores as test rows
   int64_t labelled_train = 0, labelled_test = 0;  // this worker's labelled rows under each mask
   // Labelled training rows of this step across all workers: the training loss is their mean.
   int64_t step_train_rows = 0;

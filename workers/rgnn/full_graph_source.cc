@@ -117,9 +117,9 @@ Record FullGraphSource::Figures() const {
   Set(r, "halo_bytes_sent", halo_.bytes_sent());
   Set(r, "halo_bytes_received", halo_.bytes_received());
   // The worker's node features, labels and masks, and its partition's adjacency as the layers read it.
-  Set(r, "graph_bytes", static_cast<int64_t>(features_.nbytes() + labels_.nbytes() + train_mask_.nbytes() +
-                                             test_mask_.nbytes()) +
-                            GraphViewBytes(view_));
+  Set(r, "graph_bytes",
+      static_cast<int64_t>(features_.nbytes() + labels_.nbytes() + train_mask_.nbytes() + test_mask_.nbytes()) +
+          GraphViewBytes(view_));
   return r;
 }
 

@@ -25,8 +25,8 @@ namespace {
 template <typename L>
 auto TensorsOf(L& l) -> decltype(auto) {
   if constexpr (std::is_same_v<std::remove_const_t<L>, SegmentLayout>) {
-    return std::array{&l.dblk_row, &l.dblk_run, &l.drun_rel, &l.drun_seg,  &l.seg_dst,   &l.seg_edge,
-                      &l.dedge_src, &l.dedge_pair, &l.sblk_row, &l.sblk_run, &l.srun_rel, &l.srun_pair,
+    return std::array{&l.dblk_row,  &l.dblk_run,   &l.drun_rel,  &l.drun_seg, &l.seg_dst,  &l.seg_edge,
+                      &l.dedge_src, &l.dedge_pair, &l.sblk_row,  &l.sblk_run, &l.srun_rel, &l.srun_pair,
                       &l.pair_src,  &l.pair_edge,  &l.sedge_seg, &l.seg_norm};
   } else {
     return std::array{&l.uniq_ptr, &l.uniq_src, &l.uniq_edge_ptr, &l.edge_uniq,

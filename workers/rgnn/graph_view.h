@@ -29,11 +29,11 @@ struct GraphView {
   int64_t owned = 0;      // output rows: [0, owned) of the input rows
   int64_t relations = 0;  // R of the whole graph (parameters are per relation, edges may use fewer)
   int32_t node_types = 1;
-  SegmentLayout segments;         // the fused kernels' layout (when the model reads it)
-  RelationLayout pairs;           // the compact (relation, source) layout (RGCN without reordering)
-  Tensor row_type;                // i32[rows]: each row's node type
-  std::vector<TypeRun> type_runs; // in row order
-  Tensor row_id;                  // i64[rows]: each row's global node id (the one-hot input's index)
+  SegmentLayout segments;          // the fused kernels' layout (when the model reads it)
+  RelationLayout pairs;            // the compact (relation, source) layout (RGCN without reordering)
+  Tensor row_type;                 // i32[rows]: each row's node type
+  std::vector<TypeRun> type_runs;  // in row order
+  Tensor row_id;                   // i64[rows]: each row's global node id (the one-hot input's index)
 };
 
 // The runs of `types` (one per row), split at `owned`.

@@ -11,7 +11,8 @@ Result<HaloExchange> HaloExchange::Build(const storage::WorkerPartition& p, Work
   h.num_owned_ = p.num_owned;
   const int n = comm.size();
   if (n != p.num_parts) {
-    return InternalError("partition has " + std::to_string(p.num_parts) + " parts but " + std::to_string(n) + " workers run");
+    return InternalError("partition has " + std::to_string(p.num_parts) + " parts but " + std::to_string(n) +
+                         " workers run");
   }
   h.halo_begin_.assign(static_cast<size_t>(n), 0);
   h.halo_count_.assign(static_cast<size_t>(n), 0);
@@ -30,7 +31,8 @@ Result<HaloExchange> HaloExchange::Build(const storage::WorkerPartition& p, Work
     }
     v.push_back(id);
   }
-  for (int q = 0; q < n; ++q) h.halo_count_[static_cast<size_t>(q)] = static_cast<int64_t>(need[static_cast<size_t>(q)].size());
+  for (int q = 0; q < n; ++q)
+    h.halo_count_[static_cast<size_t>(q)] = static_cast<int64_t>(need[static_cast<size_t>(q)].size());
   TESSEL_RETURN_IF_ERROR(comm.AllToAll(need, &h.serve_rows_));
   const int64_t lo = p.offsets[static_cast<size_t>(comm.rank())];
   for (int q = 0; q < n; ++q) {

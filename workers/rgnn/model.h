@@ -56,8 +56,8 @@ inline std::vector<SettingProblem> DecompositionProblems(const RgnnSettings& s, 
   for (const auto& [key, value] : {std::pair<const char*, int32_t>{"model.num_bases", s.num_bases},
                                    std::pair<const char*, int32_t>{"model.num_blocks", s.num_blocks}}) {
     if (value > 0) {
-      problems.push_back({key, "", StrCat(key, " decomposes RGCN's relation weights; model.name = \"", model,
-                                          "\" has none")});
+      problems.push_back(
+          {key, "", StrCat(key, " decomposes RGCN's relation weights; model.name = \"", model, "\" has none")});
     }
   }
   return problems;

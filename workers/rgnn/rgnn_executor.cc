@@ -15,7 +15,8 @@ namespace {
 
 // A payload naming a model this worker's build lacks (the planner, on the coordinator, knew it).
 Status UnknownModel(const std::string& name) {
-  return InternalError(StrCat("model.name = \"", name, "\" is not an rgnn model of this worker's build: do the ranks run "
+  return InternalError(StrCat("model.name = \"", name,
+                              "\" is not an rgnn model of this worker's build: do the ranks run "
                               "different builds?"));
 }
 
@@ -108,7 +109,9 @@ ExecutorFactory RgnnSampledFactory() {
 }
 
 RgnnExecutor::RgnnExecutor(RgnnSettings settings, const ExecutorContext& context)
-    : settings_(settings), context_(context), adam_(AdamOptimizer::Hyper{settings.lr, settings.beta1, settings.beta2, settings.eps, L2Decay(settings.l2)}) {}
+    : settings_(settings),
+      context_(context),
+      adam_(AdamOptimizer::Hyper{settings.lr, settings.beta1, settings.beta2, settings.eps, L2Decay(settings.l2)}) {}
 
 Result<std::vector<const tessel_op_decl*>> RgnnExecutor::RequiredOps(const RgnnSettings& settings,
                                                                      const ModelShape& shape) {
@@ -170,12 +173,14 @@ Status RgnnExecutor::Build(std::unique_ptr<BatchSource> source, const GraphView&
   TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RequiredOps(settings_, model));
   TESSEL_RETURN_IF_ERROR(kernels_->Require(ops));
   const int L = settings_.layers;
-  TESSEL_ASSIGN_OR_RETURN(ModelLayers built, FindRgnnModel(settings_.model)->Build(settings_, model, g, *kernels_, params_));
+  TESSEL_ASSIGN_OR_RETURN(ModelLayers built,
+                          FindRgnnModel(settings_.model)->Build(settings_, model, g, *kernels_, params_));
   layers_ = std::move(built.layers);
   classifier_ = std::move(built.classifier);
   activation_ = built.relu_between ? Activation::kRelu : Activation::kIdentity;
   if (static_cast<int>(layers_.size()) != L) {
-    return InternalError(StrCat("model \"", settings_.model, "\" built ", layers_.size(), " layers for model.layers = ", L));
+    return InternalError(
+        StrCat("model \"", settings_.model, "\" built ", layers_.size(), " layers for model.layers = ", L));
   }
   TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed, settings_.weight_init));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));
@@ -223,7 +228,8 @@ Status RgnnExecutor::Shape(const Batch& b) {
   }
   if (grew_hidden && !halo_rows_zeroed_ && full_graph_) {
     // Halo rows are written by the exchange before any kernel reads them; zero them once anyway.
-    for (Tensor& h : hidden_) TESSEL_RETURN_IF_ERROR(ZeroMemory(h.raw(), h.device(), h.nbytes(), context_.device.stream));
+    for (Tensor& h : hidden_)
+      TESSEL_RETURN_IF_ERROR(ZeroMemory(h.raw(), h.device(), h.nbytes(), context_.device.stream));
     halo_rows_zeroed_ = true;
   }
   if (classifier_) {

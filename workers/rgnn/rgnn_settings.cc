@@ -8,9 +8,8 @@ void RgnnAssignment::Encode(ByteWriter& out) const {
 }
 
 std::string RgnnAssignment::Describe() const {
-  return StrCat(settings.model, " partition ", partition.part, " of ", partition.num_parts, ": ",
-                partition.num_owned, " owned, ", partition.num_rows() - partition.num_owned, " halo rows, ",
-                partition.src.size(), " edges");
+  return StrCat(settings.model, " partition ", partition.part, " of ", partition.num_parts, ": ", partition.num_owned,
+                " owned, ", partition.num_rows() - partition.num_owned, " halo rows, ", partition.src.size(), " edges");
 }
 
 namespace {
@@ -54,8 +53,8 @@ void RgnnSampledAssignment::Encode(ByteWriter& out) const {
 std::string RgnnSampledAssignment::Describe() const {
   int64_t owned = 0;
   for (const int32_t p : graph->part_of) owned += p == worker ? 1 : 0;
-  return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": ", owned,
-                " owned nodes of ", graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
+  return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": ", owned, " owned nodes of ",
+                graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
 }
 
 std::string RgnnSampledAssignment::SizedBy() const {

@@ -25,7 +25,7 @@ Result<Tensor> HostTensor(const std::vector<T>& v, std::vector<int64_t> shape) {
 
 struct SampledSource::Prepared {
   std::vector<GraphView> views;
-  Tensor feature_storage;  // host memory behind `features` (reused from batch to batch)
+  Tensor feature_storage;                          // host memory behind `features` (reused from batch to batch)
   Tensor features, labels, train_mask, test_mask;  // features may already be on the device (zero-copy)
   Batch batch;
   double sample_s = 0, layout_s = 0, feature_s = 0;
@@ -132,7 +132,8 @@ Result<Tensor> ScratchView(Tensor& scratch, DType dtype, std::vector<int64_t> sh
   int64_t numel = 1;
   for (const int64_t d : shape) numel *= d;
   if (scratch.raw() == nullptr || scratch.numel() < numel) {
-    TESSEL_ASSIGN_OR_RETURN(scratch, Tensor::Empty(dtype, {std::max<int64_t>(1, numel + numel / 4)}, *device.allocator));
+    TESSEL_ASSIGN_OR_RETURN(scratch,
+                            Tensor::Empty(dtype, {std::max<int64_t>(1, numel + numel / 4)}, *device.allocator));
   }
   return Tensor::Borrow(scratch.raw(), dtype, std::move(shape), device.device);
 }
@@ -146,14 +147,16 @@ Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<
   const auto L = static_cast<int64_t>(table_rows.size());
   const auto R = static_cast<int64_t>(sources.remote_at.size());
   if (L != static_cast<int64_t>(sources.local_at.size()) || L + R != rows) {
-    return InternalError(StrCat("a batch of ", rows, " feature rows assembled from ", L, " local and ", R, " received"));
+    return InternalError(
+        StrCat("a batch of ", rows, " feature rows assembled from ", L, " local and ", R, " received"));
   }
   if (rows == 0) return Status();
   CallOptions call;
   call.cuda_stream = device.stream;
   call.device_ordinal = device.ordinal;
   const auto upload = [&](std::span<const int64_t> v) -> Result<Tensor> {
-    TESSEL_ASSIGN_OR_RETURN(Tensor ids, ScratchView(scratch->ids, DType::kI64, {static_cast<int64_t>(v.size())}, device));
+    TESSEL_ASSIGN_OR_RETURN(Tensor ids,
+                            ScratchView(scratch->ids, DType::kI64, {static_cast<int64_t>(v.size())}, device));
     TESSEL_RETURN_IF_ERROR(
         CopyMemory(ids.raw(), device.device, v.data(), Device::kCpu, v.size() * sizeof(int64_t), device.stream));
     return ids;
@@ -181,7 +184,8 @@ Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<
   for (int64_t k = 0; k < L; ++k) place[static_cast<size_t>(sources.local_at[static_cast<size_t>(k)])] = k;
   for (int64_t j = 0; j < R; ++j) place[static_cast<size_t>(sources.remote_at[static_cast<size_t>(j)])] = L + j;
   for (int64_t i = 0; i < rows; ++i) {
-    if (place[static_cast<size_t>(i)] < 0) return InternalError(StrCat("feature row ", i, " of the batch has no source"));
+    if (place[static_cast<size_t>(i)] < 0)
+      return InternalError(StrCat("feature row ", i, " of the batch has no source"));
   }
   TESSEL_ASSIGN_OR_RETURN(Tensor ids, upload(place));
   TESSEL_RETURN_IF_ERROR(gather.Call({&stage, &ids}, {&out}, call));
@@ -303,8 +307,8 @@ Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignmen
                                 assignment.num_workers));
   }
   if (assignment.graph->num_classes < 2) {
-    return BadDataError(StrCat("the graph has ", assignment.graph->num_classes,
-                               " classes; node classification needs at least 2"));
+    return BadDataError(
+        StrCat("the graph has ", assignment.graph->num_classes, " classes; node classification needs at least 2"));
   }
   const bool features = assignment.settings.input == ModelInput::kFeatures;
   if (features && (store == nullptr || store->dim() != assignment.feature_dim)) {

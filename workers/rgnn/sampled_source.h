@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "storage/feature_store.h"
 #include "core/cuda_device.h"
+#include "storage/feature_store.h"
 #include "workers/executor.h"
 #include "workers/plugin_host/kernel.h"
 #include "workers/rgnn/batch_source.h"
@@ -108,8 +108,7 @@ Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<
 // returned afterwards), so a bad id never leaves the others waiting. Adds the rows read locally and
 // received to *local and *remote.
 Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
-                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local,
-                        int64_t* remote);
+                        const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local, int64_t* remote);
 
 // Rows read from the graph file (storage/feature_store.h): mapped in place, or loaded into (pinned)
 // memory. Contiguous gathers (the rows a peer asked for) go through the gather plugin's gather.rows
@@ -131,8 +130,7 @@ class FileRowStore final : public RowStore {
 
 class SampledSource final : public BatchSource {
  public:
-  static Result<std::unique_ptr<SampledSource>> Build(RgnnSampledAssignment assignment,
-                                                      std::unique_ptr<RowStore> store,
+  static Result<std::unique_ptr<SampledSource>> Build(RgnnSampledAssignment assignment, std::unique_ptr<RowStore> store,
                                                       const ExecutorContext& context);
   ~SampledSource() override;
 
@@ -180,7 +178,7 @@ class SampledSource final : public BatchSource {
   ExecutorContext context_;
   DeviceContext host_;
   GraphView shape_view_;
-  std::vector<std::string> relation_names_;  // R empty names, for the layouts' partition form
+  std::vector<std::string> relation_names_;        // R empty names, for the layouts' partition form
   std::vector<int64_t> train_nodes_, test_nodes_;  // labelled, sorted, whole graph
 
   // The current pass (fixed while batches of it are being prepared).

@@ -41,7 +41,8 @@ SampledGraph SampledGraph::FromGraph(const storage::HeteroGraph& graph, const st
   g.num_relations = static_cast<int32_t>(graph.relations.size());
   g.num_classes = graph.num_classes;
   g.type_offsets.push_back(0);
-  for (size_t t = 0; t < graph.node_types.size(); ++t) g.type_offsets.push_back(g.type_offsets.back() + graph.node_types[t].count);
+  for (size_t t = 0; t < graph.node_types.size(); ++t)
+    g.type_offsets.push_back(g.type_offsets.back() + graph.node_types[t].count);
   const auto n = static_cast<size_t>(g.num_nodes);
   g.in_ptr.assign(n + 1, 0);
   for (const storage::Relation& r : graph.relations) {
@@ -92,8 +93,7 @@ Status SampledGraph::Validate(int32_t num_workers) const {
   if (num_nodes < 0 || num_nodes > std::numeric_limits<int32_t>::max()) {
     return BadDataError(StrCat("sampled graph: ", num_nodes, " nodes (at most 2^31 - 1)"));
   }
-  if (in_ptr.size() != n + 1 || in_ptr.front() != 0 || in_ptr.back() != num_edges() ||
-      in_rel.size() != in_src.size()) {
+  if (in_ptr.size() != n + 1 || in_ptr.front() != 0 || in_ptr.back() != num_edges() || in_rel.size() != in_src.size()) {
     return BadDataError("sampled graph: in_ptr does not cover the edges");
   }
   if (part_of.size() != n || labels.size() != n || train_mask.size() != n || test_mask.size() != n) {
@@ -152,8 +152,7 @@ Result<SampledGraph> SampledGraph::Decode(ByteReader& in) {
 }
 
 Sampler::Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, FanoutPer per)
-    : graph_(graph), fanouts_(std::move(fanouts)), per_(per),
-      slot_(static_cast<size_t>(graph.num_nodes), -1) {}
+    : graph_(graph), fanouts_(std::move(fanouts)), per_(per), slot_(static_cast<size_t>(graph.num_nodes), -1) {}
 
 void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out) {
   const int64_t begin = graph_.in_ptr[static_cast<size_t>(node)], end = graph_.in_ptr[static_cast<size_t>(node) + 1];

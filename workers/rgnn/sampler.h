@@ -33,12 +33,12 @@ struct SampledGraph {
   int64_t num_nodes = 0;
   int32_t num_relations = 0;
   int64_t num_classes = 0;
-  std::vector<int64_t> type_offsets;  // [types + 1]
-  std::vector<int64_t> in_ptr;        // [nodes + 1]: node v's in-edges are [in_ptr[v], in_ptr[v + 1])
-  std::vector<int32_t> in_src;        // [edges] source node, sorted by (relation, source) within a node
-  std::vector<int32_t> in_rel;        // [edges] relation
-  std::vector<int32_t> part_of;       // [nodes] owning worker
-  std::vector<int64_t> labels;        // [nodes] -1 = unlabelled
+  std::vector<int64_t> type_offsets;           // [types + 1]
+  std::vector<int64_t> in_ptr;                 // [nodes + 1]: node v's in-edges are [in_ptr[v], in_ptr[v + 1])
+  std::vector<int32_t> in_src;                 // [edges] source node, sorted by (relation, source) within a node
+  std::vector<int32_t> in_rel;                 // [edges] relation
+  std::vector<int32_t> part_of;                // [nodes] owning worker
+  std::vector<int64_t> labels;                 // [nodes] -1 = unlabelled
   std::vector<uint8_t> train_mask, test_mask;  // [nodes] 0/1
 
   // From a whole graph and each node's worker: in-edges sorted by (relation, source) within a node.
@@ -59,7 +59,7 @@ struct SampledGraph {
 struct SampledBlock {
   int64_t num_dst = 0;
   std::vector<int64_t> src_ids;
-  std::vector<int64_t> rel_ptr;  // [relations + 1]
+  std::vector<int64_t> rel_ptr;   // [relations + 1]
   std::vector<int64_t> src, dst;  // rows
 };
 
@@ -84,7 +84,7 @@ class Sampler {
   const SampledGraph& graph_;
   std::vector<int32_t> fanouts_;
   FanoutPer per_;
-  std::vector<int32_t> slot_;  // [nodes]: a node's input row in the block being built, or -1
+  std::vector<int32_t> slot_;    // [nodes]: a node's input row in the block being built, or -1
   std::vector<int64_t> picked_;  // Draw's scratch
 };
 

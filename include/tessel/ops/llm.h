@@ -45,24 +45,23 @@ typedef struct tessel_attention_params {
   int32_t heads; /* H >= 1, dividing C */
 } tessel_attention_params;
 
-#define TESSEL_LLM_OPS(X)                                                                                   \
-  X(llm_encoder_fwd, "llm.encoder.fwd",                                                                     \
-    "llm.encoder.fwd(wte:T[V,C], wpe:T[P,C], tokens:i32[B,S]) -> (Y:T[B,S,C])", 0, "")                      \
-  X(llm_encoder_bwd, "llm.encoder.bwd",                                                                     \
-    "llm.encoder.bwd(dY:T[B,S,C], tokens:i32[B,S]) -> (dwte:A[V,C], dwpe:A[P,C])", 0, "")                   \
-  X(llm_layernorm_fwd, "llm.layernorm.fwd",                                                                 \
-    "llm.layernorm.fwd(X:T[N,C], w:T[C], b:T[C]) -> (Y:T[N,C], mean:A[N], rstd:A[N])",                      \
-    sizeof(tessel_layernorm_params), "")                                                                    \
-  X(llm_layernorm_bwd, "llm.layernorm.bwd",                                                                 \
-    "llm.layernorm.bwd(dY:T[N,C], X:T[N,C], w:T[C], mean:A[N], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])", \
-    0, "")                                                                                                  \
-  X(llm_layernorm_bwd_from_output, "llm.layernorm.bwd_from_output",                                         \
-    "llm.layernorm.bwd_from_output(dY:T[N,C], Y:T[N,C], w:T[C], b:T[C], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])", \
-    0, "")                                                                                                  \
-  X(llm_attention_fwd, "llm.attention.fwd",                                                                 \
-    "llm.attention.fwd(qkv:T[B,S,Q]) -> (Y:T[B,S,C], lse:A[B,H,S])", sizeof(tessel_attention_params), "")  \
-  X(llm_attention_bwd, "llm.attention.bwd",                                                                 \
-    "llm.attention.bwd(dY:T[B,S,C], qkv:T[B,S,Q], Y:T[B,S,C], lse:A[B,H,S]) -> (dqkv:T[B,S,Q])",            \
+#define TESSEL_LLM_OPS(X)                                                                                              \
+  X(llm_encoder_fwd, "llm.encoder.fwd", "llm.encoder.fwd(wte:T[V,C], wpe:T[P,C], tokens:i32[B,S]) -> (Y:T[B,S,C])", 0, \
+    "")                                                                                                                \
+  X(llm_encoder_bwd, "llm.encoder.bwd", "llm.encoder.bwd(dY:T[B,S,C], tokens:i32[B,S]) -> (dwte:A[V,C], dwpe:A[P,C])", \
+    0, "")                                                                                                             \
+  X(llm_layernorm_fwd, "llm.layernorm.fwd",                                                                            \
+    "llm.layernorm.fwd(X:T[N,C], w:T[C], b:T[C]) -> (Y:T[N,C], mean:A[N], rstd:A[N])",                                 \
+    sizeof(tessel_layernorm_params), "")                                                                               \
+  X(llm_layernorm_bwd, "llm.layernorm.bwd",                                                                            \
+    "llm.layernorm.bwd(dY:T[N,C], X:T[N,C], w:T[C], mean:A[N], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])", 0, "")    \
+  X(llm_layernorm_bwd_from_output, "llm.layernorm.bwd_from_output",                                                    \
+    "llm.layernorm.bwd_from_output(dY:T[N,C], Y:T[N,C], w:T[C], b:T[C], rstd:A[N]) -> (dX:T[N,C], dw:A[C], db:A[C])",  \
+    0, "")                                                                                                             \
+  X(llm_attention_fwd, "llm.attention.fwd", "llm.attention.fwd(qkv:T[B,S,Q]) -> (Y:T[B,S,C], lse:A[B,H,S])",           \
+    sizeof(tessel_attention_params), "")                                                                               \
+  X(llm_attention_bwd, "llm.attention.bwd",                                                                            \
+    "llm.attention.bwd(dY:T[B,S,C], qkv:T[B,S,Q], Y:T[B,S,C], lse:A[B,H,S]) -> (dqkv:T[B,S,Q])",                       \
     sizeof(tessel_attention_params), "")
 
 TESSEL_LLM_OPS(TESSEL_DECLARE_OP)

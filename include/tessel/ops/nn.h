@@ -56,27 +56,27 @@ typedef struct tessel_gemm_params {
   double beta;
 } tessel_gemm_params;
 
-#define TESSEL_NN_OPS(X)                                                                                   \
-  X(nn_relu_fwd, "nn.relu.fwd", "nn.relu.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")                              \
-  X(nn_relu_bwd, "nn.relu.bwd", "nn.relu.bwd(dY:T[N,D], Y:T[N,D]) -> (dX:T[N,D])", 0, "")                  \
-  X(nn_gelu_fwd, "nn.gelu.fwd", "nn.gelu.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")                              \
-  X(nn_gelu_bwd, "nn.gelu.bwd", "nn.gelu.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")                  \
-  X(nn_softmax_xent, "nn.softmax_xent.fwd_bwd",                                                            \
-    "nn.softmax_xent.fwd_bwd(logits:T[N,C], labels:i64[N], mask:u8[N]) -> "                                \
-    "(loss_sum:f64[1], correct:i64[1], dlogits:T[N,C])",                                                   \
-    sizeof(tessel_softmax_xent_params), "")                                                                \
-  X(nn_embedding_fwd, "nn.embedding.fwd", "nn.embedding.fwd(W:T[V,D], ids:i64[M]) -> (Y:T[M,D])", 0, "")   \
-  X(nn_embedding_bwd, "nn.embedding.bwd", "nn.embedding.bwd(dY:T[M,D], ids:i64[M]) -> (dW:T[V,D])", 0, "") \
-  X(nn_gemm, "nn.gemm", "nn.gemm(A:T[P,Q], B:T[S,U]) -> (C:T[M,N])", sizeof(tessel_gemm_params), "")      \
-  X(nn_linear_fwd, "nn.linear.fwd", "nn.linear.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O])", 0, "")      \
-  X(nn_linear_bwd, "nn.linear.bwd",                                                                        \
-    "nn.linear.bwd(dY:T[N,O], X:T[N,K], W:T[O,K]) -> (dX:T[N,K], dW:A[O,K], db:A[O])", 0, "dX,db")         \
-  X(nn_linear_gelu_tanh_fwd, "nn.linear_gelu_tanh.fwd",                                                    \
-    "nn.linear_gelu_tanh.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O], Pre:T[N,O])", 0, "")               \
-  X(nn_gelu_tanh_fwd, "nn.gelu_tanh.fwd", "nn.gelu_tanh.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")               \
-  X(nn_gelu_tanh_bwd, "nn.gelu_tanh.bwd", "nn.gelu_tanh.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")   \
-  X(nn_add, "nn.add", "nn.add(A:T[N], B:T[N]) -> (C:T[N])", 0, "")                                         \
-  X(nn_sum_squares, "nn.sum_squares", "nn.sum_squares(X:T[N]) -> (S:f64[1])", 0, "")                       \
+#define TESSEL_NN_OPS(X)                                                                                               \
+  X(nn_relu_fwd, "nn.relu.fwd", "nn.relu.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")                                          \
+  X(nn_relu_bwd, "nn.relu.bwd", "nn.relu.bwd(dY:T[N,D], Y:T[N,D]) -> (dX:T[N,D])", 0, "")                              \
+  X(nn_gelu_fwd, "nn.gelu.fwd", "nn.gelu.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")                                          \
+  X(nn_gelu_bwd, "nn.gelu.bwd", "nn.gelu.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")                              \
+  X(nn_softmax_xent, "nn.softmax_xent.fwd_bwd",                                                                        \
+    "nn.softmax_xent.fwd_bwd(logits:T[N,C], labels:i64[N], mask:u8[N]) -> "                                            \
+    "(loss_sum:f64[1], correct:i64[1], dlogits:T[N,C])",                                                               \
+    sizeof(tessel_softmax_xent_params), "")                                                                            \
+  X(nn_embedding_fwd, "nn.embedding.fwd", "nn.embedding.fwd(W:T[V,D], ids:i64[M]) -> (Y:T[M,D])", 0, "")               \
+  X(nn_embedding_bwd, "nn.embedding.bwd", "nn.embedding.bwd(dY:T[M,D], ids:i64[M]) -> (dW:T[V,D])", 0, "")             \
+  X(nn_gemm, "nn.gemm", "nn.gemm(A:T[P,Q], B:T[S,U]) -> (C:T[M,N])", sizeof(tessel_gemm_params), "")                   \
+  X(nn_linear_fwd, "nn.linear.fwd", "nn.linear.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O])", 0, "")                  \
+  X(nn_linear_bwd, "nn.linear.bwd", "nn.linear.bwd(dY:T[N,O], X:T[N,K], W:T[O,K]) -> (dX:T[N,K], dW:A[O,K], db:A[O])", \
+    0, "dX,db")                                                                                                        \
+  X(nn_linear_gelu_tanh_fwd, "nn.linear_gelu_tanh.fwd",                                                                \
+    "nn.linear_gelu_tanh.fwd(X:T[N,K], W:T[O,K], b:T[O]) -> (Y:T[N,O], Pre:T[N,O])", 0, "")                            \
+  X(nn_gelu_tanh_fwd, "nn.gelu_tanh.fwd", "nn.gelu_tanh.fwd(X:T[N,D]) -> (Y:T[N,D])", 0, "")                           \
+  X(nn_gelu_tanh_bwd, "nn.gelu_tanh.bwd", "nn.gelu_tanh.bwd(dY:T[N,D], X:T[N,D]) -> (dX:T[N,D])", 0, "")               \
+  X(nn_add, "nn.add", "nn.add(A:T[N], B:T[N]) -> (C:T[N])", 0, "")                                                     \
+  X(nn_sum_squares, "nn.sum_squares", "nn.sum_squares(X:T[N]) -> (S:f64[1])", 0, "")                                   \
   X(nn_cast, "nn.cast", "nn.cast(X:A[N]) -> (Y:T[N])", 0, "")
 
 TESSEL_NN_OPS(TESSEL_DECLARE_OP)

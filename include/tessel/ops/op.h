@@ -5,8 +5,8 @@
  *   X(ident, "op.name", "schema", params_size, "optional outputs")
  * per op, and declares one `static const tessel_op_decl tessel_op_<ident>` for each. The schema grammar
  * is in <tessel/plugin.h>; `T` is the floating dtype of the call (the dtype of the op's first T
- * argument: its first input for most ops) and `A` its accumulation type. A plugin registers a kernel for an op with that declaration's name, schema
- * and params_size; the host refuses one that differs.
+ * argument: its first input for most ops) and `A` its accumulation type. A plugin registers a kernel for an op with
+ * that declaration's name, schema and params_size; the host refuses one that differs.
  *
  * Parameter structs begin with struct_size (set it to sizeof the struct) and, like every struct of the
  * ABI, only ever grow at the end; a kernel checks params_size before it reads them.

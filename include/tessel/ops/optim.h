@@ -46,12 +46,12 @@ typedef struct tessel_adamw_params {
   int64_t step;        /* 1-based */
 } tessel_adamw_params;
 
-#define TESSEL_OPTIM_OPS(X)                                                                             \
-  X(optim_adam_step, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", \
-    sizeof(tessel_adam_params), "")                                                                     \
-  X(optim_adam_step_rows, "optim.adam.step_rows",                                                       \
-    "optim.adam.step_rows(param:T[P,D], grad_rows:T[Z,D], row_of:i32[P], m:T[P,D], v:T[P,D]) -> ()",    \
-    sizeof(tessel_adam_params), "")                                                                     \
+#define TESSEL_OPTIM_OPS(X)                                                                                \
+  X(optim_adam_step, "optim.adam.step", "optim.adam.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()",    \
+    sizeof(tessel_adam_params), "")                                                                        \
+  X(optim_adam_step_rows, "optim.adam.step_rows",                                                          \
+    "optim.adam.step_rows(param:T[P,D], grad_rows:T[Z,D], row_of:i32[P], m:T[P,D], v:T[P,D]) -> ()",       \
+    sizeof(tessel_adam_params), "")                                                                        \
   X(optim_adamw_step, "optim.adamw.step", "optim.adamw.step(param:T[P], grad:T[P], m:T[P], v:T[P]) -> ()", \
     sizeof(tessel_adamw_params), "")
 

@@ -19,7 +19,9 @@ class MeanLayer final : public RgnnLayer {
   MeanLayer(int index, int64_t in_dim, int64_t out_dim, int64_t relations, const KernelSet& kernels,
             ParameterStore& params)
       : in_dim_(in_dim), out_dim_(out_dim), relations_(relations), k_(kernels), params_(params) {
-    weight_ = params.Add({StrCat("layer", index, ".weight"), {in_dim, out_dim}, ParamInit::kWeight,
+    weight_ = params.Add({StrCat("layer", index, ".weight"),
+                          {in_dim, out_dim},
+                          ParamInit::kWeight,
                           index == 0 ? Decay::kL2 : Decay::kNone});
   }
 
@@ -44,8 +46,8 @@ class MeanLayer final : public RgnnLayer {
     Tensor& grad = params_.grad(weight_);
     const int64_t n = in_dim_ * out_dim_;
     Tensor flat = ViewOf(grad, {n});
-    TESSEL_RETURN_IF_ERROR(CopyMemory(grad.raw(), grad.device(), dw_all_.raw(), dw_all_.device(), grad.nbytes(),
-                                      params_.device().stream));
+    TESSEL_RETURN_IF_ERROR(
+        CopyMemory(grad.raw(), grad.device(), dw_all_.raw(), dw_all_.device(), grad.nbytes(), params_.device().stream));
     for (int64_t r = 1; r < relations_; ++r) {
       Tensor part = Tensor::Borrow(dw_all_.data<float>() + r * n, DType::kF32, {n}, dw_all_.device());
       TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&flat, &part}, {&flat}));
@@ -56,7 +58,8 @@ class MeanLayer final : public RgnnLayer {
  private:
   Status Buffer(Tensor& t) {
     if (t.numel() == relations_ * in_dim_ * out_dim_) return Status();
-    TESSEL_ASSIGN_OR_RETURN(t, Tensor::Empty(DType::kF32, {relations_, in_dim_, out_dim_}, *params_.device().allocator));
+    TESSEL_ASSIGN_OR_RETURN(t,
+                            Tensor::Empty(DType::kF32, {relations_, in_dim_, out_dim_}, *params_.device().allocator));
     return Status();
   }
   // The shared weight, once per relation: the layout the RGCN kernels read.

@@ -12,7 +12,7 @@ namespace {
 TEST(StopSignal, FirstSignalIsRecordedAndLaterOnesDoNotReplaceIt) {
   ASSERT_EQ(StopSignal(), 0);
   InstallStopHandlers();
-  InstallStopHandlers();  // idempotent
+  InstallStopHandlers();         // idempotent
   ASSERT_EQ(raise(SIGUSR1), 0);  // without the handler this would end the process
   EXPECT_EQ(StopSignal(), SIGUSR1);
   RequestStop(SIGTERM);

@@ -35,7 +35,8 @@ TEST(Tensor, FailedAllocationIsOutOfMemoryNamingTheShape) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::kStorage) << t.status().message();
   EXPECT_EQ(t.status().message().rfind("a f32[1048576, 1048576, 1024] cpu tensor: out of memory: a host allocation of "
-                                       "4503599627370496 bytes (4.5 PB) failed", 0),
+                                       "4503599627370496 bytes (4.5 PB) failed",
+                                       0),
             0u)
       << t.status().message();
   auto huge = Tensor::Empty(DType::kF32, {int64_t{1} << 40, int64_t{1} << 40});

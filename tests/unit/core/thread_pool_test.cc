@@ -1,7 +1,6 @@
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -58,7 +57,8 @@ TEST(ThreadPool, ReusableManyTimes) {
 }
 
 TEST(ThreadPool, ThreadsThatCannotStartAreAStatus) {
-  EXPECT_EXIT(StartThreadsWithLittleAddressSpace(), ::testing::ExitedWithCode(0), "could start only [0-9]+ of 1000 threads");
+  EXPECT_EXIT(StartThreadsWithLittleAddressSpace(), ::testing::ExitedWithCode(0),
+              "could start only [0-9]+ of 1000 threads");
 }
 #endif
 

@@ -1,9 +1,9 @@
 // Parsing job files (jobs/spec.cc): locations in errors, types, defaults, overrides, the examples.
 #include "jobs/spec.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

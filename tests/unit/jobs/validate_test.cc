@@ -143,9 +143,9 @@ TEST(ValidateJob, LlmLayerPoliciesHaveOneEntryPerBlockOrNone) {
   // In the file: reported at the key's line, also when it is model.layers that changed.
   EXPECT_THAT(Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"keep\", \"keep\", \"keep\"]\n"),
               HasSubstr("t.toml:25:1: spill.layer_policies has 5 entries but model.layers = 4"));
-  EXPECT_THAT(Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"keep\", \"keep\"]\n",
-                      {"model.layers=3"}),
-              HasSubstr("t.toml:25:1: spill.layer_policies has 4 entries but model.layers = 3"));
+  EXPECT_THAT(
+      Problem(kLlmJob + "[spill]\nlayer_policies = [\"keep\", \"keep\", \"keep\", \"keep\"]\n", {"model.layers=3"}),
+      HasSubstr("t.toml:25:1: spill.layer_policies has 4 entries but model.layers = 3"));
 }
 
 TEST(ValidateJob, LlmLayerPoliciesTakeKeepRecomputeOrOffload) {
@@ -293,7 +293,8 @@ TEST(ValidateJob, GpusNeedADeviceOtherThanCpu) {
 
 TEST(ValidateJob, SettingsThisBuildCannotHonourAreRefusedNotIgnored) {
   const std::string base = "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\n[data]\nformat = \"synthetic\"\n";
-  EXPECT_THAT(Problem(base, {"train.optimizer=sgd"}), HasSubstr("train.optimizer = \"sgd\" is not supported by this build yet"));
+  EXPECT_THAT(Problem(base, {"train.optimizer=sgd"}),
+              HasSubstr("train.optimizer = \"sgd\" is not supported by this build yet"));
   EXPECT_TRUE(Valid(base, {"checkpoint.every_steps=5", "checkpoint.keep=1"}));
   EXPECT_THAT(Problem(base, {"metrics.pushgateway=http://pg:9091"}), HasSubstr("metrics.pushgateway"));
   // A GPU is the worker's to check (it refuses the job before training when it has none).
@@ -472,7 +473,8 @@ TEST(ValidateJob, DirectoriesLeaveRoomForTheNamesWrittenInThem) {
                         "the system's limit of 4096 (PATH_MAX): choose a shorter directory"));
   EXPECT_THAT(Problem(Job(), {"spill.dir=/tmp/" + std::string(300, 's')}),
               HasSubstr("spill.dir: a component of the path is 300 characters, over the system's limit of 255"));
-  EXPECT_THAT(Problem(Job(), {"job.name=" + std::string(129, 'n')}), HasSubstr("job.name is 129 characters; at most 128"));
+  EXPECT_THAT(Problem(Job(), {"job.name=" + std::string(129, 'n')}),
+              HasSubstr("job.name is 129 characters; at most 128"));
   EXPECT_TRUE(Valid(Job(), {"checkpoint.dir=/tmp/" + std::string(255, 'c'), "job.name=" + std::string(128, 'n')}));
 }
 

@@ -29,13 +29,17 @@ __attribute__((visibility("default"))) int nvmlShutdown() {
 }
 __attribute__((visibility("default"))) const char* nvmlErrorString(int r) {
   switch (r) {
-    case 6: return "Not Found";
-    case 9: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case 6:
+      return "Not Found";
+    case 9:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
-__attribute__((visibility("default"))) int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_st** device) {
-  if (initialised <= 0) return 1;  // NVML_ERROR_UNINITIALIZED
+__attribute__((visibility("default"))) int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id,
+                                                                            nvmlDevice_st** device) {
+  if (initialised <= 0) return 1;                          // NVML_ERROR_UNINITIALIZED
   if (std::strcmp(bus_id, "0000:3b:00.0") != 0) return 6;  // NVML_ERROR_NOT_FOUND
   *device = &the_gpu;
   return 0;
@@ -48,7 +52,8 @@ __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(nvmlDevice_st
   return 0;
 }
 #if FAKE_NVML_VARIANT != 2
-__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(nvmlDevice_st* device, nvmlUtilization_t* use) {
+__attribute__((visibility("default"))) int nvmlDeviceGetUtilizationRates(nvmlDevice_st* device,
+                                                                         nvmlUtilization_t* use) {
   if (device != &the_gpu) return 2;
   use->gpu = 37;
   use->memory = 12;

@@ -2,11 +2,10 @@
 #include "monitoring/metrics.h"
 
 #include <gtest/gtest.h>
-
-#include <chrono>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -98,11 +97,16 @@ std::map<std::string, CatalogRow> MarkdownCatalog() {
 
 std::string TypeName(prometheus::MetricType type) {
   switch (type) {
-    case prometheus::MetricType::Counter: return "counter";
-    case prometheus::MetricType::Gauge: return "gauge";
-    case prometheus::MetricType::Histogram: return "histogram";
-    case prometheus::MetricType::Summary: return "summary";
-    case prometheus::MetricType::Untyped: return "untyped";
+    case prometheus::MetricType::Counter:
+      return "counter";
+    case prometheus::MetricType::Gauge:
+      return "gauge";
+    case prometheus::MetricType::Histogram:
+      return "histogram";
+    case prometheus::MetricType::Summary:
+      return "summary";
+    case prometheus::MetricType::Untyped:
+      return "untyped";
   }
   return "?";
 }
@@ -321,7 +325,7 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   metrics.AddPeerWait("allreduce", 0.125);
   metrics.AddPeerWait("p2p", 0.25);
   metrics.AddPeerWait("alltoall", std::numeric_limits<double>::quiet_NaN());  // dropped
-  metrics.AddPeerWait("no-such-kind", 1.0);                                 // dropped
+  metrics.AddPeerWait("no-such-kind", 1.0);                                   // dropped
   metrics.AddBadLoss();
   metrics.SetJobState("planning");
   metrics.SetJobState("training");
@@ -381,7 +385,7 @@ TEST(Metrics, MemoryBytesByKnownKindOnly) {
   Metrics metrics({"memory", 1, std::string(kRoleWorker)}, "0.1.0");
   metrics.SetMemoryBytes("weights", 1000);
   metrics.SetMemoryBytes("optimizer", 2000);
-  metrics.SetMemoryBytes("weights", 1500);   // a gauge: the latest value
+  metrics.SetMemoryBytes("weights", 1500);    // a gauge: the latest value
   metrics.SetMemoryBytes("no-such-kind", 7);  // dropped
   const auto families = Collect(metrics);
   std::map<std::string, double> kinds;
@@ -432,7 +436,8 @@ TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {
   metrics.AddGatherRows(-1, -1, std::numeric_limits<double>::quiet_NaN());  // dropped
   const auto families = Collect(metrics);
   std::map<std::string, double> rows;
-  for (const auto& metric : families.at("tessel_gather_rows_total").metric) rows[Label(metric, "source")] = metric.counter.value;
+  for (const auto& metric : families.at("tessel_gather_rows_total").metric)
+    rows[Label(metric, "source")] = metric.counter.value;
   EXPECT_EQ(rows, (std::map<std::string, double>{{"local", 24.0}, {"remote", 32.0}}));
   EXPECT_EQ(families.at("tessel_gather_seconds_total").metric.at(0).counter.value, 0.75);
   std::map<std::string, double> gather;

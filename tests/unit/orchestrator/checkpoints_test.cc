@@ -21,8 +21,8 @@ class CheckpointsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = (fs::path(TESSEL_BINARY_DIR) / "test-scratch" / (std::string("Checkpoints.") + info->name() + "-" +
-                                                             std::to_string(getpid())))
+    dir_ = (fs::path(TESSEL_BINARY_DIR) / "test-scratch" /
+            (std::string("Checkpoints.") + info->name() + "-" + std::to_string(getpid())))
                .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
@@ -103,7 +103,11 @@ TEST_F(CheckpointsTest, ADamagedShardFallsBackToTheNewestGoodCheckpoint) {
   // Same size, other bytes: the CRC catches it.
   ASSERT_TRUE(Write(9, 2, 3).ok());
   const std::string shard = storage::CheckpointShardPath(dir_ + "/step-9", 0);
-  { std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary); f.seekp(0); f.write("S", 1); }
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write("S", 1);
+  }
   point = Find(2);
   ASSERT_TRUE(point.ok());
   EXPECT_EQ(point->step, 3);

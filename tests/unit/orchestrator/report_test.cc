@@ -258,8 +258,9 @@ TEST_F(ReportTest, FindsColumnsByNameInAnyOrder) {
 
 TEST_F(ReportTest, WaitsByKindPerRankOnlyWhereThereAreAny) {
   // Rank 1 waits in allreduce and p2p, rank 2 only in allreduce; nobody in alltoall.
-  std::string csv = "rank,step,step_seconds,compute_seconds,peer_wait_seconds,wait_allreduce_seconds,"
-                    "wait_alltoall_seconds,wait_p2p_seconds\n";
+  std::string csv =
+      "rank,step,step_seconds,compute_seconds,peer_wait_seconds,wait_allreduce_seconds,"
+      "wait_alltoall_seconds,wait_p2p_seconds\n";
   for (int step = 1; step <= 4; ++step) {
     csv += "1," + std::to_string(step) + ",0.1,0.05,0.05,0.02,0,0.03\n";
     csv += "2," + std::to_string(step) + ",0.1,0.09,0.01,0.01,0,0\n";

@@ -155,8 +155,9 @@ TEST(StageMemoryBytes, ARecomputeBlockKeepsItsInputAndTheStageOneScratch) {
   EXPECT_EQ(keep4 - keep0, 4 * slots * (kept - input) - scratch);
   // With one micro-batch in flight a single recompute block costs its input more: its scratch is the
   // block, and a kept block keeps no input.
-  EXPECT_EQ(StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1) - StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
-            input);
+  EXPECT_EQ(
+      StageMemoryBytes(k, 0, 1, StageBlocks{.recompute = 1}, 1) - StageMemoryBytes(k, 0, 1, StageBlocks{.keep = 1}, 1),
+      input);
 }
 
 TEST(SplitStages, ARecomputeBlockCostsOneMoreForwardAndMovesTheSplit) {
@@ -203,8 +204,8 @@ TEST(ResolveBlockPolicies, FollowsSpillPolicyOrTheLayerList) {
   auto all = ResolveBlockPolicies(LlmSpec({"spill.policy=recompute"}));
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->policies, (std::vector<SpillPolicy>{kRecompute, kRecompute, kRecompute, kRecompute}));
-  auto mixed = ResolveBlockPolicies(
-      LlmSpec({"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"offload\", \"recompute\"]"}));
+  auto mixed = ResolveBlockPolicies(LlmSpec(
+      {"spill.policy=recompute", "spill.layer_policies=[\"keep\", \"recompute\", \"offload\", \"recompute\"]"}));
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->policies, (std::vector<SpillPolicy>{kKeep, kRecompute, kOffload, kRecompute}));
 }
@@ -223,7 +224,7 @@ TEST(ResolveBlockPolicies, AutoStartsAsOffloadAndIsMarked) {
 // SSDTrain's timeline: a disk fast enough for the early blocks hides their I/O; the last block's read is
 // needed as soon as the backward starts, so offloading it stalls unless the disk is instant.
 TEST(OffloadStallSeconds, EarlyBlocksHideTheirIoTheLastDoesNot) {
-  const SpillBandwidth disk{1e9, 1e9};  // 1 GB/s each way
+  const SpillBandwidth disk{1e9, 1e9};                 // 1 GB/s each way
   const double fwd = 0.010, bwd = 0.020, bytes = 5e6;  // 5 ms to write or read a block
   EXPECT_DOUBLE_EQ(OffloadStallSeconds({false, false, false, false}, fwd, bwd, 0, bytes, disk, 3), 0.0);
   EXPECT_DOUBLE_EQ(OffloadStallSeconds({true, true, false, false}, fwd, bwd, 0, bytes, disk, 3), 0.0);
@@ -243,9 +244,8 @@ TEST(ChooseAutoPolicies, KeepsTheLastBlocksWhoseIoTheDiskCannotHide) {
   StageCosts k = Costs(0.030, 0.0, 0.0);
   k.block_forward_seconds = 0.010;
   // One block's activations: tokens x RecomputeScratchBytesPerToken.
-  const double block_bytes =
-      static_cast<double>(k.tokens) *
-      static_cast<double>(workers::RecomputeScratchBytesPerToken(k.width, k.heads, Precision::kFp32));
+  const double block_bytes = static_cast<double>(k.tokens) * static_cast<double>(workers::RecomputeScratchBytesPerToken(
+                                                                 k.width, k.heads, Precision::kFp32));
   const SpillBandwidth disk{block_bytes / 0.005, block_bytes / 0.005};  // 5 ms a block each way
   std::vector<SpillPolicy> policies(6, kOffload);
   auto split = SplitStages(k, policies, 1, 1, 0, {}, "job.toml");

@@ -179,8 +179,10 @@ void CompareWithCpu(const std::string& op, const std::vector<Tensor>& inputs, co
   CallCpu(op, ci, co, &pool, params, params_size);
   other(other_in, other_out);
   if (::testing::Test::HasFatalFailure()) return;
-  for (size_t i = 0; i < outputs.size(); ++i) ExpectSame(cpu_out[i], other_out[i], tol, op + " output " + std::to_string(i));
-  for (size_t i = 0; i < inputs.size(); ++i) ExpectSame(cpu_in[i], other_in[i], tol, op + " input " + std::to_string(i));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    ExpectSame(cpu_out[i], other_out[i], tol, op + " output " + std::to_string(i));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ExpectSame(cpu_in[i], other_in[i], tol, op + " input " + std::to_string(i));
 }
 
 void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,

@@ -1,6 +1,6 @@
 // Helpers for the kernel tests of the built-in plugins: load libtessel_nn.so, libtessel_rgnn.so and
-// libtessel_gather.so through the registry (as a worker does), tensors, tolerances, finite differences, and the CUDA-versus-
-// CPU comparison. The expectations in the tests are computed by naive loops, never by the kernels.
+// libtessel_gather.so through the registry (as a worker does), tensors, tolerances, finite differences, and the
+// CUDA-versus- CPU comparison. The expectations in the tests are computed by naive loops, never by the kernels.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -91,7 +91,8 @@ void ExpectNear(const std::vector<T>& actual, const std::vector<U>& expected, do
     const double a = static_cast<double>(actual[i]), b = static_cast<double>(expected[i]);
     if (!(std::abs(a - b) <= tol * std::max(std::abs(b), rms))) {
       ++bad;
-      if (reported++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << a << ", expected " << b << " (rms " << rms << ")";
+      if (reported++ < 5)
+        ADD_FAILURE() << what << "[" << i << "]: got " << a << ", expected " << b << " (rms " << rms << ")";
     }
   }
   if (bad > 5) ADD_FAILURE() << what << ": " << bad << " of " << actual.size() << " values differ";

@@ -127,7 +127,8 @@ TEST(CheckpointShard, MissingTruncatedOrForeignFilesAreStorageErrors) {
 TEST(CheckpointShard, AnUnwritableDirectoryIsAStorageErrorNamingThePath) {
   ScratchDir dir;
   std::ofstream(dir.File("file")) << "x";
-  const Status st = WriteCheckpointShard(dir.File("file") + "/worker-0.h5", {{"a", Filled<float>(DType::kF32, {1}, 1.0f)}});
+  const Status st =
+      WriteCheckpointShard(dir.File("file") + "/worker-0.h5", {{"a", Filled<float>(DType::kF32, {1}, 1.0f)}});
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Code::kStorage);
   EXPECT_THAT(st.message(), HasSubstr("file/worker-0.h5"));

@@ -1,10 +1,11 @@
 // KernelSet's checks before training: every op present on the device (Require), and every op's kernel
 // taking the run's activation dtype (RequireDType, which train.precision = "bf16" asks for), with the
 // real nn plugin: nn.linear.fwd and nn.add take bf16 on the CPU, nn.relu.fwd does not.
+#include "workers/kernel_set.h"
+
 #include <gtest/gtest.h>
 #include <tessel/ops/nn.h>
 
-#include "workers/kernel_set.h"
 #include "workers/plugin_host/kernel_registry.h"
 
 namespace tessel::workers {

@@ -36,9 +36,9 @@ TEST(LossWatch, TheWindowSlides) {
   LossWatch w(2, 2);
   EXPECT_EQ(w.Check("step", 1, 10), "");
   EXPECT_EQ(w.Check("step", 2, 10), "");
-  EXPECT_EQ(w.Check("step", 3, 15), "");   // 1.5x the median of {10, 10}
-  EXPECT_EQ(w.Check("step", 4, 25), "");   // 2x the median of {10, 15} = 12.5 is 25: not above
-  EXPECT_NE(w.Check("step", 5, 41), "");   // above 2x the median of {15, 25} = 40
+  EXPECT_EQ(w.Check("step", 3, 15), "");  // 1.5x the median of {10, 10}
+  EXPECT_EQ(w.Check("step", 4, 25), "");  // 2x the median of {10, 15} = 12.5 is 25: not above
+  EXPECT_NE(w.Check("step", 5, 41), "");  // above 2x the median of {15, 25} = 40
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // the owned rows. Plain nn.gemm forward and backward.
 #pragma once
 
-#include "workers/params/parameter_store.h"
 #include "workers/kernel_set.h"
+#include "workers/params/parameter_store.h"
 
 namespace tessel::workers {
 

@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "workers/params/parameter_store.h"
 #include "workers/kernel_set.h"
+#include "workers/params/parameter_store.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"

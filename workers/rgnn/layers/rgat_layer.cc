@@ -85,9 +85,9 @@ std::vector<RgatLayer::Shape> RgatLayer::Shapes(const RgnnSettings& settings, co
     s.heads = settings.heads;
     const bool last = l == settings.layers - 1;
     s.merge = last ? HeadMerge::kMean : settings.head_merge;
-    s.head_dim =
-        last ? model.classes
-             : (settings.head_merge == HeadMerge::kConcat ? settings.hidden / settings.heads : settings.hidden);
+    s.head_dim = last
+                     ? model.classes
+                     : (settings.head_merge == HeadMerge::kConcat ? settings.hidden / settings.heads : settings.hidden);
     s.one_hot = l == 0 && settings.input == ModelInput::kOneHot;
     s.reordering = settings.reordering;
     shapes.push_back(s);

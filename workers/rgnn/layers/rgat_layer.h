@@ -5,8 +5,8 @@
 // keep only per-pair and per-segment logits and per-row softmax statistics for backward.
 #pragma once
 
-#include "workers/params/parameter_store.h"
 #include "workers/kernel_set.h"
+#include "workers/params/parameter_store.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"

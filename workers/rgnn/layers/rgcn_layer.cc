@@ -31,8 +31,8 @@ Result<std::vector<int32_t>> PairRowMap(const GraphView& graph, int64_t v) {
     for (int64_t u = run_pair.data<int64_t>()[q]; u < run_pair.data<int64_t>()[q + 1]; ++u) {
       const int64_t id = row_id.data<int64_t>()[pair_src.data<int32_t>()[u]];
       if (rel < 0 || rel >= graph.relations || id < 0 || id >= v) {
-        return BadDataError(StrCat("pair ", u, " has relation ", rel, " and node ", id, " outside [",
-                                   graph.relations, ", ", v, ")"));
+        return BadDataError(
+            StrCat("pair ", u, " has relation ", rel, " and node ", id, " outside [", graph.relations, ", ", v, ")"));
       }
       row_of[static_cast<size_t>(rel * v + id)] = static_cast<int32_t>(u);
     }
@@ -254,14 +254,15 @@ class Rgcn final : public RgnnModel {
                                  ": choose one decomposition of the relation weights")});
     }
     if (s.heads != 1) {
-      problems.push_back({"model.heads", "", StrCat("model.heads = ", s.heads, ": RGCN has no attention heads; use 1")});
+      problems.push_back(
+          {"model.heads", "", StrCat("model.heads = ", s.heads, ": RGCN has no attention heads; use 1")});
     }
     // The widths are known once the graph is (not in `tessel validate`).
     if (s.num_blocks > 0 && model.input_dim > 0 && model.classes > 0 && BlockedLayers(s, model).empty()) {
-      problems.push_back({"model.num_blocks", "",
-                          StrCat("model.num_blocks = ", s.num_blocks, " divides the widths of no layer (input ",
-                                 model.input_dim, ", hidden ", s.hidden, ", classes ", model.classes,
-                                 "): every layer would keep its full weights")});
+      problems.push_back(
+          {"model.num_blocks", "",
+           StrCat("model.num_blocks = ", s.num_blocks, " divides the widths of no layer (input ", model.input_dim,
+                  ", hidden ", s.hidden, ", classes ", model.classes, "): every layer would keep its full weights")});
     }
     return problems;
   }
@@ -269,7 +270,8 @@ class Rgcn final : public RgnnModel {
   std::vector<std::string> Notes(const RgnnSettings& s, const ModelShape& model) const override {
     const std::string blocked = BlockedLayers(s, model);
     if (s.num_blocks == 0 || blocked.empty()) return {};
-    return {StrCat("block-diagonal weights (", s.num_blocks, " blocks) on layer(s) ", blocked, "; full weights elsewhere")};
+    return {
+        StrCat("block-diagonal weights (", s.num_blocks, " blocks) on layer(s) ", blocked, "; full weights elsewhere")};
   }
 
   std::vector<const tessel_op_decl*> Ops(const RgnnSettings& s, const ModelShape& model) const override {

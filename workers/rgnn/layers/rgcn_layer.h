@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "workers/params/parameter_store.h"
 #include "workers/kernel_set.h"
+#include "workers/params/parameter_store.h"
 #include "workers/rgnn/layers/layer.h"
 #include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
@@ -42,8 +42,8 @@ class RgcnLayer final : public RgnnLayer {
 
   // Declares the layer's parameters in `params` (before it is allocated).
   // A row gradient reads `graph`'s pairs, so the layer must then always be bound to that view.
-  static Result<std::unique_ptr<RgcnLayer>> Create(const Shape& shape, const GraphView& graph,
-                                                   const KernelSet& kernels, ParameterStore& params);
+  static Result<std::unique_ptr<RgcnLayer>> Create(const Shape& shape, const GraphView& graph, const KernelSet& kernels,
+                                                   ParameterStore& params);
   static std::vector<const tessel_op_decl*> Ops(const Shape& shape);
 
   int64_t out_dim() const override { return shape_.out_dim; }

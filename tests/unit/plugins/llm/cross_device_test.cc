@@ -100,10 +100,10 @@ TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
   };
   const int64_t v = 300, p = 80, b = 3, s = 70, c = 96;
   Tensor tokens = MakeTensor<int32_t>({b, s}, RandomTokens(b * s, 40, 1));
-  CompareLlmDevices("llm.encoder.fwd",
-                    {Bf16Tensor({v, c}, Bf16Representable(v * c, 2)), Bf16Tensor({p, c}, Bf16Representable(p * c, 3)),
-                     tokens},
-                    {fill({b, s, c})}, kTol);
+  CompareLlmDevices(
+      "llm.encoder.fwd",
+      {Bf16Tensor({v, c}, Bf16Representable(v * c, 2)), Bf16Tensor({p, c}, Bf16Representable(p * c, 3)), tokens},
+      {fill({b, s, c})}, kTol);
   CompareLlmDevices("llm.encoder.bwd", {Bf16Tensor({b, s, c}, Bf16Representable(b * s * c, 4)), tokens},
                     {MakeTensor<float>({v, c}, RandomValues<float>(v * c, 5)),
                      MakeTensor<float>({p, c}, RandomValues<float>(p * c, 6))},
@@ -112,7 +112,8 @@ TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
   const int64_t n = 300, w_c = 200;
   const tessel_layernorm_params ln{sizeof(tessel_layernorm_params), 1e-5};
   Tensor x = Bf16Tensor({n, w_c}, Bf16Representable(n * w_c, 1, -3, 4));
-  Tensor w = Bf16Tensor({w_c}, Bf16Representable(w_c, 2, 0.5, 1.5)), bias = Bf16Tensor({w_c}, Bf16Representable(w_c, 3));
+  Tensor w = Bf16Tensor({w_c}, Bf16Representable(w_c, 2, 0.5, 1.5)),
+         bias = Bf16Tensor({w_c}, Bf16Representable(w_c, 3));
   CompareLlmDevicesWith("llm.layernorm.fwd", {x, w, bias},
                         {fill({n, w_c}), Filled<float>({n}, 3.f), Filled<float>({n}, 3.f)}, kTol, ln);
   Tensor y = fill({n, w_c}), mean = Filled<float>({n}, 0.f), rstd = Filled<float>({n}, 0.f);
@@ -134,8 +135,7 @@ TEST(LlmCrossDeviceBf16, EncoderLayernormAttention) {
     const int64_t ab = 2, as = 150;
     const tessel_attention_params at{sizeof(tessel_attention_params), static_cast<int32_t>(ah)};
     Tensor qkv = Bf16Tensor({ab, as, 3 * ac}, Bf16Representable(ab * as * 3 * ac, 1, -2, 2));
-    CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {fill({ab, as, ac}), Filled<float>({ab, ah, as}, 3.f)}, kTol,
-                          at);
+    CompareLlmDevicesWith("llm.attention.fwd", {qkv}, {fill({ab, as, ac}), Filled<float>({ab, ah, as}, 3.f)}, kTol, at);
     Tensor ay = fill({ab, as, ac}), lse = Filled<float>({ab, ah, as}, 0.f);
     CallLlmWith("llm.attention.fwd", {&qkv}, {&ay, &lse}, at, &pool);
     CompareLlmDevicesWith("llm.attention.bwd",

@@ -58,7 +58,8 @@ TEST(Bf16Kernels, AddIsTheRoundedF32Sum) {
 TEST(Bf16Kernels, LinearIsTheRoundedF32LinearWithF32Gradients) {
   ThreadPool pool(2);
   const int64_t n = 300, k = 37, o = 70;
-  const std::vector<float> x = Bf16Representable(n * k, 4), w = Bf16Representable(o * k, 5), b = Bf16Representable(o, 6);
+  const std::vector<float> x = Bf16Representable(n * k, 4), w = Bf16Representable(o * k, 5),
+                           b = Bf16Representable(o, 6);
   const std::vector<float> dy = Bf16Representable(n * o, 7);
   // Forward.
   Tensor bx = Bf16Tensor({n, k}, x), bw = Bf16Tensor({o, k}, w), bb = Bf16Tensor({o}, b);

@@ -100,18 +100,19 @@ TYPED_TEST(NnCrossDeviceTest, SoftmaxXent) {
   CompareDevices("nn.softmax_xent.fwd_bwd",
                  {MakeTensor<T>({n, c}, RandomValues<T>(n * c, 1, -4, 4)), MakeTensor<int64_t>({n}, labels),
                   MakeTensor<uint8_t>({n}, mask)},
-                 {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Filled<T>({n, c}, T(3))}, this->Tol(),
-                 &xent, sizeof(xent));
+                 {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Filled<T>({n, c}, T(3))}, this->Tol(), &xent,
+                 sizeof(xent));
 }
 
 TYPED_TEST(NnCrossDeviceTest, Adam) {
   using T = TypeParam;
   const int64_t p = 10000;
   const tessel_adam_params adam{sizeof(tessel_adam_params), 0.01, 0.9, 0.999, 1e-8, 1e-4, 3};
-  CompareDevicesWith("optim.adam.step",
-                     {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
-                      MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1))},
-                     {}, this->Tol(), adam);
+  CompareDevicesWith(
+      "optim.adam.step",
+      {MakeTensor<T>({p}, RandomValues<T>(p, 1)), MakeTensor<T>({p}, RandomValues<T>(p, 2)),
+       MakeTensor<T>({p}, RandomValues<T>(p, 3, -0.1, 0.1)), MakeTensor<T>({p}, RandomValues<T>(p, 4, 0, 0.1))},
+      {}, this->Tol(), adam);
 }
 
 TYPED_TEST(NnCrossDeviceTest, Gelu) {
@@ -129,12 +130,11 @@ TYPED_TEST(NnCrossDeviceTest, GemmEveryTranspose) {
   for (int ta = 0; ta <= 1; ++ta) {
     for (int tb = 0; tb <= 1; ++tb) {
       const tessel_gemm_params params{sizeof(tessel_gemm_params), ta, tb, 0.5, 0.25};
-      CompareDevicesWith("nn.gemm",
-                         {MakeTensor<T>(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
-                                        RandomValues<T>(m * k, 1)),
-                          MakeTensor<T>(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
-                                        RandomValues<T>(k * n, 2))},
-                         {MakeTensor<T>({m, n}, RandomValues<T>(m * n, 3))}, this->Tol() * 10, params);
+      CompareDevicesWith(
+          "nn.gemm",
+          {MakeTensor<T>(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, RandomValues<T>(m * k, 1)),
+           MakeTensor<T>(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, RandomValues<T>(k * n, 2))},
+          {MakeTensor<T>({m, n}, RandomValues<T>(m * n, 3))}, this->Tol() * 10, params);
     }
   }
 }
@@ -150,10 +150,11 @@ TYPED_TEST(NnCrossDeviceTest, Linear) {
   // |x| = 2.7), and a short K keeps the sums' order out of it, so Pre over about [-4, 4] is held to 1e-5.
   if constexpr (std::is_same_v<T, float>) {
     const int64_t kk = 16, oo = 96;
-    CompareDevices("nn.linear_gelu_tanh.fwd",
-                   {MakeTensor<T>({n, kk}, RandomValues<T>(n * kk, 9)), MakeTensor<T>({oo, kk}, RandomValues<T>(oo * kk, 10)),
-                    MakeTensor<T>({oo}, RandomValues<T>(oo, 11))},
-                   {Filled<T>({n, oo}, T(3)), Filled<T>({n, oo}, T(3))}, 1e-5);
+    CompareDevices(
+        "nn.linear_gelu_tanh.fwd",
+        {MakeTensor<T>({n, kk}, RandomValues<T>(n * kk, 9)), MakeTensor<T>({oo, kk}, RandomValues<T>(oo * kk, 10)),
+         MakeTensor<T>({oo}, RandomValues<T>(oo, 11))},
+        {Filled<T>({n, oo}, T(3)), Filled<T>({n, oo}, T(3))}, 1e-5);
   }
   // The fused GELU: O = 96 takes cuBLASLt's epilogue (f32), O = 90 (not a multiple of 8) the pair of kernels.
   for (const int64_t width : {int64_t{96}, o}) {
@@ -207,8 +208,8 @@ TYPED_TEST(NnCrossDeviceTest, Adamw) {
 constexpr double kBf16Tol = 2e-2, kBf16F32Tol = 1e-3;
 
 TEST(NnCrossDeviceBf16, LinearAddGeluTanhSoftmaxXent) {
-  RequireCudaKernels({"nn.linear.fwd", "nn.linear.bwd", "nn.linear_gelu_tanh.fwd", "nn.add", "nn.gelu_tanh.fwd", "nn.gelu_tanh.bwd",
-                      "nn.softmax_xent.fwd_bwd"});
+  RequireCudaKernels({"nn.linear.fwd", "nn.linear.bwd", "nn.linear_gelu_tanh.fwd", "nn.add", "nn.gelu_tanh.fwd",
+                      "nn.gelu_tanh.bwd", "nn.softmax_xent.fwd_bwd"});
   if (IsSkipped()) return;
   const int64_t n = 300, k = 96, o = 130;
   Tensor x = Bf16Tensor({n, k}, Bf16Representable(n * k, 1)), w = Bf16Tensor({o, k}, Bf16Representable(o * k, 2));
@@ -216,14 +217,16 @@ TEST(NnCrossDeviceBf16, LinearAddGeluTanhSoftmaxXent) {
   CompareDevices("nn.linear.fwd", {x, w, b}, {Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))}, kBf16Tol);
   const int64_t og = 128;  // a multiple of 8: cuBLASLt's bias + GELU epilogue
   Tensor wg = Bf16Tensor({og, k}, Bf16Representable(og * k, 12)), bg = Bf16Tensor({og}, Bf16Representable(og, 13));
-  CompareDevices("nn.linear_gelu_tanh.fwd", {x, wg, bg},
-                 {Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f)), Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f))},
-                 kBf16Tol);
+  CompareDevices(
+      "nn.linear_gelu_tanh.fwd", {x, wg, bg},
+      {Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f)), Bf16Tensor({n, og}, std::vector<float>(n * og, 3.f))},
+      kBf16Tol);
   Tensor dy = Bf16Tensor({n, o}, Bf16Representable(n * o, 4));
-  CompareDevices("nn.linear.bwd", {dy, x, w},
-                 {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f)), MakeTensor<float>({o, k}, RandomValues<float>(o * k, 5)),
-                  MakeTensor<float>({o}, RandomValues<float>(o, 6))},
-                 kBf16F32Tol);
+  CompareDevices(
+      "nn.linear.bwd", {dy, x, w},
+      {Bf16Tensor({n, k}, std::vector<float>(n * k, 3.f)), MakeTensor<float>({o, k}, RandomValues<float>(o * k, 5)),
+       MakeTensor<float>({o}, RandomValues<float>(o, 6))},
+      kBf16F32Tol);
   const int64_t m = 20011;
   Tensor a = Bf16Tensor({m}, Bf16Representable(m, 7, -4, 4));
   CompareDevices("nn.add", {a, Bf16Tensor({m}, Bf16Representable(m, 8, -4, 4))},
@@ -239,11 +242,12 @@ TEST(NnCrossDeviceBf16, LinearAddGeluTanhSoftmaxXent) {
     mask[static_cast<size_t>(i)] = i % 5 != 0;
   }
   const tessel_softmax_xent_params xent{sizeof(tessel_softmax_xent_params), 0.01};
-  CompareDevices("nn.softmax_xent.fwd_bwd",
-                 {Bf16Tensor({n, o}, Bf16Representable(n * o, 11, -4, 4)), MakeTensor<int64_t>({n}, labels),
-                  MakeTensor<uint8_t>({n}, mask)},
-                 {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))},
-                 kBf16Tol, &xent, sizeof(xent));
+  CompareDevices(
+      "nn.softmax_xent.fwd_bwd",
+      {Bf16Tensor({n, o}, Bf16Representable(n * o, 11, -4, 4)), MakeTensor<int64_t>({n}, labels),
+       MakeTensor<uint8_t>({n}, mask)},
+      {Filled<double>({1}, -1.0), Filled<int64_t>({1}, -1), Bf16Tensor({n, o}, std::vector<float>(n * o, 3.f))},
+      kBf16Tol, &xent, sizeof(xent));
 }
 
 }  // namespace

@@ -111,7 +111,8 @@ TEST(NnGradientCheck, GemmAllTransposes) {
         return Dot(tc, gc);
       };
       // The forward against loops.
-      Tensor ta_ = MakeTensor<double>(a_shape, a), tb_ = MakeTensor<double>(b_shape, b), tc = MakeTensor<double>({m, n}, c0);
+      Tensor ta_ = MakeTensor<double>(a_shape, a), tb_ = MakeTensor<double>(b_shape, b),
+             tc = MakeTensor<double>({m, n}, c0);
       CallCpuWith("nn.gemm", {&ta_, &tb_}, {&tc}, params, nullptr);
       const auto at = [&](int64_t i, int64_t p) { return ta ? a[p * m + i] : a[i * k + p]; };
       const auto bt = [&](int64_t p, int64_t j) { return tb ? b[j * k + p] : b[p * n + j]; };

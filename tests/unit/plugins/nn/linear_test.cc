@@ -1,6 +1,6 @@
-// nn.linear.fwd/.bwd (and nn.linear_gelu_tanh.fwd, the pair fused) against loops in double: several row blocks of X and several blocks of O (neither a
-// multiple of the kernel's block), the += of dW and db, the skipped dX, and the same bits at 1 and 2
-// threads.
+// nn.linear.fwd/.bwd (and nn.linear_gelu_tanh.fwd, the pair fused) against loops in double: several row blocks of X and
+// several blocks of O (neither a multiple of the kernel's block), the += of dW and db, the skipped dX, and the same
+// bits at 1 and 2 threads.
 #include <gtest/gtest.h>
 #include <tessel/ops/nn.h>
 
@@ -144,8 +144,9 @@ TYPED_TEST(LinearTest, FusedGeluIsTheLinearThenTheGelu) {
 TEST(LinearBf16, FusedGeluIsTheLinearThenTheGelu) {
   ThreadPool pool(2);
   const int64_t n = 70, k = 48, o = 40;
-  ExpectFusedIsThePair<Bf16>(Bf16Tensor({n, k}, Bf16Representable(n * k, 1)), Bf16Tensor({o, k}, Bf16Representable(o * k, 2)),
-                             Bf16Tensor({o}, Bf16Representable(o, 3)), n, o, &pool);
+  ExpectFusedIsThePair<Bf16>(Bf16Tensor({n, k}, Bf16Representable(n * k, 1)),
+                             Bf16Tensor({o, k}, Bf16Representable(o * k, 2)), Bf16Tensor({o}, Bf16Representable(o, 3)),
+                             n, o, &pool);
 }
 
 TYPED_TEST(LinearTest, BackwardWritesDxAndAddsToDwAndDb) {

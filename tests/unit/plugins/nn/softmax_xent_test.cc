@@ -1,9 +1,8 @@
 // nn.softmax_xent.fwd_bwd against a direct softmax, plus the cases a direct softmax gets wrong.
 #include <gtest/gtest.h>
+#include <tessel/ops/nn.h>
 
 #include <cmath>
-
-#include <tessel/ops/nn.h>
 
 #include "../kernel_test_util.h"
 

@@ -75,8 +75,8 @@ std::vector<float> RandomParameters(const Gpt2Shape& shape = kShape) {
 // 256 int32 (magic 20240326, version 3 = float32, maxT, V, L, NH, C, Vp), then the float32 parameters.
 void WriteCheckpoint(const std::string& path, const Gpt2Shape& shape, const std::vector<float>& params) {
   static_assert(std::endian::native == std::endian::little, "llm.c files are little-endian");
-  int32_t header[256] = {
-      20240326, 3, shape.max_t, shape.vocab, shape.layers, shape.heads, shape.channels, shape.padded_vocab};
+  int32_t header[256] = {20240326,     3,           shape.max_t,    shape.vocab,
+                         shape.layers, shape.heads, shape.channels, shape.padded_vocab};
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(header), sizeof header);
   out.write(reinterpret_cast<const char*>(params.data()), static_cast<std::streamsize>(params.size() * sizeof(float)));
@@ -263,8 +263,8 @@ void ExpectGradientsMatch(const Gpt2Shape& shape, const TesselRun& run, const Re
     EXPECT_GT(d.scale, 0) << n << ": the reference's gradient is all zero, so the comparison proves nothing";
     EXPECT_LE(d.relative, kGradientTolerance)
         << "the gradient of " << n << " differs from llm.c's equations: max |Tessel - reference| / max "
-        << "|reference| = " << d.relative << " at element " << d.at << " (Tessel " << it->second[d.at]
-        << ", reference " << ref[d.at] << ", largest |reference| " << d.scale << ")";
+        << "|reference| = " << d.relative << " at element " << d.at << " (Tessel " << it->second[d.at] << ", reference "
+        << ref[d.at] << ", largest |reference| " << d.scale << ")";
     const std::string type = n.substr(n.find('.') + 1);
     worst_by_type[type] = std::max(worst_by_type[type], d.relative);
   }

@@ -2,25 +2,24 @@
 // executor itself through the registry and its assignment bytes (one stage, embedded), as a worker runs it.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
-#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "core/thread_pool.h"
+#include "stage_harness.h"
 #include "storage/spill_store.h"
 #include "workers/executor_registry.h"
 #include "workers/llm/llm_settings.h"
 #include "workers/llm/stage_weights.h"
 #include "workers/llm/token_data.h"
-#include "stage_harness.h"
 
 namespace tessel::workers {
 namespace {
@@ -237,15 +236,14 @@ TEST(GptStage, RecomputeGivesBitIdenticalLossesToKeep) {
     const std::vector<double> other = Train(2, 4, "", policies, &summary);
     ASSERT_EQ(other.size(), keep.size());
     for (size_t i = 0; i < keep.size(); ++i) {
-      EXPECT_EQ(other[i], keep[i]) << "value " << i << " with " << NameOf(policies[0]) << ", "
-                                   << NameOf(policies[1]);
+      EXPECT_EQ(other[i], keep[i]) << "value " << i << " with " << NameOf(policies[0]) << ", " << NameOf(policies[1]);
     }
     if (policies[0] == kRecompute && policies[1] == kRecompute) recompute_summary = summary;
   }
   // What the executor keeps: per block and token 10 C + 2 + heads floats kept (no input: both LayerNorms
-  // differentiate from their outputs; no GELU output: regenerated), C recomputed (C = 32, 2 heads); one slot (one stage) of 2 blocks;
-  // the recompute scratch is a kept block. So recomputing both blocks saves one block's tensors less two
-  // inputs: N = 4 x 16 tokens a micro-batch.
+  // differentiate from their outputs; no GELU output: regenerated), C recomputed (C = 32, 2 heads); one slot (one
+  // stage) of 2 blocks; the recompute scratch is a kept block. So recomputing both blocks saves one block's tensors
+  // less two inputs: N = 4 x 16 tokens a micro-batch.
   const int64_t n = 4 * 16, kept = 10 * 32 + 2 + 2, input = 32;
   const auto peak = [](const Record& r) { return FindNumber(r, "peak_resident_activation_bytes").value_or(-1); };
   EXPECT_EQ(peak(keep_summary) - peak(recompute_summary), static_cast<double>(n * (kept - 2 * input) * 4));
@@ -265,16 +263,15 @@ TEST(GptStage, Bf16LearnsNearFp32AndItsPoliciesGiveKeepsLossesBitForBit) {
   using enum SpillPolicy;
   Record fp32_summary, keep_summary;
   const std::vector<double> fp32 = Train(2, 4, "", {kKeep, kKeep}, &fp32_summary);
-  const std::vector<double> keep =
-      Train(2, 4, "", {kKeep, kKeep}, &keep_summary, {}, "", nullptr, Precision::kBf16);
+  const std::vector<double> keep = Train(2, 4, "", {kKeep, kKeep}, &keep_summary, {}, "", nullptr, Precision::kBf16);
   ASSERT_EQ(keep.size(), 5u);
   EXPECT_LT(keep[3], keep[0]) << "the loss falls";
   for (size_t i = 0; i < keep.size(); ++i) {
     EXPECT_NEAR(keep[i], fp32[i], 0.02 * fp32[i]) << "value " << i;
     EXPECT_NE(keep[i], fp32[i]) << "value " << i << ": bf16 rounds, so it cannot equal fp32 exactly";
   }
-  for (const std::vector<SpillPolicy>& policies : std::vector<std::vector<SpillPolicy>>{
-           {kRecompute, kRecompute}, {kOffload, kKeep}, {kOffload, kOffload}}) {
+  for (const std::vector<SpillPolicy>& policies :
+       std::vector<std::vector<SpillPolicy>>{{kRecompute, kRecompute}, {kOffload, kKeep}, {kOffload, kOffload}}) {
     const std::vector<double> other = Train(2, 4, "", policies, nullptr, {}, "", nullptr, Precision::kBf16);
     ASSERT_EQ(other.size(), keep.size());
     for (size_t i = 0; i < keep.size(); ++i) {
@@ -374,8 +371,8 @@ TEST(GptStage, ClassifierHoldsOneLogitsBufferAtGpt2Vocabulary) {
 // the real HDF5 store (6 blocks, more than the pool's buffers, so blocks are read back from the disk).
 TEST(GptStage, OffloadGivesBitIdenticalLossesToKeep) {
   using enum SpillPolicy;
-  const std::string dir = (std::filesystem::temp_directory_path() / ("tessel_llm_spill_" + std::to_string(getpid())))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tessel_llm_spill_" + std::to_string(getpid()))).string();
   const std::vector<double> keep = Train(2, 3, "", std::vector<SpillPolicy>(6, kKeep));
   const std::vector<std::vector<SpillPolicy>> cases = {std::vector<SpillPolicy>(6, kOffload),
                                                        {kOffload, kRecompute, kOffload, kKeep, kOffload, kOffload}};
@@ -402,8 +399,8 @@ TEST(GptStage, OffloadGivesBitIdenticalLossesToKeep) {
 
 SpillOpener Faulty(storage::SpillFault fault) {
   return [fault](const storage::SpillOptions& o) -> Result<std::unique_ptr<storage::SpillStore>> {
-    return storage::SpillStore::WithFile(
-        storage::NewFaultySpillFile(storage::NewMemorySpillFile(), {fault, 1, true}), o);
+    return storage::SpillStore::WithFile(storage::NewFaultySpillFile(storage::NewMemorySpillFile(), {fault, 1, true}),
+                                         o);
   };
 }
 
@@ -444,8 +441,8 @@ TEST(GptStage, OffloadStopsOnAnIoError) {
 
 // An unwritable spill directory is a storage error (exit 6) when the executor is built, before step 1.
 TEST(GptStage, OffloadToAnUnwritableDirectoryFailsBeforeTraining) {
-  const std::string file = (std::filesystem::temp_directory_path() / ("tessel_llm_notadir_" + std::to_string(getpid())))
-                               .string();
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("tessel_llm_notadir_" + std::to_string(getpid()))).string();
   std::ofstream(file) << "x";
   Status st;
   EXPECT_TRUE(Train(1, 1, "", {SpillPolicy::kOffload, SpillPolicy::kKeep}, nullptr, {}, file + "/spill", &st).empty());

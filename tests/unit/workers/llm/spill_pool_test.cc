@@ -167,7 +167,9 @@ TEST(SpillPool, GpuBlocksGoThroughPinnedTwinsOnThePoolsOwnStream) {
   const size_t bytes = kBig * sizeof(float);
   float* pinned = nullptr;  // one pinned source a block, and one to check into
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 7 * bytes), cudaSuccess);
-  const auto value = [](int64_t id, int step, int64_t i) { return static_cast<float>((id + 7 * step) * 1000003 + i % 999983); };
+  const auto value = [](int64_t id, int step, int64_t i) {
+    return static_cast<float>((id + 7 * step) * 1000003 + i % 999983);
+  };
   const auto delay = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   for (int step = 0; step < 3; ++step) {
     for (int64_t id = 0; id < 6; ++id) {

@@ -60,7 +60,7 @@ TEST(ParameterStore, GlorotFromTheSeedAloneWithinItsBound) {
 // Weights of 2000 draws and a bias of 2000: the largest |value| of each lands within 1% of its bound.
 ParameterStore WeightAndBias() {
   ParameterStore p;
-  p.Add({"layer0.k", {2, 40, 25}, ParamInit::kWeight, Decay::kL2});             // fan_in 40, fan_out 25
+  p.Add({"layer0.k", {2, 40, 25}, ParamInit::kWeight, Decay::kL2});                // fan_in 40, fan_out 25
   p.Add({"layer0.k_bias", {80, 25}, ParamInit::kBias, Decay::kL2, /*fan_in=*/9});  // the weight's fan-in
   return p;
 }

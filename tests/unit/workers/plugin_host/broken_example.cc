@@ -72,9 +72,8 @@ tessel_status* Faulty(void* state, const tessel_kernel_call* call) {
 }
 
 tessel_status* RegisterFaulty(void* registry, const tessel_kernel_def* def) {
-  g_wrapped->push_back(std::make_unique<Wrapped>(Wrapped{def->fn, def->kernel_state,
-                                                          std::strcmp(def->op, "nn.relu.fwd") == 0,
-                                                          std::strcmp(def->op, "nn.relu.bwd") == 0}));
+  g_wrapped->push_back(std::make_unique<Wrapped>(Wrapped{
+      def->fn, def->kernel_state, std::strcmp(def->op, "nn.relu.fwd") == 0, std::strcmp(def->op, "nn.relu.bwd") == 0}));
   tessel_kernel_def copy = *def;
   copy.fn = &Faulty;
   copy.kernel_state = g_wrapped->back().get();

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "core/allocator.h"
+#include "test_dirs.h"
 #include "workers/plugin_host/op_table.h"
 #include "workers/plugin_host/plugin_report.h"
-#include "test_dirs.h"
 
 namespace tessel::workers {
 namespace {
@@ -67,7 +67,8 @@ Checked Check(const std::string& plugin) {
 
 TEST(Conformance, EveryBuiltInPluginPassesAndEveryKnownOpRunsOnTheCpu) {
   std::set<std::string> run_on_cpu;
-  for (const std::string& plugin : {testing::NnPlugin(), testing::RgnnPlugin(), testing::LlmPlugin(), testing::GatherPlugin()}) {
+  for (const std::string& plugin :
+       {testing::NnPlugin(), testing::RgnnPlugin(), testing::LlmPlugin(), testing::GatherPlugin()}) {
     const Checked c = Check(plugin);
     ASSERT_TRUE(c.status.ok()) << c.status.ToString() << "\n" << c.report;
     EXPECT_THAT(c.report, HasSubstr("0 failed")) << c.report;
@@ -76,7 +77,8 @@ TEST(Conformance, EveryBuiltInPluginPassesAndEveryKnownOpRunsOnTheCpu) {
       std::string op, device, dtype;
       words >> op >> device >> dtype;
       if (device == "cpu") {
-        EXPECT_EQ(verdict, "PASS") << row << ": " << (c.table.why.count(row) ? c.table.why.at(row) : "") << "\n" << c.report;
+        EXPECT_EQ(verdict, "PASS") << row << ": " << (c.table.why.count(row) ? c.table.why.at(row) : "") << "\n"
+                                   << c.report;
         if (verdict == "PASS") run_on_cpu.insert(op);
         // Values compared: an f32 or bf16 kernel against the op's f64 kernel (the f64 one is held to
         // finite differences instead, its "grad" column).

@@ -44,10 +44,10 @@ TEST(ElfCheck, EveryTruncationIsRefusedAndNeverLoaded) {
   ASSERT_GT(whole.size(), 8192u);
   TempDir dir;
   // Inside the ELF header, inside the program headers, inside the first segments, near the end.
-  for (const size_t cut : {size_t{0}, size_t{10}, size_t{40}, size_t{100}, size_t{3000}, whole.size() / 2,
-                           whole.size() - 1}) {
-    const std::string path =
-        WriteFile(dir, "libtessel_cut" + std::to_string(cut) + ".so", std::vector<char>(whole.begin(), whole.begin() + cut));
+  for (const size_t cut :
+       {size_t{0}, size_t{10}, size_t{40}, size_t{100}, size_t{3000}, whole.size() / 2, whole.size() - 1}) {
+    const std::string path = WriteFile(dir, "libtessel_cut" + std::to_string(cut) + ".so",
+                                       std::vector<char>(whole.begin(), whole.begin() + cut));
     const Status st = CheckElfFile(path);
     ASSERT_EQ(st.code(), Code::kPlugin) << "cut at " << cut << ": " << st.ToString();
     EXPECT_THAT(st.message(), HasSubstr(path));

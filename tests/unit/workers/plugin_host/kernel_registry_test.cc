@@ -2,10 +2,9 @@
 // that names the file and the defect.
 #include "workers/plugin_host/kernel_registry.h"
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -329,7 +328,8 @@ TEST(KernelRegistry, APreferenceForAPluginNotLoadedIsAnError) {
   registry.SetPreference({"exmaple"});
   const Status st = registry.LoadDefaults({testing::NnPlugin()}, {});
   ASSERT_EQ(st.code(), Code::kPlugin) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr("plugins.prefer names 'exmaple', but no loaded plugin has that name (loaded: nn)"));
+  EXPECT_THAT(st.message(),
+              HasSubstr("plugins.prefer names 'exmaple', but no loaded plugin has that name (loaded: nn)"));
 }
 
 TEST(KernelRegistry, LoadingTheSameFileTwiceIsANoOp) {

@@ -60,10 +60,13 @@ TEST(KernelTimer, SumsASampledStepsCpuCallsByOp) {
   // Step 2 is not sampled: the calls run, nothing is added.
   timer.BeginStep(2);
   int ran = 0;
-  ASSERT_TRUE(timer.Time("a.fwd", Device::kCpu, nullptr, [&] {
-                      ++ran;
-                      return Status();
-                    }).ok());
+  ASSERT_TRUE(timer
+                  .Time("a.fwd", Device::kCpu, nullptr,
+                        [&] {
+                          ++ran;
+                          return Status();
+                        })
+                  .ok());
   EXPECT_EQ(ran, 1);
   auto none = timer.EndStep();
   ASSERT_TRUE(none.ok());
@@ -106,9 +109,11 @@ TEST(KernelTimer, CudaCallsAreTimedByEventsOnTheirStream) {
   KernelTimer timer(1);
   timer.BeginStep(1);
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(timer.Time("copy", Device::kCuda, stream->get(), [&] {
-                      return CopyMemoryAsync(device, host.data(), host.size() * sizeof(float), stream->get());
-                    }).ok());
+    ASSERT_TRUE(
+        timer
+            .Time("copy", Device::kCuda, stream->get(),
+                  [&] { return CopyMemoryAsync(device, host.data(), host.size() * sizeof(float), stream->get()); })
+            .ok());
   }
   auto sums = timer.EndStep();
   ASSERT_TRUE(sums.ok()) << sums.status().message();

@@ -99,7 +99,8 @@ TEST(PluginReport, ListShowsGoodPluginsAndFailsOnABrokenOne) {
 
 TEST(PluginReport, ExpandOpSetTakesAnOpFamilyOrAList) {
   EXPECT_EQ(ExpandOpSet("rgnn").value(), OpsOfFamily("rgnn"));
-  EXPECT_EQ(ExpandOpSet("optim").value(), (std::vector<std::string>{"optim.adam.step", "optim.adam.step_rows", "optim.adamw.step"}));
+  EXPECT_EQ(ExpandOpSet("optim").value(),
+            (std::vector<std::string>{"optim.adam.step", "optim.adam.step_rows", "optim.adamw.step"}));
   EXPECT_EQ(ExpandOpSet("a.b,c.d").value(), (std::vector<std::string>{"a.b", "c.d"}));
   EXPECT_EQ(ExpandOpSet("a.b,,c").status().code(), Code::kUsage);
   EXPECT_EQ(ParseDevice("gpu").status().code(), Code::kUsage);

@@ -89,7 +89,8 @@ TEST_F(CheckCallTest, RejectsMixedFloatingDtypesAndWrongFixedTypes) {
   EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&x_, &ptr_t_, &s_t_}, {&y}, {}).message(), HasSubstr("T is f32"));
   Tensor s32 = Tensor::Borrow(xf_.data(), DType::kF32, {1});
   Tensor yf = Tensor::Borrow(xf_.data(), DType::kF32, {3, 2});
-  EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&x_, &ptr_t_, &s32}, {&yf}, {}).message(), HasSubstr("input 's'"));
+  EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&x_, &ptr_t_, &s32}, {&yf}, {}).message(),
+              HasSubstr("input 's'"));
 }
 
 TEST_F(CheckCallTest, RejectsWrongCountsRanksAndDevices) {
@@ -97,7 +98,8 @@ TEST_F(CheckCallTest, RejectsWrongCountsRanksAndDevices) {
   EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&x_, &ptr_t_}, {&y}, {}).message(), HasSubstr("takes 3 inputs"));
   Tensor flat = Tensor::Borrow(xf_.data(), DType::kF32, {6});
   EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&flat, &ptr_t_, &s_t_}, {&y}, {}).message(), HasSubstr("rank 1"));
-  EXPECT_THAT(CheckCallStatus(schema_, Device::kCuda, {&x_, &ptr_t_, &s_t_}, {&y}, {}).message(), HasSubstr("is on cpu"));
+  EXPECT_THAT(CheckCallStatus(schema_, Device::kCuda, {&x_, &ptr_t_, &s_t_}, {&y}, {}).message(),
+              HasSubstr("is on cpu"));
   EXPECT_THAT(CheckCallStatus(schema_, Device::kCpu, {&x_, nullptr, &s_t_}, {&y}, {}).message(), HasSubstr("is null"));
 }
 

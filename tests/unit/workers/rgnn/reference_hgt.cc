@@ -1,7 +1,7 @@
 // The HGT reference (MODELS.md "HGT", as PyG's HGTConv; its biases with RefConfig::bias): per-node-type
-// K/Q/V and output linears (+ a per-type bias row), per-relation rel_att / rel_msg / rel_prior, one softmax per head over all edges into a node,
-// exact (erf) GELU, the gated skip sigmoid(skip) when K == D (not from a one-hot input), and a linear classifier after
-// the last layer.
+// K/Q/V and output linears (+ a per-type bias row), per-relation rel_att / rel_msg / rel_prior, one softmax per head
+// over all edges into a node, exact (erf) GELU, the gated skip sigmoid(skip) when K == D (not from a one-hot input),
+// and a linear classifier after the last layer.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -73,7 +73,8 @@ void AddHgtShapes(const RefGraph& g, const RefConfig& c, RefParams* params) {
     (*params)[LayerName(l, "v")] = Zeros({num_t, k, dmodel});
     (*params)[LayerName(l, "out")] = Zeros({num_t, dmodel, dmodel});
     if (c.bias) {
-      for (const char* name : {"k_bias", "q_bias", "v_bias", "out_bias"}) (*params)[LayerName(l, name)] = Zeros({num_t, dmodel});
+      for (const char* name : {"k_bias", "q_bias", "v_bias", "out_bias"})
+        (*params)[LayerName(l, name)] = Zeros({num_t, dmodel});
     }
     if (HasSkip(g, l, k, dmodel)) (*params)[LayerName(l, "skip")] = Zeros({num_t});
     (*params)[LayerName(l, "rel_att")] = Zeros({num_r, heads, dh, dh});

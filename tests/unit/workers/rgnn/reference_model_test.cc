@@ -391,7 +391,8 @@ TEST(ReferenceShapes, HgtSkipOnlyWhenWidthsMatch) {
   // With biases: one row per node type on K, Q, V and out (PyG's kqv_lin and out_lin), none elsewhere.
   c.bias = true;
   for (int l = 0; l < 2; ++l) {
-    for (const char* b : {"k_bias", "q_bias", "v_bias", "out_bias"}) expected["layer" + std::to_string(l) + "." + b] = {2, 4};
+    for (const char* b : {"k_bias", "q_bias", "v_bias", "out_bias"})
+      expected["layer" + std::to_string(l) + "." + b] = {2, 4};
   }
   EXPECT_EQ(ShapesOf(RefParamShapes(g, c)), expected);
 }

@@ -313,8 +313,8 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
                   AdamSlack(want.grads.at(name), initial.at(name), decay, settings.lr, 1e-4));
     }
     // RGCN's one-hot layer keeps its gradient as rows exactly when it can (one worker, full weights, fused).
-    const bool rows = c.model == "rgcn" && one_hot && c.workers == 1 && c.num_bases == 0 &&
-                      c.num_blocks == 0 && c.reordering == Reordering::kOn;
+    const bool rows = c.model == "rgcn" && one_hot && c.workers == 1 && c.num_bases == 0 && c.num_blocks == 0 &&
+                      c.reordering == Reordering::kOn;
     EXPECT_EQ(row_gradients, rows ? 1 : 0);
   });
 }
@@ -336,23 +336,21 @@ INSTANTIATE_TEST_SUITE_P(Rgat, AgainstReference,
                                            Rgat(ModelInput::kFeatures, 2, 3, 2, HeadMerge::kConcat),
                                            Rgat(ModelInput::kFeatures, 2, 2, 2, HeadMerge::kMean),
                                            Rgat(ModelInput::kOneHot, 2, 1, 2, HeadMerge::kConcat),
-                                           Rgat(ModelInput::kFeatures, 3, 2, 3, HeadMerge::kConcat,
-                                                Reordering::kOff),
+                                           Rgat(ModelInput::kFeatures, 3, 2, 3, HeadMerge::kConcat, Reordering::kOff),
                                            Rgat(ModelInput::kOneHot, 1, 2, 2, HeadMerge::kMean),
                                            Rgat(ModelInput::kFeatures, 2, 2, 2, HeadMerge::kConcat, Reordering::kOn,
                                                 Compaction::kPerEdge)),
                          [](const auto& info) { return CaseName(info.param); });
 
-INSTANTIATE_TEST_SUITE_P(Hgt, AgainstReference,
-                         ::testing::Values(Hgt(ModelInput::kFeatures, 2, 1, 1, 5), Hgt(ModelInput::kFeatures, 2, 3, 2, 6),
-                                           Hgt(ModelInput::kOneHot, 2, 1, 2, 0), Hgt(ModelInput::kFeatures, 1, 2, 3, 6),
-                                           Hgt(ModelInput::kFeatures, 2, 2, 2, 5, Reordering::kOff),
-                                           Hgt(ModelInput::kFeatures, 2, 2, 2, 6, Reordering::kOn,
-                                               Compaction::kPerEdge),
-                                           HgtBias(ModelInput::kFeatures, 2, 2, 2, 6),
-                                           HgtBias(ModelInput::kOneHot, 2, 2, 2, 0),
-                                           HgtBias(ModelInput::kFeatures, 1, 1, 1, 5, WeightInit::kGlorot)),
-                         [](const auto& info) { return CaseName(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Hgt, AgainstReference,
+    ::testing::Values(Hgt(ModelInput::kFeatures, 2, 1, 1, 5), Hgt(ModelInput::kFeatures, 2, 3, 2, 6),
+                      Hgt(ModelInput::kOneHot, 2, 1, 2, 0), Hgt(ModelInput::kFeatures, 1, 2, 3, 6),
+                      Hgt(ModelInput::kFeatures, 2, 2, 2, 5, Reordering::kOff),
+                      Hgt(ModelInput::kFeatures, 2, 2, 2, 6, Reordering::kOn, Compaction::kPerEdge),
+                      HgtBias(ModelInput::kFeatures, 2, 2, 2, 6), HgtBias(ModelInput::kOneHot, 2, 2, 2, 0),
+                      HgtBias(ModelInput::kFeatures, 1, 1, 1, 5, WeightInit::kGlorot)),
+    [](const auto& info) { return CaseName(info.param); });
 
 // --- Checkpoint state ---------------------------------------------------------------------------------
 

@@ -49,8 +49,8 @@ KernelRegistry LoadKernels() {
 }
 
 // The assignment of worker `w` of `workers`, as the graph planner makes it (memory feature store).
-std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g, const std::string& model, int w, int workers,
-                                                  bool prefetch, int epochs) {
+std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g, const std::string& model, int w,
+                                                  int workers, bool prefetch, int epochs) {
   std::vector<int32_t> part_of(static_cast<size_t>(g.num_nodes()));
   for (size_t i = 0; i < part_of.size(); ++i) part_of[i] = static_cast<int32_t>((i * 5 + i / 7) % workers);
   auto a = std::make_unique<RgnnSampledAssignment>();
@@ -160,8 +160,7 @@ TEST_P(SampledExecutor, TwoWorkersMatchOneWorker) {
   EXPECT_EQ(FindNumber(one.eval, "feature_rows_remote").value_or(-1), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SampledExecutor,
-                         ::testing::Values("rgcn", "rgat", "hgt"),
+INSTANTIATE_TEST_SUITE_P(Models, SampledExecutor, ::testing::Values("rgcn", "rgat", "hgt"),
                          [](const auto& info) { return info.param; });
 
 TEST(SampledExecutorLearning, LearnsThePlantedStructure) {

@@ -50,7 +50,8 @@ Draws DrawsOf(const std::vector<SampledBlock>& blocks) {
     for (size_t r = 0; r + 1 < b.rel_ptr.size(); ++r) {
       for (int64_t e = b.rel_ptr[r]; e < b.rel_ptr[r + 1]; ++e) {
         const int64_t dst = b.src_ids[static_cast<size_t>(b.dst[static_cast<size_t>(e)])];
-        d[{static_cast<int>(l), dst}].insert({static_cast<int32_t>(r), b.src_ids[static_cast<size_t>(b.src[static_cast<size_t>(e)])]});
+        d[{static_cast<int>(l), dst}].insert(
+            {static_cast<int32_t>(r), b.src_ids[static_cast<size_t>(b.src[static_cast<size_t>(e)])]});
       }
     }
   }

@@ -58,7 +58,11 @@ class ThreadComm final : public WorkerComm {
   Status AllToAllV(const float* send_buf, const std::vector<int64_t>& send_counts,
                    const std::vector<int64_t>& send_offsets, float* recv_buf, const std::vector<int64_t>& recv_counts,
                    const std::vector<int64_t>& recv_offsets) override {
-    struct View { const float* buf; const std::vector<int64_t>* counts; const std::vector<int64_t>* offsets; };
+    struct View {
+      const float* buf;
+      const std::vector<int64_t>* counts;
+      const std::vector<int64_t>* offsets;
+    };
     View mine{send_buf, &send_counts, &send_offsets};
     // Copy our outgoing data first: send and receive buffers may overlap (the halo backward pass).
     int64_t extent = 0;

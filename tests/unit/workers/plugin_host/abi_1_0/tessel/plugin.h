@@ -57,10 +57,7 @@ typedef enum tessel_dtype {
   TESSEL_DTYPE_U8 = 4
 } tessel_dtype;
 
-typedef enum tessel_device {
-  TESSEL_DEVICE_CPU = 0,
-  TESSEL_DEVICE_CUDA = 1
-} tessel_device;
+typedef enum tessel_device { TESSEL_DEVICE_CPU = 0, TESSEL_DEVICE_CUDA = 1 } tessel_device;
 
 #define TESSEL_MAX_DIMS 8
 
@@ -132,8 +129,8 @@ typedef struct tessel_host_api {
  * rest. */
 typedef struct tessel_plugin_info {
   size_t struct_size;
-  int32_t abi_major; /* set to TESSEL_PLUGIN_ABI_MAJOR */
-  int32_t abi_minor; /* set to TESSEL_PLUGIN_ABI_MINOR */
+  int32_t abi_major;       /* set to TESSEL_PLUGIN_ABI_MAJOR */
+  int32_t abi_minor;       /* set to TESSEL_PLUGIN_ABI_MINOR */
   const char* name;        /* static storage */
   const char* version;     /* static storage */
   const char* description; /* static storage */
