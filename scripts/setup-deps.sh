@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config ccache
   clang libclang-rt-dev                        # the libFuzzer targets (tests/fuzz)
+  clang-format                                 # the format check (scripts/check-format.sh)
   iproute2 util-linux                          # ip, unshare: the 3-host tests (tests/cluster/netns)
   strace                                       # the names a run creates (tests/integration/planted_links.sh)
   xz-utils bzip2                               # compressed inputs (tests/unit/storage line_reader, edges_import)
