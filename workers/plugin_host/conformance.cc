@@ -339,35 +339,22 @@ class Checker {
         }
         row.why = StrCat("note: ", diff, " differs between two calls (atomics?)");
       }
-      if (reference != nullptr) {
-        Case want = c;
-        if (Status st = Run(*reference, want, pool_); !st.ok()) {
-          return Skip(std::move(row), StrCat("the reference failed", where, ": ", st.message()));
+      // Held to another plugin's kernel of the op, or else to the op's own f64 CPU kernel on the same values.
+      if (const Kernel* against = reference != nullptr ? reference : f64; against != nullptr) {
+        const std::string which = reference != nullptr ? "" : " against the f64 kernel";
+        Case want = reference != nullptr ? c : Widened(c);
+        if (Status st = Run(*against, want, pool_); !st.ok()) {
+          return Skip(std::move(row), StrCat("the ", reference != nullptr ? "reference" : "f64 reference", " failed",
+                                             where, ": ", st.message()));
         }
         for (size_t i = 0; i < c.outputs.size() && failures.empty(); ++i) {
           if (std::string m = Mismatch(first.outputs[i], want.outputs[i], kernel.device(), &worst); !m.empty()) {
-            fail(StrCat("wrong value: output '", c.output_names[i], "'", m));
+            fail(StrCat("wrong value: output '", c.output_names[i], "'", which, m));
           }
         }
         for (size_t i = 0; in_place && i < c.inputs.size() && failures.empty(); ++i) {
           if (std::string m = Mismatch(first.inputs[i], want.inputs[i], kernel.device(), &worst); !m.empty()) {
-            fail(StrCat("wrong value: updated input '", c.input_names[i], "'", m));
-          }
-        }
-      } else if (f64 != nullptr) {
-        // No other plugin's kernel to hold it to: the op's own f64 CPU kernel on the same values.
-        Case want = Widened(c);
-        if (Status st = Run(*f64, want, pool_); !st.ok()) {
-          return Skip(std::move(row), StrCat("the f64 reference failed", where, ": ", st.message()));
-        }
-        for (size_t i = 0; i < c.outputs.size() && failures.empty(); ++i) {
-          if (std::string m = Mismatch(first.outputs[i], want.outputs[i], kernel.device(), &worst); !m.empty()) {
-            fail(StrCat("wrong value: output '", c.output_names[i], "' against the f64 kernel", m));
-          }
-        }
-        for (size_t i = 0; in_place && i < c.inputs.size() && failures.empty(); ++i) {
-          if (std::string m = Mismatch(first.inputs[i], want.inputs[i], kernel.device(), &worst); !m.empty()) {
-            fail(StrCat("wrong value: updated input '", c.input_names[i], "' against the f64 kernel", m));
+            fail(StrCat("wrong value: updated input '", c.input_names[i], "'", which, m));
           }
         }
       }

@@ -139,9 +139,12 @@ class DeviceTensors {
 
 }  // namespace
 
-Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                   const void* params, size_t params_size) {
 #if TESSEL_HAVE_CUDA
+namespace {
+
+// Runs `op`'s CUDA kernel on device copies of `inputs` and `outputs`; with `back`, copies both back over them.
+Status CallCudaOnCopies(const std::string& op, std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                        ThreadPool* pool, const void* params, size_t params_size, bool back) {
   DeviceTensors device;
   std::vector<Tensor> dev_in, dev_out;
   for (const Tensor& t : inputs) dev_in.push_back(device.Upload(t));
@@ -151,9 +154,22 @@ Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, con
   for (const Tensor& t : dev_in) in.push_back(&t);
   for (Tensor& t : dev_out) out.push_back(&t);
   TESSEL_ASSIGN_OR_RETURN(const workers::Kernel* kernel, BuiltinRegistry().Find(op, Device::kCuda));
-  const Status st = kernel->Call(in, out, workers::CallOptions{nullptr, nullptr, 0, nullptr}, params, params_size);
+  const Status st = kernel->Call(in, out, workers::CallOptions{pool, nullptr, 0, nullptr}, params, params_size);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << op;
+  if (!st.ok() || !back) return st;
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = DeviceTensors::Download(dev_out[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = DeviceTensors::Download(dev_in[i]);
   return st;
+}
+
+}  // namespace
+#endif
+
+Status TryCallCuda(const std::string& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   const void* params, size_t params_size) {
+#if TESSEL_HAVE_CUDA
+  std::vector<Tensor> in = inputs, out = outputs;
+  return CallCudaOnCopies(op, in, out, nullptr, params, params_size, /*back=*/false);
 #else
   (void)inputs, (void)outputs, (void)params, (void)params_size;
   return Status(Code::kPlugin, op + ": Tessel was built without CUDA");
@@ -189,21 +205,9 @@ void CompareDevices(const std::string& op, const std::vector<Tensor>& inputs, co
                     double tol, const void* params, size_t params_size) {
 #if TESSEL_HAVE_CUDA
   CompareWithCpu(op, inputs, outputs, tol, params, params_size, [&](std::vector<Tensor>& in, std::vector<Tensor>& out) {
-    DeviceTensors device;
-    std::vector<Tensor> dev_in, dev_out;
-    for (const Tensor& t : in) dev_in.push_back(device.Upload(t));
-    for (const Tensor& t : out) dev_out.push_back(device.Upload(t));
-    std::vector<const Tensor*> di;
-    std::vector<Tensor*> dout;
-    for (const Tensor& t : dev_in) di.push_back(&t);
-    for (Tensor& t : dev_out) dout.push_back(&t);
     ThreadPool pool(2);
-    const workers::Kernel* cuda = BuiltinRegistry().Find(op, Device::kCuda).value();
-    const Status st = cuda->Call(di, dout, workers::CallOptions{&pool, nullptr, 0, nullptr}, params, params_size);
+    const Status st = CallCudaOnCopies(op, in, out, &pool, params, params_size, /*back=*/true);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << op;
-    for (size_t i = 0; i < out.size(); ++i) out[i] = DeviceTensors::Download(dev_out[i]);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = DeviceTensors::Download(dev_in[i]);
   });
 #else
   (void)op, (void)inputs, (void)outputs, (void)tol, (void)params, (void)params_size;
