@@ -22,12 +22,22 @@ cd "$TESSEL_SOURCE_DIR"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # descendants PID: every process below PID. rank_pid LAUNCHER RANK: world rank RANK's process among the
-# descendants of LAUNCHER (an mpirun or scripts/tessel-mpirun), by its OMPI_COMM_WORLD_RANK.
+# descendants of LAUNCHER (an mpirun or scripts/tessel-mpirun), by its OMPI_COMM_WORLD_RANK. The tree holds
+# short-lived processes too (tessel-mpirun's polling), which may be gone before their environment is
+# read: the scan is repeated for up to 3 s before it gives up (and prints nothing).
 descendants() { local kid; for kid in $(pgrep -P "$1"); do echo "$kid"; descendants "$kid"; done; }
 rank_pid() {
-  local p
-  for p in $(descendants "$1"); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  local p _
+  for _ in $(seq 1 30); do
+    for p in $(descendants "$1"); do
+      # grep without -q reads to the end: under pipefail, tr killed by SIGPIPE when grep -q stops at the
+      # match (an environment over tr's 8 KiB buffer) would make a found rank look absent.
+      if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$2" >/dev/null; then
+        echo "$p"
+        return
+      fi
+    done
+    sleep 0.1
   done
 }
 skip() { echo "SKIP: $*"; exit 77; }

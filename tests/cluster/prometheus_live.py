@@ -17,10 +17,12 @@
   prometheus_live.py trained PROM_URL JOB START SUMMARY_JSON
       What Prometheus scraped of a finished job is what it trained: every scrape of each rank's
       tessel_epoch and tessel_loss, paired by timestamp, gives a step the job ran and that step's loss in
-      SUMMARY_JSON (or the next step's: a scrape may fall between the two updates), and the last step
-      scraped is within a few of the last the job ran.
+      SUMMARY_JSON (or the next step's: a scrape may fall between the two updates), and every step the job
+      had finished 3 s before its end (its metrics.csv, beside SUMMARY_JSON) was scraped.
 """
+import csv
 import json
+import os
 import re
 import sys
 import time
@@ -203,10 +205,16 @@ def trained(prom, job, start, summary_path):
             want = [losses[step - 1]] + ([losses[step]] if step < len(losses) else [])
             if not any(loss[t] == w or abs(loss[t] - w) <= 1e-12 * abs(w) for w in want):
                 problems.append(f"rank {rank} {unit} {step}: Prometheus has loss {loss[t]!r}, summary.json {want}")
+    # The last scrape comes at most one scrape interval (1 s) before the job's end, which may be many
+    # steps of a fast job: what metrics.csv says the job had finished 3 s before its last row must have
+    # been scraped.
+    rows = [(float(r["unix_seconds"]), int(r["step"])) for r in csv.DictReader(open(os.path.join(os.path.dirname(summary_path), "metrics.csv")))]
+    end = max(t for t, _ in rows)
+    floor = max([step for t, step in rows if t <= end - 3] or [0])
     if pairs == 0:
         problems.append(f"no scrape of job {job} paired tessel_epoch with tessel_loss")
-    elif newest < last - 5:
-        problems.append(f"the last {unit} scraped is {newest}, but the job ran {last}")
+    elif newest < floor:
+        problems.append(f"the last {unit} scraped is {newest}, but the job had run {floor} of its {last} 3 s before it ended")
     for p in problems[:10]:
         print(p)
     if problems:
