@@ -7,6 +7,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$TESSEL_ROOT"
 
+# The free space at each phase, in the log: a CI run once failed mid-build with "No space left on device".
+# The whole run needs about 10 GB: torch's wheels 5.5 GB, two builds 4 GB, ccache up to 2 GB.
+disk() { df -h --output=avail,target "$TESSEL_ROOT" "${TMPDIR:-/tmp}" | sed 1d | sed "s/^/[disk] $1: free /"; }
+disk "before setup"
 "$TESSEL_ROOT/scripts/setup-deps.sh"
 # torch + PyG in build/bench-venv, for the parity test with the reference trainers (rgnn_parity).
 "$TESSEL_ROOT/bench/peers/setup.sh" --peers
@@ -19,11 +23,13 @@ check_skips() {
   python3 "$TESSEL_ROOT/scripts/check-skips.py" "$@"
 }
 
+disk "after the build"
 echo "== ctest (all labels)"
 (cd "$TESSEL_BUILD" && ctest --output-on-failure --no-tests=error --timeout 900 -j "$(tessel_jobs)" -LE sanitize \
    --output-junit ctest-junit.xml)
 check_skips "$TESSEL_ROOT/tests/skips.allow" "$TESSEL_BUILD/ctest-junit.xml"
 
+disk "after the suite"
 echo "== ctest -L sanitize (ASan + UBSan build of the unit tests)"
 asan="$TESSEL_ROOT/build-asan"
 # Configure every time (cheap with an existing cache): the flags are forced, so a build-asan cache that
@@ -34,5 +40,6 @@ cmake --build "$asan" --parallel "$(tessel_jobs)"
    ctest --output-on-failure --no-tests=error --timeout 900 -j "$(tessel_jobs)" -L sanitize --output-junit ctest-junit.xml)
 check_skips --cuda-off "$TESSEL_ROOT/tests/skips.allow" "$asan/ctest-junit.xml"
 
+disk "after the sanitizer run"
 echo "== fuzzers (libFuzzer, ${TESSEL_FUZZ_SECONDS:-60} s each)"
 "$TESSEL_ROOT/tests/fuzz/run.sh"

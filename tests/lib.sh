@@ -19,6 +19,22 @@ TESSEL_WORK=${TESSEL_WORK:-$(mktemp -d)}
 rm -rf "$TESSEL_WORK" && mkdir -p "$TESSEL_WORK"
 cd "$TESSEL_SOURCE_DIR"
 
+# at_exit CMD: runs CMD when the test exits, however it exits (the last registered first). A test uses it
+# instead of its own EXIT trap. After the hooks, a test that passed removes its scratch directory: the
+# suite's checkpoints and graphs came to gigabytes left on a CI disk, and a CI run once failed for want of
+# space. A failed or skipped test keeps it for reading, and TESSEL_KEEP_WORK=1 keeps every one.
+_tessel_exit_hooks=()
+at_exit() { _tessel_exit_hooks=("$1" "${_tessel_exit_hooks[@]}"); }
+_tessel_on_exit() {
+  local rc=$? hook
+  for hook in "${_tessel_exit_hooks[@]}"; do eval "$hook" || true; done
+  if [ "$rc" -eq 0 ] && [ "${TESSEL_KEEP_WORK:-0}" != 1 ]; then
+    cd / && rm -rf "$TESSEL_WORK"
+  fi
+  return "$rc"
+}
+trap _tessel_on_exit EXIT
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # descendants PID: every process below PID. rank_pid LAUNCHER RANK: world rank RANK's process among the

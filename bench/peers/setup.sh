@@ -75,7 +75,9 @@ ensure() {
   if (( ${#todo[@]} )); then
     echo "[setup] $(basename "$venv"): pip install ${todo[*]}"
     # All of them in one resolve: a later pin (numpy<2 for DGL) must win over what torch would pull.
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+    # --no-cache-dir: pip's cache would hold a second copy of the wheels (3.5 GB for torch's), on a disk
+    # where CI once ran out of space; a re-run installs only what is missing, so the cache saves nothing.
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "$@"
     return 0
   fi
   return 1

@@ -8,7 +8,7 @@ log=$TESSEL_WORK/log
 mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 3 "$TESSEL" run "$job" --set data.graph="$TESSEL_WORK/graph.h5" \
   --set train.epochs=100000 --set metrics.port_base="$port_base" --set job.output_dir="$TESSEL_WORK/run" >"$log" 2>&1 &
 mpirun_pid=$!
-trap 'kill $mpirun_pid 2>/dev/null || true; wait $mpirun_pid 2>/dev/null || true' EXIT
+at_exit 'kill $mpirun_pid 2>/dev/null || true; wait $mpirun_pid 2>/dev/null || true'
 python3 - "$port_base" "$TESSEL_WORK/run/targets.json" <<'PY' || { tail -20 "$log"; exit 1; }
 import http.client, json, re, sys, time, urllib.request
 base, targets_path = int(sys.argv[1]), sys.argv[2]

@@ -40,7 +40,7 @@ cleanup() {
   kill "${prom_pid:-0}" 2>/dev/null || true
   wait 2>/dev/null || true
 }
-trap cleanup EXIT
+at_exit cleanup
 prometheus --config.file="$W/prom/prometheus.yml" --web.listen-address="127.0.0.1:$prom_port" \
   --storage.tsdb.path="$W/prom/data" --log.level=warn >"$W/prom/log" 2>&1 &
 prom_pid=$!

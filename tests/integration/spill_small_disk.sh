@@ -11,7 +11,7 @@ source "$(dirname "$0")/../lib.sh"
 
 mounts=()
 cleanup() { for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || true; done; }
-trap cleanup EXIT
+at_exit cleanup
 
 mkdir -p "$TESSEL_WORK/probe"
 mount -t tmpfs -o size=1m tmpfs "$TESSEL_WORK/probe" 2>/dev/null || skip "cannot mount a tmpfs (needs root)"

@@ -27,7 +27,7 @@ netns_up() {
   command -v ip >/dev/null && command -v unshare >/dev/null || skip "the 3-host cluster needs ip(8) and unshare(1)"
   netns_down
   ip link add tsl-br type bridge 2>/dev/null || skip "cannot create a bridge here (no CAP_NET_ADMIN?)"
-  trap netns_down EXIT
+  at_exit netns_down
   ip addr add 10.77.0.1/24 dev tsl-br
   ip link set tsl-br up
   local i h
