@@ -187,7 +187,7 @@ std::string TargetHost(const std::string& bind, const std::string& host) {
 Status Coordinator::StartMetrics(const std::string& role) {
   metrics_ = std::make_unique<monitoring::Metrics>(monitoring::RankLabels{spec_.job.name, 0, role}, kTesselVersion);
   metrics_->SetJobState("planning");
-  metrics_->SetResidentMemoryBytes(ResidentBytes());
+  metrics_->Set("tessel_resident_memory_bytes", static_cast<double>(ResidentBytes()));
   TESSEL_ASSIGN_OR_RETURN(monitoring::RunCsv csv, monitoring::RunCsv::Open(run_dir_ + "/metrics.csv"));
   csv_.emplace(std::move(csv));
   if (spec_.metrics.port_base <= 0) return Status();
@@ -268,7 +268,7 @@ void Coordinator::FailFromStartupWatch(int rank, const Status& st) {
 
 void Coordinator::RecordFailure(const Status& st) {
   if (metrics_) metrics_->SetJobState("failed");
-  if (metrics_ && st.code() == Code::kBadLoss) metrics_->AddBadLoss();
+  if (metrics_ && st.code() == Code::kBadLoss) metrics_->Add("tessel_bad_loss_total", 1);
   DiscardUnusedRunDir();
   WriteFailureSummary(st);
   // Only once training began: a job refused before it (a bad plugin, a port in use) has nothing to alert on
@@ -649,7 +649,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
             if (Status written = WriteTargets(targets); !written.ok()) {
               return Status(written.code(), StrCat("metrics.targets_file: ", written.message()));
             }
-            metrics_->SetWorkersAlive(hellos);
+            metrics_->Set("tessel_workers_alive", hellos);
           }
           break;
         }
@@ -673,7 +673,9 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           for (monitoring::StragglerTracker::Window win; stragglers.TakeWindow(&win);) {
             std::set<int32_t> now_straggling;
             for (const auto& sc : win.scores) {
-              metrics_->SetStragglerScore(sc.worker_rank, sc.vs_fastest, sc.vs_own_median);
+              const std::string rank = std::to_string(sc.worker_rank);
+              metrics_->Set("tessel_straggler_score", sc.vs_fastest, {rank, "vs_fastest"});
+              metrics_->Set("tessel_straggler_score", sc.vs_own_median, {rank, "vs_own_median"});
               if (!sc.straggler) continue;
               now_straggling.insert(sc.worker_rank);
               if (straggling.contains(sc.worker_rank)) continue;
@@ -691,8 +693,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
           }
           if (m.source != 1) break;  // the first worker speaks for the job
           progress.Step(p);
-          metrics_->SetLoss(p.loss);
-          metrics_->SetEpoch(p.step);
+          metrics_->Set("tessel_loss", p.loss);
+          metrics_->Set("tessel_epoch", static_cast<double>(p.step));
           metrics_->ObserveStep(p.seconds);
           break;
         }
@@ -735,12 +737,13 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     if (now - last_ages > std::chrono::seconds(1)) {
       last_ages = now;
       for (const auto& [r, s] : state) {
-        if (!s.done) metrics_->SetHeartbeatAge(r, Seconds(now - s.last_seen).count());
+        if (!s.done)
+          metrics_->Set("tessel_heartbeat_age_seconds", Seconds(now - s.last_seen).count(), {std::to_string(r)});
       }
-      metrics_->SetResidentMemoryBytes(ResidentBytes());
+      metrics_->Set("tessel_resident_memory_bytes", static_cast<double>(ResidentBytes()));
     }
     if (Status silent = FindSilentWorker(state, now, limits, &failed_rank_); !silent.ok()) {
-      metrics_->SetWorkersAlive(hellos - 1);
+      metrics_->Set("tessel_workers_alive", hellos - 1);
       return silent;
     }
     TESSEL_RETURN_IF_ERROR(FindHungWorker(state, now, limits, &failed_rank_));

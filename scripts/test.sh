@@ -9,7 +9,7 @@ cd "$TESSEL_ROOT"
 
 # The free space at each phase, in the log: a CI run once failed mid-build with "No space left on device".
 # The whole run needs about 10 GB: torch's wheels 5.5 GB, two builds 4 GB, ccache up to 2 GB.
-disk() { df -h --output=avail,target "$TESSEL_ROOT" "${TMPDIR:-/tmp}" | sed 1d | sed "s/^/[disk] $1: free /"; }
+disk() { df -h --output=avail,target "$TESSEL_ROOT" "${TMPDIR:-/tmp}" | sed 1d | sort -u | sed "s/^/[disk] $1: free /"; }
 disk "before setup"
 "$TESSEL_ROOT/scripts/setup-deps.sh"
 # torch + PyG in build/bench-venv, for the parity test with the reference trainers (rgnn_parity).

@@ -40,7 +40,9 @@ void GpuSampler::Sample(const Logger& log) {
     nvml_.reset();
     return;
   }
-  metrics_->SetGpuStats(label_, s->memory_used_bytes, s->memory_total_bytes, s->utilization);
+  metrics_->Set("tessel_gpu_memory_used_bytes", static_cast<double>(s->memory_used_bytes), {label_});
+  metrics_->Set("tessel_gpu_memory_total_bytes", static_cast<double>(s->memory_total_bytes), {label_});
+  metrics_->Set("tessel_gpu_utilization_ratio", s->utilization, {label_});
 }
 
 Record StepFigures::Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
@@ -71,16 +73,20 @@ Record StepFigures::Take(const StepResult& r, const Record& shown, double second
   for (const auto& [kind, bytes] : kinds) {
     if (bytes < 0) continue;
     Set(row, StrCat("memory_", kind, "_bytes"), bytes);
-    if (metrics_ != nullptr) metrics_->SetMemoryBytes(kind, bytes);
+    if (metrics_ != nullptr) metrics_->Set("tessel_memory_bytes", static_cast<double>(bytes), {kind});
   }
   if (metrics_ == nullptr) return row;
-  metrics_->ObserveForwardBackward(forward, backward);
-  metrics_->AddSamples(r.samples_kind, r.samples);
-  metrics_->SetLearningRate(r.lr);
-  if (val_loss) metrics_->SetValidationLoss(*val_loss);
-  for (size_t k = 0; k < waited.size(); ++k) metrics_->AddPeerWait(monitoring::kPeerWaitKinds[k], waited[k]);
-  metrics_->AddPipelineBytes(pipeline_sent, pipeline_received);
-  metrics_->SetResidentMemoryBytes(resident);
+  metrics_->Observe("tessel_forward_duration_seconds", forward);
+  metrics_->Observe("tessel_backward_duration_seconds", backward);
+  metrics_->Add("tessel_samples_total", static_cast<double>(r.samples), {r.samples_kind});
+  metrics_->Set("tessel_learning_rate", r.lr);
+  if (val_loss) metrics_->Set("tessel_validation_loss", *val_loss);
+  for (size_t k = 0; k < waited.size(); ++k) {
+    metrics_->Add("tessel_peer_wait_seconds_total", waited[k], {monitoring::kPeerWaitKinds[k]});
+  }
+  metrics_->Add("tessel_pipeline_bytes_total", static_cast<double>(pipeline_sent), {"sent"});
+  metrics_->Add("tessel_pipeline_bytes_total", static_cast<double>(pipeline_received), {"received"});
+  metrics_->Set("tessel_resident_memory_bytes", static_cast<double>(resident));
   const monitoring::MetricTotals now = metrics_->Totals();
   Set(row, "gather_local_bytes", now.gather_local_bytes - before_.gather_local_bytes);
   Set(row, "gather_remote_bytes", now.gather_remote_bytes - before_.gather_remote_bytes);

@@ -144,8 +144,8 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
   TESSEL_RETURN_IF_ERROR(registry.LoadDefaults(settings.plugin_paths, settings.plugin_search_dirs));
   if (hooks.metrics != nullptr) {
     for (const ServedKernel& k : registry.Served()) {
-      hooks.metrics->SetPluginInfo(k.plugin, k.version, StrCat(k.abi_major, ".", k.abi_minor), k.op,
-                                   DeviceName(k.device));
+      hooks.metrics->Set("tessel_plugin_info", 1,
+                         {k.plugin, k.version, StrCat(k.abi_major, ".", k.abi_minor), k.op, DeviceName(k.device)});
     }
   }
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<WorkerDevice> device, OpenDevice(settings.device, comm, log));
@@ -217,11 +217,13 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     const double took = Seconds(Clock::now() - start).count();
     TESSEL_ASSIGN_OR_RETURN(const std::vector<KernelTimer::Sum> kernel_sums, kernel_timer.EndStep());
     for (const KernelTimer::Sum& k : kernel_sums) {
-      hooks.metrics->AddKernelTime(k.op, DeviceName(k.device), k.seconds, k.calls);
+      if (k.calls <= 0 || !(k.seconds >= 0)) continue;
+      hooks.metrics->Add("tessel_kernel_seconds_total", k.seconds, {k.op, DeviceName(k.device)});
+      hooks.metrics->Add("tessel_kernel_calls_total", static_cast<double>(k.calls), {k.op, DeviceName(k.device)});
     }
-    if (hooks.metrics) hooks.metrics->SetLoss(r.loss);  // a bad one too: TesselLossNotFinite watches for it
+    if (hooks.metrics) hooks.metrics->Set("tessel_loss", r.loss);  // a bad one too: TesselLossNotFinite watches for it
     if (const std::string bad = loss_watch.Check(unit, step, r.loss); !bad.empty()) {
-      if (hooks.metrics) hooks.metrics->AddBadLoss();
+      if (hooks.metrics) hooks.metrics->Add("tessel_bad_loss_total", 1);
       // Every worker sees the same loss; the first reports it, the others stop quietly with it.
       const std::string hint = "lower train.lr, or set train.grad_clip";
       if (settings.on_bad_loss == BadLossAction::kStop) {
@@ -240,7 +242,7 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     gpu.Sample(log);
     if (hooks.metrics) {
       hooks.metrics->ObserveStep(took);
-      hooks.metrics->SetEpoch(step);
+      hooks.metrics->Set("tessel_epoch", static_cast<double>(step));
     }
     if (hooks.on_step) hooks.on_step(progress);
     const bool checkpointed = settings.checkpoint_every_steps > 0 && step % settings.checkpoint_every_steps == 0;

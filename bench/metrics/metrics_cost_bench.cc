@@ -46,23 +46,30 @@ double MedianMicros(int rounds, int iterations, F&& body) {
 int main() {
   using tessel::monitoring::Metrics;
   Metrics metrics({"bench", 1, "worker"}, "0.1.0");
-  metrics.SetPluginInfo("nn", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
+  metrics.Set("tessel_plugin_info", 1, {"nn", "0.1.0", "1.1", "nn.relu.fwd", "cpu"});
+  // One step's updates, as workers/step_figures.cc and the executors make them.
   const double update = MedianMicros(9, 20000, [&](int i) {
-    metrics.AddHaloBytes(1 << 20, 1 << 20);
-    metrics.AddGatherBytes(1 << 16, 1 << 12);
-    metrics.AddSpillIo(1 << 20, 1 << 20, 0.001);
-    metrics.SetActivationResidentBytes(1 << 24);
-    metrics.ObserveForwardBackward(0.01, 0.02);
-    metrics.AddSamples("tokens", 4096);
-    metrics.SetLearningRate(3e-4);
-    metrics.AddPeerWait("allreduce", 0.001);
-    metrics.AddPipelineBytes(1 << 16, 1 << 16);
-    metrics.SetResidentMemoryBytes(tessel::ResidentBytes());
-    for (std::string_view kind : tessel::monitoring::kMemoryKinds) metrics.SetMemoryBytes(kind, 1 << 20);
+    metrics.Add("tessel_halo_exchange_bytes_total", 1 << 20, {"sent"});
+    metrics.Add("tessel_halo_exchange_bytes_total", 1 << 20, {"received"});
+    metrics.Add("tessel_gather_bytes_total", 1 << 16, {"local"});
+    metrics.Add("tessel_gather_bytes_total", 1 << 12, {"remote"});
+    metrics.Add("tessel_spill_written_bytes_total", 1 << 20);
+    metrics.Add("tessel_spill_read_bytes_total", 1 << 20);
+    metrics.Add("tessel_spill_wait_seconds_total", 0.001);
+    metrics.Set("tessel_activation_resident_bytes", 1 << 24);
+    metrics.Observe("tessel_forward_duration_seconds", 0.01);
+    metrics.Observe("tessel_backward_duration_seconds", 0.02);
+    metrics.Add("tessel_samples_total", 4096, {"tokens"});
+    metrics.Set("tessel_learning_rate", 3e-4);
+    metrics.Add("tessel_peer_wait_seconds_total", 0.001, {"allreduce"});
+    metrics.Add("tessel_pipeline_bytes_total", 1 << 16, {"sent"});
+    metrics.Add("tessel_pipeline_bytes_total", 1 << 16, {"received"});
+    metrics.Set("tessel_resident_memory_bytes", static_cast<double>(tessel::ResidentBytes()));
+    for (std::string_view kind : tessel::monitoring::kMemoryKinds) metrics.Set("tessel_memory_bytes", 1 << 20, {kind});
     (void)metrics.Totals();
     metrics.ObserveStep(0.03);
-    metrics.SetLoss(1.0 / (i + 1));
-    metrics.SetEpoch(i);
+    metrics.Set("tessel_loss", 1.0 / (i + 1));
+    metrics.Set("tessel_epoch", i);
   });
   const std::string path =
       std::filesystem::temp_directory_path() / ("metrics-cost." + std::to_string(::getpid()) + ".csv");

@@ -334,12 +334,12 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
 void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const {
   const Record* pr = Sub(plan.summary, "partition");
   if (pr == nullptr) return;
-  metrics.SetPartitionEdgeCut(Int(*pr, "edge_cut"));
+  metrics.Set("tessel_partition_edge_cut", static_cast<double>(Int(*pr, "edge_cut")));
   double worst = 1;
   if (const Record* imbalance = Sub(*pr, "imbalance")) {
     for (const RecordField& f : *imbalance) worst = std::max(worst, FindNumber(*imbalance, f.name).value_or(1));
   }
-  metrics.SetPartitionImbalance(worst);
+  metrics.Set("tessel_partition_imbalance", worst);
 }
 
 void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {

@@ -139,7 +139,8 @@ Status GptStageExecutor::Init() {
   }
   TESSEL_RETURN_IF_ERROR(params_.Init());
   TESSEL_RETURN_IF_ERROR(acts_.Allocate());
-  if (context_.metrics != nullptr) context_.metrics->SetActivationResidentBytes(acts_.resident_bytes());
+  if (context_.metrics != nullptr)
+    context_.metrics->Set("tessel_activation_resident_bytes", static_cast<double>(acts_.resident_bytes()));
   return Status();
 }
 

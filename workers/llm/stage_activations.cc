@@ -185,13 +185,13 @@ Status StageActivations::PrefetchBelow(const Slot& slot, size_t below) {
 void StageActivations::PublishSpill() {
   if (pool_ == nullptr || context_.metrics == nullptr) return;
   const storage::SpillStats now = spill_store_->stats();
-  context_.metrics->AddSpillIo(now.written_bytes - spill_reported_.written_bytes,
-                               now.read_bytes - spill_reported_.read_bytes,
-                               now.wait_seconds - spill_reported_.wait_seconds);
+  monitoring::Metrics& m = *context_.metrics;
+  m.Add("tessel_spill_written_bytes_total", static_cast<double>(now.written_bytes - spill_reported_.written_bytes));
+  m.Add("tessel_spill_read_bytes_total", static_cast<double>(now.read_bytes - spill_reported_.read_bytes));
+  m.Add("tessel_spill_wait_seconds_total", now.wait_seconds - spill_reported_.wait_seconds);
   spill_reported_ = now;
   const SpillPoolCounters& c = pool_->counters();
-  context_.metrics->AddSpillFallbacks(monitoring::Metrics::SpillFallback::kRecompute,
-                                      c.recomputed - pool_reported_.recomputed);
+  m.Add("tessel_spill_fallbacks_total", static_cast<double>(c.recomputed - pool_reported_.recomputed), {"recompute"});
   pool_reported_ = c;
 }
 

@@ -381,18 +381,23 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
   if (context_.metrics != nullptr) {
     const auto sent = static_cast<int64_t>(FindNumber(source, "halo_bytes_sent").value_or(0));
     const auto received = static_cast<int64_t>(FindNumber(source, "halo_bytes_received").value_or(0));
-    context_.metrics->AddHaloBytes(sent - halo_sent_seen_, received - halo_received_seen_);
+    context_.metrics->Add("tessel_halo_exchange_bytes_total", static_cast<double>(sent - halo_sent_seen_), {"sent"});
+    context_.metrics->Add("tessel_halo_exchange_bytes_total", static_cast<double>(received - halo_received_seen_),
+                          {"received"});
     halo_sent_seen_ = sent;
     halo_received_seen_ = received;
     const auto local = static_cast<int64_t>(FindNumber(source, "feature_bytes_local").value_or(0));
     const auto remote = static_cast<int64_t>(FindNumber(source, "feature_bytes_remote").value_or(0));
-    context_.metrics->AddGatherBytes(local - gather_local_seen_, remote - gather_remote_seen_);
+    context_.metrics->Add("tessel_gather_bytes_total", static_cast<double>(local - gather_local_seen_), {"local"});
+    context_.metrics->Add("tessel_gather_bytes_total", static_cast<double>(remote - gather_remote_seen_), {"remote"});
     gather_local_seen_ = local;
     gather_remote_seen_ = remote;
     const auto rows_local = static_cast<int64_t>(FindNumber(source, "feature_rows_local").value_or(0));
     const auto rows_remote = static_cast<int64_t>(FindNumber(source, "feature_rows_remote").value_or(0));
-    context_.metrics->AddGatherRows(rows_local - rows_local_seen_, rows_remote - rows_remote_seen_,
-                                    FindNumber(source, "step_feature_seconds").value_or(0));  // this epoch's
+    context_.metrics->Add("tessel_gather_rows_total", static_cast<double>(rows_local - rows_local_seen_), {"local"});
+    context_.metrics->Add("tessel_gather_rows_total", static_cast<double>(rows_remote - rows_remote_seen_), {"remote"});
+    context_.metrics->Add("tessel_gather_seconds_total",
+                          FindNumber(source, "step_feature_seconds").value_or(0));  // this epoch's
     rows_local_seen_ = rows_local;
     rows_remote_seen_ = rows_remote;
   }

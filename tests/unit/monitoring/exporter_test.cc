@@ -106,11 +106,11 @@ TEST(Exporter, TwoRanksServeTheirOwnMetrics) {
   EXPECT_EQ((*exporter0)->url(), "http://127.0.0.1:" + std::to_string((*exporter0)->port()) + "/metrics");
 
   rank0.ObserveStep(0.5);
-  rank0.SetLoss(2.25);
-  rank0.SetWorkersAlive(1);
+  rank0.Set("tessel_loss", 2.25);
+  rank0.Set("tessel_workers_alive", 1);
   rank1.ObserveStep(0.02);
   rank1.ObserveStep(0.03);
-  rank1.SetLoss(0.125);
+  rank1.Set("tessel_loss", 0.125);
 
   struct Expect {
     int32_t port;
@@ -156,7 +156,7 @@ TEST(Exporter, ValuesStayScrapeableAfterMetricsIsDestroyed) {
   auto metrics = std::make_unique<Metrics>(RankLabels{"last", 0, std::string(kRoleEmbedded)}, "0.1.0");
   auto exporter = Exporter::Start("127.0.0.1", 0, *metrics);
   ASSERT_TRUE(exporter.ok()) << exporter.status().ToString();
-  metrics->SetLoss(0.5);
+  metrics->Set("tessel_loss", 0.5);
   metrics.reset();
   const HttpResponse response = HttpGet((*exporter)->port(), "/metrics");
   ASSERT_EQ(response.status, 200) << response.error;

@@ -143,36 +143,54 @@ std::set<std::string> Keys(const Map& map) {
   return keys;
 }
 
-void TouchEverySetter(Metrics& metrics) {
-  metrics.ObserveStep(0.25);
-  metrics.SetLoss(1.5);
-  metrics.SetEpoch(3);
-  metrics.AddHaloBytes(100, 200);
-  metrics.AddGatherBytes(300, 400);
-  metrics.AddGatherRows(3, 4, 0.01);
-  metrics.SetPartitionEdgeCut(42);
-  metrics.SetWorkersAlive(4);
-  metrics.ObserveForwardBackward(0.1, 0.15);
-  metrics.AddSamples("tokens", 4096);
-  metrics.SetLearningRate(3e-4);
-  metrics.AddBadLoss();
-  metrics.SetValidationLoss(1.25);
-  metrics.AddPeerWait("allreduce", 0.05);
-  metrics.AddKernelTime("nn.relu.fwd", "cpu", 0.001, 2);
-  metrics.SetGpuStats("cuda:0", 1 << 30, 80LL << 30, 0.5);
-  metrics.SetResidentMemoryBytes(1 << 20);
-  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
-  metrics.SetPartitionImbalance(1.03);
-  metrics.SetJobState("training");
-  metrics.SetHeartbeatAge(1, 0.5);
-  metrics.SetStragglerScore(1, 1.0, 1.0);
-  metrics.SetMemoryBytes("weights", 4096);
+void Touch(Metrics& metrics, size_t row, LabelValues labels) {
+  switch (Catalog()[row].kind) {
+    case MetricKind::kCounter:
+      metrics.Add(CounterName::At(row), 1, labels);
+      break;
+    case MetricKind::kGauge:
+      metrics.Set(GaugeName::At(row), 1, labels);
+      break;
+    case MetricKind::kHistogram:
+      metrics.Observe(HistogramName::At(row), 0.5);
+      break;
+  }
+}
+
+// Gives every row of the catalog a series: its first known label value, or "x" for each variable label.
+void TouchEveryMetric(Metrics& metrics) {
+  for (size_t i = 0; i < Catalog().size(); ++i) {
+    const MetricSpec& spec = Catalog()[i];
+    std::vector<std::string_view> v;
+    for (size_t at = 0; at < spec.variable_labels.size();) {
+      const size_t comma = std::min(spec.variable_labels.find(',', at), spec.variable_labels.size());
+      v.push_back("x");
+      at = comma + 1;
+    }
+    if (!spec.label_values.empty()) v.at(0) = spec.label_values[0];
+    switch (v.size()) {
+      case 0:
+        Touch(metrics, i, {});
+        break;
+      case 1:
+        Touch(metrics, i, {v[0]});
+        break;
+      case 2:
+        Touch(metrics, i, {v[0], v[1]});
+        break;
+      case 5:
+        Touch(metrics, i, {v[0], v[1], v[2], v[3], v[4]});
+        break;
+      default:
+        FAIL() << spec.name << ": " << v.size() << " labels";
+    }
+  }
 }
 
 TEST(MetricsCatalog, MarkdownMatchesRegisteredFamilies) {
   const std::map<std::string, CatalogRow> catalog = MarkdownCatalog();
   Metrics metrics({"catalog", 0, std::string(kRoleEmbedded)}, "1.2.3");
-  TouchEverySetter(metrics);
+  TouchEveryMetric(metrics);
   const std::map<std::string, prometheus::MetricFamily> families = Collect(metrics);
 
   ASSERT_EQ(Keys(families), Keys(catalog)) << "METRICS.md and the registered families differ";
@@ -233,7 +251,7 @@ TEST(Metrics, EachRoleRegistersItsMetricsAtStart) {
 
 TEST(Metrics, EveryMetricCarriesRankLabels) {
   Metrics metrics({"labels", 7, std::string(kRoleWorker)}, "0.1.0");
-  TouchEverySetter(metrics);
+  TouchEveryMetric(metrics);
   for (const auto& [name, family] : Collect(metrics)) {
     ASSERT_FALSE(family.metric.empty()) << name;
     for (const prometheus::ClientMetric& metric : family.metric) {
@@ -250,12 +268,14 @@ TEST(Metrics, SettersUpdateValues) {
   metrics.ObserveStep(2.0);
   metrics.ObserveStep(-1.0);                                      // dropped
   metrics.ObserveStep(std::numeric_limits<double>::quiet_NaN());  // dropped
-  metrics.SetLoss(0.75);
-  metrics.SetEpoch(12);
-  metrics.AddHaloBytes(1000, 3000);
-  metrics.AddHaloBytes(24, -5);  // the negative amount is dropped
-  metrics.SetPartitionEdgeCut(123456);
-  metrics.SetWorkersAlive(3);
+  metrics.Set("tessel_loss", 0.75);
+  metrics.Set("tessel_epoch", 12);
+  metrics.Add("tessel_halo_exchange_bytes_total", 1000, {"sent"});
+  metrics.Add("tessel_halo_exchange_bytes_total", 3000, {"received"});
+  metrics.Add("tessel_halo_exchange_bytes_total", 24, {"sent"});
+  metrics.Add("tessel_halo_exchange_bytes_total", -5, {"received"});  // the negative amount is dropped
+  metrics.Set("tessel_partition_edge_cut", 123456);
+  metrics.Set("tessel_workers_alive", 3);
 
   const auto families = Collect(metrics);
   const auto& build = families.at("tessel_build_info").metric.at(0);
@@ -284,12 +304,17 @@ TEST(Metrics, SettersUpdateValues) {
 
 TEST(Metrics, SpillSettersUpdateValues) {
   Metrics metrics({"spill", 1, std::string(kRoleWorker)}, "0.1.0");
-  metrics.AddSpillIo(4096, 1024, 0.5);
-  metrics.AddSpillIo(4096, -1, std::numeric_limits<double>::quiet_NaN());  // the bad amounts are dropped
-  metrics.AddSpillFallbacks(Metrics::SpillFallback::kKeep, 2);
-  metrics.AddSpillFallbacks(Metrics::SpillFallback::kRecompute, 1);
-  metrics.AddSpillFallbacks(Metrics::SpillFallback::kKeep, -3);  // dropped
-  metrics.SetActivationResidentBytes(123456);
+  metrics.Add("tessel_spill_written_bytes_total", 4096);
+  metrics.Add("tessel_spill_read_bytes_total", 1024);
+  metrics.Add("tessel_spill_wait_seconds_total", 0.5);
+  metrics.Add("tessel_spill_written_bytes_total", 4096);
+  metrics.Add("tessel_spill_read_bytes_total", -1);
+  metrics.Add("tessel_spill_wait_seconds_total",
+              std::numeric_limits<double>::quiet_NaN());  // the bad amounts are dropped
+  metrics.Add("tessel_spill_fallbacks_total", 2, {"keep"});
+  metrics.Add("tessel_spill_fallbacks_total", 1, {"recompute"});
+  metrics.Add("tessel_spill_fallbacks_total", -3, {"keep"});  // dropped
+  metrics.Set("tessel_activation_resident_bytes", 123456);
   const auto families = Collect(metrics);
   EXPECT_EQ(families.at("tessel_spill_written_bytes_total").metric.at(0).counter.value, 8192.0);
   EXPECT_EQ(families.at("tessel_spill_read_bytes_total").metric.at(0).counter.value, 1024.0);
@@ -317,25 +342,32 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
   Metrics metrics({"more", 0, std::string(kRoleEmbedded)}, "0.1.0");
   const double before = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   metrics.ObserveStep(0.5);
-  metrics.ObserveForwardBackward(0.2, -1.0);  // the negative backward is dropped
-  metrics.AddSamples("tokens", 2048);
-  metrics.AddSamples("tokens", 2048);
-  metrics.AddSamples("tokens", -5);  // dropped
-  metrics.SetLearningRate(6e-4);
-  metrics.AddPeerWait("allreduce", 0.125);
-  metrics.AddPeerWait("p2p", 0.25);
-  metrics.AddPeerWait("alltoall", std::numeric_limits<double>::quiet_NaN());  // dropped
-  metrics.AddPeerWait("no-such-kind", 1.0);                                   // dropped
-  metrics.AddBadLoss();
+  metrics.Observe("tessel_forward_duration_seconds", 0.2);
+  metrics.Observe("tessel_backward_duration_seconds", -1.0);  // the negative backward is dropped
+  metrics.Add("tessel_samples_total", 2048, {"tokens"});
+  metrics.Add("tessel_samples_total", 2048, {"tokens"});
+  metrics.Add("tessel_samples_total", -5, {"tokens"});  // dropped
+  metrics.Set("tessel_learning_rate", 6e-4);
+  metrics.Add("tessel_peer_wait_seconds_total", 0.125, {"allreduce"});
+  metrics.Add("tessel_peer_wait_seconds_total", 0.25, {"p2p"});
+  metrics.Add("tessel_peer_wait_seconds_total", std::numeric_limits<double>::quiet_NaN(), {"alltoall"});  // dropped
+  metrics.Add("tessel_peer_wait_seconds_total", 1.0, {"no-such-kind"});                                   // dropped
+  metrics.Add("tessel_bad_loss_total", 1);
   metrics.SetJobState("planning");
   metrics.SetJobState("training");
   metrics.SetJobState("no-such-state");  // dropped
-  metrics.SetHeartbeatAge(2, 0.75);
-  metrics.SetStragglerScore(2, 1.8, std::numeric_limits<double>::quiet_NaN());  // vs_own_median unknown yet
-  metrics.SetPluginInfo("tessel-cpu", "0.1.0", "1.1", "nn.relu.fwd", "cpu");
-  metrics.AddHaloBytes(10, 20);
-  metrics.AddSpillIo(30, 40, 0.5);
-  metrics.AddPipelineBytes(64, -1);  // the negative amount is dropped
+  metrics.Set("tessel_heartbeat_age_seconds", 0.75, {"2"});
+  metrics.Set("tessel_straggler_score", 1.8, {"2", "vs_fastest"});
+  metrics.Set("tessel_straggler_score", std::numeric_limits<double>::quiet_NaN(),
+              {"2", "vs_own_median"});  // vs_own_median unknown yet
+  metrics.Set("tessel_plugin_info", 1, {"tessel-cpu", "0.1.0", "1.1", "nn.relu.fwd", "cpu"});
+  metrics.Add("tessel_halo_exchange_bytes_total", 10, {"sent"});
+  metrics.Add("tessel_halo_exchange_bytes_total", 20, {"received"});
+  metrics.Add("tessel_spill_written_bytes_total", 30);
+  metrics.Add("tessel_spill_read_bytes_total", 40);
+  metrics.Add("tessel_spill_wait_seconds_total", 0.5);
+  metrics.Add("tessel_pipeline_bytes_total", 64, {"sent"});
+  metrics.Add("tessel_pipeline_bytes_total", -1, {"received"});  // the negative amount is dropped
   const auto families = Collect(metrics);
 
   const double stamp = families.at("tessel_last_step_timestamp_seconds").metric.at(0).gauge.value;
@@ -383,24 +415,26 @@ TEST(Metrics, StepTimingSamplesAndStateSettersUpdateValues) {
 
 TEST(Metrics, MemoryBytesByKnownKindOnly) {
   Metrics metrics({"memory", 1, std::string(kRoleWorker)}, "0.1.0");
-  metrics.SetMemoryBytes("weights", 1000);
-  metrics.SetMemoryBytes("optimizer", 2000);
-  metrics.SetMemoryBytes("weights", 1500);    // a gauge: the latest value
-  metrics.SetMemoryBytes("no-such-kind", 7);  // dropped
+  metrics.Set("tessel_memory_bytes", 1000, {"weights"});
+  metrics.Set("tessel_memory_bytes", 2000, {"optimizer"});
+  metrics.Set("tessel_memory_bytes", 1500, {"weights"});    // a gauge: the latest value
+  metrics.Set("tessel_memory_bytes", 7, {"no-such-kind"});  // dropped
   const auto families = Collect(metrics);
   std::map<std::string, double> kinds;
   for (const auto& m : families.at("tessel_memory_bytes").metric) kinds[Label(m, "kind")] = m.gauge.value;
   EXPECT_EQ(kinds, (std::map<std::string, double>{{"optimizer", 2000}, {"weights", 1500}}));
 }
 
-TEST(Metrics, KernelTimeByOpAndDevice) {
+TEST(Metrics, SeriesOfTwoLabelsAreKeptApart) {
   Metrics metrics({"kernels", 1, std::string(kRoleWorker)}, "0.1.0");
   EXPECT_EQ(Collect(metrics).count("tessel_kernel_seconds_total"), 0u) << "registered only when set";
-  metrics.AddKernelTime("nn.linear.fwd", "cpu", 0.5, 4);
-  metrics.AddKernelTime("nn.linear.fwd", "cpu", 0.25, 2);
-  metrics.AddKernelTime("nn.linear.fwd", "cuda", 0.125, 1);
-  metrics.AddKernelTime("nn.add", "cpu", 0.1, 0);                                       // no calls: dropped
-  metrics.AddKernelTime("nn.add", "cpu", std::numeric_limits<double>::quiet_NaN(), 1);  // dropped
+  metrics.Add("tessel_kernel_seconds_total", 0.5, {"nn.linear.fwd", "cpu"});
+  metrics.Add("tessel_kernel_seconds_total", 0.25, {"nn.linear.fwd", "cpu"});
+  metrics.Add("tessel_kernel_seconds_total", 0.125, {"nn.linear.fwd", "cuda"});
+  metrics.Add("tessel_kernel_seconds_total", std::numeric_limits<double>::quiet_NaN(), {"nn.add", "cpu"});  // dropped
+  metrics.Add("tessel_kernel_calls_total", 6, {"nn.linear.fwd", "cpu"});
+  metrics.Add("tessel_kernel_calls_total", 0, {"nn.add", "cpu"});  // registered, nothing added
+  metrics.Add("tessel_kernel_calls_total", 1, {"nn.add"});         // one label of two: dropped
   const auto families = Collect(metrics);
   std::map<std::string, double> seconds, calls;
   for (const auto& m : families.at("tessel_kernel_seconds_total").metric) {
@@ -409,15 +443,21 @@ TEST(Metrics, KernelTimeByOpAndDevice) {
   for (const auto& m : families.at("tessel_kernel_calls_total").metric) {
     calls[Label(m, "op") + "/" + Label(m, "device")] = m.counter.value;
   }
-  EXPECT_EQ(seconds, (std::map<std::string, double>{{"nn.linear.fwd/cpu", 0.75}, {"nn.linear.fwd/cuda", 0.125}}));
-  EXPECT_EQ(calls, (std::map<std::string, double>{{"nn.linear.fwd/cpu", 6}, {"nn.linear.fwd/cuda", 1}}));
+  EXPECT_EQ(seconds, (std::map<std::string, double>{
+                         {"nn.add/cpu", 0}, {"nn.linear.fwd/cpu", 0.75}, {"nn.linear.fwd/cuda", 0.125}}));
+  EXPECT_EQ(calls, (std::map<std::string, double>{{"nn.add/cpu", 0}, {"nn.linear.fwd/cpu", 6}}));
+  EXPECT_EQ(metrics.CounterValue("tessel_kernel_calls_total", {"nn.linear.fwd", "cpu"}), 6);
 }
 
 TEST(Metrics, GpuStatsPerDevice) {
   Metrics metrics({"gpu", 1, std::string(kRoleWorker)}, "0.1.0");
   EXPECT_EQ(Collect(metrics).count("tessel_gpu_memory_used_bytes"), 0u) << "registered only when set";
-  metrics.SetGpuStats("cuda:1", 3000, 8000, 0.25);
-  metrics.SetGpuStats("cuda:1", 4000, 8000, -1);  // the utilisation is not known: kept at 0.25
+  metrics.Set("tessel_gpu_memory_used_bytes", 3000, {"cuda:1"});
+  metrics.Set("tessel_gpu_memory_total_bytes", 8000, {"cuda:1"});
+  metrics.Set("tessel_gpu_utilization_ratio", 0.25, {"cuda:1"});
+  metrics.Set("tessel_gpu_memory_used_bytes", 4000, {"cuda:1"});
+  metrics.Set("tessel_gpu_memory_total_bytes", 8000, {"cuda:1"});
+  metrics.Set("tessel_gpu_utilization_ratio", -1, {"cuda:1"});  // the utilisation is not known: kept at 0.25
   const auto families = Collect(metrics);
   const auto& used = families.at("tessel_gpu_memory_used_bytes").metric.at(0);
   EXPECT_EQ(Label(used, "device"), "cuda:1");
@@ -428,12 +468,21 @@ TEST(Metrics, GpuStatsPerDevice) {
 
 TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {
   Metrics metrics({"gather", 1, std::string(kRoleWorker)}, "0.1.0");
-  metrics.AddGatherBytes(512, 0);
-  metrics.AddGatherBytes(1024, 2048);
-  metrics.AddGatherBytes(-5, -7);  // dropped
-  metrics.AddGatherRows(8, 0, 0.25);
-  metrics.AddGatherRows(16, 32, 0.5);
-  metrics.AddGatherRows(-1, -1, std::numeric_limits<double>::quiet_NaN());  // dropped
+  metrics.Add("tessel_gather_bytes_total", 512, {"local"});
+  metrics.Add("tessel_gather_bytes_total", 0, {"remote"});
+  metrics.Add("tessel_gather_bytes_total", 1024, {"local"});
+  metrics.Add("tessel_gather_bytes_total", 2048, {"remote"});
+  metrics.Add("tessel_gather_bytes_total", -5, {"local"});
+  metrics.Add("tessel_gather_bytes_total", -7, {"remote"});  // dropped
+  metrics.Add("tessel_gather_rows_total", 8, {"local"});
+  metrics.Add("tessel_gather_rows_total", 0, {"remote"});
+  metrics.Add("tessel_gather_seconds_total", 0.25);
+  metrics.Add("tessel_gather_rows_total", 16, {"local"});
+  metrics.Add("tessel_gather_rows_total", 32, {"remote"});
+  metrics.Add("tessel_gather_seconds_total", 0.5);
+  metrics.Add("tessel_gather_rows_total", -1, {"local"});
+  metrics.Add("tessel_gather_rows_total", -1, {"remote"});
+  metrics.Add("tessel_gather_seconds_total", std::numeric_limits<double>::quiet_NaN());  // dropped
   const auto families = Collect(metrics);
   std::map<std::string, double> rows;
   for (const auto& metric : families.at("tessel_gather_rows_total").metric)
@@ -450,12 +499,12 @@ TEST(Metrics, GatherBytesCountLocalAndRemoteRows) {
 TEST(Metrics, OtherRolesRegisterOnFirstUse) {
   Metrics worker({"lazy", 1, std::string(kRoleWorker)}, "0.1.0");
   EXPECT_EQ(Collect(worker).count("tessel_workers_alive"), 0u);
-  worker.SetWorkersAlive(2);
+  worker.Set("tessel_workers_alive", 2);
   EXPECT_EQ(Collect(worker).at("tessel_workers_alive").metric.at(0).gauge.value, 2.0);
 
   Metrics coordinator({"lazy", 0, std::string(kRoleCoordinator)}, "0.1.0");
   EXPECT_EQ(Collect(coordinator).count("tessel_loss"), 0u);
-  coordinator.SetLoss(std::numeric_limits<double>::infinity());
+  coordinator.Set("tessel_loss", std::numeric_limits<double>::infinity());
   EXPECT_TRUE(std::isinf(Collect(coordinator).at("tessel_loss").metric.at(0).gauge.value));
 }
 
@@ -466,7 +515,8 @@ TEST(Metrics, ConcurrentFirstUseRegistersOnce) {
     threads.emplace_back([&metrics] {
       for (int i = 0; i < 1000; ++i) {
         metrics.ObserveStep(0.01);
-        metrics.AddHaloBytes(1, 2);
+        metrics.Add("tessel_halo_exchange_bytes_total", 1, {"sent"});
+        metrics.Add("tessel_halo_exchange_bytes_total", 2, {"received"});
       }
     });
   }
@@ -480,8 +530,8 @@ TEST(Metrics, ConcurrentFirstUseRegistersOnce) {
 TEST(Metrics, RanksInOneProcessAreIndependent) {
   Metrics rank0({"multi", 0, std::string(kRoleWorker)}, "0.1.0");
   Metrics rank1({"multi", 1, std::string(kRoleWorker)}, "0.1.0");
-  rank0.SetLoss(1.0);
-  rank1.SetLoss(2.0);
+  rank0.Set("tessel_loss", 1.0);
+  rank1.Set("tessel_loss", 2.0);
   EXPECT_NE(rank0.registry(), rank1.registry());
   EXPECT_EQ(Collect(rank0).at("tessel_loss").metric.at(0).gauge.value, 1.0);
   EXPECT_EQ(Collect(rank1).at("tessel_loss").metric.at(0).gauge.value, 2.0);
