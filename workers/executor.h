@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,8 +68,12 @@ struct StepResult {
   double lr = 0;        // the learning rate this step used
   int64_t samples = 0;  // the job's global batch this step, in samples_kind units (the same on every worker)
   std::string_view samples_kind = "samples";  // "nodes" (labelled training nodes, rgnn) or "tokens" (llm)
-  Record shown;                               // small figures for progress lines (train_accuracy, ...)
-  Record timings;                             // recorded per step as arrays in summary.json (forward_seconds, ...)
+  // The step's compute phases (seconds; -1 = not measured): the metrics' histograms, metrics.csv and
+  // summary.json's per-step arrays.
+  double forward_seconds = -1, backward_seconds = -1;
+  std::optional<double> val_loss;  // when the step validated
+  Record shown;                    // more small figures for progress lines (train_accuracy, ...)
+  Record timings;                  // more per-step arrays for summary.json (wait_seconds, ...)
 };
 
 // Where SaveState writes and LoadState reads: named host tensors (a checkpoint shard, or memory).

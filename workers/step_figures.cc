@@ -45,11 +45,10 @@ void GpuSampler::Sample(const Logger& log) {
   metrics_->Set("tessel_gpu_utilization_ratio", s->utilization, {label_});
 }
 
-Record StepFigures::Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
-                         int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
-  const double forward = FindNumber(r.timings, "forward_seconds").value_or(-1);
-  const double backward = FindNumber(r.timings, "backward_seconds").value_or(-1);
-  const std::optional<double> val_loss = FindNumber(shown, "val_loss");
+Record StepFigures::Take(const StepResult& r, double seconds, const TimedComm::Waits& waited, int64_t pipeline_sent,
+                         int64_t pipeline_received, const MemoryUse& memory, int64_t workspace) {
+  const double forward = r.forward_seconds, backward = r.backward_seconds;
+  const std::optional<double> val_loss = r.val_loss;
   const int64_t resident = ResidentBytes();
   const double peer_wait_seconds = waited[0] + waited[1] + waited[2];
   Record row;

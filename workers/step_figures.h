@@ -43,8 +43,8 @@ class StepFigures {
     if (metrics_ != nullptr) before_ = metrics_->Totals();
   }
 
-  Record Take(const StepResult& r, const Record& shown, double seconds, const TimedComm::Waits& waited,
-              int64_t pipeline_sent, int64_t pipeline_received, const MemoryUse& memory, int64_t workspace);
+  Record Take(const StepResult& r, double seconds, const TimedComm::Waits& waited, int64_t pipeline_sent,
+              int64_t pipeline_received, const MemoryUse& memory, int64_t workspace);
 
  private:
   monitoring::Metrics* metrics_;

@@ -234,10 +234,11 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     }
     history.Add(r, took);
     if (hooks.step) hooks.step->store(step);
+    if (r.val_loss) Set(r.shown, "val_loss", *r.val_loss);  // shown last, in the progress line
     ProgressMsg progress{step, r.loss, took, std::move(r.shown), {}};
     TimedComm::Waits waited = comm.waits();
     for (size_t k = 0; k < waited.size(); ++k) waited[k] -= waited_before[k];
-    progress.figures = figures.Take(r, progress.shown, took, waited, comm.p2p_sent_bytes() - sent_before,
+    progress.figures = figures.Take(r, took, waited, comm.p2p_sent_bytes() - sent_before,
                                     comm.p2p_received_bytes() - received_before, executor->Memory(), budget.peak());
     gpu.Sample(log);
     if (hooks.metrics) {

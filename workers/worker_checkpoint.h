@@ -52,10 +52,13 @@ class StepHistory {
   void Add(const StepResult& r, double seconds) {
     losses_.push_back(r.loss);
     seconds_.push_back(seconds);
-    for (const RecordField& f : r.timings) {
-      if (!timings_.contains(f.name)) order_.push_back(f.name);
-      timings_[f.name].push_back(FindNumber(r.timings, f.name).value_or(0));
-    }
+    auto add = [this](const std::string& name, double v) {
+      if (!timings_.contains(name)) order_.push_back(name);
+      timings_[name].push_back(v);
+    };
+    if (r.forward_seconds >= 0) add("forward_seconds", r.forward_seconds);
+    if (r.backward_seconds >= 0) add("backward_seconds", r.backward_seconds);
+    for (const RecordField& f : r.timings) add(f.name, FindNumber(r.timings, f.name).value_or(0));
   }
   void Emit(const std::string& unit, Record& out) const {
     Set(out, unit + "_loss", losses_);

@@ -400,8 +400,8 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
   const double seconds = Since(start);
   step_seconds_.push_back(seconds);
   compute_seconds_.push_back((forward_seconds_ + backward_seconds_) / static_cast<double>(m_count));
-  Set(r.timings, "forward_seconds", forward_seconds_);
-  Set(r.timings, "backward_seconds", backward_seconds_);
+  r.forward_seconds = forward_seconds_;
+  r.backward_seconds = backward_seconds_;
   Set(r.timings, "wait_seconds", wait_seconds_);
   Set(r.timings, "recompute_seconds", recompute_seconds_);
   Set(r.timings, "optimizer_seconds", opt_seconds);
@@ -412,7 +412,7 @@ Result<StepResult> GptStageExecutor::Step(int64_t step) {
     TESSEL_ASSIGN_OR_RETURN(double val, Validate());
     val_loss_.push_back({static_cast<double>(step), val});
     last_val_step_ = step;
-    Set(r.shown, "val_loss", val);
+    r.val_loss = val;
   }
   return r;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/record.h"
@@ -36,6 +37,21 @@ struct Batch {
   int64_t seeds = 0;  // output rows (0: the worker sits this batch out but joins its collectives)
 };
 
+// What a batch source has moved and measured: counts cumulative over the run, phase times this epoch's.
+struct SourceFigures {
+  bool sampled = false;  // which of the two groups below the source fills
+  // Full-graph: the halo rows' bytes this worker sent to and received from its peers.
+  int64_t halo_bytes_sent = 0, halo_bytes_received = 0;
+  // Sampled: the input feature rows gathered from this worker's own store (local; of those, read
+  // zero-copy by the GPU) and from other workers (remote), and one row's bytes.
+  int64_t feature_rows_local = 0, feature_rows_remote = 0, feature_rows_zero_copy = 0, feature_row_bytes = 0;
+  std::string feature_gather;  // "zero_copy" | "host"; "" when the model reads no input features
+  bool prefetch = false;       // batches prepared on a second thread
+  double sample_seconds = 0, layout_seconds = 0, feature_seconds = 0, feature_wait_seconds = 0;  // this epoch's
+  // Both: the bytes of the worker's graph share as the layers read it (and the current batch).
+  int64_t graph_bytes = 0;
+};
+
 class BatchSource {
  public:
   enum class Pass { kTrain, kEvaluate };
@@ -50,8 +66,8 @@ class BatchSource {
   virtual Status HaloForward(Tensor& full) = 0;
   // grad_full: its gradient; adds the gradients of rows past views[l]->owned into their owners' rows.
   virtual Status HaloBackward(Tensor& grad_full) = 0;
-  // Figures for summary.json and the metrics, cumulative (halo_bytes_sent, feature_seconds, ...).
-  virtual Record Figures() const = 0;
+  // What the source has moved so far, for summary.json and the metrics.
+  virtual SourceFigures Figures() const = 0;
 };
 
 }  // namespace tessel::workers

@@ -112,15 +112,15 @@ Result<const Batch*> FullGraphSource::Next() {
   return &batch_;
 }
 
-Record FullGraphSource::Figures() const {
-  Record r;
-  Set(r, "halo_bytes_sent", halo_.bytes_sent());
-  Set(r, "halo_bytes_received", halo_.bytes_received());
+SourceFigures FullGraphSource::Figures() const {
+  SourceFigures f;
+  f.halo_bytes_sent = halo_.bytes_sent();
+  f.halo_bytes_received = halo_.bytes_received();
   // The worker's node features, labels and masks, and its partition's adjacency as the layers read it.
-  Set(r, "graph_bytes",
+  f.graph_bytes =
       static_cast<int64_t>(features_.nbytes() + labels_.nbytes() + train_mask_.nbytes() + test_mask_.nbytes()) +
-          GraphViewBytes(view_));
-  return r;
+      GraphViewBytes(view_);
+  return f;
 }
 
 Status FullGraphSource::Exchange(Tensor& full, bool forward) {

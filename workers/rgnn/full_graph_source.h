@@ -70,7 +70,7 @@ class FullGraphSource final : public BatchSource {
   Status HaloForward(Tensor& full) override;
   // grad_full: [rows, dim]; adds the halo rows' gradients into their owners' rows.
   Status HaloBackward(Tensor& grad_full) override;
-  Record Figures() const override;
+  SourceFigures Figures() const override;
   int64_t halo_bytes_sent() const { return halo_.bytes_sent(); }
   int64_t halo_bytes_received() const { return halo_.bytes_received(); }
 

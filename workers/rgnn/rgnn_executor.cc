@@ -101,6 +101,24 @@ Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload
   return std::unique_ptr<Executor>(std::move(executor));
 }
 
+// The source's figures as summary.json shows them (its per-step phase times go in StepResult::timings).
+void ShowSource(const SourceFigures& f, Record& r) {
+  if (!f.sampled) {
+    Set(r, "halo_bytes_sent", f.halo_bytes_sent);
+    Set(r, "halo_bytes_received", f.halo_bytes_received);
+  } else {
+    Set(r, "feature_rows_local", f.feature_rows_local);
+    Set(r, "feature_rows_remote", f.feature_rows_remote);
+    Set(r, "feature_bytes_local", f.feature_rows_local * f.feature_row_bytes);
+    Set(r, "feature_bytes_remote", f.feature_rows_remote * f.feature_row_bytes);
+    Set(r, "feature_rows_zero_copy", f.feature_rows_zero_copy);
+    Set(r, "feature_bytes_zero_copy", f.feature_rows_zero_copy * f.feature_row_bytes);
+    if (!f.feature_gather.empty()) Set(r, "feature_gather", f.feature_gather);
+    Set(r, "prefetch", f.prefetch);
+  }
+  Set(r, "graph_bytes", f.graph_bytes);
+}
+
 }  // namespace
 
 ExecutorFactory RgnnFullGraphFactory() { return ExecutorFactory{RgnnAssignment::kKind, &Decode, &Build}; }
@@ -355,8 +373,24 @@ MemoryUse RgnnExecutor::Memory() const {
   std::set<const void*> counted;
   for (const auto& layer : layers_) acts += layer->BufferBytes(counted);
   m.activations = acts;
-  if (const std::optional<double> g = FindNumber(source_->Figures(), "graph_bytes")) m.graph = static_cast<int64_t>(*g);
+  m.graph = source_->Figures().graph_bytes;
   return m;
+}
+
+void RgnnExecutor::PublishSource(const SourceFigures& now, monitoring::Metrics& metrics) {
+  const SourceFigures& was = published_;
+  auto bytes = [](int64_t n) { return static_cast<double>(n); };
+  const int64_t local = now.feature_rows_local - was.feature_rows_local;
+  const int64_t remote = now.feature_rows_remote - was.feature_rows_remote;
+  metrics.Add("tessel_halo_exchange_bytes_total", bytes(now.halo_bytes_sent - was.halo_bytes_sent), {"sent"});
+  metrics.Add("tessel_halo_exchange_bytes_total", bytes(now.halo_bytes_received - was.halo_bytes_received),
+              {"received"});
+  metrics.Add("tessel_gather_bytes_total", bytes(local * now.feature_row_bytes), {"local"});
+  metrics.Add("tessel_gather_bytes_total", bytes(remote * now.feature_row_bytes), {"remote"});
+  metrics.Add("tessel_gather_rows_total", bytes(local), {"local"});
+  metrics.Add("tessel_gather_rows_total", bytes(remote), {"remote"});
+  metrics.Add("tessel_gather_seconds_total", now.feature_seconds);  // this epoch's
+  published_ = now;
 }
 
 Result<StepResult> RgnnExecutor::Step(int64_t step) {
@@ -377,30 +411,8 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
   TESSEL_RETURN_IF_ERROR(context_.comm->AllreduceSum(figures, 4));
   const double seconds = Seconds(Clock::now() - start).count();
 
-  const Record source = source_->Figures();
-  if (context_.metrics != nullptr) {
-    const auto sent = static_cast<int64_t>(FindNumber(source, "halo_bytes_sent").value_or(0));
-    const auto received = static_cast<int64_t>(FindNumber(source, "halo_bytes_received").value_or(0));
-    context_.metrics->Add("tessel_halo_exchange_bytes_total", static_cast<double>(sent - halo_sent_seen_), {"sent"});
-    context_.metrics->Add("tessel_halo_exchange_bytes_total", static_cast<double>(received - halo_received_seen_),
-                          {"received"});
-    halo_sent_seen_ = sent;
-    halo_received_seen_ = received;
-    const auto local = static_cast<int64_t>(FindNumber(source, "feature_bytes_local").value_or(0));
-    const auto remote = static_cast<int64_t>(FindNumber(source, "feature_bytes_remote").value_or(0));
-    context_.metrics->Add("tessel_gather_bytes_total", static_cast<double>(local - gather_local_seen_), {"local"});
-    context_.metrics->Add("tessel_gather_bytes_total", static_cast<double>(remote - gather_remote_seen_), {"remote"});
-    gather_local_seen_ = local;
-    gather_remote_seen_ = remote;
-    const auto rows_local = static_cast<int64_t>(FindNumber(source, "feature_rows_local").value_or(0));
-    const auto rows_remote = static_cast<int64_t>(FindNumber(source, "feature_rows_remote").value_or(0));
-    context_.metrics->Add("tessel_gather_rows_total", static_cast<double>(rows_local - rows_local_seen_), {"local"});
-    context_.metrics->Add("tessel_gather_rows_total", static_cast<double>(rows_remote - rows_remote_seen_), {"remote"});
-    context_.metrics->Add("tessel_gather_seconds_total",
-                          FindNumber(source, "step_feature_seconds").value_or(0));  // this epoch's
-    rows_local_seen_ = rows_local;
-    rows_remote_seen_ = rows_remote;
-  }
+  const SourceFigures source = source_->Figures();
+  if (context_.metrics != nullptr) PublishSource(source, *context_.metrics);
   StepResult r;
   r.loss = figures[0] / std::max(1.0, figures[2]);
   r.lr = settings_.lr;
@@ -408,15 +420,16 @@ Result<StepResult> RgnnExecutor::Step(int64_t step) {
   r.samples_kind = "nodes";
   last_train_accuracy_ = figures[1] / std::max(1.0, figures[2]);
   Set(r.shown, "train_accuracy", last_train_accuracy_);
-  Set(r.timings, "forward_seconds", forward_s);
-  Set(r.timings, "backward_seconds", backward_s);
+  r.forward_seconds = forward_s;
+  r.backward_seconds = backward_s;
   if (!full_graph_) {
     Set(r.shown, "seeds_per_second", figures[3] / std::max(1e-9, seconds));
     Set(r.timings, "batches", static_cast<double>(batches));
     Set(r.timings, "seeds_per_second", figures[3] / std::max(1e-9, seconds));
-    for (const RecordField& f : source) {
-      if (f.name.rfind("step_", 0) == 0) r.timings.push_back({f.name.substr(5), f.value});
-    }
+    Set(r.timings, "sample_seconds", source.sample_seconds);
+    Set(r.timings, "layout_seconds", source.layout_seconds);
+    Set(r.timings, "feature_seconds", source.feature_seconds);
+    Set(r.timings, "feature_wait_seconds", source.feature_wait_seconds);
   }
   return r;
 }
@@ -448,9 +461,7 @@ Result<Record> RgnnExecutor::Evaluate() {
   Set(r, "test_correct", static_cast<int64_t>(figures[2]));
   Set(r, "test_total", static_cast<int64_t>(figures[3]));
   Set(r, "test_loss", figures[4] / std::max(1.0, figures[3]));
-  for (const RecordField& f : source_->Figures()) {
-    if (f.name.rfind("step_", 0) != 0) r.push_back(f);
-  }
+  ShowSource(source_->Figures(), r);
   Set(r, "parameters", params_.num_values());
   return r;
 }

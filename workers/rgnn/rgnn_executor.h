@@ -62,6 +62,8 @@ class RgnnExecutor final : public Executor {
   Status Build(std::unique_ptr<BatchSource> source, const GraphView& shape_view, ModelShape model);
   // Binds the layers to the batch's views and sizes the buffers for it.
   Status Shape(const Batch& batch);
+  // The source's counts since the last call into the metrics, and this epoch's feature time.
+  void PublishSource(const SourceFigures& now, monitoring::Metrics& metrics);
   Status Forward(const Batch& batch);
   // Loss over the rows of `mask`: sums (not means) over this worker's rows; dlogits scaled by `scale`.
   Status Loss(const Batch& batch, const Tensor& mask, double scale, double* loss_sum, int64_t* correct);
@@ -95,8 +97,7 @@ class RgnnExecutor final : public Executor {
   int64_t classes_ = 0;
   Tensor loss_, correct_;  // the loss kernel's outputs, on the device
   double last_train_accuracy_ = 0;
-  int64_t halo_sent_seen_ = 0, halo_received_seen_ = 0, gather_local_seen_ = 0, gather_remote_seen_ = 0;
-  int64_t rows_local_seen_ = 0, rows_remote_seen_ = 0;
+  SourceFigures published_;  // the source's counts as the metrics last had them
 };
 
 }  // namespace tessel::workers

@@ -614,26 +614,23 @@ Result<std::unique_ptr<SampledSource::Prepared>> SampledSource::Take() {
   return p;
 }
 
-Record SampledSource::Figures() const {
-  Record r;
-  Set(r, "feature_rows_local", rows_local_);
-  Set(r, "feature_rows_remote", rows_remote_);
-  Set(r, "feature_bytes_local", rows_local_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
-  Set(r, "feature_bytes_remote", rows_remote_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
-  Set(r, "feature_rows_zero_copy", rows_zero_copy_);
-  Set(r, "feature_bytes_zero_copy", rows_zero_copy_ * feature_dim_ * static_cast<int64_t>(sizeof(float)));
-  if (settings_.input == ModelInput::kFeatures) {
-    Set(r, "feature_gather", device_gather_ != nullptr ? "zero_copy" : "host");
-  }
-  Set(r, "prefetch", prefetching());
-  Set(r, "step_sample_seconds", epoch_sample_s_);
-  Set(r, "step_layout_seconds", epoch_layout_s_);
-  Set(r, "step_feature_seconds", epoch_feature_s_);
-  Set(r, "step_feature_wait_seconds", epoch_wait_s_);
+SourceFigures SampledSource::Figures() const {
+  SourceFigures f;
+  f.sampled = true;
+  f.feature_rows_local = rows_local_;
+  f.feature_rows_remote = rows_remote_;
+  f.feature_rows_zero_copy = rows_zero_copy_;
+  f.feature_row_bytes = feature_dim_ * static_cast<int64_t>(sizeof(float));
+  if (settings_.input == ModelInput::kFeatures) f.feature_gather = device_gather_ != nullptr ? "zero_copy" : "host";
+  f.prefetch = prefetching();
+  f.sample_seconds = epoch_sample_s_;
+  f.layout_seconds = epoch_layout_s_;
+  f.feature_seconds = epoch_feature_s_;
+  f.feature_wait_seconds = epoch_wait_s_;
   // The sampling structure (every worker holds it whole) and the latest batch's blocks, feature rows,
   // labels and masks; a prefetched batch, about as big, is not counted.
-  Set(r, "graph_bytes", graph_->Bytes() + batch_bytes_);
-  return r;
+  f.graph_bytes = graph_->Bytes() + batch_bytes_;
+  return f;
 }
 
 }  // namespace tessel::workers

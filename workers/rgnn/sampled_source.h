@@ -149,7 +149,7 @@ class SampledSource final : public BatchSource {
   // feature_gather ("zero_copy" or "host", as resolved); for the epoch just
   // trained (per-step arrays in summary.json): step_sample_seconds, step_layout_seconds,
   // step_feature_seconds (gather + exchange, wherever it ran), step_feature_wait_seconds.
-  Record Figures() const override;
+  SourceFigures Figures() const override;
 
  private:
   struct Prepared;
