@@ -102,19 +102,6 @@ Result<std::unique_ptr<WorkerDevice>> OpenDevice(DeviceChoice request, WorkerCom
   return device;
 }
 
-// For tests of the straggler watch only: TESSEL_TEST_SLOW_WORKER="W:MS" makes worker W (its rank among the
-// workers, 0-based) spend MS more milliseconds computing each step. Not a job setting: it exists to make a
-// straggler on demand (tests/cluster/prometheus_live.sh).
-Seconds TestStepDelay(int worker, const Logger& log) {
-  const char* env = std::getenv("TESSEL_TEST_SLOW_WORKER");
-  if (env == nullptr) return Seconds(0);
-  int w = -1;
-  double ms = 0;
-  if (std::sscanf(env, "%d:%lf", &w, &ms) != 2 || w != worker || ms <= 0) return Seconds(0);
-  log.Warn(StrCat("TESSEL_TEST_SLOW_WORKER: this worker spends ", ms, " ms more on every step (a test's straggler)"));
-  return Seconds(ms / 1e3);
-}
-
 // Whether any worker was asked to stop (core/stop_signal.h): after every step the workers sum, slot by
 // slot, the signal each has seen, so that all of them stop after the same step (a checkpoint is every
 // worker's shards of one step). One small allreduce a step.
@@ -204,14 +191,12 @@ Result<Record> Train(const WorkerSettings& settings, std::unique_ptr<AssignmentP
     log.Info(StrCat("resumed from ", shard, " after ", unit, " ", settings.resume_step));
   }
   LossWatch loss_watch(settings.bad_loss_factor, settings.bad_loss_window);
-  const Seconds test_delay = TestStepDelay(comm.rank(), log);
   StepFigures figures(hooks.metrics);
   GpuSampler gpu(device->context, hooks.metrics, log);
   for (int64_t step = first_step; step <= executor->num_steps(); ++step) {
     const auto start = Clock::now();
     const TimedComm::Waits waited_before = comm.waits();
     const int64_t sent_before = comm.p2p_sent_bytes(), received_before = comm.p2p_received_bytes();
-    if (test_delay.count() > 0) std::this_thread::sleep_for(test_delay);  // compute time, as a slow host's
     kernel_timer.BeginStep(step);
     TESSEL_ASSIGN_OR_RETURN(StepResult r, executor->Step(step));
     const double took = Seconds(Clock::now() - start).count();

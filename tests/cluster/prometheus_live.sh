@@ -14,7 +14,8 @@
 #   - a worker SIGSTOPped: TesselJobStuck fires while the job still runs (heartbeat timeout 150 s);
 #   - a GPT job with lr = 1e6: exit 8 with one message naming the step, the rank and the value, a
 #     summary.json that says why, and TesselLossBad fires;
-#   - worker 2 slowed on purpose (TESSEL_TEST_SLOW_WORKER): the coordinator's log and
+#   - worker 2 slowed on purpose (the test plugin libbroken_example_slow.so: its nn.relu.fwd takes 60 ms
+#     longer in world rank 2): the coordinator's log and
 #     tessel_straggler_score name it, and TesselStraggler fires.
 source "$(dirname "$0")/../lib.sh"
 command -v prometheus >/dev/null && command -v promtool >/dev/null \
@@ -120,8 +121,11 @@ t1=$(date +%s)
 start kill 3 3 jobs/examples/rgcn-synthetic.toml "${rgnn_sets[@]}" --set data.graph="$W/full.h5"
 start stop 4 3 jobs/examples/rgcn-synthetic.toml "${rgnn_sets[@]}" --set data.graph="$W/full.h5" \
   --set timeouts.heartbeat_timeout_seconds=150 --set timeouts.step_seconds=150
-TESSEL_TEST_SLOW_WORKER=1:60 start slow 5 3 jobs/examples/rgcn-synthetic.toml "${rgnn_sets[@]}" \
-  --set data.graph="$W/full.h5"
+plugins=${TESSEL_TEST_PLUGINS:?set by CTest: the folder of the test plugins}
+builtin=$(cd "$(dirname "$TESSEL")/../plugins" && pwd)
+slow_paths="[\"$builtin/libtessel_nn.so\", \"$builtin/libtessel_rgnn.so\", \"$builtin/libtessel_gather.so\", \"$plugins/libbroken_example_slow.so\"]"
+start slow 5 3 jobs/examples/rgcn-synthetic.toml "${rgnn_sets[@]}" --set data.graph="$W/full.h5" \
+  --set "plugins.paths=$slow_paths" --set 'plugins.prefer=["broken_example"]'
 wait_line kill "epoch 3/" 120
 wait_line stop "epoch 3/" 120
 sleep 3  # a few scrapes of the running jobs

@@ -8,6 +8,9 @@
 //   BROKEN_HANG              nn.relu.fwd on the CPU never returns from its third call on: a kernel that
 //                            stops making progress mid-run, for the step watchdogs (tests/cluster/hung_kernel.sh),
 //                            not for the conformance run
+//   BROKEN_SLOW              nn.relu.fwd on the CPU takes 60 ms longer in MPI world rank 2 (OMPI_COMM_WORLD_RANK,
+//                            which mpirun sets): a straggler on demand, for the straggler watch
+//                            (tests/cluster/prometheus_live.sh), not for the conformance run
 // Each of the others should fail exactly that op's rows of the check, naming the failure.
 #define tessel_plugin_init example_plugin_init
 #include "plugins/example/example_plugin.cc"
@@ -16,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -47,7 +51,7 @@ void Corrupt(const Wrapped& w, tessel_tensor& y) {
   }
 #elif defined(BROKEN_NONDETERMINISTIC)
   if (w.relu_fwd && g_calls.fetch_add(1) % 2 == 1) out[0] = std::nextafter(out[0], T(2));
-#elif defined(BROKEN_HANG)
+#elif defined(BROKEN_HANG) || defined(BROKEN_SLOW)
   (void)w, (void)out;
 #else
 #error "define one BROKEN_* kind"
@@ -59,6 +63,14 @@ tessel_status* Faulty(void* state, const tessel_kernel_call* call) {
 #if defined(BROKEN_HANG)
   if (w.relu_fwd && call->outputs[0].device == TESSEL_DEVICE_CPU && g_calls.fetch_add(1) >= 2) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+#elif defined(BROKEN_SLOW)
+  static const bool slow = [] {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    return rank != nullptr && std::strcmp(rank, "2") == 0;
+  }();
+  if (slow && w.relu_fwd && call->outputs[0].device == TESSEL_DEVICE_CPU) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
   }
 #endif
   tessel_status* st = w.fn(w.state, call);
