@@ -600,16 +600,10 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
     }
     TESSEL_ASSIGN_OR_RETURN(workers::Message m, workers::TryReceive(MPI_ANY_SOURCE, MPI_ANY_TAG));
     const auto now = Clock::now();
-    // This loop turns every few milliseconds. A longer gap is the coordinator's own stall (the process
-    // was stopped, its host froze or starved it): the workers' silence during it is no evidence against
-    // them, so it does not count towards their timeouts. Their messages queued meanwhile are read next;
-    // a worker that presumed this coordinator dead in the meantime has said so in one of them.
-    if (const Seconds gap = now - last_turn; gap > Seconds(1)) {
-      const auto shift = std::chrono::duration_cast<Clock::duration>(gap);
-      for (auto& [r, s] : state) {
-        s.last_seen += shift;
-        s.last_step_change += shift;
-      }
+    // This coordinator's own stall does not count towards the workers' timeouts (ForgiveOwnStall). Their
+    // messages queued meanwhile are read next; a worker that presumed this coordinator dead in the
+    // meantime has said so in one of them.
+    if (const Seconds gap = ForgiveOwnStall(state, last_turn, now); gap > Seconds(0)) {
       if (gap > heartbeat_timeout) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%.1f", gap.count());

@@ -114,22 +114,26 @@ StepWatchdog::StepWatchdog(double step_seconds, double startup_seconds, std::str
       since_(Clock::now()),
       ticker_(std::chrono::milliseconds(100), [this] { return Check(); }) {}
 
-void StepWatchdog::Stepped(int64_t step) {
+void StepWatchdog::Stepped(int64_t step, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
-  since_ = Clock::now();
+  since_ = now;
 }
 
-bool StepWatchdog::Check() {
+Status StepWatchdog::Judge(Clock::time_point now) {
   std::unique_lock<std::mutex> lock(mu_);
   const double limit = step_seconds_ + (step_ == 0 ? startup_seconds_ : 0);
-  if (std::chrono::duration<double>(Clock::now() - since_).count() <= limit) return true;
+  if (std::chrono::duration<double>(now - since_).count() <= limit) return Status();
   const std::string doing = activity::Describe();
-  const Status hung = RankFailedError(
+  return RankFailedError(
       StrCat(who_, " has not finished step ", step_ + 1, " within ", limit, " s (timeouts.step_seconds",
              step_ == 0 ? " + timeouts.startup_seconds, the first step loading its data" : "", ")",
              doing.empty() ? std::string() : StrCat("; its compute: ", doing), ": presumed hung; aborting the job"));
-  lock.unlock();
+}
+
+bool StepWatchdog::Check() {
+  const Status hung = Judge(Clock::now());
+  if (hung.ok()) return true;
   on_hang_(hung);  // ends the process
   return false;
 }

@@ -81,14 +81,18 @@ class AliveBeats {
 // `on_hang` must end the process (AbortJob).
 class StepWatchdog {
  public:
+  using Clock = std::chrono::steady_clock;
   StepWatchdog(double step_seconds, double startup_seconds, std::string who,
                std::function<void(const Status&)> on_hang);
 
   // Step `step` finished (any thread).
-  void Stepped(int64_t step);
+  void Stepped(int64_t step) { Stepped(step, Clock::now()); }
+  void Stepped(int64_t step, Clock::time_point now);
+  // The verdict at `now`: OK while the step in progress is within its limit, else the kRankFailed report
+  // (what the watchdog's thread passes to on_hang).
+  Status Judge(Clock::time_point now);
 
  private:
-  using Clock = std::chrono::steady_clock;
   bool Check();
 
   const double step_seconds_, startup_seconds_;

@@ -20,6 +20,19 @@ std::map<int, WorkerState> InitialWorkerStates(int world, WorkerState::Clock::ti
   return state;
 }
 
+std::chrono::duration<double> ForgiveOwnStall(std::map<int, WorkerState>& state,
+                                              WorkerState::Clock::time_point last_turn,
+                                              WorkerState::Clock::time_point now) {
+  const std::chrono::duration<double> gap = now - last_turn;
+  if (gap <= std::chrono::seconds(1)) return std::chrono::duration<double>(0);
+  const auto shift = now - last_turn;
+  for (auto& [r, s] : state) {
+    s.last_seen += shift;
+    s.last_step_change += shift;
+  }
+  return gap;
+}
+
 Status FindSilentWorker(const std::map<int, WorkerState>& state, WorkerState::Clock::time_point now,
                         const WorkerLimits& limits, int* rank) {
   for (const auto& [r, s] : state) {

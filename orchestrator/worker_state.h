@@ -36,6 +36,14 @@ struct WorkerLimits {
   std::chrono::duration<double> heartbeat, startup, step;
 };
 
+// The coordinator's watch loop turns every few milliseconds; a gap longer than a second between its turns
+// (`last_turn` to `now`) is its own stall (the process was stopped, its host froze or starved it). The
+// workers' silence during it is no evidence against them: their last_seen and last_step_change move
+// forward by the gap. Returns the gap (0 when under a second, and nothing moved).
+std::chrono::duration<double> ForgiveOwnStall(std::map<int, WorkerState>& state,
+                                              WorkerState::Clock::time_point last_turn,
+                                              WorkerState::Clock::time_point now);
+
 // The first worker (not done) silent past its limit at `now`: sets *rank and returns its kRankFailed report;
 // OK when none is.
 Status FindSilentWorker(const std::map<int, WorkerState>& state, WorkerState::Clock::time_point now,

@@ -14,11 +14,11 @@ namespace tessel::workers {
 
 using Seconds = std::chrono::duration<double>;
 
-void CoordinatorWatch::Heard(const Message& m) {
+void CoordinatorWatch::Heard(const Message& m, Clock::time_point now) {
   AliveMsg alive;
   if (!Decode(m.bytes, &alive).ok() || !(alive.silence_limit_seconds > 0)) return;
   limit_seconds_ = alive.silence_limit_seconds;
-  last_ = Clock::now();
+  last_ = now;
   heard_ = true;
   ++beats_;
 }
@@ -28,9 +28,9 @@ void CoordinatorWatch::TakeStop(const Message& m) {
   if (Decode(m.bytes, &stop).ok() && stop.signal > 0) RequestStop(stop.signal);
 }
 
-Seconds CoordinatorWatch::UntilPresumedDead(Seconds cap) const {
+Seconds CoordinatorWatch::UntilPresumedDead(Seconds cap, Clock::time_point now) const {
   if (!heard_) return cap;
-  const Seconds left = Seconds(limit_seconds_) - (Clock::now() - last_);
+  const Seconds left = Seconds(limit_seconds_) - (now - last_);
   return std::max(Seconds(0.01), std::min(cap, left));
 }
 
@@ -45,8 +45,12 @@ Status CoordinatorWatch::Check() {
     if (m.source < 0) break;
     TakeStop(m);
   }
+  return Judge(Clock::now());
+}
+
+Status CoordinatorWatch::Judge(Clock::time_point now) const {
   if (!heard_) return Status();
-  const double silent = Seconds(Clock::now() - last_).count();
+  const double silent = Seconds(now - last_).count();
   if (silent <= limit_seconds_) return Status();
   char buf[160];
   std::snprintf(buf, sizeof buf,

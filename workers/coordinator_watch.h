@@ -28,8 +28,9 @@ class CoordinatorWatch {
  public:
   using Seconds = std::chrono::duration<double>;
 
-  // Takes one beat that arrived (one that does not decode is ignored).
-  void Heard(const Message& m);
+  using Clock = std::chrono::steady_clock;
+  // Takes one beat that arrived at `now` (one that does not decode is ignored).
+  void Heard(const Message& m, Clock::time_point now = Clock::now());
   // A stop request the coordinator passed on: this rank stops after the step all the workers agree on.
   static void TakeStop(const Message& m);
   // Whether the coordinator beats: then its death ends every wait, and none needs a limit of its own.
@@ -38,14 +39,15 @@ class CoordinatorWatch {
   int64_t beats() const { return beats_; }
   // How long until the coordinator's silence passes the limit (at least 10 ms; `cap` until the first
   // beat): a wait bounded by it cannot hold back the verdict.
-  Seconds UntilPresumedDead(Seconds cap) const;
+  Seconds UntilPresumedDead(Seconds cap, Clock::time_point now = Clock::now()) const;
   // Takes the beats that have arrived, then judges: kRankFailed once the coordinator has been silent for
   // longer than the limit its beats carry. The beats are taken first, so that this rank's own stall (a
   // loaded machine) does not read as the coordinator's silence.
   Status Check();
+  // The verdict at `now` on the beats taken so far (Check's, without taking any).
+  Status Judge(Clock::time_point now) const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   bool heard_ = false;
   int64_t beats_ = 0;
   double limit_seconds_ = 0;
