@@ -36,6 +36,8 @@
 #include <immintrin.h>
 #endif
 
+#include "bench/common/bench_common.h"
+#include "bench/common/bench_json.h"
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/tensor.h"
@@ -47,8 +49,6 @@
 
 namespace tessel::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 // The acceptance point (bench/README.md): 512-byte rows, at least 80% of the stream copy and 1.25x the
@@ -71,15 +71,6 @@ struct Options {
   std::string commit;
   double wait_idle = 0;  // before each row size, wait up to this many seconds for idle cores
 };
-
-double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
 
 // The split every variant uses: the gather kernel's (4 chunks per thread, taken by whichever thread is
 // free), over rows of `unit` bytes.
@@ -204,7 +195,7 @@ class Bench {
   static double Timed(F&& fn) {
     const auto t0 = Clock::now();
     fn();
-    return Seconds(t0);
+    return SecondsSince(t0);
   }
 
   // Every 4-byte word holds its own index, so that each row is distinct.
@@ -267,8 +258,6 @@ class Bench {
 };
 
 // ---- output ---------------------------------------------------------------------------------------------
-
-double Round(double v, double scale = 1000) { return std::round(v * scale) / scale; }
 
 Json CommonKeys(const Options& o, const CaseResult& c) {
   Json row = {{"bench", "gather"},
@@ -476,14 +465,6 @@ int Usage(const char* why) {
   return 2;
 }
 
-bool ParseInt(const char* text, int64_t lo, int64_t hi, int64_t* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 // Returns 0 to run, or an exit code.
 int ParseOptions(int argc, char** argv, Options* o) {
   bool table_set = false, out_set = false, reps_set = false;
@@ -612,16 +593,7 @@ int Main(int argc, char** argv) {
   Json rows = Json::array();
   for (const CaseResult& c : results) WriteCaseRows(rows, options, c);
   WriteGpuRows(rows, options, gpu);
-  std::error_code ec;
-  const std::filesystem::path json(options.json);
-  if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
-  std::ofstream file(options.json);
-  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
-  if (!file) {
-    std::fprintf(stderr, "tessel-bench-gather: cannot write %s\n", options.json.c_str());
-    return 2;
-  }
-  std::printf("\nJSON: %s\n", options.json.c_str());
+  if (!WriteJsonRows("tessel-bench-gather", options.json, rows)) return 2;
   return failures > 0 ? 1 : 0;
 }
 

@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/common/bench_common.h"
+#include "bench/common/bench_json.h"
 #include "bench/gather/cpu_activity.h"
 #include "core/json.h"
 #include "core/logging.h"
@@ -40,8 +42,6 @@
 namespace tessel::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 struct Options {
   bool quick = false;
   int import_reps = 5;
@@ -51,17 +51,6 @@ struct Options {
   std::string json = std::string(TESSEL_BINARY_DIR) + "/bench/results/graph.json";
   std::string commit;
 };
-
-double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
-double Round(double v, double scale = 10000) { return std::round(v * scale) / scale; }
 
 // One case: a floor (the limit) and the builder, timed alternately.
 struct CaseResult {
@@ -97,7 +86,7 @@ Result<double> Gunzip(const std::string& path, int64_t* text_bytes) {
   }
   gzclose(f);
   *text_bytes = total;
-  return Seconds(t0);
+  return SecondsSince(t0);
 }
 
 int64_t GraphBytes(const storage::HeteroGraph& g) {
@@ -123,7 +112,7 @@ double Fill(int64_t bytes) {
   volatile char sink = p[static_cast<size_t>(bytes) - 1];
   (void)sink;
   p.reset();
-  return Seconds(t0);
+  return SecondsSince(t0);
 }
 
 void Prepare(const Options& o, CaseResult* r) {
@@ -151,7 +140,7 @@ Status RunImport(const Options& o, CaseResult* r) {
     r->limit_s.push_back(gunzip);
     const auto t0 = Clock::now();
     Result<storage::HeteroGraph> g = storage::ImportRdf(opts);
-    const double seconds = Seconds(t0);
+    const double seconds = SecondsSince(t0);
     if (!g.ok()) return g.status();
     r->measured_s.push_back(seconds);
     if (rep == 0) {
@@ -176,7 +165,7 @@ Status RunGenerate(const Options& o, CaseResult* r) {
     {
       const auto t0 = Clock::now();
       Result<storage::HeteroGraph> g = storage::GenerateGraph(opts);
-      seconds = Seconds(t0);  // the graph's own destruction is not part of it
+      seconds = SecondsSince(t0);  // the graph's own destruction is not part of it
       if (!g.ok()) return g.status();
       bytes = GraphBytes(*g);
       if (rep == 0) r->facts = {{"nodes", g->num_nodes()}, {"edges", g->num_edges()}, {"graph_bytes", bytes}};
@@ -191,7 +180,7 @@ void WriteRows(Json& rows, const Options& o, const CaseResult& c) {
   const bool ok = c.status == "ok";
   auto common = [&](const std::string& metric, const std::vector<double>& samples, const std::string& method) {
     Json row = {{"bench", "graph"}, {"case", c.name}, {"metric", metric}};
-    row["value"] = ok ? Json(Round(Median(samples))) : Json();
+    row["value"] = ok ? Json(Round(Median(samples), 10000)) : Json();
     row["unit"] = "s";
     row["samples"] = samples;
     row["method"] = method;
@@ -209,10 +198,10 @@ void WriteRows(Json& rows, const Options& o, const CaseResult& c) {
   Json measured_row = common(c.measured_metric, c.measured_s, c.measured_method);
   if (ok) {
     const double limit = Median(c.limit_s), measured = Median(c.measured_s);
-    measured_row["baseline"] = Round(limit);
+    measured_row["baseline"] = Round(limit, 10000);
     measured_row["baseline_metric"] = c.limit_metric;
     measured_row["ratio"] = Round(measured / limit, 100);
-    measured_row["fraction_of_limit"] = Round(limit / measured);
+    measured_row["fraction_of_limit"] = Round(limit / measured, 10000);
     measured_row["target_seconds"] = c.target_seconds;
     measured_row["meets_target"] = measured < c.target_seconds;
   }
@@ -243,14 +232,6 @@ int Usage(const char* why) {
                "[--wait-idle S] [--json FILE] [--commit ID]\n",
                why);
   return 2;
-}
-
-bool ParseInt(const char* text, int64_t lo, int64_t hi, int64_t* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 int ParseOptions(int argc, char** argv, Options* o) {
@@ -323,16 +304,7 @@ int Main(int argc, char** argv) {
   PrintTable(results);
   Json rows = Json::array();
   for (const CaseResult& c : results) WriteRows(rows, options, c);
-  std::error_code ec;
-  const std::filesystem::path json(options.json);
-  if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
-  std::ofstream file(options.json);
-  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
-  if (!file) {
-    std::fprintf(stderr, "tessel-bench-graph: cannot write %s\n", options.json.c_str());
-    return 2;
-  }
-  std::printf("\nJSON: %s\n", options.json.c_str());
+  if (!WriteJsonRows("tessel-bench-graph", options.json, rows)) return 2;
   return failures > 0 ? 1 : 0;
 }
 

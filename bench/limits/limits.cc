@@ -30,13 +30,13 @@
 #include <utility>
 #include <vector>
 
+#include "bench/common/bench_common.h"
 #include "memory_levels.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using tessel::bench::Clock;
+using tessel::bench::SecondsSince;
 
 struct Options {
   int threads = 2;

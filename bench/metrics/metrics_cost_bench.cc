@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_common.h"
 #include "core/process_memory.h"
 #include "monitoring/metrics.h"
 #include "monitoring/run_csv.h"
@@ -27,7 +28,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using tessel::bench::Clock;
 
 template <typename F>
 double MedianMicros(int rounds, int iterations, F&& body) {
@@ -37,8 +38,7 @@ double MedianMicros(int rounds, int iterations, F&& body) {
     for (int i = 0; i < iterations; ++i) body(i);
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iterations);
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return tessel::bench::Median(us);
 }
 
 }  // namespace

@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/common/bench_common.h"
+#include "bench/common/bench_json.h"
 #include "core/json.h"
 #include "core/logging.h"
 #include "storage/spill_store.h"
@@ -36,7 +38,6 @@
 namespace tessel::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using storage::SpillStore;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
@@ -52,17 +53,6 @@ struct Options {
   std::string json = std::string(TESSEL_BINARY_DIR) + "/bench/results/spill.json";
   std::string commit;
 };
-
-double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
-double Round(double v, double scale = 1000) { return std::round(v * scale) / scale; }
 
 struct AlignedFree {
   void operator()(uint8_t* p) const { std::free(p); }
@@ -113,13 +103,13 @@ class RawFile {
     for (int64_t off = 0; off < total; off += slot)
       TESSEL_RETURN_IF_ERROR(Transfer(true, const_cast<uint8_t*>(src), slot, off));
     if (::fsync(fd_) != 0) return StorageError(StrCat(path_, ": fsync: ", std::strerror(errno)));
-    return Seconds(t0);
+    return SecondsSince(t0);
   }
   Result<double> Read(uint8_t* dst, int64_t slot, int64_t total) {
     if (!direct_) DropCache(path_);
     const auto t0 = Clock::now();
     for (int64_t off = 0; off < total; off += slot) TESSEL_RETURN_IF_ERROR(Transfer(false, dst, slot, off));
-    return Seconds(t0);
+    return SecondsSince(t0);
   }
 
  private:
@@ -174,14 +164,14 @@ Status RunCase(const Options& o, const uint8_t* src, uint8_t* dst, CaseResult* r
     for (int64_t s = 0; s < slots; ++s) tickets.push_back(store->Write(s, src, slot));
     tickets.push_back(store->Sync());
     for (SpillStore::Ticket t : tickets) TESSEL_RETURN_IF_ERROR(Check(store->Wait(t), "spill write"));
-    r->spill_write.push_back(gb / Seconds(t0));
+    r->spill_write.push_back(gb / SecondsSince(t0));
 
     DropCache(store->path());
     tickets.clear();
     t0 = Clock::now();
     for (int64_t s = 0; s < slots; ++s) tickets.push_back(store->Read(s, dst, slot));
     for (SpillStore::Ticket t : tickets) TESSEL_RETURN_IF_ERROR(Check(store->Wait(t), "spill read"));
-    r->spill_read.push_back(gb / Seconds(t0));
+    r->spill_read.push_back(gb / SecondsSince(t0));
     // Every slot holds src: the last one read must equal it.
     if (std::memcmp(dst, src, static_cast<size_t>(slot)) != 0) {
       return InternalError(StrCat("spill read returned bytes that differ from those written (slot ", slots - 1, ")"));
@@ -276,14 +266,6 @@ int Usage(const char* why) {
                "[--slot-mib 8,64] [--reps N] [--checksum off|on|both] [--json FILE] [--commit ID]\n",
                why);
   return 2;
-}
-
-bool ParseInt(const char* text, int64_t lo, int64_t hi, int64_t* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
 }
 
 int ParseOptions(int argc, char** argv, Options* o) {
@@ -382,15 +364,7 @@ int Main(int argc, char** argv) {
   PrintTable(options, results);
   Json rows = Json::array();
   for (const CaseResult& c : results) WriteRows(rows, options, c);
-  const std::filesystem::path json(options.json);
-  if (json.has_parent_path()) std::filesystem::create_directories(json.parent_path(), ec);
-  std::ofstream file(options.json);
-  file << FormatJson(rows, JsonLayout::kIndented) << "\n";
-  if (!file) {
-    std::fprintf(stderr, "tessel-bench-spill: cannot write %s\n", options.json.c_str());
-    return 2;
-  }
-  std::printf("\nJSON: %s\n", options.json.c_str());
+  if (!WriteJsonRows("tessel-bench-spill", options.json, rows)) return 2;
   return failures > 0 ? 1 : 0;
 }
 

@@ -2,6 +2,8 @@
 // judgement of its workers (silent, hung, and its own stall forgiven), the embedded step watchdog, the
 // status file's late beat after an outcome, and the ticker. The cluster drills (tests/cluster) run the
 // same code with real processes and real faults.
+#include "orchestrator/liveness.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include <string>
 #include <thread>
 
-#include "orchestrator/liveness.h"
 #include "orchestrator/worker_state.h"
 
 namespace tessel::orchestrator {
@@ -126,9 +127,8 @@ TEST(StepWatchdog, TheFirstStepHasTheStartupLimitTooAndLaterStepsOnlyTheirOwn) {
 }
 
 TEST(StatusFile, ALateBeatAfterTheOutcomeChangesNothing) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("tessel-status-" + std::to_string(::getpid()) + ".json"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tessel-status-" + std::to_string(::getpid()) + ".json")).string();
   auto read = [&] {
     std::ifstream in(path);
     std::stringstream s;
