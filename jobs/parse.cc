@@ -221,6 +221,11 @@ std::string KeyOrigin(const JobSpec& spec, std::string_view key) {
   return it == spec.origins.end() ? spec.source_path : it->second;
 }
 
+std::vector<int32_t> FanoutsOf(const JobSpec& spec) {
+  if (!spec.train.fanouts.empty()) return spec.train.fanouts;
+  return std::vector<int32_t>(static_cast<size_t>(std::max(spec.model.layers, 0)), kDefaultFanout);
+}
+
 Result<JobSpec> ParseJob(std::string_view toml_text, const std::string& source_name,
                          const std::vector<std::string>& overrides) {
   toml::table root;

@@ -132,7 +132,7 @@ struct TrainSection {
   OptimizerName optimizer = OptimizerName::kAdam;
   int32_t log_every = 1;  // epochs between progress lines
   // Sampled training (mode = kSampled):
-  std::vector<int32_t> fanouts;  // per layer, input layer first; -1 = all; empty = 10 per layer
+  std::vector<int32_t> fanouts;  // per layer, input layer first; -1 = all; empty = FanoutsOf()'s default
   FanoutPer fanout_per = FanoutPer::kTotal;
   int32_t batch_size = 1024;          // training nodes per mini-batch, over all workers
   std::vector<int32_t> eval_fanouts;  // empty = every neighbour
@@ -254,6 +254,11 @@ struct JobSpec {
 
 // Where `key` was set (see JobSpec::origins), or spec.source_path when it was left at its default.
 std::string KeyOrigin(const JobSpec& spec, std::string_view key);
+
+// Defaults derived from other settings, one named function each (a member initialiser cannot see them).
+// train.fanouts as sampled training draws them: the job's, or kDefaultFanout per layer (model.layers).
+inline constexpr int32_t kDefaultFanout = 10;
+std::vector<int32_t> FanoutsOf(const JobSpec& spec);
 
 // The longest job.name: it is part of the run directory's name and of every spill file's, and a name must
 // fit NAME_MAX (255) with what Tessel adds to it.

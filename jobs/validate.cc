@@ -151,7 +151,7 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
     if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
       errors->Add(at_either("train.fanouts", "model.layers"),
                   StrCat("train.fanouts has ", train.fanouts.size(), " entries but model.layers = ", spec.model.layers,
-                         ": give one fanout per layer (input layer first), or [] for 10 per layer"));
+                         ": give one fanout per layer (input layer first), or [] for ", kDefaultFanout, " per layer"));
     }
     if (!train.eval_fanouts.empty() && static_cast<int32_t>(train.eval_fanouts.size()) != spec.model.layers) {
       errors->Add(at_either("train.eval_fanouts", "model.layers"),

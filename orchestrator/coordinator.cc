@@ -25,6 +25,7 @@
 #include "core/safe_file.h"
 #include "core/stop_signal.h"
 #include "core/version.h"
+#include "jobs/carry.h"
 #include "jobs/spec.h"
 #include "monitoring/exporter.h"
 #include "monitoring/metrics.h"
@@ -51,27 +52,20 @@ using Seconds = std::chrono::duration<double>;
 using workers::ProgressMsg;
 
 // What every worker runtime needs from the job, whatever it trains.
+// (Carried from the schema rows, jobs/carry.h; the checkpoint and resume fields are the coordinator's.)
 workers::WorkerSettings SettingsFor(const jobs::JobSpec& spec) {
-  workers::WorkerSettings s;
-  s.job_name = spec.job.name;
-  s.seed = spec.job.seed;
-  s.log_level = spec.job.log_level;
-  s.threads = spec.resources.threads_per_worker;
-  s.device = spec.job.device;
-  s.memory_budget_bytes = spec.resources.memory_budget_bytes;
-  s.plugin_paths = spec.plugins.paths;
-  s.plugin_search_dirs = spec.plugins.search_dirs;
-  s.plugin_prefer = spec.plugins.prefer;
-  s.metrics_bind = spec.metrics.bind;
-  s.metrics_port_base = spec.metrics.port_base;
-  s.heartbeat_interval_seconds = spec.timeouts.heartbeat_interval_seconds;
-  s.step_timeout_seconds = spec.timeouts.step_seconds;
-  s.startup_timeout_seconds = spec.timeouts.startup_seconds;
-  s.on_bad_loss = spec.train.on_bad_loss;
-  s.bad_loss_factor = spec.train.bad_loss_factor;
-  s.bad_loss_window = spec.train.bad_loss_window;
-  s.kernel_sample_every = spec.metrics.kernel_sample_every;
-  return s;
+  return jobs::CarryFrom<workers::WorkerSettings>(
+      spec, {.sections = {"job", "resources", "timeouts", "train", "metrics"},
+             .renamed = {{"job_name", "job.name"},
+                         {"threads", "resources.threads_per_worker"},
+                         {"plugin_paths", "plugins.paths"},
+                         {"plugin_search_dirs", "plugins.search_dirs"},
+                         {"plugin_prefer", "plugins.prefer"},
+                         {"metrics_bind", "metrics.bind"},
+                         {"metrics_port_base", "metrics.port_base"},
+                         {"step_timeout_seconds", "timeouts.step_seconds"},
+                         {"startup_timeout_seconds", "timeouts.startup_seconds"}},
+             .derived = {"checkpoint_dir", "checkpoint_every_steps", "resume_step_dir", "resume_step"}});
 }
 
 class Coordinator {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <ostream>
 
+#include "jobs/carry.h"
 #include "orchestrator/graph_partitioner.h"
 #include "orchestrator/planners/job_graph.h"
 #include "storage/partition.h"
@@ -93,26 +94,13 @@ int64_t UniformFeatureDim(const storage::HeteroGraph& graph) {
 namespace {
 
 // The job's model and training settings as a worker takes them, model.input not yet resolved.
+// (Carried from the schema rows, jobs/carry.h.)
 RgnnSettings ModelSettingsOf(const jobs::JobSpec& spec) {
-  RgnnSettings s;
-  s.model = spec.model.name;
-  s.layers = spec.model.layers;
-  s.hidden = spec.model.hidden;
-  s.input = spec.model.input;
-  s.num_bases = spec.model.num_bases;
-  s.num_blocks = spec.model.num_blocks;
-  s.heads = spec.model.heads;
-  s.head_merge = spec.model.head_merge;
-  s.weight_init = spec.model.weight_init;
-  s.bias = spec.model.bias;
+  auto s = jobs::CarryFrom<RgnnSettings>(
+      spec,
+      {.sections = {"model", "train"}, .renamed = {{"model", "model.name"}}, .derived = {"compaction", "reordering"}});
   s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
   s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
-  s.epochs = spec.train.epochs;
-  s.lr = spec.train.lr;
-  s.beta1 = spec.train.beta1;
-  s.beta2 = spec.train.beta2;
-  s.eps = spec.train.eps;
-  s.l2 = spec.train.l2;
   return s;
 }
 
@@ -166,13 +154,9 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
     shape.full_graph = false;
     TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan->notes));
   }
-  workers::SamplingSettings sampling;
-  sampling.fanouts = spec.train.fanouts;
-  if (sampling.fanouts.empty()) sampling.fanouts.assign(static_cast<size_t>(spec.model.layers), 10);
-  sampling.eval_fanouts = spec.train.eval_fanouts;
-  sampling.fanout_per = spec.train.fanout_per;
-  sampling.batch_size = spec.train.batch_size;
-  sampling.prefetch = spec.train.prefetch;
+  auto sampling = jobs::CarryFrom<workers::SamplingSettings>(
+      spec, {.sections = {"train"}, .renamed = {}, .derived = {"fanouts", "store", "gather", "graph_path"}});
+  sampling.fanouts = jobs::FanoutsOf(spec);
   const bool features = settings.input == ModelInput::kFeatures;
   const bool has_file = !spec.data.graph.empty() && std::filesystem::exists(spec.data.graph);
   sampling.store = spec.data.feature_store;
