@@ -21,14 +21,14 @@ JobSpec Rgat() {
   return spec.ok() ? *spec : JobSpec{};
 }
 
-#define CARRIED_FIELDS(X)            \
-  X(double, lr)                      \
-  X(int32_t, heads)                  \
-  X(int32_t, width)                  \
-  X(bool, bias)                      \
-  X(Precision, precision)            \
-  X(std::vector<int32_t>, fanouts)   \
-  X(uint64_t, seed)                  \
+#define CARRIED_FIELDS(X)          \
+  X(double, lr)                    \
+  X(int32_t, heads)                \
+  X(int32_t, width)                \
+  X(bool, bias)                    \
+  X(Precision, precision)          \
+  X(std::vector<int32_t>, fanouts) \
+  X(uint64_t, seed)                \
   X(int32_t, left_for_the_caller)
 struct Carried {
   TESSEL_FIELDS(Carried, CARRIED_FIELDS)
