@@ -1,7 +1,7 @@
-// Internal to jobs/: the field table, the one place where a job-file key is named, typed, constrained
-// and documented (STYLE.md "Typed configuration, declared once"). Defaults are not repeated here:
-// they are read from a default-constructed JobSpec.
-// Thread safety: the table is built once (a function-local static) and read-only afterwards.
+// Internal to jobs/ (and to the templates of jobs/carry.h, which read the rows): the field table, the one place where a
+// job-file key is named, typed, constrained and documented (STYLE.md "Typed configuration, declared once"). Defaults
+// are not repeated here: they are read from a default-constructed JobSpec. Thread safety: the table is built once (a
+// function-local static) and read-only afterwards.
 #pragma once
 
 #include <toml++/toml.h>

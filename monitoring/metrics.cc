@@ -89,29 +89,18 @@ struct Metrics::Series {
     prometheus::Labels labels;
     size_t i = 0;
     for (std::string_view v : values) labels.emplace(names[i++], std::string(v));
+    auto family = [&](auto builder) -> auto& {
+      return builder.Name(std::string(spec.name)).Help(std::string(spec.help)).Labels(const_labels).Register(registry);
+    };
     T* made = nullptr;
     if constexpr (std::is_same_v<T, prometheus::Histogram>) {
-      made = &prometheus::BuildHistogram()
-                  .Name(std::string(spec.name))
-                  .Help(std::string(spec.help))
-                  .Labels(const_labels)
-                  .Register(registry)
+      made = &family(prometheus::BuildHistogram())
                   .Add(labels, prometheus::Histogram::BucketBoundaries(kStepDurationBuckets.begin(),
                                                                        kStepDurationBuckets.end()));
     } else if constexpr (std::is_same_v<T, prometheus::Counter>) {
-      made = &prometheus::BuildCounter()
-                  .Name(std::string(spec.name))
-                  .Help(std::string(spec.help))
-                  .Labels(const_labels)
-                  .Register(registry)
-                  .Add(labels);
+      made = &family(prometheus::BuildCounter()).Add(labels);
     } else {
-      made = &prometheus::BuildGauge()
-                  .Name(std::string(spec.name))
-                  .Help(std::string(spec.help))
-                  .Labels(const_labels)
-                  .Register(registry)
-                  .Add(labels);
+      made = &family(prometheus::BuildGauge()).Add(labels);
     }
     series.emplace(std::move(key), made);
     return made;

@@ -6,12 +6,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <thread>
 
 #include "core/activity.h"
 #include "core/allocator.h"
