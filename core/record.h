@@ -22,15 +22,18 @@ using Record = std::vector<RecordField>;
 // Rows of numbers, written to JSON as an array of arrays ([[step, loss], ...]).
 struct NumberRows {
   std::vector<std::vector<double>> rows;
+  bool operator==(const NumberRows&) const = default;
 };
 
 struct RecordValue {
   std::variant<int64_t, double, bool, std::string, std::vector<double>, Record, NumberRows> data;
+  bool operator==(const RecordValue&) const = default;
 };
 
 struct RecordField {
   std::string name;
   RecordValue value;
+  bool operator==(const RecordField&) const = default;
 };
 
 // Appends or replaces `name` (a later Set of the same name wins, in the original position).

@@ -76,6 +76,8 @@ bool Assign(T& dst, const schema::Value& v) {
     const auto* s = std::get_if<T>(&v);
     if (s != nullptr) dst = *s;
     return s != nullptr;
+  } else if constexpr (std::is_same_v<T, Record>) {
+    return false;  // no row holds a record (a model's own keys are one: ModelOptionsOf); the caller derives it
   } else if constexpr (fields_internal::IsVector<T>::value) {
     using E = typename fields_internal::IsVector<T>::Element;
     dst.clear();

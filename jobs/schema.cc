@@ -220,8 +220,6 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(model.weight_init, Any(),
                        "RGNN weights: \"glorot\" (zero biases) or \"torch_linear\" (U(+-1/sqrt(fan_in)), "
                        "biases too: PyG's HGTConv default)."),
-      TESSEL_JOB_FIELD(model.bias, Any(),
-                       "HGT: per-node-type biases on K, Q, V and the output linear, as PyG's HGTConv has."),
       TESSEL_JOB_FIELD(model.compact, Any(),
                        "Compact materialisation (once per unique relation-node pair); false = once per edge."),
       TESSEL_JOB_FIELD(model.reorder, Any(),
@@ -484,7 +482,7 @@ Constraint OneOf(std::vector<std::string_view> choices) {
 }
 
 const std::vector<Field>& Fields() {
-  static const std::vector<Field> fields = BuildFields();
+  static const std::vector<Field> fields = WithModelKeyRows(BuildFields());
   return fields;
 }
 

@@ -73,8 +73,12 @@ struct Field {
   std::function<Value(const JobSpec&)> get;
 };
 
-// Every key, in documentation order (sections in file order; a subsection after its parent's keys).
+// Every key, in documentation order (sections in file order; a subsection after its parent's keys; the keys
+// models declare for themselves, core/model_keys.h, after the [model] section's own). The first call seals
+// the registry of model keys.
 const std::vector<Field>& Fields();
+// `fields` with the rows of the registered model keys inserted (jobs/model_key_rows.cc).
+std::vector<Field> WithModelKeyRows(std::vector<Field> fields);
 const Field* FindField(std::string_view key);
 // True for "job", "data", "data.synthetic", ...: a prefix that names a table of keys.
 bool IsSection(std::string_view key);

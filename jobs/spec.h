@@ -21,9 +21,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/choices.h"
+#include "core/record.h"
 #include "core/status.h"
 
 namespace tessel::jobs {
@@ -104,6 +106,9 @@ struct DataSection {
   bool operator==(const DataSection&) const = default;
 };
 
+// A value of a model's own key (core/model_keys.h), as the job set it.
+using ModelOption = std::variant<int64_t, double, bool, std::string>;
+
 struct ModelSection {
   std::string name = "rgcn";  // an rgnn job: a registered RGNN model; an llm job: kGptModelName
   int32_t layers = 2;
@@ -114,13 +119,16 @@ struct ModelSection {
   int32_t heads = 1;                             // RGAT, HGT
   HeadMerge head_merge = HeadMerge::kConcat;     // RGAT hidden layers
   WeightInit weight_init = WeightInit::kGlorot;  // rgnn: how weights and biases are drawn
-  bool bias = false;    // HGT: per-node-type biases on K, Q, V and the output linear (PyG's HGTConv)
   bool compact = true;  // compact materialisation: once per unique (relation, node) pair, not per edge
   bool reorder = true;  // linear-operator reordering: weights after aggregation, W_r a_r precomputed
   // gpt2 (hidden is the residual width C, heads the attention heads):
   int32_t context = 256;     // positions (wpe rows); sequences are train.seq_len <= context long
   int32_t vocab_size = 256;  // 256 = bytes
   std::string init_from;     // an llm.c GPT-2 checkpoint; "" = initialised from job.seed
+  // The keys a model declares for itself (core/model_keys.h) that the job sets to other than their
+  // defaults, by key ("model.bias"); a key absent here has its default. Their defaults and rows are the
+  // model's, not this file's.
+  std::map<std::string, ModelOption, std::less<>> options;
   bool operator==(const ModelSection&) const = default;
 };
 
@@ -259,6 +267,9 @@ std::string KeyOrigin(const JobSpec& spec, std::string_view key);
 // train.fanouts as sampled training draws them: the job's, or kDefaultFanout per layer (model.layers).
 inline constexpr int32_t kDefaultFanout = 10;
 std::vector<int32_t> FanoutsOf(const JobSpec& spec);
+// The keys of the model that `spec` trains (core/model_keys.h), each with the job's value or its default,
+// as the record its workers read them from (ModelKey::Of).
+Record ModelOptionsOf(const JobSpec& spec);
 
 // The longest job.name: it is part of the run directory's name and of every spill file's, and a name must
 // fit NAME_MAX (255) with what Tessel adds to it.

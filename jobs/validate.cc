@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "core/model_keys.h"
 #include "jobs/schema.h"
 #include "jobs/spec.h"
 
@@ -106,6 +107,21 @@ void CheckReadableFile(const JobSpec& spec, const std::string& key, const std::s
 }
 
 // The rules of an rgnn job (jobs/README.md rules 2, 3, 9 and 10).
+// A key one model declares (core/model_keys.h) means nothing to another: set to other than its default in a
+// job that trains another model, it is refused rather than ignored. (job.toml writes every key with its
+// value, so a key at its default is a key left alone: JobSpec holds only the others.)
+void CheckModelKeys(const JobSpec& spec, ErrorList* errors) {
+  for (const RegisteredModelKey& r : SealModelKeys()) {
+    if (r.model == spec.model.name || !spec.model.options.contains(r.key->key)) continue;
+    const schema::Field* row = schema::FindField(r.key->key);
+    const schema::Value value = row->get(spec), unset = row->get(JobSpec{});
+    errors->Add(KeyOrigin(spec, r.key->key),
+                StrCat(r.key->key, " = ", schema::FormatValue(value), " is a key of model.name = \"", r.model,
+                       "\", and this job trains \"", spec.model.name, "\"; leave it out or set it to its default, ",
+                       schema::FormatValue(unset)));
+  }
+}
+
 void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
   const auto at = [&spec](std::string_view key) { return KeyOrigin(spec, key); };
   const auto at_either = [&spec](std::string_view first, std::string_view second) {
@@ -317,6 +333,7 @@ Status ValidateJob(const JobSpec& spec) {
                                       ": use letters, digits, '.', '_' and '-', starting with a letter or digit "
                                       "(it names the run directory)"));
   }
+  CheckModelKeys(spec, &errors);
   if (spec.job.kind == JobKind::kLlm) {
     CheckLlm(spec, &errors);
   } else {

@@ -96,9 +96,10 @@ namespace {
 // The job's model and training settings as a worker takes them, model.input not yet resolved.
 // (Carried from the schema rows, jobs/carry.h.)
 RgnnSettings ModelSettingsOf(const jobs::JobSpec& spec) {
-  auto s = jobs::CarryFrom<RgnnSettings>(
-      spec,
-      {.sections = {"model", "train"}, .renamed = {{"model", "model.name"}}, .derived = {"compaction", "reordering"}});
+  auto s = jobs::CarryFrom<RgnnSettings>(spec, {.sections = {"model", "train"},
+                                                .renamed = {{"model", "model.name"}},
+                                                .derived = {"compaction", "reordering", "options"}});
+  s.options = jobs::ModelOptionsOf(spec);
   s.compaction = spec.model.compact ? workers::Compaction::kPerUniquePair : workers::Compaction::kPerEdge;
   s.reordering = spec.model.reorder ? workers::Reordering::kOn : workers::Reordering::kOff;
   return s;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/model_keys.h"
 #include "core/status.h"
 #include "workers/kernel_set.h"
 #include "workers/params/parameter_store.h"
@@ -63,17 +64,13 @@ inline std::vector<SettingProblem> DecompositionProblems(const RgnnSettings& s, 
   return problems;
 }
 
-// The problem of a model without biases when the job asks for them (model.bias is HGT's).
-inline std::vector<SettingProblem> BiasProblems(const RgnnSettings& s, std::string_view model) {
-  if (!s.bias) return {};
-  return {{"model.bias", "",
-           StrCat("model.bias = true, but model.name = \"", model, "\" has no biases; only \"hgt\" takes them")}};
-}
-
 class RgnnModel {
  public:
   virtual ~RgnnModel() = default;
   virtual std::string_view name() const = 0;
+  // The job keys this model alone has (core/model_keys.h), declared in its own file; registering the model
+  // makes them keys of the job schema, and its layers read them from RgnnSettings::options.
+  virtual std::vector<const ModelKey*> Keys() const { return {}; }
   // The job's rules that only this model has, for the widths of `shape` (input_dim 0: not known yet, as in
   // `tessel validate`); the graph planner reports them with the key's origin, exit 2. And notes for the
   // plan's log ("block-diagonal weights on layer 1").

@@ -9,7 +9,15 @@
 namespace tessel::workers {
 namespace {
 
+void RegisterKeysOf(const RgnnModel& model) {
+  const std::vector<const ModelKey*> keys = model.Keys();
+  RegisterModelKeys(model.name(), keys);
+}
+
 struct Registry {
+  Registry() {
+    for (const RgnnModel* m : models) RegisterKeysOf(*m);
+  }
   std::mutex mu;
   std::vector<const RgnnModel*> models = {
       &RgcnModel(),
@@ -22,6 +30,10 @@ Registry& TheRegistry() {
   static Registry registry;
   return registry;
 }
+
+// The built-in models' keys join the job schema before main, which reads it (core/model_keys.h): this file
+// is linked wherever a job can name a model.
+[[maybe_unused]] const bool kBuiltInKeysRegistered = (TheRegistry(), true);
 
 }  // namespace
 
@@ -48,6 +60,7 @@ bool RegisterRgnnModel(const RgnnModel* model) {
   for (const RgnnModel* m : r.models) {
     if (m->name() == model->name()) return false;
   }
+  RegisterKeysOf(*model);
   r.models.push_back(model);
   return true;
 }

@@ -1,6 +1,8 @@
 // The RGNN model registry: every model an rgnn job's `model.name` may name (model.h). The built-in ones
 // are listed once, in model_registry.cc; a model from outside the tree (a test, a program that embeds
-// Tessel) is added with RegisterRgnnModel before the job is planned.
+// Tessel) is added with RegisterRgnnModel before main (a static initialiser, as tests/integration/
+// toy_model/mean_model.cc does): the model's own keys (RgnnModel::Keys) then become job keys, and the job
+// schema is read, and sealed, in main.
 // Ownership: models are kept by pointer and must live for the process. Thread safety: FindRgnnModel and
 // RgnnModelNames from any thread once registration is over; RegisterRgnnModel only while no job runs.
 // Failure: lookups return null; a name that is taken is refused (false).

@@ -15,6 +15,7 @@
 #include "core/byte_io.h"
 #include "core/choices.h"
 #include "core/fields.h"
+#include "core/record.h"
 #include "storage/partition.h"
 #include "workers/assignment.h"
 #include "workers/rgnn/sampler.h"
@@ -36,6 +37,8 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
 // job. model is a registered RGNN model's name (model_registry.h); input is resolved: kOneHot or kFeatures,
 // never kAuto. l2 is the R-GCN paper's regulariser (MODELS.md "Objective and optimiser"): l2 * sum(w^2)
 // over every parameter of layer 0, added to the loss; L2Decay gives the coupled decay with that gradient.
+// options holds the keys the model declares for itself (core/model_keys.h: jobs::ModelOptionsOf), which its
+// layers read with ModelKey::Of.
 #define TESSEL_RGNN_SETTINGS_FIELDS(X) \
   X(std::string, model)                \
   X(int32_t, layers)                   \
@@ -46,7 +49,6 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
   X(int32_t, heads)                    \
   X(HeadMerge, head_merge)             \
   X(WeightInit, weight_init)           \
-  X(bool, bias)                        \
   X(Compaction, compaction)            \
   X(Reordering, reordering)            \
   X(int32_t, epochs)                   \
@@ -54,7 +56,8 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
   X(double, beta1)                     \
   X(double, beta2)                     \
   X(double, eps)                       \
-  X(double, l2)
+  X(double, l2)                        \
+  X(Record, options)
 struct RgnnSettings {
   TESSEL_FIELDS(RgnnSettings, TESSEL_RGNN_SETTINGS_FIELDS)
 };

@@ -2,8 +2,10 @@
 // (RGCN's normalisation), summed over the relations, through ONE weight shared by every relation. It
 // proves that a model is a layer file and its ops (DESIGN.md "Executors"): this file is the whole model,
 // its ops are rgnn.rgcn.fwd/bwd and nn.add from the built-in plugins, and it reaches `tessel run` through
-// the one registration line at the bottom. Nothing in jobs/, the planners, the settings or the executors
-// names it. Test-only: linked into tessel-toy-model (tests/integration/toy_model.sh).
+// the one registration line at the bottom. Its job key, model.mean_relu, is declared here too, and the
+// registration makes it a key of the job schema (core/model_keys.h). Nothing in jobs/, the planners, the
+// settings or the executors names the model or its key. Test-only: linked into tessel-toy-model
+// (tests/integration/toy_model.sh).
 #include <tessel/ops/nn.h>
 #include <tessel/ops/rgnn.h>
 
@@ -13,6 +15,9 @@
 
 namespace tessel::workers {
 namespace {
+
+constexpr ModelKey kMeanRelu =
+    ModelKey::Boolean("model.mean_relu", true, "mean (a test model): a ReLU between the layers; false = linear.");
 
 class MeanLayer final : public RgnnLayer {
  public:
@@ -83,6 +88,7 @@ class MeanLayer final : public RgnnLayer {
 class MeanModel final : public RgnnModel {
  public:
   std::string_view name() const override { return "mean"; }
+  std::vector<const ModelKey*> Keys() const override { return {&kMeanRelu}; }
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape&) const override {
     std::vector<SettingProblem> problems = DecompositionProblems(s, name());
@@ -107,6 +113,7 @@ class MeanModel final : public RgnnModel {
       const int64_t in = l == 0 ? shape.input_dim : s.hidden, width = l + 1 == s.layers ? shape.classes : s.hidden;
       out.layers.push_back(std::make_unique<MeanLayer>(l, in, width, graph.relations, kernels, params));
     }
+    out.relu_between = kMeanRelu.Of<bool>(s.options);
     return out;
   }
 };

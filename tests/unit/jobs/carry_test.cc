@@ -14,7 +14,7 @@ namespace {
 JobSpec Rgat() {
   const std::string text =
       "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\nseed = 7\n[data]\nformat = \"synthetic\"\n"
-      "[model]\nname = \"rgat\"\nhidden = 24\nheads = 3\nbias = false\n"
+      "[model]\nname = \"rgat\"\nhidden = 24\nheads = 3\ncompact = false\n"
       "[train]\nlr = 0.0123\nfanouts = [5, 4]\nprecision = \"bf16\"\n";
   Result<JobSpec> spec = ParseJob(text, "carry.toml", {});
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
@@ -25,7 +25,7 @@ JobSpec Rgat() {
   X(double, lr)                    \
   X(int32_t, heads)                \
   X(int32_t, width)                \
-  X(bool, bias)                    \
+  X(bool, compact)                 \
   X(Precision, precision)          \
   X(std::vector<int32_t>, fanouts) \
   X(uint64_t, seed)                \
@@ -42,7 +42,7 @@ TEST(Carry, FieldsComeFromTheRowsOfTheirSectionsOrTheirRename) {
   EXPECT_EQ(c.lr, 0.0123);
   EXPECT_EQ(c.heads, 3);
   EXPECT_EQ(c.width, 24);
-  EXPECT_FALSE(c.bias);
+  EXPECT_FALSE(c.compact);
   EXPECT_EQ(c.precision, Precision::kBf16);
   EXPECT_EQ(c.fanouts, (std::vector<int32_t>{5, 4}));
   EXPECT_EQ(c.seed, 7u);

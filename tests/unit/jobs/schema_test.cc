@@ -1,5 +1,5 @@
-// The field table (jobs/schema.cc) and its documentation: jobs/README.md must list exactly the table's
-// keys, each with the type, default, allowed values and one-line doc that the table declares.
+// The field table (jobs/schema.cc): unique, documented keys, defaults read from the structs. That
+// jobs/README.md lists exactly the keys of the `tessel` binary is tests/unit/orchestrator/job_reference_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,60 +13,6 @@
 
 namespace tessel::jobs {
 namespace {
-
-// The README row of one key, exactly as the reference table spells it.
-std::string ReadmeRow(const FieldInfo& f) {
-  const std::string def = f.default_value == "required" ? "**required**" : "`" + f.default_value + "`";
-  return "| `" + f.key + "` | " + f.type + " | " + def + " | " + (f.allowed.empty() ? "any" : f.allowed) + " | " +
-         f.doc + " |";
-}
-
-// The reference tables as they should read, section by section, for pasting into jobs/README.md.
-std::string ExpectedTables() {
-  std::string out, section;
-  for (const FieldInfo& f : DescribeFields()) {
-    const std::string this_section = f.key.substr(0, f.key.rfind('.'));
-    if (this_section != section) {
-      section = this_section;
-      out +=
-          "\n### [" + section + "]\n\n| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
-    }
-    out += ReadmeRow(f) + "\n";
-  }
-  return out;
-}
-
-TEST(JobsReadme, DocumentsEveryKeyOfTheFieldTable) {
-  const std::string path = std::string(TESSEL_SOURCE_DIR) + "/jobs/README.md";
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "cannot read " << path;
-  std::map<std::string, std::string> rows;  // key -> row
-  for (std::string line; std::getline(in, line);) {
-    if (!line.starts_with("| `")) continue;
-    const size_t end = line.find('`', 3);
-    if (end != std::string::npos) rows[line.substr(3, end - 3)] = line;
-  }
-  bool drifted = false;
-  std::set<std::string> keys;
-  for (const FieldInfo& f : DescribeFields()) {
-    keys.insert(f.key);
-    const auto it = rows.find(f.key);
-    if (it == rows.end()) {
-      ADD_FAILURE() << "jobs/README.md does not document '" << f.key << "'; add:\n" << ReadmeRow(f);
-      drifted = true;
-    } else if (it->second != ReadmeRow(f)) {
-      ADD_FAILURE() << "jobs/README.md's row for '" << f.key
-                    << "' differs from the field table:\n  README: " << it->second << "\n  table:  " << ReadmeRow(f);
-      drifted = true;
-    }
-  }
-  for (const auto& [key, row] : rows) {
-    if (key == "version" || keys.contains(key)) continue;
-    ADD_FAILURE() << "jobs/README.md documents '" << key << "', which is not in the field table: " << row;
-    drifted = true;
-  }
-  if (drifted) std::cerr << "The reference tables should read:\n" << ExpectedTables();
-}
 
 TEST(FieldTable, KeysAreUniqueAndDocumented) {
   std::set<std::string> seen;

@@ -477,33 +477,5 @@ TEST(LoadJobFile, AFileOverTheCapIsRefusedUnread) {
   std::filesystem::remove(path);
 }
 
-// DESIGN.md: every example under jobs/examples/ is validated in CI. Found at test time, so a new
-// example is covered without touching this test. Paths in the examples are relative to the repository
-// root, so the data-path check runs from there, where the shared data is present.
-TEST(Examples, EveryExampleParsesAndValidates) {
-  const std::filesystem::path dir = std::filesystem::path(TESSEL_SOURCE_DIR) / "jobs" / "examples";
-  std::vector<std::filesystem::path> examples;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() == ".toml") examples.push_back(entry.path());
-  }
-  ASSERT_GE(examples.size(), 2u) << "no job files under " << dir;
-  const std::string aifb = test_data::DataDir() + "/aifb";
-  const bool have_data = std::filesystem::exists(aifb);
-  const std::filesystem::path old_cwd = std::filesystem::current_path();
-  std::filesystem::current_path(TESSEL_SOURCE_DIR);
-  for (const auto& path : examples) {
-    SCOPED_TRACE(path.string());
-    Result<JobSpec> r = LoadJobFile(path.string(), {});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    if (have_data) {
-      EXPECT_TRUE(ValidateDataPaths(*r).ok()) << ValidateDataPaths(*r).ToString();
-    }
-    // Overrides work on every example as they do on the small jobs above.
-    EXPECT_TRUE(LoadJobFile(path.string(), {"job.seed=3", "train.epochs=1"}).ok());
-  }
-  std::filesystem::current_path(old_cwd);
-  if (!have_data) TESSEL_MISSING_DATA("the examples parse, but their data paths were not checked: no " << aifb);
-}
-
 }  // namespace
 }  // namespace tessel::jobs

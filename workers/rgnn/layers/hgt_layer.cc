@@ -246,7 +246,7 @@ std::vector<HgtLayer::Shape> HgtLayer::Shapes(const RgnnSettings& settings, cons
     s.out_dim = settings.hidden;
     s.heads = settings.heads;
     s.one_hot = l == 0 && settings.input == ModelInput::kOneHot;
-    s.bias = settings.bias;
+    s.bias = kHgtBias.Of<bool>(settings.options);
     s.reordering = settings.reordering;
     shapes.push_back(s);
   }
@@ -258,6 +258,7 @@ namespace {
 class Hgt final : public RgnnModel {
  public:
   std::string_view name() const override { return "hgt"; }
+  std::vector<const ModelKey*> Keys() const override { return {&kHgtBias}; }
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape&) const override {
     std::vector<SettingProblem> problems = DecompositionProblems(s, name());

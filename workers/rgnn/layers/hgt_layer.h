@@ -17,6 +17,10 @@
 
 namespace tessel::workers {
 
+// HGT's own job key (core/model_keys.h): registered with the model, read from RgnnSettings::options.
+inline constexpr ModelKey kHgtBias = ModelKey::Boolean(
+    "model.bias", false, "HGT: per-node-type biases on K, Q, V and the output linear, as PyG's HGTConv has.");
+
 class HgtLayer final : public RgnnLayer {
  public:
   struct Shape {

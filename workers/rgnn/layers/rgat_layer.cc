@@ -103,7 +103,6 @@ class Rgat final : public RgnnModel {
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape&) const override {
     std::vector<SettingProblem> problems = DecompositionProblems(s, name());
-    for (SettingProblem& p : BiasProblems(s, name())) problems.push_back(std::move(p));
     if (s.head_merge == HeadMerge::kConcat && s.layers > 1 && s.hidden % s.heads != 0) {
       problems.push_back({"model.heads", "model.hidden",
                           StrCat("model.hidden = ", s.hidden, " is not divisible by model.heads = ", s.heads,

@@ -247,7 +247,7 @@ class Rgcn final : public RgnnModel {
   std::string_view name() const override { return "rgcn"; }
 
   std::vector<SettingProblem> Check(const RgnnSettings& s, const ModelShape& model) const override {
-    std::vector<SettingProblem> problems = BiasProblems(s, name());
+    std::vector<SettingProblem> problems;
     if (s.num_bases > 0 && s.num_blocks > 0) {
       problems.push_back({"model.num_blocks", "model.num_bases",
                           StrCat("model.num_bases = ", s.num_bases, " and model.num_blocks = ", s.num_blocks,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "workers/rgnn/layers/hgt_layer.h"
+
 namespace tessel::workers {
 
 ::tessel::testing::RefGraph ToRefGraph(const storage::HeteroGraph& g, bool one_hot) {
@@ -52,7 +54,7 @@ namespace tessel::workers {
   config.head_merge = s.head_merge == HeadMerge::kMean ? ref::RefHeadMerge::kMean : ref::RefHeadMerge::kConcat;
   config.num_bases = s.num_bases;
   config.num_blocks = s.num_blocks;
-  config.bias = s.bias;
+  config.bias = kHgtBias.Of<bool>(s.options);
   config.lr = s.lr;
   config.l2 = s.l2;
   return config;

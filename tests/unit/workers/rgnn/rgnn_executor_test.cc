@@ -18,6 +18,7 @@
 #include "tests/unit/workers/rgnn/executor_bridge.h"
 #include "tests/unit/workers/rgnn/reference_model.h"
 #include "tests/unit/workers/rgnn/thread_comm.h"
+#include "workers/rgnn/layers/hgt_layer.h"
 
 namespace tessel::workers {
 namespace {
@@ -270,7 +271,7 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   settings.model = c.model;
   settings.heads = c.heads;
   settings.head_merge = c.merge;
-  settings.bias = c.bias;
+  if (c.bias) Set(settings.options, kHgtBias.key, true);
   settings.weight_init = c.init;
   const ::tessel::testing::RefConfig config = RefConfigOf(settings);
   const ::tessel::testing::RefGraph ref_graph = ToRefGraph(g, one_hot);

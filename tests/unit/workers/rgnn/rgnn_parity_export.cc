@@ -35,6 +35,7 @@
 #include "tests/unit/workers/rgnn/executor_bridge.h"
 #include "tests/unit/workers/rgnn/reference_model.h"
 #include "tests/unit/workers/rgnn/thread_comm.h"
+#include "workers/rgnn/layers/hgt_layer.h"
 #include "workers/rgnn/rgnn_executor.h"
 
 namespace tessel::workers {
@@ -83,7 +84,7 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   s.num_blocks = std::stoi(get("blocks", "0"));
   s.heads = std::stoi(get("heads", "1"));
   s.head_merge = get("merge", "concat") == "mean" ? HeadMerge::kMean : HeadMerge::kConcat;
-  s.bias = get("bias", "0") == "1";
+  if (get("bias", "0") == "1") Set(s.options, kHgtBias.key, true);
   const std::optional<WeightInit> init = ChoiceNamed<WeightInit>(get("init", "glorot"));
   if (!init) return UsageError("init=" + get("init", "glorot") + ": not \"glorot\" or \"torch_linear\"");
   s.weight_init = *init;
@@ -161,7 +162,7 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   doc["head_merge"] = s.head_merge == HeadMerge::kMean ? "mean" : "concat";
   doc["num_bases"] = s.num_bases;
   doc["num_blocks"] = s.num_blocks;
-  doc["bias"] = s.bias;
+  doc["bias"] = kHgtBias.Of<bool>(s.options);
   doc["weight_init"] = std::string(NameOf(s.weight_init));
   doc["lr"] = s.lr;
   doc["l2"] = s.l2;
