@@ -93,15 +93,16 @@ TESSEL_CHOICE_NAMES(BatchOrder, "sequential", "shuffled")
 enum class SpillPolicy : int32_t { kAuto, kKeep, kOffload, kRecompute, kPlan };
 TESSEL_CHOICE_NAMES(SpillPolicy, "auto", "keep", "offload", "recompute", "plan")
 
-// What an llm job computes its activations and matmuls in (train.precision): fp32 throughout, or bf16
-// activations and working weights with f32 accumulation, f32 master weights, gradients and AdamW moments,
-// and f32 LayerNorm statistics and loss (workers/llm/llm_settings.h).
 // What a worker does when the loss becomes NaN or infinite, or grows train.bad_loss_factor-fold (exit 8, or a warning).
 enum class BadLossAction : int32_t { kStop, kWarn };
 TESSEL_CHOICE_NAMES(BadLossAction, "stop", "warn")
 
-enum class Precision : int32_t { kFp32, kBf16 };
-TESSEL_CHOICE_NAMES(Precision, "fp32", "bf16")
+// What a job computes in (train.precision). llm: fp32 throughout, or bf16 activations and working weights
+// with f32 accumulation, f32 master weights, gradients and AdamW moments, and f32 LayerNorm statistics and
+// loss (workers/llm/llm_settings.h). rgnn: fp32, or fp64 throughout (parameters, activations, gradients,
+// Adam's moments; the kernels' double instantiations): a reference-grade run, as PyG's model.double().
+enum class Precision : int32_t { kFp32, kBf16, kFp64 };
+TESSEL_CHOICE_NAMES(Precision, "fp32", "bf16", "fp64")
 
 #undef TESSEL_CHOICE_NAMES
 

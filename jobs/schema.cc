@@ -268,7 +268,8 @@ std::vector<Field> BuildFields() {
                        "llm: batches of batch_size sequences per validation; 0 = the whole validation split."),
       TESSEL_JOB_FIELD(train.precision, Any(),
                        "llm: \"fp32\", or \"bf16\": bf16 activations and matmuls with f32 accumulation, f32 master "
-                       "weights, gradients and AdamW moments, f32 LayerNorm statistics and loss."),
+                       "weights, gradients and AdamW moments, f32 LayerNorm statistics and loss. rgnn: \"fp32\", or "
+                       "\"fp64\" throughout (full graph, one CPU worker)."),
       TESSEL_RUN_FIELD(train.on_bad_loss, Any(),
                        "A loss that becomes NaN or infinite, or explodes (see bad_loss_factor): \"stop\" ends the job "
                        "with exit 8 and keeps the checkpoints before it; \"warn\" logs it and trains on."),

@@ -178,6 +178,28 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
   if (spec.train.optimizer != OptimizerName::kAdam) {
     not_yet("train.optimizer", schema::QuoteToml(NameOf(spec.train.optimizer)), "use \"adam\"");
   }
+  // fp64 is full-graph training on one CPU worker (the halo exchange, the gradient sum and the sampled
+  // feature gather move f32); bf16 is an llm job's.
+  switch (train.precision) {
+    case Precision::kFp32:
+      break;
+    case Precision::kBf16:
+      errors->Add(at("train.precision"),
+                  "train.precision = \"bf16\" is for llm jobs; an rgnn job trains in "
+                  "\"fp32\" or \"fp64\"");
+      break;
+    case Precision::kFp64:
+      if (train.mode == TrainMode::kSampled) {
+        errors->Add(at_either("train.precision", "train.mode"),
+                    "train.precision = \"fp64\" is for full-graph training in this build (train.mode = \"full\")");
+      }
+      if (spec.resources.workers > 1) {
+        errors->Add(at_either("train.precision", "resources.workers"),
+                    StrCat("train.precision = \"fp64\" trains on one worker in this build, but resources.workers = ",
+                           spec.resources.workers));
+      }
+      break;
+  }
   // The rules of one model (heads, weight decompositions) are the model's own: the graph planner checks
   // them (workers/rgnn/model.h, RgnnModel::Check), and `tessel validate` runs it.
 }
@@ -213,6 +235,10 @@ void CheckLlm(const JobSpec& spec, ErrorList* errors) {
     errors->Add(at_either("model.heads", "model.hidden"),
                 StrCat("model.hidden = ", m.hidden, " is not divisible by model.heads = ", m.heads,
                        ": gpt2 splits the width across the heads"));
+  }
+  if (t.precision == Precision::kFp64) {
+    errors->Add(at("train.precision"),
+                "train.precision = \"fp64\" is for rgnn jobs; an llm job trains in \"fp32\" or \"bf16\"");
   }
   if (t.seq_len > m.context) {
     errors->Add(at_either("train.seq_len", "model.context"),

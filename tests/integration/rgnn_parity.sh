@@ -4,8 +4,9 @@
 # one-hot; with PyG's biases, drawn as torch.nn.Linear draws them or zero), Tessel's initial parameters and its first epoch in double precision (rgnn_parity_export) against
 # the same epoch computed in float64 by bench/peers/rgnn_reference.py from the same parameters: the loss,
 # every gradient, the gradient of the whole objective (the regulariser included) and the Adam step to
-# 1e-10, the initial values within their bounds (Glorot, or torch_linear's), and Tessel's float executor
-# to 2e-4.
+# 1e-10, the initial values within their bounds (Glorot, or torch_linear's), Tessel's float executor
+# to 2e-4, and Tessel's executor in double (train.precision = "fp64": the plugin kernels themselves, their
+# double instantiations, through the layers, loss and Adam of a run) to 1e-10.
 # Needs build/bench-venv with torch and PyG (bench/peers/setup.sh --peers; scripts/test.sh makes it).
 # Without it the test is skipped, unless TESSEL_REQUIRE_DATA=1 (CI), which makes it a failure.
 source "$(dirname "$0")/../lib.sh"

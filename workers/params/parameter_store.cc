@@ -5,14 +5,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 namespace tessel::workers {
 namespace {
 
-// A view of `count` elements of a flat f32 buffer at `offset`, shaped `shape`.
+// A view of the elements of a flat buffer from `offset`, shaped `shape`, in the buffer's dtype.
 Tensor View(const Tensor& flat, int64_t offset, const std::vector<int64_t>& shape) {
-  return Tensor::Borrow(flat.data<float>() + offset, DType::kF32, shape, flat.device());
+  return Tensor::Borrow(static_cast<char*>(flat.raw()) + offset * static_cast<int64_t>(DTypeSize(flat.dtype())),
+                        flat.dtype(), shape, flat.device());
+}
+
+// The values drawn in double, stored in the store's dtype (f32: rounded once, as before f64 existed).
+template <typename T>
+void Fill(Tensor& host, int64_t offset, int64_t n, const std::function<double()>& draw) {
+  T* w = host.data<T>() + offset;
+  for (int64_t j = 0; j < n; ++j) w[j] = static_cast<T>(draw());
 }
 
 int64_t Numel(const std::vector<int64_t>& shape) {
@@ -35,7 +44,10 @@ int64_t ParameterStore::Find(std::string_view name) const {
   return -1;
 }
 
-Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights) {
+Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kF64) {
+    return InternalError(StrCat("ParameterStore: parameters are f32 or f64, not ", DTypeName(dtype)));
+  }
   device_ = device;
   offsets_.clear();
   total_ = 0;
@@ -44,16 +56,23 @@ Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, Weig
     total_ += Numel(s.shape);
   }
   // Initialised on the host from the seed alone, parameter by parameter in declaration order.
-  TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kF32, {total_}));
+  TESSEL_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(dtype, {total_}));
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 0x7E55E1ull);
   for (size_t i = 0; i < specs_.size(); ++i) {
     const ParameterSpec& s = specs_[i];
-    float* w = host.data<float>() + offsets_[i];
     const int64_t n = Numel(s.shape);
+    const auto fill = [&](const std::function<double()>& draw) {
+      if (dtype == DType::kF64) {
+        Fill<double>(host, offsets_[i], n, draw);
+      } else {
+        Fill<float>(host, offsets_[i], n, draw);
+      }
+    };
     auto uniform = [&](double bound) {
       std::uniform_real_distribution<double> dist(-bound, bound);
-      for (int64_t j = 0; j < n; ++j) w[j] = static_cast<float>(dist(rng));
+      fill([&] { return dist(rng); });
     };
+    const auto constant = [&](double v) { fill([v] { return v; }); };
     switch (s.init) {
       case ParamInit::kWeight: {
         const size_t rank = s.shape.size();
@@ -64,23 +83,23 @@ Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, Weig
       }
       case ParamInit::kBias:
         if (weights == WeightInit::kGlorot) {
-          std::fill_n(w, n, 0.0f);
+          constant(0);
         } else {
           uniform(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.fan_in, 1))));
         }
         break;
       case ParamInit::kOnes:
-        std::fill_n(w, n, 1.0f);
+        constant(1);
         break;
       case ParamInit::kZeros:
-        std::fill_n(w, n, 0.0f);
+        constant(0);
         break;
     }
   }
   if (device.device == Device::kCpu) {
     flat_value_ = host;
   } else {
-    TESSEL_ASSIGN_OR_RETURN(flat_value_, Tensor::Empty(DType::kF32, {total_}, *device.allocator));
+    TESSEL_ASSIGN_OR_RETURN(flat_value_, Tensor::Empty(dtype, {total_}, *device.allocator));
     TESSEL_RETURN_IF_ERROR(
         CopyMemory(flat_value_.raw(), device.device, host.raw(), Device::kCpu, host.nbytes(), device.stream));
   }
@@ -100,7 +119,7 @@ Status ParameterStore::Allocate(const DeviceContext& device, uint64_t seed, Weig
     }
     grad_total += Numel(grad_shapes.back());
   }
-  TESSEL_ASSIGN_OR_RETURN(flat_grad_, Tensor::Empty(DType::kF32, {grad_total}, *device.allocator));
+  TESSEL_ASSIGN_OR_RETURN(flat_grad_, Tensor::Empty(dtype, {grad_total}, *device.allocator));
   TESSEL_RETURN_IF_ERROR(ZeroMemory(flat_grad_.raw(), device.device, flat_grad_.nbytes(), device.stream));
   values_.clear();
   grads_.clear();
@@ -163,8 +182,8 @@ Status ParameterStore::LoadState(StateReader& in) {
 Status AdamOptimizer::Allocate(const ParameterStore& params) {
   device_ = params.device();
   const int64_t n = params.num_values();
-  TESSEL_ASSIGN_OR_RETURN(m_, Tensor::Empty(DType::kF32, {n}, *device_.allocator));
-  TESSEL_ASSIGN_OR_RETURN(v_, Tensor::Empty(DType::kF32, {n}, *device_.allocator));
+  TESSEL_ASSIGN_OR_RETURN(m_, Tensor::Empty(params.dtype(), {n}, *device_.allocator));
+  TESSEL_ASSIGN_OR_RETURN(v_, Tensor::Empty(params.dtype(), {n}, *device_.allocator));
   TESSEL_RETURN_IF_ERROR(ZeroMemory(m_.raw(), device_.device, m_.nbytes(), device_.stream));
   TESSEL_RETURN_IF_ERROR(ZeroMemory(v_.raw(), device_.device, v_.nbytes(), device_.stream));
   step_ = 0;
@@ -190,17 +209,17 @@ Status AdamOptimizer::Step(ParameterStore& params, const Kernel& adam, const Ker
       if (adam_rows == nullptr)
         return InternalError("AdamOptimizer::Step: a row gradient without optim.adam.step_rows");
       const int64_t d = params.grad(i).dim(1), rows = n / d;
-      Tensor w = Tensor::Borrow(params.value(i).raw(), DType::kF32, {rows, d}, device_.device);
-      Tensor m = Tensor::Borrow(m_.data<float>() + at, DType::kF32, {rows, d}, device_.device);
-      Tensor v = Tensor::Borrow(v_.data<float>() + at, DType::kF32, {rows, d}, device_.device);
+      Tensor w = View(params.value(i), 0, {rows, d});
+      Tensor m = View(m_, at, {rows, d});
+      Tensor v = View(v_, at, {rows, d});
       TESSEL_RETURN_IF_ERROR(adam_rows->Call({&w, &params.grad(i), &params.row_of(i), &m, &v}, {}, h, options));
       continue;
     }
     // Adam sees each parameter as one flat vector.
-    Tensor w = Tensor::Borrow(params.value(i).raw(), DType::kF32, {n}, device_.device);
-    Tensor g = Tensor::Borrow(params.grad(i).raw(), DType::kF32, {n}, device_.device);
-    Tensor m = Tensor::Borrow(m_.data<float>() + at, DType::kF32, {n}, device_.device);
-    Tensor v = Tensor::Borrow(v_.data<float>() + at, DType::kF32, {n}, device_.device);
+    Tensor w = View(params.value(i), 0, {n});
+    Tensor g = View(params.grad(i), 0, {n});
+    Tensor m = View(m_, at, {n});
+    Tensor v = View(v_, at, {n});
     TESSEL_RETURN_IF_ERROR(adam.Call({&w, &g, &m, &v}, {}, h, options));
   }
   return Status();

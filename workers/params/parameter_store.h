@@ -62,7 +62,11 @@ class ParameterStore {
   size_t Add(ParameterSpec spec);
   // Allocates values and gradients on `device` and initialises the values on the host from `seed`, in
   // declaration order, weights and biases as `weights` says, then copies them over. Gradients start at zero.
-  Status Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights = WeightInit::kGlorot);
+  // Values and gradients are `dtype`: f32, or f64 (an RGNN job's train.precision = "fp64"); the values
+  // are drawn in double either way, so an f32 store holds the f64 store's values rounded once.
+  Status Allocate(const DeviceContext& device, uint64_t seed, WeightInit weights = WeightInit::kGlorot,
+                  DType dtype = DType::kF32);
+  DType dtype() const { return flat_value_.dtype(); }
 
   size_t size() const { return specs_.size(); }
   const ParameterSpec& spec(size_t i) const { return specs_[i]; }
@@ -80,6 +84,7 @@ class ParameterStore {
   const Tensor& flat_value() const { return flat_value_; }
   // Every gradient, one after the other: what the workers sum.
   Tensor& flat_grad() { return flat_grad_; }
+  const Tensor& flat_grad() const { return flat_grad_; }
   int64_t num_values() const { return total_; }
   int64_t num_grad_values() const { return flat_grad_.numel(); }
   int64_t offset(size_t i) const { return offsets_[i]; }
@@ -99,7 +104,8 @@ class ParameterStore {
 };
 
 // torch.optim.Adam over a ParameterStore through the optim.adam.step kernel (optim.adam.step_rows for a
-// row gradient): one call per parameter, with weight decay on the parameters declared Decay::kL2.
+// row gradient): one call per parameter, with weight decay on the parameters declared Decay::kL2. The
+// moments take the store's dtype.
 class AdamOptimizer {
  public:
   struct Hyper {

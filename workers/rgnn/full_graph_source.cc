@@ -18,7 +18,7 @@ Result<Tensor> OnDevice(const std::vector<T>& v, std::vector<int64_t> shape, con
 }  // namespace
 
 Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
-                                                                Layouts layouts, int32_t layers,
+                                                                Layouts layouts, int32_t layers, DType dtype,
                                                                 const ExecutorContext& context) {
   std::unique_ptr<FullGraphSource> s(new FullGraphSource());
   const DeviceContext& device = context.device;
@@ -49,10 +49,10 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   if (layouts.segments) {
     const int64_t threads = context.pool != nullptr ? context.pool->num_threads() : 1;
     const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
-    TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges));
+    TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges, dtype));
   }
   if (layouts.relation_pairs) {
-    TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction));
+    TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction, dtype));
     TESSEL_RETURN_IF_ERROR(MoveToDevice(v.pairs, device));
   }
   // The layouts hold the edges now; the partition's copies go before anything else is allocated.
@@ -76,7 +76,12 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
     if (static_cast<int64_t>(part.features.size()) != rows * part.feature_dim) {
       return BadDataError(StrCat("partition ", part.part, ": features do not cover every row"));
     }
-    TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
+    if (dtype == DType::kF64) {
+      const std::vector<double> wide(part.features.begin(), part.features.end());
+      TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(wide, {rows, part.feature_dim}, device));
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
+    }
     std::vector<float>().swap(part.features);
   }
   TESSEL_ASSIGN_OR_RETURN(v.row_id, OnDevice(part.row_orig_id, {rows}, device));
@@ -125,6 +130,7 @@ SourceFigures FullGraphSource::Figures() const {
 
 Status FullGraphSource::Exchange(Tensor& full, bool forward) {
   if (!has_peers_) return Status();
+  if (full.dtype() != DType::kF32) return InternalError("the halo exchange moves f32 rows only");
   const int64_t dim = full.dim(1);
   if (device_.device == Device::kCpu) {
     return forward ? halo_.Forward(full.data<float>(), dim) : halo_.Backward(full.data<float>(), dim);

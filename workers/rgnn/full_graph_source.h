@@ -37,9 +37,10 @@ class FullGraphSource final : public BatchSource {
     bool relation_pairs = false;
     Compaction compaction = Compaction::kPerUniquePair;
   };
-  // `layers`: how many layers read each batch (every one reads the same view).
+  // `layers`: how many layers read each batch (every one reads the same view). The features take `dtype`
+  // (the executor's: f32, or f64 widened from the partition's f32).
   static Result<std::unique_ptr<FullGraphSource>> Build(storage::WorkerPartition partition, Input input,
-                                                        Layouts layouts, int32_t layers,
+                                                        Layouts layouts, int32_t layers, DType dtype,
                                                         const ExecutorContext& context);
 
   // What every layer reads: the partition's rows (owned + halo) and edges.

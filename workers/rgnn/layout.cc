@@ -4,7 +4,8 @@
 
 namespace tessel::workers {
 
-Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, Compaction compaction) {
+Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, Compaction compaction,
+                                             DType norm_dtype) {
   const bool compact = compaction == Compaction::kPerUniquePair;
   RelationLayout l;
   l.num_relations = p.num_relations();
@@ -41,6 +42,7 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, 
   // norm = 1 / in-degree per (relation, dst); counts kept in one array reset per relation.
   std::vector<int32_t> count(static_cast<size_t>(N), 0);
   std::vector<float> norm(static_cast<size_t>(E));
+  std::vector<double> norm64(norm_dtype == DType::kF64 ? static_cast<size_t>(E) : 0);  // each divided in double
   std::vector<int64_t> dst_ptr(static_cast<size_t>(N + 1), 0);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t b = p.rel_ptr[static_cast<size_t>(r)], e_end = p.rel_ptr[static_cast<size_t>(r) + 1];
@@ -49,9 +51,11 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, 
       if (d < 0 || d >= N) return BadDataError("partition edge destination out of the owned range");
       ++count[static_cast<size_t>(d)];
     }
-    for (int64_t e = b; e < e_end; ++e)
-      norm[static_cast<size_t>(e)] =
-          1.0f / static_cast<float>(count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]);
+    for (int64_t e = b; e < e_end; ++e) {
+      const int32_t n = count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])];
+      norm[static_cast<size_t>(e)] = 1.0f / static_cast<float>(n);
+      if (!norm64.empty()) norm64[static_cast<size_t>(e)] = 1.0 / static_cast<double>(n);
+    }
     for (int64_t e = b; e < e_end; ++e) count[static_cast<size_t>(p.dst[static_cast<size_t>(e)])] = 0;
   }
 
@@ -75,7 +79,7 @@ Result<RelationLayout> RelationLayout::Build(const storage::WorkerPartition& p, 
   TESSEL_RETURN_IF_ERROR(to_tensor(p.dst, &l.dst));
   TESSEL_RETURN_IF_ERROR(to_tensor(dst_ptr, &l.dst_ptr));
   TESSEL_RETURN_IF_ERROR(to_tensor(dst_edges, &l.dst_edges));
-  TESSEL_RETURN_IF_ERROR(to_tensor(norm, &l.norm));
+  TESSEL_RETURN_IF_ERROR(norm64.empty() ? to_tensor(norm, &l.norm) : to_tensor(norm64, &l.norm));
   return l;
 }
 

@@ -23,11 +23,12 @@ struct RelationLayout {
   Tensor dst;            // i64[E]
   Tensor dst_ptr;        // i64[N+1] CSR over destinations
   Tensor dst_edges;      // i64[E]
-  Tensor norm;           // f32[E] 1 / |N_r(dst)|, the R-GCN normalisation
+  Tensor norm;           // [E] 1 / |N_r(dst)|, the R-GCN normalisation, in the executor's dtype (f32 or f64)
 
   // With Compaction::kPerEdge every edge is its own compact row (the typed linear then runs per edge).
   static Result<RelationLayout> Build(const storage::WorkerPartition& p,
-                                      Compaction compaction = Compaction::kPerUniquePair);
+                                      Compaction compaction = Compaction::kPerUniquePair,
+                                      DType norm_dtype = DType::kF32);
 };
 
 }  // namespace tessel::workers

@@ -89,6 +89,10 @@ Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload
     TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RgnnExecutor::RequiredOps(a->settings, model));
     TESSEL_RETURN_IF_ERROR(probe.Require(ops));
   }
+  // The sampled batch source gathers f32 rows (jobs/validate.cc refuses fp64 for sampled training).
+  if (a->settings.precision != Precision::kFp32) {
+    return UsageError("train.precision = \"fp64\" is for full-graph training in this build");
+  }
   std::unique_ptr<RowStore> store;
   if (a->settings.input == ModelInput::kFeatures) {
     TESSEL_ASSIGN_OR_RETURN(store, OpenRowStore(*a, context));
@@ -168,9 +172,16 @@ Result<std::unique_ptr<RgnnExecutor>> RgnnExecutor::Create(RgnnSettings settings
     KernelSet probe(*context.kernels, context);
     TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RequiredOps(settings, model));
     TESSEL_RETURN_IF_ERROR(probe.Require(ops));
+    if (settings.precision == Precision::kFp64) {
+      if (context.device.device != Device::kCpu) {
+        return UsageError("train.precision = \"fp64\" runs on CPU workers in this build; set job.device = \"cpu\"");
+      }
+      TESSEL_RETURN_IF_ERROR(probe.RequireDType(ops, DType::kF64, "train.precision = \"fp64\""));
+    }
   }
   TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<FullGraphSource> graph,
-                          FullGraphSource::Build(std::move(partition), input, layouts, settings.layers, context));
+                          FullGraphSource::Build(std::move(partition), input, layouts, settings.layers,
+                                                 RgnnDType(settings.precision), context));
   const GraphView& view = graph->view();
   return Create(settings, std::move(graph), view, model, context);
 }
@@ -200,7 +211,8 @@ Status RgnnExecutor::Build(std::unique_ptr<BatchSource> source, const GraphView&
     return InternalError(
         StrCat("model \"", settings_.model, "\" built ", layers_.size(), " layers for model.layers = ", L));
   }
-  TESSEL_RETURN_IF_ERROR(params_.Allocate(context_.device, context_.seed, settings_.weight_init));
+  TESSEL_RETURN_IF_ERROR(
+      params_.Allocate(context_.device, context_.seed, settings_.weight_init, RgnnDType(settings_.precision)));
   TESSEL_RETURN_IF_ERROR(adam_.Allocate(params_));
   out_.resize(static_cast<size_t>(L));
   dout_.resize(static_cast<size_t>(L));
@@ -232,16 +244,16 @@ Status RgnnExecutor::Shape(const Batch& b) {
     if (l + 1 < L) {
       const int64_t rows = b.views[l + 1]->rows;
       grew_hidden = grew_hidden || hidden_[l].numel() < rows * out;
-      TESSEL_ASSIGN_OR_RETURN(hidden_[l], hidden_buf_[l].View({rows, out}, DType::kF32, alloc));
-      TESSEL_ASSIGN_OR_RETURN(dhidden_[l], dhidden_buf_[l].View({rows, out}, DType::kF32, alloc));
+      TESSEL_ASSIGN_OR_RETURN(hidden_[l], hidden_buf_[l].View({rows, out}, params_.dtype(), alloc));
+      TESSEL_ASSIGN_OR_RETURN(dhidden_[l], dhidden_buf_[l].View({rows, out}, params_.dtype(), alloc));
     }
     if (l + 1 < L && activation_ == Activation::kIdentity) {
       out_[l] = Rows(hidden_[l], owned);  // the layer writes its output straight into the next layer's input
     } else {
-      TESSEL_ASSIGN_OR_RETURN(out_[l], out_buf_[l].View({owned, out}, DType::kF32, alloc));
+      TESSEL_ASSIGN_OR_RETURN(out_[l], out_buf_[l].View({owned, out}, params_.dtype(), alloc));
     }
     if (l + 1 < L && layers_[l]->reads_own_output()) {
-      TESSEL_ASSIGN_OR_RETURN(dout_[l], dout_buf_[l].View({owned, out}, DType::kF32, alloc));
+      TESSEL_ASSIGN_OR_RETURN(dout_[l], dout_buf_[l].View({owned, out}, params_.dtype(), alloc));
     }
   }
   if (grew_hidden && !halo_rows_zeroed_ && full_graph_) {
@@ -251,10 +263,10 @@ Status RgnnExecutor::Shape(const Batch& b) {
     halo_rows_zeroed_ = true;
   }
   if (classifier_) {
-    TESSEL_ASSIGN_OR_RETURN(logits_, logits_buf_.View({top, classes_}, DType::kF32, alloc));
-    TESSEL_ASSIGN_OR_RETURN(dlast_, dlast_buf_.View({top, layers_.back()->out_dim()}, DType::kF32, alloc));
+    TESSEL_ASSIGN_OR_RETURN(logits_, logits_buf_.View({top, classes_}, params_.dtype(), alloc));
+    TESSEL_ASSIGN_OR_RETURN(dlast_, dlast_buf_.View({top, layers_.back()->out_dim()}, params_.dtype(), alloc));
   }
-  TESSEL_ASSIGN_OR_RETURN(dlogits_, dlogits_buf_.View({top, classes_}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(dlogits_, dlogits_buf_.View({top, classes_}, params_.dtype(), alloc));
   return Status();
 }
 
@@ -344,8 +356,12 @@ Status RgnnExecutor::TrainBatch(const Batch& b, double* loss_sum, int64_t* corre
   if (params_.has_row_gradients() && context_.comm->size() > 1) {
     return InternalError("row gradients differ between workers and cannot be summed");
   }
-  TESSEL_RETURN_IF_ERROR(
-      context_.device_comm->AllreduceSum(params_.flat_grad().data<float>(), params_.num_grad_values()));
+  if (params_.dtype() == DType::kF32) {
+    TESSEL_RETURN_IF_ERROR(
+        context_.device_comm->AllreduceSum(params_.flat_grad().data<float>(), params_.num_grad_values()));
+  } else if (context_.comm->size() > 1) {
+    return InternalError("f64 gradients are not summed across workers (train.precision = \"fp64\" is for one worker)");
+  }
   TESSEL_ASSIGN_OR_RETURN(const Kernel* adam, kernels_->Find(tessel_op_optim_adam_step));
   const Kernel* adam_rows = nullptr;
   if (params_.has_row_gradients()) {
@@ -362,7 +378,7 @@ Status RgnnExecutor::TrainBatch(const Batch& b, double* loss_sum, int64_t* corre
 MemoryUse RgnnExecutor::Memory() const {
   MemoryUse m;
   m.weights = static_cast<int64_t>(params_.flat_value().nbytes());
-  m.gradients = params_.num_grad_values() * static_cast<int64_t>(sizeof(float));
+  m.gradients = static_cast<int64_t>(params_.flat_grad().nbytes());
   m.optimizer = adam_.state_bytes();
   // The layer inputs and outputs and their gradients, and the layers' own buffers (what each keeps for its
   // backward, and their scratch; a buffer the layers share counted once).

@@ -16,6 +16,7 @@
 #include "core/choices.h"
 #include "core/fields.h"
 #include "core/record.h"
+#include "core/tensor.h"
 #include "storage/partition.h"
 #include "workers/assignment.h"
 #include "workers/rgnn/sampler.h"
@@ -37,6 +38,7 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
 // job. model is a registered RGNN model's name (model_registry.h); input is resolved: kOneHot or kFeatures,
 // never kAuto. l2 is the R-GCN paper's regulariser (MODELS.md "Objective and optimiser"): l2 * sum(w^2)
 // over every parameter of layer 0, added to the loss; L2Decay gives the coupled decay with that gradient.
+// precision is fp32 or fp64 (RgnnDType: the dtype of every parameter, activation and gradient).
 // options holds the keys the model declares for itself (core/model_keys.h: jobs::ModelOptionsOf), which its
 // layers read with ModelKey::Of.
 #define TESSEL_RGNN_SETTINGS_FIELDS(X) \
@@ -57,6 +59,7 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
   X(double, beta2)                     \
   X(double, eps)                       \
   X(double, l2)                        \
+  X(Precision, precision)              \
   X(Record, options)
 struct RgnnSettings {
   TESSEL_FIELDS(RgnnSettings, TESSEL_RGNN_SETTINGS_FIELDS)
@@ -66,6 +69,9 @@ struct RgnnSettings {
 // torch.optim.Adam's weight_decay = lambda is the penalty lambda / 2 * sum(w^2), so a PyG or DGL script's
 // weight_decay = lambda is train.l2 = lambda / 2 (jobs/README.md, "train.l2").
 constexpr double L2Decay(double l2) { return 2.0 * l2; }
+
+// The dtype an RGNN executor computes in: train.precision = "fp64" is f64, else f32.
+constexpr DType RgnnDType(Precision precision) { return precision == Precision::kFp64 ? DType::kF64 : DType::kF32; }
 
 // The payload of kind "rgnn.full": settings and one worker's partition.
 class RgnnAssignment final : public AssignmentPayload {

@@ -134,7 +134,7 @@ int64_t SegmentLayout::BlockEdgesFor(int64_t edges, int64_t threads) {
 }
 
 Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Compaction compaction,
-                                           const DeviceContext& device, int64_t target_block_edges) {
+                                           const DeviceContext& device, int64_t target_block_edges, DType norm_dtype) {
   SegmentLayout l;
   l.num_rows = p.num_rows();
   l.num_dst = p.num_owned;
@@ -209,7 +209,11 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
   }
   // seg_norm: 1 / |N_r(i)|, the size of each (relation, destination) group (several segments of one
   // group without compaction).
-  TESSEL_ASSIGN_OR_RETURN(l.seg_norm, HostTensor<float>(l.num_segs));
+  if (norm_dtype == DType::kF64) {
+    TESSEL_ASSIGN_OR_RETURN(l.seg_norm, HostTensor<double>(l.num_segs));
+  } else {
+    TESSEL_ASSIGN_OR_RETURN(l.seg_norm, HostTensor<float>(l.num_segs));
+  }
   {
     const int64_t* seg_edge = dst_side.item_edge.data<int64_t>();
     int64_t s = 0;
@@ -222,7 +226,13 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
         count += seg_edge[t + 1] - seg_edge[t];
         ++t;
       }
-      for (int64_t u = s; u < t; ++u) l.seg_norm.data<float>()[u] = 1.0f / static_cast<float>(count);
+      for (int64_t u = s; u < t; ++u) {
+        if (norm_dtype == DType::kF64) {
+          l.seg_norm.data<double>()[u] = 1.0 / static_cast<double>(count);
+        } else {
+          l.seg_norm.data<float>()[u] = 1.0f / static_cast<float>(count);
+        }
+      }
       s = t;
     }
   }

@@ -33,7 +33,7 @@ struct SegmentLayout {
   Tensor dedge_pair;  // i32[E]: the pair of each dst-major edge
   // SRC side.
   Tensor sblk_row, sblk_run, srun_rel, srun_pair, pair_src, pair_edge, sedge_seg;
-  Tensor seg_norm;  // f32[S]: 1 / |N_r(i)| of each segment's (relation, destination)
+  Tensor seg_norm;  // [S] (f32 or f64): 1 / |N_r(i)| of each segment's (relation, destination)
 
   // Pointers to the 7 tensors of each side, to append to a kernel call.
   void AppendDst(std::vector<const Tensor*>& inputs) const;
@@ -48,8 +48,10 @@ struct SegmentLayout {
   // no fewer than 8, so that each block's per-relation GEMMs stay wide (FB15k-237 RGCN, 2 threads: a
   // median 64 ms per epoch at E / 8 against 72 ms at E / 16, four runs each); clamped to [8192, 262144].
   static int64_t BlockEdgesFor(int64_t edges, int64_t threads);
+  // seg_norm takes `norm_dtype`: the executor's, f32 or f64.
   static Result<SegmentLayout> Build(const storage::WorkerPartition& p, Compaction compaction,
-                                     const DeviceContext& device, int64_t target_block_edges = 0);
+                                     const DeviceContext& device, int64_t target_block_edges = 0,
+                                     DType norm_dtype = DType::kF32);
 };
 
 }  // namespace tessel::workers

@@ -15,7 +15,7 @@ JobSpec Rgat() {
   const std::string text =
       "version = 1\n[job]\nname = \"t\"\nkind = \"rgnn\"\nseed = 7\n[data]\nformat = \"synthetic\"\n"
       "[model]\nname = \"rgat\"\nhidden = 24\nheads = 3\ncompact = false\n"
-      "[train]\nlr = 0.0123\nfanouts = [5, 4]\nprecision = \"bf16\"\n";
+      "[train]\nlr = 0.0123\nfanouts = [5, 4]\nprecision = \"fp64\"\n";
   Result<JobSpec> spec = ParseJob(text, "carry.toml", {});
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
   return spec.ok() ? *spec : JobSpec{};
@@ -43,7 +43,7 @@ TEST(Carry, FieldsComeFromTheRowsOfTheirSectionsOrTheirRename) {
   EXPECT_EQ(c.heads, 3);
   EXPECT_EQ(c.width, 24);
   EXPECT_FALSE(c.compact);
-  EXPECT_EQ(c.precision, Precision::kBf16);
+  EXPECT_EQ(c.precision, Precision::kFp64);
   EXPECT_EQ(c.fanouts, (std::vector<int32_t>{5, 4}));
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.left_for_the_caller, 0) << "a derived field is the caller's";

@@ -317,6 +317,21 @@ TEST(ValidateJob, SampledFanoutsHaveOneEntryPerLayerAndArePositiveOrMinusOne) {
   EXPECT_THAT(Problem(base, {"data.feature_store=disk"}), HasSubstr("\"auto\", \"mapped\", \"pinned\""));
 }
 
+// train.precision: fp32 or fp64 for rgnn (fp64: full graph, one worker), fp32 or bf16 for llm.
+TEST(ValidateJob, EachKindTrainsInItsPrecisions) {
+  EXPECT_TRUE(Valid(Job("[train]\nprecision = \"fp64\"\n")));
+  EXPECT_EQ(Problem(Job("[train]\nprecision = \"bf16\"\n")),
+            "t.toml:8:1: train.precision = \"bf16\" is for llm jobs; an rgnn job trains in \"fp32\" or \"fp64\"");
+  EXPECT_THAT(Problem(Job("[train]\nprecision = \"fp64\"\nmode = \"sampled\"\n")),
+              HasSubstr("t.toml:8:1: train.precision = \"fp64\" is for full-graph training in this build"));
+  EXPECT_THAT(Problem(Job("[resources]\nworkers = 2\n"), {"train.precision=fp64"}),
+              HasSubstr("--set train.precision=fp64: train.precision = \"fp64\" trains on one worker in this build, "
+                        "but resources.workers = 2"));
+  EXPECT_TRUE(Valid(kLlmJob, {"train.precision=bf16"}));
+  EXPECT_THAT(Problem(kLlmJob, {"train.precision=fp64"}),
+              HasSubstr("train.precision = \"fp64\" is for rgnn jobs; an llm job trains in \"fp32\" or \"bf16\""));
+}
+
 TEST(ValidateJob, HeartbeatTimeoutExceedsTwiceTheInterval) {
   EXPECT_EQ(Problem(Job("[timeouts]\nheartbeat_interval_seconds = 2\nheartbeat_timeout_seconds = 4\n")),
             "t.toml:9:1: timeouts.heartbeat_timeout_seconds = 4 must be more than 2 x "

@@ -16,8 +16,9 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
 
 // Matrix `type` of a [T, K, D] parameter, as [K, D].
 Tensor Slice(const Tensor& w, int64_t type) {
-  return Tensor::Borrow(static_cast<float*>(w.raw()) + type * w.dim(1) * w.dim(2), w.dtype(), {w.dim(1), w.dim(2)},
-                        w.device());
+  return Tensor::Borrow(
+      static_cast<char*>(w.raw()) + type * w.dim(1) * w.dim(2) * static_cast<int64_t>(DTypeSize(w.dtype())), w.dtype(),
+      {w.dim(1), w.dim(2)}, w.device());
 }
 
 // A [T, K, D] table as [T * K, D], the rows nn.embedding reads.
@@ -66,30 +67,30 @@ std::vector<const tessel_op_decl*> HgtLayer::Ops(const Shape& shape) {
   return ops;
 }
 
-Status HgtLayer::Scratch::Shape(int64_t rows, int64_t owned, int64_t width, Allocator& alloc) {
+Status HgtLayer::Scratch::Shape(int64_t rows, int64_t owned, int64_t width, DType dtype, Allocator& alloc) {
   for (auto [t, buf, n] : {std::tuple{&a, &a_buf, owned}, std::tuple{&b, &b_buf, owned}, std::tuple{&c, &c_buf, rows},
                            std::tuple{&e, &e_buf, rows}, std::tuple{&k, &k_buf, rows}, std::tuple{&q, &q_buf, owned},
                            std::tuple{&v, &v_buf, rows}}) {
-    TESSEL_ASSIGN_OR_RETURN(*t, buf->View({n, width}, DType::kF32, alloc));
+    TESSEL_ASSIGN_OR_RETURN(*t, buf->View({n, width}, dtype, alloc));
   }
   return Status();
 }
 
 Status HgtLayer::ShapeScratch() {
-  return scratch_->Shape(graph_->rows, graph_->owned, shape_.out_dim, *params_.device().allocator);
+  return scratch_->Shape(graph_->rows, graph_->owned, shape_.out_dim, params_.dtype(), *params_.device().allocator);
 }
 
 Status HgtLayer::Bind(const GraphView& graph) {
   graph_ = &graph;
   Allocator& alloc = *params_.device().allocator;
   const int64_t M = graph.rows, N = graph.owned, D = shape_.out_dim, H = shape_.heads;
-  TESSEL_ASSIGN_OR_RETURN(agg_, agg_buf_.View({N, D}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(agg_, agg_buf_.View({N, D}, params_.dtype(), alloc));
   if (shape_.skip()) {
-    TESSEL_ASSIGN_OR_RETURN(o_, o_buf_.View({N, D}, DType::kF32, alloc));
+    TESSEL_ASSIGN_OR_RETURN(o_, o_buf_.View({N, D}, params_.dtype(), alloc));
   }
   TESSEL_RETURN_IF_ERROR(ShapeScratch());  // grows the shared buffers to this layer's size
-  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, DType::kF32, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, params_.dtype(), alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, params_.dtype(), alloc));
   if (shape_.one_hot) {
     // A row's entry in the per-type tables [T * nodes, D]: type * nodes + global id. Built on the host.
     TESSEL_ASSIGN_OR_RETURN(Tensor types, ToHost(graph.row_type, params_.device()));
@@ -103,12 +104,19 @@ Status HgtLayer::Bind(const GraphView& graph) {
                                       host.nbytes(), params_.device().stream));
   }
   if (shape_.bias) {
-    TESSEL_ASSIGN_OR_RETURN(ones_, ones_buf_.View({M, 1}, DType::kF32, alloc));
+    TESSEL_ASSIGN_OR_RETURN(ones_, ones_buf_.View({M, 1}, params_.dtype(), alloc));
     // Filled when it grows only (the buffer is reallocated then): sampled training binds every batch.
     if (M > ones_rows_) {
-      const std::vector<float> ones(static_cast<size_t>(M), 1.0f);
-      TESSEL_RETURN_IF_ERROR(CopyMemory(ones_.raw(), ones_.device(), ones.data(), Device::kCpu,
-                                        ones.size() * sizeof(float), params_.device().stream));
+      TESSEL_ASSIGN_OR_RETURN(Tensor ones, Tensor::Empty(params_.dtype(), {M, 1}));
+      for (int64_t i = 0; i < M; ++i) {
+        if (ones.dtype() == DType::kF64) {
+          ones.data<double>()[i] = 1.0;
+        } else {
+          ones.data<float>()[i] = 1.0f;
+        }
+      }
+      TESSEL_RETURN_IF_ERROR(
+          CopyMemory(ones_.raw(), ones_.device(), ones.raw(), Device::kCpu, ones.nbytes(), params_.device().stream));
       ones_rows_ = M;
     }
   }

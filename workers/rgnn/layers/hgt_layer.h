@@ -44,7 +44,7 @@ class HgtLayer final : public RgnnLayer {
     Tensor a, b, c, e, k, q, v;
     GrowBuffer a_buf, b_buf, c_buf, e_buf, k_buf, q_buf, v_buf;
     // Views for a layer of `rows` input rows, `owned` output rows and width `width`.
-    Status Shape(int64_t rows, int64_t owned, int64_t width, Allocator& alloc);
+    Status Shape(int64_t rows, int64_t owned, int64_t width, DType dtype, Allocator& alloc);
   };
   // The layers of `settings` for the model's input width (every layer outputs `hidden`; a classifier
   // follows).

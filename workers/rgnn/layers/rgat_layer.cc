@@ -26,11 +26,11 @@ Status RgatLayer::Bind(const GraphView& graph) {
   const SegmentLayout& g = graph.segments;
   const int64_t H = shape_.heads, F = H * shape_.head_dim, N = graph.owned;
   const int64_t head_rows = shape_.merge == HeadMerge::kMean ? N : 0;
-  TESSEL_ASSIGN_OR_RETURN(heads_, heads_buf_.View({head_rows, F}, DType::kF32, alloc));
-  TESSEL_ASSIGN_OR_RETURN(s_src_, s_src_buf_.View({g.num_pairs, H}, DType::kF32, alloc));
-  TESSEL_ASSIGN_OR_RETURN(s_dst_, s_dst_buf_.View({g.num_segs, H}, DType::kF32, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, DType::kF32, alloc));
-  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, DType::kF32, alloc));
+  TESSEL_ASSIGN_OR_RETURN(heads_, heads_buf_.View({head_rows, F}, params_.dtype(), alloc));
+  TESSEL_ASSIGN_OR_RETURN(s_src_, s_src_buf_.View({g.num_pairs, H}, params_.dtype(), alloc));
+  TESSEL_ASSIGN_OR_RETURN(s_dst_, s_dst_buf_.View({g.num_segs, H}, params_.dtype(), alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_max_, row_max_buf_.View({N, H}, params_.dtype(), alloc));
+  TESSEL_ASSIGN_OR_RETURN(row_sum_, row_sum_buf_.View({N, H}, params_.dtype(), alloc));
   return Status();
 }
 
@@ -72,7 +72,7 @@ Status RgatLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   g.AppendSrc(in);
   Tensor &dw = params_.grad(weight_), &das = params_.grad(att_src_), &dad = params_.grad(att_dst_);
   if (shape_.one_hot) return k_.Call(tessel_op_rgnn_rgat_embed_bwd, in, {&dw, &das, &dad}, Params(shape_));
-  Tensor no_dx = Tensor::Borrow(nullptr, DType::kF32, {0, shape_.in_dim}, params_.device().device);
+  Tensor no_dx = Tensor::Borrow(nullptr, params_.dtype(), {0, shape_.in_dim}, params_.device().device);
   return k_.Call(tessel_op_rgnn_rgat_bwd, in, {dx != nullptr ? dx : &no_dx, &dw, &das, &dad}, Params(shape_));
 }
 

@@ -104,7 +104,7 @@ std::vector<const tessel_op_decl*> RgcnLayer::Ops(const Shape& shape) {
 
 Status RgcnLayer::EnsureBuffer(Tensor& t, std::vector<int64_t> shape) {
   if (t.raw() != nullptr && t.shape() == shape) return Status();
-  TESSEL_ASSIGN_OR_RETURN(t, Tensor::Empty(DType::kF32, std::move(shape), *params_.device().allocator));
+  TESSEL_ASSIGN_OR_RETURN(t, Tensor::Empty(params_.dtype(), std::move(shape), *params_.device().allocator));
   return Status();
 }
 
@@ -171,7 +171,7 @@ Status RgcnLayer::Forward(const Tensor& x, Tensor& out) {
     return k_.Call(shape_.one_hot ? tessel_op_rgnn_rgcn_embed_fwd : tessel_op_rgnn_rgcn_fwd, in, {&out});
   }
   const RelationLayout& g = graph_->pairs;
-  TESSEL_ASSIGN_OR_RETURN(y_, y_buf_.View({g.num_uniq, shape_.out_dim}, DType::kF32, *params_.device().allocator));
+  TESSEL_ASSIGN_OR_RETURN(y_, y_buf_.View({g.num_uniq, shape_.out_dim}, params_.dtype(), *params_.device().allocator));
   if (shape_.one_hot) {
     TESSEL_RETURN_IF_ERROR(
         k_.Call(tessel_op_rgnn_typed_embed_fwd, {w, &g.uniq_ptr, &g.uniq_src, &graph_->row_id}, {&y_}));
@@ -188,7 +188,7 @@ Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   Tensor& dw = DenseGradient();
   // The dense W of this step: the forward pass formed it and nothing has changed it since.
   const Tensor& w = shape_.weights == Weights::kFull ? params_.value(weight_) : w_dense_;
-  Tensor no_dx = Tensor::Borrow(nullptr, DType::kF32, {0, shape_.in_dim}, params_.device().device);
+  Tensor no_dx = Tensor::Borrow(nullptr, params_.dtype(), {0, shape_.in_dim}, params_.device().device);
   Tensor* dx_out = dx != nullptr ? dx : &no_dx;
   if (shape_.reordering == Reordering::kOn) {
     const SegmentLayout& g = graph_->segments;

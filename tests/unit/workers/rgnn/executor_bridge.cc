@@ -38,7 +38,11 @@ namespace tessel::workers {
 ::tessel::testing::RefTensor ToRef(const Tensor& t) {
   ::tessel::testing::RefTensor r;
   r.shape = t.shape();
-  r.data.assign(t.data<float>(), t.data<float>() + t.numel());
+  if (t.dtype() == DType::kF64) {
+    r.data.assign(t.data<double>(), t.data<double>() + t.numel());
+  } else {
+    r.data.assign(t.data<float>(), t.data<float>() + t.numel());
+  }
   return r;
 }
 
@@ -63,12 +67,18 @@ namespace tessel::workers {
 Tensor DenseGradient(const ParameterStore& params, size_t i) {
   const ParameterSpec& spec = params.spec(i);
   if (!spec.row_gradient()) return params.grad(i);
-  Tensor dense = Tensor::Empty(DType::kF32, spec.shape).value();
+  Tensor dense = Tensor::Empty(params.dtype(), spec.shape).value();
   const int64_t d = spec.shape.back();
-  float* out = dense.data<float>();
-  std::fill_n(out, dense.numel(), 0.0f);
-  for (size_t p = 0; p < spec.row_of.size(); ++p) {
-    if (spec.row_of[p] >= 0) std::copy_n(params.grad(i).data<float>() + spec.row_of[p] * d, d, out + p * d);
+  const auto fill = [&](auto* out, const auto* grad) {
+    std::fill_n(out, dense.numel(), 0);
+    for (size_t p = 0; p < spec.row_of.size(); ++p) {
+      if (spec.row_of[p] >= 0) std::copy_n(grad + spec.row_of[p] * d, d, out + p * d);
+    }
+  };
+  if (params.dtype() == DType::kF64) {
+    fill(dense.data<double>(), params.grad(i).data<double>());
+  } else {
+    fill(dense.data<float>(), params.grad(i).data<float>());
   }
   return dense;
 }

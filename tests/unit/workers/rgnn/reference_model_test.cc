@@ -217,6 +217,9 @@ RefGraph TwoEdgesIntoNodeTwo() {
   return g;
 }
 
+// The LeakyReLU slope as the RGAT kernels get it (a float parameter: 0.2f) and so as the reference uses it.
+constexpr double kSlope = static_cast<double>(0.2f);
+
 TEST(ReferenceRgat, SoftmaxAcrossRelationsWithLeakyRelu) {
   const RefGraph g = TwoEdgesIntoNodeTwo();
   RefConfig c;
@@ -231,9 +234,9 @@ TEST(ReferenceRgat, SoftmaxAcrossRelationsWithLeakyRelu) {
   p["layer0.att_dst"].data = {0, 0, /**/ 0.5, 0};
 
   // Edge 0 -> 2 (r 0): raw = [1, 0].[1, 0] + [0, 0].[1, 1] = 1, score 1.
-  // Edge 1 -> 2 (r 1): raw = [0, -1].[0, 2] + [0.5, 0].[1, 1] = -1.5, score 0.2 * -1.5 = -0.3.
-  const double a0 = std::exp(1.0) / (std::exp(1.0) + std::exp(-0.3));
-  const double a1 = std::exp(-0.3) / (std::exp(1.0) + std::exp(-0.3));
+  // Edge 1 -> 2 (r 1): raw = [0, -1].[0, 2] + [0.5, 0].[1, 1] = -1.5, score 0.2f * -1.5 = -0.3 (+ 4e-9).
+  const double a0 = std::exp(1.0) / (std::exp(1.0) + std::exp(kSlope * -1.5));
+  const double a1 = std::exp(kSlope * -1.5) / (std::exp(1.0) + std::exp(kSlope * -1.5));
   // out_2 = a0 [1, 0] + a1 [0, 2]; a per-relation softmax would give [1, 2].
   const std::vector<double> expected = {0, 0, 0, 0, a0, 2 * a1};
   const std::vector<double> logits = RefForward(g, c, p);
@@ -257,7 +260,7 @@ TEST(ReferenceRgat, LastLayerAveragesHeads) {
   p["layer0.att_src"].data = {1, 0, 0, 0, /**/ 0, -1, 0, 0};
   p["layer0.att_dst"].data = {0, 0, 0, 0, /**/ 0.5, 0, 0, 0};
 
-  const double a0 = std::exp(1.0) / (std::exp(1.0) + std::exp(-0.3));
+  const double a0 = std::exp(1.0) / (std::exp(1.0) + std::exp(kSlope * -1.5));
   const double a1 = 1 - a0;
   // Head 0: [a0, 2 a1]. Head 1: 1/2 [2, 0] + 1/2 [0, 4] = [1, 2]. The mean of the two.
   const std::vector<double> expected = {0, 0, 0, 0, (a0 + 1) / 2, (2 * a1 + 2) / 2};
@@ -289,7 +292,7 @@ TEST(ReferenceHgt, OneLayerByHand) {
   p["layer0.skip"].data = {0.3};
 
   auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
-  const double beta = 1 / (1 + std::exp(-0.3));
+  const double beta = 1 / (1 + std::exp(kSlope * -1.5));
   // Edge 0 -> 2 (r 0): k_0 rel_att_0 = [1, -1], q_2 = [1, 0.5], dot 0.5, score 0.5 * 1 / sqrt 2.
   // Edge 1 -> 2 (r 1): k_1 rel_att_1 = [0, 2], dot 1, score 1 * 2 / sqrt 2.
   const double s0 = 0.5 / std::sqrt(2.0), s1 = 2 / std::sqrt(2.0);

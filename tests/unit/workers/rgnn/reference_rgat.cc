@@ -10,7 +10,9 @@
 namespace tessel::testing::internal {
 namespace {
 
-constexpr double kNegativeSlope = 0.2;
+// The slope as the kernels get it: rgnn.rgat.*'s negative_slope is a float (<tessel/ops/rgnn.h>), so Tessel
+// computes LeakyReLU(0.2f), 3e-9 above 0.2. The float executor cannot tell; the fp64 one (1e-10) can.
+constexpr double kNegativeSlope = static_cast<double>(0.2f);
 
 struct LayerShape {
   int64_t in = 0;        // K

@@ -173,7 +173,8 @@ void ExpectClose(const Tensor& actual, const ::tessel::testing::RefTensor& expec
   for (double v : expected.data) scale = std::max(scale, std::abs(v));
   int reported = 0;
   for (int64_t i = 0; i < actual.numel(); ++i) {
-    const double a = actual.data<float>()[i], b = expected.data[static_cast<size_t>(i)];
+    const double a = actual.dtype() == DType::kF64 ? actual.data<double>()[i] : actual.data<float>()[i];
+    const double b = expected.data[static_cast<size_t>(i)];
     const double extra = slack.empty() ? 0.0 : slack[static_cast<size_t>(i)];
     if (!(std::abs(a - b) <= tol * (std::abs(b) + 5e-2 * scale) + extra) && reported++ < 5) {
       ADD_FAILURE() << what << "[" << i << "]: got " << a << ", the reference says " << b << " (largest " << scale
@@ -215,7 +216,15 @@ struct ReferenceCase {
   int64_t feature_dim = 5;
   bool bias = false;
   WeightInit init = WeightInit::kGlorot;
+  Precision precision = Precision::kFp32;
 };
+
+// The case run by the executor in double (train.precision = "fp64"): the plugin kernels' double
+// instantiations, through the layers, the loss and Adam, held to the double reference at 1e-10.
+ReferenceCase InDouble(ReferenceCase c) {
+  c.precision = Precision::kFp64;
+  return c;
+}
 
 ReferenceCase Rgat(ModelInput input, int layers, int workers, int32_t heads, HeadMerge merge,
                    Reordering reordering = Reordering::kOn, Compaction compaction = Compaction::kPerUniquePair) {
@@ -250,7 +259,8 @@ std::string CaseName(const ReferenceCase& c) {
          (c.heads > 1 ? std::to_string(c.heads) + "Heads" : "") + (c.merge == HeadMerge::kMean ? "Mean" : "") +
          (c.feature_dim == 6 ? "Skip" : "") + (c.reordering == Reordering::kOff ? "NoReorder" : "") +
          (c.compaction == Compaction::kPerEdge ? "PerEdge" : "") + (c.bias ? "Bias" : "") +
-         (c.init == WeightInit::kTorchLinear ? "TorchLinear" : "");
+         (c.init == WeightInit::kTorchLinear ? "TorchLinear" : "") +
+         (c.precision == Precision::kFp64 ? "Fp64" + c.model : "");  // one suite holds every model
 }
 
 class AgainstReference : public ::testing::TestWithParam<ReferenceCase> {};
@@ -273,6 +283,11 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   settings.head_merge = c.merge;
   if (c.bias) Set(settings.options, kHgtBias.key, true);
   settings.weight_init = c.init;
+  settings.precision = c.precision;
+  // Float sums in other orders are a few roundings off (measured: 1e-8 of the loss, 1e-6 of a gradient);
+  // in double, 1e-15: a planted error of 1e-9 in one gradient path is caught.
+  const bool fp64 = c.precision == Precision::kFp64;
+  const double tol = fp64 ? 1e-10 : 1e-4, loss_tol = fp64 ? 1e-12 : 1e-5;
   const ::tessel::testing::RefConfig config = RefConfigOf(settings);
   const ::tessel::testing::RefGraph ref_graph = ToRefGraph(g, one_hot);
 
@@ -288,6 +303,7 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
     ASSERT_TRUE(made.ok()) << made.status().ToString();
     RgnnExecutor& executor = **made;
     ParameterStore& params = executor.parameters();
+    ASSERT_EQ(params.dtype(), fp64 ? DType::kF64 : DType::kF32);
     // The reference starts from Tessel's own initial parameters.
     ::tessel::testing::RefParams initial = ::tessel::testing::RefParamShapes(ref_graph, config), zeros = initial;
     ASSERT_EQ(initial.size(), params.size());
@@ -303,15 +319,15 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
     if (rank != 0) {
       return;
     }
-    EXPECT_NEAR(step->loss, want.loss, 1e-5 * want.loss) << "loss";
+    EXPECT_NEAR(step->loss, want.loss, loss_tol * want.loss) << "loss";
     int row_gradients = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string& name = params.spec(i).name;
-      ExpectClose(DenseGradient(params, i), want.grads.at(name), 1e-4, "gradient of " + name);
+      ExpectClose(DenseGradient(params, i), want.grads.at(name), tol, "gradient of " + name);
       row_gradients += params.spec(i).row_gradient();
       const double decay = params.spec(i).decay == Decay::kL2 ? L2Decay(settings.l2) : 0.0;
-      ExpectClose(params.value(i), want.params.at(name), 1e-4, "parameter after Adam: " + name,
-                  AdamSlack(want.grads.at(name), initial.at(name), decay, settings.lr, 1e-4));
+      ExpectClose(params.value(i), want.params.at(name), tol, "parameter after Adam: " + name,
+                  AdamSlack(want.grads.at(name), initial.at(name), decay, settings.lr, tol));
     }
     // RGCN's one-hot layer keeps its gradient as rows exactly when it can (one worker, full weights, fused).
     const bool rows = c.model == "rgcn" && one_hot && c.workers == 1 && c.num_bases == 0 && c.num_blocks == 0 &&
@@ -351,6 +367,26 @@ INSTANTIATE_TEST_SUITE_P(
                       Hgt(ModelInput::kFeatures, 2, 2, 2, 6, Reordering::kOn, Compaction::kPerEdge),
                       HgtBias(ModelInput::kFeatures, 2, 2, 2, 6), HgtBias(ModelInput::kOneHot, 2, 2, 2, 0),
                       HgtBias(ModelInput::kFeatures, 1, 1, 1, 5, WeightInit::kGlorot)),
+    [](const auto& info) { return CaseName(info.param); });
+
+// One worker (fp64 is full-graph training on one worker): every model and kernel path of the suites above.
+INSTANTIATE_TEST_SUITE_P(
+    Fp64, AgainstReference,
+    ::testing::Values(
+        InDouble(ReferenceCase{ModelInput::kFeatures, 2, 1}), InDouble(ReferenceCase{ModelInput::kOneHot, 2, 1}),
+        InDouble(ReferenceCase{ModelInput::kFeatures, 3, 1, 3, 0}),
+        InDouble(ReferenceCase{ModelInput::kOneHot, 2, 1, 2, 0}),
+        InDouble(ReferenceCase{ModelInput::kFeatures, 2, 1, 0, 3}),
+        InDouble(ReferenceCase{ModelInput::kOneHot, 2, 1, 0, 0, Reordering::kOff}),
+        InDouble(ReferenceCase{ModelInput::kFeatures, 2, 1, 0, 0, Reordering::kOn, Compaction::kPerEdge}),
+        InDouble(Rgat(ModelInput::kFeatures, 2, 1, 2, HeadMerge::kConcat)),
+        InDouble(Rgat(ModelInput::kFeatures, 2, 1, 2, HeadMerge::kMean)),
+        InDouble(Rgat(ModelInput::kOneHot, 2, 1, 2, HeadMerge::kConcat)),
+        InDouble(Rgat(ModelInput::kFeatures, 3, 1, 3, HeadMerge::kConcat, Reordering::kOff)),
+        InDouble(Rgat(ModelInput::kFeatures, 2, 1, 2, HeadMerge::kConcat, Reordering::kOn, Compaction::kPerEdge)),
+        InDouble(Hgt(ModelInput::kFeatures, 2, 1, 2, 6)), InDouble(Hgt(ModelInput::kOneHot, 2, 1, 2, 0)),
+        InDouble(Hgt(ModelInput::kFeatures, 2, 1, 2, 5, Reordering::kOff)),
+        InDouble(HgtBias(ModelInput::kFeatures, 2, 1, 2, 6))),
     [](const auto& info) { return CaseName(info.param); });
 
 // --- Checkpoint state ---------------------------------------------------------------------------------

@@ -10,11 +10,12 @@
 // full-graph RGNN executor on it (one worker, the real plugin kernels) and takes the executor's initial
 // parameters, as drawn from the job seed. From them it computes one epoch in double precision with the
 // naive reference of MODELS.md (reference_model.h: the loss, every gradient, the Adam step), then runs the
-// executor's own first epoch in float. It writes OUT_DIR/NAME.json:
+// executor's own first epoch in float, and in double (train.precision = "fp64", from the same initial
+// values widened). It writes OUT_DIR/NAME.json:
 //   model settings, "graph" (the file), "loss" (double), "tessel_f32_loss", "l2_decay" (the coefficient of
 //   the coupled decay Tessel's Adam adds, L2Decay(l2)), and per parameter: name, shape, "decayed" (whether
 //   Tessel's Adam decays it), "initial", "grad" and "after_step" (double), "tessel_f32_grad" and
-//   "tessel_f32_after_step".
+//   "tessel_f32_after_step", "tessel_f64_grad" and "tessel_f64_after_step"; and "tessel_f64_loss".
 // The reference trainer reads both files, computes the same epoch in float64 from the same initial
 // parameters and compares.
 // With graph=FILE and init_only=1 it reads that graph file instead, and writes only Tessel's initial
@@ -22,6 +23,7 @@
 // (per parameter: name, shape, offset) and OUT_DIR/NAME.bin (every value, float32, in that order). The
 // accuracy benchmark starts the reference trainer from them (rgnn_reference.py train --init).
 // Exit 0 when written, 1 on any failure (with the reason on stderr).
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -150,6 +152,23 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
     for (double& v : zeros[p].data) v = 0;
   }
   const ref::RefStep want = ref::RefTrainStep(ref_graph, config, initial, zeros, zeros, 1);
+
+  // The same executor in double (train.precision = "fp64": the kernels' double instantiations), started
+  // from the float executor's initial values widened, so that all three start from the same point.
+  RgnnSettings wide = s;
+  wide.precision = Precision::kFp64;
+  TESSEL_ASSIGN_OR_RETURN(std::vector<storage::WorkerPartition> parts64, storage::BuildWorkerPartitions(g, part_of, 1));
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<RgnnExecutor> executor64,
+                          RgnnExecutor::Create(wide, std::move(parts64[0]), context));
+  ParameterStore& params64 = executor64->parameters();
+  if (params64.size() != params.size() || params64.dtype() != DType::kF64) {
+    return InternalError("the fp64 executor does not declare the float executor's parameters in f64");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::vector<double>& v = initial.at(params.spec(i).name).data;
+    std::copy(v.begin(), v.end(), params64.value(i).data<double>());
+  }
+  TESSEL_ASSIGN_OR_RETURN(StepResult step64, executor64->Step(1));
   TESSEL_ASSIGN_OR_RETURN(StepResult step, executor->Step(1));
 
   Json doc = Json::object();
@@ -169,6 +188,7 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
   doc["l2_decay"] = L2Decay(s.l2);
   doc["loss"] = want.loss;
   doc["tessel_f32_loss"] = step.loss;
+  doc["tessel_f64_loss"] = step64.loss;
   Json list = Json::array();
   for (size_t i = 0; i < params.size(); ++i) {
     const ParameterSpec& spec = params.spec(i);
@@ -181,6 +201,8 @@ Status Export(const std::string& dir, const std::string& name, const std::map<st
     p["after_step"] = Values(want.params.at(spec.name).data);
     p["tessel_f32_grad"] = Values(DenseGradient(params, i));
     p["tessel_f32_after_step"] = Values(params.value(i));
+    p["tessel_f64_grad"] = Values(DenseGradient(params64, i));
+    p["tessel_f64_after_step"] = Values(params64.value(i));
     list.push_back(std::move(p));
   }
   doc["params"] = std::move(list);
