@@ -114,7 +114,7 @@ Status CheckNotSymlink(const std::string& path) {
   return Status::Ok();
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents, mode_t mode) {
+Status WriteFileAtomically(const std::string& path, std::string_view contents, mode_t mode, Durability durability) {
   TESSEL_RETURN_IF_ERROR(CheckNotSymlink(path));
   const std::string tmp = TemporaryPathFor(path);
   TESSEL_ASSIGN_OR_RETURN(FileDescriptor fd, CreateNewFile(tmp, mode));
@@ -131,7 +131,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents, m
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd.get()) != 0) return fail(std::strerror(errno));
+  if (durability == Durability::kSynced && ::fsync(fd.get()) != 0) return fail(std::strerror(errno));
   if (fd.Close() != 0) return fail(std::strerror(errno));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail(StrCat("rename from ", tmp, ": ", std::strerror(errno)));
   return Status::Ok();

@@ -40,10 +40,17 @@ std::string TemporaryPathFor(const std::string& path);
 // regular file or directory.
 Status CheckNotSymlink(const std::string& path);
 
-// Writes `contents` to a new temporary beside `path`, fsyncs it and renames it over `path`. `path` may
-// exist (it is replaced whole; a reader sees the old contents or the new, never a mix) unless it is a
-// symbolic link.
-Status WriteFileAtomically(const std::string& path, std::string_view contents, mode_t mode = 0644);
+// Whether a replaced file is fsynced before the rename. kSynced survives a crash of the host; kVolatile is
+// for a file rewritten every second whose only reader is live (the status file's beats): on ext4 an fsync
+// commits the journal, which first writes out every other file's dirty data (a checkpoint being saved),
+// and so could block its writer for seconds.
+enum class Durability { kSynced, kVolatile };
+
+// Writes `contents` to a new temporary beside `path`, fsyncs it (kSynced) and renames it over `path`.
+// `path` may exist (it is replaced whole; a reader sees the old contents or the new, never a mix) unless
+// it is a symbolic link.
+Status WriteFileAtomically(const std::string& path, std::string_view contents, mode_t mode = 0644,
+                           Durability durability = Durability::kSynced);
 
 // Renders errno for a failed create of `path`, naming a symbolic link's target or an existing entry's kind
 // when errno is EEXIST or ELOOP.
