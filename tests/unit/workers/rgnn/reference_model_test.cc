@@ -292,7 +292,7 @@ TEST(ReferenceHgt, OneLayerByHand) {
   p["layer0.skip"].data = {0.3};
 
   auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
-  const double beta = 1 / (1 + std::exp(kSlope * -1.5));
+  const double beta = 1 / (1 + std::exp(-0.3));
   // Edge 0 -> 2 (r 0): k_0 rel_att_0 = [1, -1], q_2 = [1, 0.5], dot 0.5, score 0.5 * 1 / sqrt 2.
   // Edge 1 -> 2 (r 1): k_1 rel_att_1 = [0, 2], dot 1, score 1 * 2 / sqrt 2.
   const double s0 = 0.5 / std::sqrt(2.0), s1 = 2 / std::sqrt(2.0);
