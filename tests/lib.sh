@@ -56,6 +56,19 @@ rank_pid() {
     sleep 0.1
   done
 }
+# await_setup LAUNCHER CMD...: polls CMD every 0.05 s until it succeeds (status 0), the process LAUNCHER
+# has ended (status 1), or $TESSEL_SETUP_LIMIT_S seconds (600 by default) have passed (status 1). For
+# reaching the point where a drill's fault is injected: that is setup, not what a drill times, and with
+# both cores busy a job took over 60 s to read and partition a graph before it got there.
+await_setup() {
+  local launcher=$1; shift
+  local deadline=$(( $(date +%s) + ${TESSEL_SETUP_LIMIT_S:-600} ))
+  while kill -0 "$launcher" 2>/dev/null && [ "$(date +%s)" -le "$deadline" ]; do
+    "$@" && return 0
+    sleep 0.05
+  done
+  "$@"
+}
 skip() { echo "SKIP: $*"; exit 77; }
 pass() { echo "PASS: $*"; }
 

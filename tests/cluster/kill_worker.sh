@@ -32,8 +32,7 @@ run_and_kill() {  # $@ = launcher; kills world rank $victim_rank (default 2); se
   runs=$(( ${runs:-0} + 1 ))
   "$@" "$job" "${sets[@]}" --set job.output_dir="$TESSEL_WORK/run-$runs" >"$log" 2>&1 </dev/null &
   local launcher=$!
-  for _ in $(seq 1 600); do grep -q "epoch 1/" "$log" && break; sleep 0.1; done
-  if ! grep -q "epoch 1/" "$log"; then
+  if ! await_setup "$launcher" grep -q "epoch 1/" "$log"; then
     cat "$log"; kill -9 $(descendants $launcher) $launcher 2>/dev/null; fail "the job never reached epoch 1"
   fi
   sleep 1
@@ -140,7 +139,7 @@ env TESSEL="$TESSEL" scripts/tessel-mpirun -np 2 jobs/examples/gpt-demo.toml --s
   --set "timeouts.heartbeat_interval_seconds=$heartbeat_interval_s" --set job.output_dir="$TESSEL_WORK/plan-kill" \
   >"$log" 2>&1 </dev/null &
 launcher=$!
-for _ in $(seq 1 600); do grep -q "tokens:" "$log" && break; sleep 0.05; done
+await_setup "$launcher" grep -q "tokens:" "$log" || true
 coordinator=$(rank_pid "$launcher" 0)
 [ -n "$coordinator" ] || { kill -9 $(descendants $launcher) $launcher 2>/dev/null; cat "$log"; fail "cannot find the coordinator"; }
 t0=$(now_ms)

@@ -73,8 +73,7 @@ drill() {
   local name=$1 pattern=$2 action=$3 out=$TESSEL_WORK/$1
   scripts/tessel-mpirun -np 4 "$job" "${sets[@]}" --set job.output_dir="$out" > "$out.log" 2>&1 </dev/null &
   local launcher=$!
-  for _ in $(seq 1 600); do [ -f "$out/checkpoints/latest" ] && break; sleep 0.05; done
-  [ -f "$out/checkpoints/latest" ] || { kill -9 $launcher; cat "$out.log"; fail "$name: no checkpoint before the fault"; }
+  await_setup "$launcher" [ -f "$out/checkpoints/latest" ] || { kill -9 $launcher; cat "$out.log"; fail "$name: no checkpoint before the fault"; }
   local t0
   t0=$(now_ms)
   eval "$action"

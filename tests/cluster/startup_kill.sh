@@ -33,12 +33,8 @@ kill_at() {
     >"$log" 2>&1 </dev/null &
   local launcher=$!
   victim=
-  for _ in $(seq 1 1200); do
-    [ -z "$victim" ] && victim=$(rank_pid "$launcher" 2)
-    [ -n "$victim" ] && grep -q "$pattern" "$log" && break
-    sleep 0.05
-  done
-  if ! grep -q "$pattern" "$log" || [ -z "$victim" ]; then
+  reached() { [ -z "$victim" ] && victim=$(rank_pid "$launcher" 2); [ -n "$victim" ] && grep -q "$pattern" "$log"; }
+  if ! await_setup "$launcher" reached; then
     cat "$log"; kill -9 $(descendants "$launcher") "$launcher" 2>/dev/null; fail "never saw '$pattern' (or rank 2)"
   fi
   local t0
