@@ -1,5 +1,5 @@
-// `tessel import rdf|edges`, `tessel generate graph` and `tessel inspect`: thin CLI11 wrappers over
-// storage/{rdf_import,edges_import,generator,inspect}.h. Each builds the graph in memory and writes
+// `tessel import rdf|edges|chunked`, `tessel generate graph` and `tessel inspect`: thin CLI11 wrappers over
+// storage/{rdf_import,edges_import,chunked_import,generator,inspect}.h. Each builds the graph in memory and writes
 // it only when everything succeeded (WriteGraph goes through a temporary name), so a failure leaves
 // no output file.
 #include <sys/stat.h>
@@ -14,6 +14,7 @@
 
 #include "core/logging.h"
 #include "orchestrator/cli.h"
+#include "storage/chunked_import.h"
 #include "storage/edges_import.h"
 #include "storage/generator.h"
 #include "storage/graph.h"
@@ -74,6 +75,36 @@ void RegisterImportEdges(CLI::App& import, Status* result) {
   cmd->callback([opts, out, result] {
     const auto start = Clock::now();
     *result = WriteAndReport(storage::ImportEdges(*opts), *out, start, std::cout);
+  });
+}
+
+void RegisterImportChunked(CLI::App& import, Status* result) {
+  auto opts = std::make_shared<storage::ChunkedImportOptions>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = import.add_subcommand(
+      "chunked", "Import a graph in DGL's chunked graph format (a directory with metadata.json, CSV and .npy chunks)");
+  cmd->add_option("DIR", opts->dir, "The directory that holds metadata.json")->required();
+  cmd->add_option("--features", opts->features, "node_data key read as node features")->capture_default_str();
+  cmd->add_option("--labels", opts->labels, "node_data key read as class labels (-1 = unlabelled)")
+      ->capture_default_str();
+  cmd->add_option("--train-mask", opts->train_mask, "node_data key of the training mask")->capture_default_str();
+  cmd->add_option("--val-mask", opts->val_mask, "node_data key of the validation mask")->capture_default_str();
+  cmd->add_option("--test-mask", opts->test_mask, "node_data key of the test mask")->capture_default_str();
+  cmd->add_flag("--add-inverse", opts->add_inverse, "Add an inverse relation R^-1 per edge type");
+  cmd->add_flag("--add-self-loop", opts->add_self_loop, "Add a self-loop relation per node type");
+  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
+  cmd->add_option("--name", opts->name, "Graph name (default: metadata.json's graph_name)");
+  cmd->callback([opts, out, result] {
+    const auto start = Clock::now();
+    Result<storage::ChunkedImport> imported = storage::ImportChunked(*opts);
+    if (!imported.ok()) {
+      *result = imported.status();
+      return;
+    }
+    for (const std::string& what : imported->ignored) {
+      std::cout << "note: " << what << " is not read (Tessel trains on node features, labels and masks only)\n";
+    }
+    *result = WriteAndReport(std::move(imported->graph), *out, start, std::cout);
   });
 }
 
@@ -138,6 +169,7 @@ void RegisterDataCommands(CLI::App& app, Status* result) {
   import->require_subcommand(1);
   RegisterImportRdf(*import, result);
   RegisterImportEdges(*import, result);
+  RegisterImportChunked(*import, result);
   CLI::App* generate = app.add_subcommand("generate", "Generate synthetic data");
   generate->require_subcommand(1);
   RegisterGenerateGraph(*generate, result);

@@ -74,26 +74,39 @@ HeteroGraph TripleCollector::Build(const BuildOptions& options) {
     begin = end;
   }
   std::vector<Triple>().swap(triples_);
-  if (options.add_inverse) {
-    for (int32_t r = 0; r < num_rel; ++r) {
+  AddDerivedRelations(g, options.add_inverse, options.add_self_loop);
+  return g;
+}
+
+void AddDerivedRelations(HeteroGraph& g, bool add_inverse, bool add_self_loop) {
+  const size_t base = g.relations.size();
+  if (add_inverse) {
+    g.relations.reserve(2 * base + (add_self_loop ? g.node_types.size() : 0));
+    for (size_t r = 0; r < base; ++r) {
+      const Relation& b = g.relations[r];
       Relation inv;
-      inv.name = StrCat(g.relations[r].name, kInverseSuffix);
+      inv.name = StrCat(b.name, kInverseSuffix);
       inv.kind = RelationKind::kInverse;
-      inv.src = g.relations[r].dst;
-      inv.dst = g.relations[r].src;
+      inv.src_type = b.dst_type;
+      inv.dst_type = b.src_type;
+      inv.src = b.dst;
+      inv.dst = b.src;
       g.relations.push_back(std::move(inv));
     }
   }
-  if (options.add_self_loop) {
-    Relation self;
-    self.name = std::string(kSelfLoopName);
-    self.kind = RelationKind::kSelfLoop;
-    self.src.resize(static_cast<size_t>(entity.count));
-    std::iota(self.src.begin(), self.src.end(), int64_t{0});
-    self.dst = self.src;
-    g.relations.push_back(std::move(self));
+  if (add_self_loop) {
+    const size_t types = g.node_types.size();
+    for (size_t t = 0; t < types; ++t) {
+      Relation self;
+      self.name = types == 1 ? std::string(kSelfLoopName) : StrCat(kSelfLoopName, ":", g.node_types[t].name);
+      self.kind = RelationKind::kSelfLoop;
+      self.src_type = self.dst_type = static_cast<int32_t>(t);
+      self.src.resize(static_cast<size_t>(g.node_types[t].count));
+      std::iota(self.src.begin(), self.src.end(), int64_t{0});
+      self.dst = self.src;
+      g.relations.push_back(std::move(self));
+    }
   }
-  return g;
 }
 
 std::string StemOf(const std::string& path) {

@@ -22,9 +22,15 @@
 
 namespace tessel::storage {
 
+inline constexpr std::string_view kEntityType = "entity";
+
+// The derived relations every importer and the generator can add, named and ordered alike: after the
+// base relations, one inverse "R^-1" (kind inverse, src and dst swapped) per base relation R, in order;
+// then one self-loop relation per node type, i -> i for every node, named "self_loop" in a one-type graph
+// and "self_loop:<type>" otherwise.
 inline constexpr std::string_view kInverseSuffix = "^-1";
 inline constexpr std::string_view kSelfLoopName = "self_loop";
-inline constexpr std::string_view kEntityType = "entity";
+void AddDerivedRelations(HeteroGraph& graph, bool add_inverse, bool add_self_loop);
 
 struct EdgesImportOptions {
   std::vector<std::string> inputs;   // plain, .gz or tar(.gz) files of head<TAB>relation<TAB>tail lines

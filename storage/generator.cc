@@ -236,31 +236,7 @@ Result<HeteroGraph> GenerateGraph(const GenerateOptions& o) {
     const int64_t num_edges = total_edges / o.relations + (r < total_edges % o.relations ? 1 : 0);
     g.relations.push_back(MakeEdges(o, g, r, num_edges, perm, by_class, edge_rng));
   }
-  if (o.add_inverse) {
-    for (int32_t r = 0; r < o.relations; ++r) {
-      const Relation& base = g.relations[r];
-      Relation inv;
-      inv.name = StrCat(base.name, kInverseSuffix);
-      inv.kind = RelationKind::kInverse;
-      inv.src_type = base.dst_type;
-      inv.dst_type = base.src_type;
-      inv.src = base.dst;
-      inv.dst = base.src;
-      g.relations.push_back(std::move(inv));
-    }
-  }
-  if (o.add_self_loop) {
-    for (int32_t t = 0; t < o.node_types; ++t) {
-      Relation self;
-      self.name = o.node_types == 1 ? std::string(kSelfLoopName) : StrCat(kSelfLoopName, ":", g.node_types[t].name);
-      self.kind = RelationKind::kSelfLoop;
-      self.src_type = self.dst_type = t;
-      self.src.resize(static_cast<size_t>(g.node_types[t].count));
-      std::iota(self.src.begin(), self.src.end(), int64_t{0});
-      self.dst = self.src;
-      g.relations.push_back(std::move(self));
-    }
-  }
+  AddDerivedRelations(g, o.add_inverse, o.add_self_loop);
   return g;
 }
 
