@@ -300,7 +300,7 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
             return BadDataError(StrCat(where, ": expected two ids separated by '", std::string(1, delim), "', got '",
                                        line.substr(0, 80), "'"));
           }
-          int64_t ids[2];
+          int64_t ids[2] = {0, 0};
           const std::string_view parts[2] = {line.substr(0, cut), line.substr(cut + 1)};
           for (int i = 0; i < 2; ++i) {
             const auto [p, ec] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), ids[i]);
