@@ -132,11 +132,13 @@ Result<std::string> ReadText(const std::string& path) {
   return s.str();
 }
 
-Status CheckId(const ChunkedGraph& g, const std::string& where, const char* end, int64_t id, int32_t type) {
+// `where` makes the error's location only when there is an error: this runs once per edge.
+template <typename Where>
+Status CheckId(const ChunkedGraph& g, const Where& where, const char* end, int64_t id, int32_t type) {
   const ChunkedNodeType& t = g.node_types[static_cast<size_t>(type)];
   if (id < 0 || id >= t.count) {
     return BadDataError(
-        StrCat(where, ": ", end, " id ", id, " is out of range for node type '", t.name, "' (", t.count, " nodes)"));
+        StrCat(where(), ": ", end, " id ", id, " is out of range for node type '", t.name, "' (", t.count, " nodes)"));
   }
   return Status::Ok();
 }
@@ -283,7 +285,7 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
       return BadDataError(StrCat(path, ": expected an [edges, 2] array of (src, dst) pairs"));
     }
     for (int64_t i = 0; i < h.shape[0]; ++i) {
-      const std::string where = StrCat(path, ": row ", i);
+      const auto where = [&] { return StrCat(path, ": row ", i); };
       TESSEL_RETURN_IF_ERROR(CheckId(g, where, "source", pairs[2 * i], et.src_type));
       TESSEL_RETURN_IF_ERROR(CheckId(g, where, "destination", pairs[2 * i + 1], et.dst_type));
       src->push_back(pairs[2 * i]);
@@ -295,9 +297,9 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
         ForEachLine(path, {}, [&](const std::string& source, int64_t line_no, std::string_view line) {
           if (line.empty()) return Status::Ok();
           const size_t cut = line.find(delim);
-          const std::string where = StrCat(source, ":", line_no);
+          const auto where = [&] { return StrCat(source, ":", line_no); };
           if (cut == std::string_view::npos || line.find(delim, cut + 1) != std::string_view::npos) {
-            return BadDataError(StrCat(where, ": expected two ids separated by '", std::string(1, delim), "', got '",
+            return BadDataError(StrCat(where(), ": expected two ids separated by '", std::string(1, delim), "', got '",
                                        line.substr(0, 80), "'"));
           }
           int64_t ids[2] = {0, 0};
@@ -305,7 +307,7 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
           for (int i = 0; i < 2; ++i) {
             const auto [p, ec] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), ids[i]);
             if (ec != std::errc() || p != parts[i].data() + parts[i].size()) {
-              return BadDataError(StrCat(where, ": '", parts[i].substr(0, 40), "' is not an integer id"));
+              return BadDataError(StrCat(where(), ": '", parts[i].substr(0, 40), "' is not an integer id"));
             }
           }
           TESSEL_RETURN_IF_ERROR(CheckId(g, where, "source", ids[0], et.src_type));
