@@ -6,7 +6,7 @@
 //
 // Why the data bypasses H5Dwrite: HDF5 1.10 on Debian has no direct-I/O driver, and sec2's buffered
 // writes followed by fsync reach about a fifth of the disk's O_DIRECT bandwidth on the machines we
-// measured (bench/README.md "spill"). So the chunks are allocated by HDF5 (aligned to 4 KiB through
+// measured (bench/spill/README.md). So the chunks are allocated by HDF5 (aligned to 4 KiB through
 // H5Pset_alignment) and written in place with pwrite on a second descriptor opened with O_DIRECT, at the
 // addresses H5Dget_chunk_info reports; with a checksum, each chunk carries the Fletcher32 that HDF5's
 // filter would have computed. HDF5 still owns every byte of metadata, and reads go through H5Dread, so a

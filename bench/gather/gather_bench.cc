@@ -1,4 +1,4 @@
-// tessel-bench-gather: the `gather` family of bench/run.sh (bench/README.md "gather"). In one run, on one
+// tessel-bench-gather: the `gather` family of bench/run.sh (bench/gather/README.md). In one run, on one
 // table of random float rows (2 GiB by default) and for each row size, it measures with the same thread
 // pool:
 //   - stream copy: memcpy of a contiguous buffer as large as one batch of rows, split like the gather

@@ -1,4 +1,4 @@
-// tessel-bench-graph: the `graph` family of bench/run.sh (bench/README.md "graph"). It times the two
+// tessel-bench-graph: the `graph` family of bench/run.sh (bench/graph/README.md). It times the two
 // in-process graph builders that the unit tests only check for correctness, each against a floor measured
 // in the same run:
 //   - aifb_import: storage::ImportRdf on AIFB (../shared/data/aifb: the .nt.gz and the two label files),

@@ -1,4 +1,4 @@
-// tessel-bench-spill: the `spill` family of bench/run.sh (bench/README.md "spill"). In one run, in one
+// tessel-bench-spill: the `spill` family of bench/run.sh (bench/spill/README.md). In one run, in one
 // directory (the spill dir, this user's /tmp/tessel-UID/spill by default) and for each slot size, it measures:
 //   - raw write: the total in slot-sized pwrites with O_DIRECT from an aligned buffer, fsync at the end;
 //   - raw read: the same file read back with O_DIRECT;

@@ -83,7 +83,7 @@ TEST(ValidateJob, LlmJobPasses) {
 }
 
 TEST(ValidateJob, LlmJobNamesItsModelAndOptimizer) {
-  // jobs/README.md's smallest llm job, and the same without the keys whose defaults are rgnn's.
+  // jobs/examples/README.md's smallest llm job, and the same without the keys whose defaults are rgnn's.
   const std::string smallest =
       "version = 1\n[job]\nname = \"tiny-gpt\"\nkind = \"llm\"\n[data]\nformat = \"generated_text\"\n";
   EXPECT_TRUE(Valid(smallest + "[model]\nname = \"gpt2\"\n[train]\noptimizer = \"adamw\"\nbatch_size = 8\n"));
