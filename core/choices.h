@@ -32,16 +32,17 @@ enum class DeviceChoice : int32_t { kAuto, kCpu, kCuda };
 TESSEL_CHOICE_NAMES(DeviceChoice, "auto", "cpu", "cuda")
 
 enum class DataFormat : int32_t {
-  kGraph,      // an existing Tessel graph file (.h5)
-  kRdf,        // RDF N-Triples plus train/test label TSVs (e.g. AIFB), imported on first use
-  kEdges,      // TSV edge lists, imported on first use
-  kSynthetic,  // generated from [data.synthetic]
+  kGraph,       // an existing Tessel graph file (.h5)
+  kRdf,         // RDF N-Triples plus train/test label TSVs (e.g. AIFB), imported on first use
+  kEdges,       // TSV edge lists, imported on first use
+  kSynthetic,   // generated from [data.synthetic]
+  kPartitions,  // the part files of `tessel partition` ([data] partitions): each worker reads its own
   // llm jobs:
   kText,           // a raw text file, each byte one token ([data] text)
   kLlmc,           // llm.c token files ([data] train_tokens, val_tokens)
   kGeneratedText,  // text generated in memory ([data] generated_bytes, data.synthetic.seed)
 };
-TESSEL_CHOICE_NAMES(DataFormat, "graph", "rdf", "edges", "synthetic", "text", "llmc", "generated_text")
+TESSEL_CHOICE_NAMES(DataFormat, "graph", "rdf", "edges", "synthetic", "partitions", "text", "llmc", "generated_text")
 
 enum class PartitionMethod : int32_t { kMetis, kRandom, kRange };
 TESSEL_CHOICE_NAMES(PartitionMethod, "metis", "random", "range")

@@ -171,6 +171,9 @@ std::vector<Field> BuildFields() {
                          "TSV of test labels, laid out as data.train_labels (format \"rdf\")."),
       TESSEL_INPUT_FIELD(data.edges, Any(),
                          "Edge lists of head TAB relation TAB tail lines; plain, .gz or tar (format \"edges\")."),
+      TESSEL_INPUT_FIELD(data.partitions, Any(),
+                         "Directory written by tessel partition (format \"partitions\"): each worker reads its own "
+                         "part-K.h5, the coordinator only partition.json."),
       TESSEL_JOB_FIELD(data.add_inverse, Any(),
                        "Add an inverse relation per relation (\"edges\", \"synthetic\"; \"rdf\" always does)."),
       TESSEL_RUN_FIELD(data.feature_store, OneOf({"auto", "mapped", "pinned"}),

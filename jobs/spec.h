@@ -91,6 +91,7 @@ struct DataSection {
   std::string graph;
   std::string triples, train_labels, test_labels;                // kRdf (labels are optional for kEdges)
   std::vector<std::string> edges;                                // kEdges
+  std::string partitions;                                        // kPartitions: `tessel partition --out`
   bool add_inverse = true;                                       // importers add an inverse relation per relation
   bool add_self_loop = true;                                     // importers add a self-loop relation per node type
   FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows

@@ -36,7 +36,9 @@ std::vector<std::pair<std::string, std::string>> TrajectorySettings(const JobSpe
     std::vector<std::string> paths;
     if (const auto* one = std::get_if<std::string>(&value)) paths.push_back(*one);
     if (const auto* many = std::get_if<std::vector<std::string>>(&value)) paths = *many;
-    for (const std::string& path : paths) {
+    for (std::string path : paths) {
+      // A partitions directory is replaced whole by `tessel partition`, its manifest with it.
+      if (f.key == "data.partitions" && !path.empty()) path += "/partition.json";
       if (!path.empty()) out.emplace_back(StrCat(f.key, " file ", path), DescribeInputFile(path));
     }
   }

@@ -51,6 +51,9 @@ void CheckDataSection(const JobSpec& spec, ErrorList* errors) {
     case DataFormat::kEdges:
       Require(spec, !d.edges.empty(), "data.edges", "at least one edge-list file", errors);
       break;
+    case DataFormat::kPartitions:
+      Require(spec, !d.partitions.empty(), "data.partitions", "the directory `tessel partition --out` wrote", errors);
+      break;
     case DataFormat::kText:
       Require(spec, !d.text.empty(), "data.text", "the text file", errors);
       break;
@@ -162,6 +165,10 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
         errors->Add(at(key), StrCat(key, "[", i, "] = ", f, ": a fanout is >= 1, or -1 for every neighbour"));
       }
     }
+  }
+  if (train.mode == TrainMode::kSampled && spec.data.format == DataFormat::kPartitions) {
+    not_yet("train.mode", "\"sampled\" with data.format = \"partitions\"",
+            "train from partitions with train.mode = \"full\", or sample from data.graph");
   }
   if (train.mode == TrainMode::kSampled) {
     if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
@@ -415,6 +422,10 @@ Status ValidateDataPaths(const JobSpec& spec) {
       for (size_t i = 0; i < d.edges.size(); ++i) {
         CheckReadableFile(spec, StrCat("data.edges[", i, "]"), d.edges[i], &errors, "data.edges");
       }
+      break;
+    case DataFormat::kPartitions:  // the manifest (storage/partition_manifest.h); the workers check their parts
+      CheckReadableFile(spec, "data.partitions", (std::filesystem::path(d.partitions) / "partition.json").string(),
+                        &errors);
       break;
     case DataFormat::kText:
       CheckReadableFile(spec, "data.text", d.text, &errors);

@@ -26,10 +26,12 @@
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/safe_file.h"
+#include "jobs/spec.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/graph_partitioner.h"
 #include "storage/graph.h"
 #include "storage/partition.h"
+#include "storage/partition_manifest.h"
 
 namespace tessel::cli {
 namespace {
@@ -37,15 +39,17 @@ namespace {
 namespace fs = std::filesystem;
 using orchestrator::PartitionResult;
 
+// The method and seed default to the job file's (partition.method, partition.seed): parts cut with the
+// defaults are the parts `tessel run` cuts with its own.
 struct PartitionOptions {
   std::string graph;
   std::string out;
-  std::string method = "metis";
+  std::string method = std::string(NameOf(jobs::PartitionSection{}.method));
   int32_t parts = 0;
-  uint64_t seed = 1;
+  uint64_t seed = jobs::PartitionSection{}.seed;
 };
 
-constexpr const char* kReport = "partition.json";
+constexpr const char* kReport = storage::kPartitionManifestName;
 constexpr size_t kNamedEntries = 3;  // unknown entries a refusal names
 
 // The files an earlier output's partition.json lists (nothing when it is absent, unreadable or lists
@@ -117,43 +121,38 @@ Status CommitDirectory(const fs::path& tmp, const fs::path& dir) {
   return Status::Ok();
 }
 
-std::string PartitionJson(const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,
-                          int64_t random_edge_cut, const std::vector<storage::WorkerPartition>& parts) {
-  Json doc = Json::object();
-  doc["graph"] = opts.graph;
-  doc["graph_name"] = g.name;
-  doc["nodes"] = g.num_nodes();
-  doc["edges"] = g.num_edges();
-  doc["method"] = r.method;
-  doc["parts"] = r.num_parts;
-  doc["seed"] = static_cast<int64_t>(opts.seed);
-  doc["edge_cut"] = r.edge_cut;
-  doc["random_edge_cut"] = random_edge_cut;
-  doc["cut_ratio"] = static_cast<double>(r.edge_cut) / static_cast<double>(random_edge_cut);
-  doc["constraints"] = r.constraint_names;
-  doc["imbalance"] = r.imbalance;
-  doc["rebalance_moves"] = r.rebalance_moves;
-  doc["seconds"] = r.seconds;
-  Json& files = doc["files"] = Json::array();
-  for (const storage::WorkerPartition& p : parts) files.push_back(StrCat("part-", p.part, ".h5"));
-  files.push_back(kReport);
-  Json& per_part = doc["per_part"] = Json::array();
+storage::PartitionManifest ManifestOf(const PartitionOptions& opts, const storage::HeteroGraph& g,
+                                      const std::string& graph_hash, const PartitionResult& r, int64_t random_edge_cut,
+                                      const std::vector<storage::WorkerPartition>& parts) {
+  storage::PartitionManifest m;
+  m.graph = opts.graph;
+  m.graph_name = g.name;
+  m.graph_hash = graph_hash;
+  m.nodes = g.num_nodes();
+  m.edges = g.num_edges();
+  m.relations = static_cast<int64_t>(g.relations.size());
+  m.classes = g.num_classes;
+  m.feature_dim = parts.empty() ? 0 : parts.front().feature_dim;
+  m.method = r.method;
+  m.parts = r.num_parts;
+  m.seed = static_cast<int64_t>(opts.seed);
+  m.edge_cut = r.edge_cut;
+  m.random_edge_cut = random_edge_cut;
+  m.constraints = r.constraint_names;
+  m.imbalance = r.imbalance;
+  m.rebalance_moves = r.rebalance_moves;
+  m.seconds = r.seconds;
   for (const storage::WorkerPartition& p : parts) {
-    int64_t train = 0;
-    for (size_t i = 0; i < p.train_mask.size(); ++i) train += (p.train_mask[i] && p.labels[i] >= 0) ? 1 : 0;
-    per_part.push_back({{"part", p.part},
-                        {"file", StrCat("part-", p.part, ".h5")},
-                        {"owned", p.num_owned},
-                        {"halo", p.num_rows() - p.num_owned},
-                        {"edges", static_cast<int64_t>(p.src.size())},
-                        {"train", train}});
+    m.per_part.push_back(storage::SizesOf(p));
+    m.files.push_back(m.per_part.back().file);
   }
-  return FormatJson(doc, JsonLayout::kIndented) + "\n";
+  m.files.push_back(kReport);
+  return m;
 }
 
 void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,
-                int64_t random_edge_cut, const std::vector<storage::WorkerPartition>& parts, double total_seconds,
-                const fs::path& out) {
+                const storage::PartitionManifest& m, double total_seconds, const fs::path& out) {
+  const int64_t random_edge_cut = m.random_edge_cut;
   char line[256];
   os << "graph        " << opts.graph << " (" << g.num_nodes() << " nodes, " << g.num_edges() << " edges, "
      << g.relations.size() << " relations)\n";
@@ -180,11 +179,9 @@ void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::H
   os << line;
   std::snprintf(line, sizeof line, "%6s %12s %12s %12s %10s\n", "part", "owned", "halo", "edges", "train");
   os << line;
-  for (const storage::WorkerPartition& p : parts) {
-    int64_t train = 0;
-    for (size_t i = 0; i < p.train_mask.size(); ++i) train += (p.train_mask[i] && p.labels[i] >= 0) ? 1 : 0;
-    std::snprintf(line, sizeof line, "%6d %12" PRId64 " %12" PRId64 " %12zu %10" PRId64 "\n", p.part, p.num_owned,
-                  p.num_rows() - p.num_owned, p.src.size(), train);
+  for (const storage::PartSizes& p : m.per_part) {
+    std::snprintf(line, sizeof line, "%6d %12" PRId64 " %12" PRId64 " %12" PRId64 " %10" PRId64 "\n", p.part, p.owned,
+                  p.halo, p.edges, p.train);
     os << line;
   }
   os << "wrote        " << (out / "part-*.h5").string() << " and " << (out / "partition.json").string() << "\n";
@@ -211,6 +208,9 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   }
   TESSEL_ASSIGN_OR_RETURN(std::vector<storage::WorkerPartition> parts,
                           storage::BuildWorkerPartitions(g, r.part_of, r.num_parts));
+  const std::string graph_hash = storage::GraphHash(g);
+  for (storage::WorkerPartition& p : parts) p.graph_hash = graph_hash;
+  const storage::PartitionManifest manifest = ManifestOf(opts, g, graph_hash, r, random_edge_cut, parts);
 
   std::error_code ec;
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
@@ -224,14 +224,14 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
     st = storage::WritePartitionFile(p, (tmp / StrCat("part-", p.part, ".h5")).string());
     if (!st.ok()) break;
   }
-  if (st.ok()) st = WriteFileAtomically(tmp / kReport, PartitionJson(opts, g, r, random_edge_cut, parts));
+  if (st.ok()) st = WriteFileAtomically(tmp / kReport, storage::FormatPartitionManifest(manifest));
   if (st.ok()) st = CommitDirectory(tmp, out);
   if (!st.ok()) {
     fs::remove_all(tmp, ec);
     return st;
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PrintTable(os, opts, g, r, random_edge_cut, parts, total, out);
+  PrintTable(os, opts, g, r, manifest, total, out);
   return Status::Ok();
 }
 
@@ -245,7 +245,8 @@ void RegisterPartitionCommands(CLI::App& app, Status* result) {
   cmd->add_option("--out", opts->out, "Output directory for part-K.h5 and partition.json")->required();
   cmd->add_option("--method", opts->method, "metis (default), random or range")
       ->check(CLI::IsMember({"metis", "random", "range"}));
-  cmd->add_option("--seed", opts->seed, "Seed for METIS and the random baseline (default 1)");
+  cmd->add_option("--seed", opts->seed, "Seed for METIS and the random baseline (default: the job's partition.seed)")
+      ->capture_default_str();
   cmd->callback([opts, result] { *result = RunPartition(*opts, std::cout); });
 }
 

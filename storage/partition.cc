@@ -18,7 +18,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "the partition encoding is little-endian");
 
 constexpr char kMagic[8] = {'T', 'S', 'L', 'P', 'A', 'R', 'T', '1'};
-constexpr uint32_t kEncodingVersion = 2;  // 2: type_offsets
+constexpr uint32_t kEncodingVersion = 3;  // 2: type_offsets; 3: graph_hash
 
 // Where each global id's node type starts, for mapping a global id back to (type, local id).
 struct TypeIndex {
@@ -314,6 +314,7 @@ std::vector<uint8_t> EncodePartition(const WorkerPartition& p) {
   enc.Put<int64_t>(p.num_classes);
   enc.Put<int64_t>(p.total_train);
   enc.Put<int64_t>(p.total_test);
+  enc.PutString(p.graph_hash);
   enc.PutVector(p.offsets);
   enc.PutVector(p.type_offsets);
   enc.PutVector(p.row_new_id);
@@ -350,6 +351,7 @@ Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size) {
   p.num_classes = dec.Get<int64_t>("num_classes");
   p.total_train = dec.Get<int64_t>("total_train");
   p.total_test = dec.Get<int64_t>("total_test");
+  p.graph_hash = dec.GetString("graph_hash");
   p.offsets = dec.GetVector<int64_t>("offsets");
   p.type_offsets = dec.GetVector<int64_t>("type_offsets");
   p.row_new_id = dec.GetVector<int64_t>("row_new_id");

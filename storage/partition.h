@@ -47,6 +47,9 @@ struct WorkerPartition {
   int64_t num_classes = 0;
   int64_t total_train = 0;  // labelled training nodes over all parts (the loss is a mean over these)
   int64_t total_test = 0;
+  // GraphHash (storage/partition_manifest.h) of the graph it was cut from, in a part file and the
+  // partition.json beside it; "" for a partition built in memory by the coordinator.
+  std::string graph_hash;
 };
 
 // Range-book lookup: the part owning `new_id` and its local (owned-row) index there, or {-1, -1} when

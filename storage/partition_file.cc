@@ -2,8 +2,8 @@
 //
 // Layout, in the conventions of the graph file:
 //   /partition                attributes format_version, part, num_parts, num_owned, feature_dim,
-//                             total_nodes, num_classes, total_train, total_test (int64) and
-//                             relation_names (string array)
+//                             total_nodes, num_classes, total_train, total_test (int64),
+//                             graph_hash (string) and relation_names (string array)
 //   /partition/offsets        int64 [num_parts + 1]   the range partition book over new ids
 //   /partition/type_offsets   int64 [node types + 1]  node type t has the global ids [off[t], off[t+1])
 //   /partition/row_new_id     int64 [num_rows]
@@ -30,7 +30,7 @@
 namespace tessel::storage {
 namespace {
 
-constexpr int64_t kPartitionFormatVersion = 2;  // 2: type_offsets
+constexpr int64_t kPartitionFormatVersion = 3;  // 2: type_offsets; 3: graph_hash
 constexpr const char* kGroup = "/partition";
 // Edge and id arrays longer than this are chunked and compressed; shorter ones stay contiguous.
 constexpr size_t kChunkThreshold = size_t{1} << 16;
@@ -63,6 +63,7 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
                                                    {"total_train", p.total_train},
                                                    {"total_test", p.total_test}};
   for (const auto& [name, value] : attrs) TESSEL_RETURN_IF_ERROR(h5::WriteInt64Attribute(g, name, value, where));
+  TESSEL_RETURN_IF_ERROR(h5::WriteStringAttribute(g, "graph_hash", p.graph_hash, where));
   TESSEL_RETURN_IF_ERROR(h5::WriteStringArrayAttribute(g, "relation_names", p.relation_names, where));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "offsets", p.offsets, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "type_offsets", p.type_offsets, file));
@@ -128,8 +129,8 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
   const std::string where = StrCat(path, ": ", kGroup);
   TESSEL_ASSIGN_OR_RETURN(int64_t version, h5::ReadInt64Attribute(g, "format_version", where));
   if (version != kPartitionFormatVersion) {
-    return BadDataError(
-        StrCat(where, ": format_version ", version, " is not supported (expected ", kPartitionFormatVersion, ")"));
+    return BadDataError(StrCat(where, ": format_version ", version, " is not supported (expected ",
+                               kPartitionFormatVersion, "; partition the graph again with this build)"));
   }
   WorkerPartition p;
   TESSEL_ASSIGN_OR_RETURN(p.part, ReadInt32Attribute(g, "part", where));
@@ -140,6 +141,7 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
   TESSEL_ASSIGN_OR_RETURN(p.num_classes, h5::ReadInt64Attribute(g, "num_classes", where));
   TESSEL_ASSIGN_OR_RETURN(p.total_train, h5::ReadInt64Attribute(g, "total_train", where));
   TESSEL_ASSIGN_OR_RETURN(p.total_test, h5::ReadInt64Attribute(g, "total_test", where));
+  TESSEL_ASSIGN_OR_RETURN(p.graph_hash, h5::ReadStringAttribute(g, "graph_hash", where));
   TESSEL_ASSIGN_OR_RETURN(p.relation_names, h5::ReadStringArrayAttribute(g, "relation_names", where));
   const hid_t f = file.get();
   TESSEL_RETURN_IF_ERROR(Read1D(f, "offsets", path, &p.offsets));

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
+#include <tuple>
 
 #include "jobs/carry.h"
 #include "orchestrator/graph_partitioner.h"
 #include "orchestrator/planners/job_graph.h"
 #include "storage/partition.h"
+#include "storage/partition_manifest.h"
 #include "workers/rgnn/model_registry.h"
 
 namespace tessel::orchestrator {
@@ -31,23 +33,30 @@ struct WorkerCost {
   double epoch_seconds = 0;
 };
 
-WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::WorkerPartition& p) {
+// What one worker's cost scales with: its part's sizes (from the partition, or from partition.json) and
+// the graph's widths.
+struct PartFacts {
+  storage::PartSizes sizes;
+  int64_t total_nodes = 0, feature_dim = 0, num_classes = 0, num_relations = 0;
+  int32_t num_parts = 1;
+};
+
+PartFacts FactsOf(const storage::WorkerPartition& p) {
+  return {storage::SizesOf(p), p.total_nodes, p.feature_dim, p.num_classes, p.num_relations(), p.num_parts};
+}
+
+WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) {
   WorkerCost c;
-  c.owned = p.num_owned;
-  c.halo = p.num_rows() - p.num_owned;
-  c.edges = static_cast<int64_t>(p.src.size());
-  for (int32_t r = 0; r < p.num_relations(); ++r) {
-    int64_t prev = -1;
-    for (int64_t e = p.rel_ptr[static_cast<size_t>(r)]; e < p.rel_ptr[static_cast<size_t>(r) + 1]; ++e) {
-      if (p.src[static_cast<size_t>(e)] != prev) ++c.uniq_pairs, prev = p.src[static_cast<size_t>(e)];
-    }
-  }
+  c.owned = p.sizes.owned;
+  c.halo = p.sizes.halo;
+  c.edges = p.sizes.edges;
+  c.uniq_pairs = p.sizes.pairs;
   const bool onehot = s.input == ModelInput::kOneHot;
   std::vector<int64_t> dims;
   dims.push_back(onehot ? p.total_nodes : p.feature_dim);
   for (int l = 1; l < s.layers; ++l) dims.push_back(s.hidden);
   dims.push_back(p.num_classes);
-  const int64_t R = p.num_relations(), rows = p.num_rows();
+  const int64_t R = p.num_relations, rows = c.owned + c.halo;
   int64_t params = 0, act = 0;
   double flops = 0, bytes = 0;
   for (size_t l = 0; l + 1 < dims.size(); ++l) {
@@ -65,7 +74,7 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const storage::Worke
   if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
   c.parameter_bytes = params * 4 * 4;
   c.activation_bytes = act * 4 * 2;  // outputs and their gradients
-  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + static_cast<int64_t>(p.features.size()) * 4;
+  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + p.sizes.features * 4;
   c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
   return c;
 }
@@ -235,68 +244,117 @@ Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage:
   return Status();
 }
 
+namespace {
+
+// The plan's "graph" and "partition" records, and its notes on them.
+void Describe(const std::string& name, int64_t nodes, int64_t edges, int64_t relations, int64_t classes,
+              const std::string& method, int32_t parts, int64_t edge_cut, double seconds,
+              const std::vector<std::string>& constraints, const std::vector<double>& imbalances, Plan* plan) {
+  Record g;
+  Set(g, "name", name);
+  Set(g, "nodes", nodes);
+  Set(g, "edges", edges);
+  Set(g, "relations", relations);
+  Set(g, "classes", classes);
+  Record imbalance;
+  for (size_t i = 0; i < constraints.size(); ++i) Set(imbalance, constraints[i], imbalances[i]);
+  Record pr;
+  Set(pr, "method", method);
+  Set(pr, "parts", static_cast<int64_t>(parts));
+  Set(pr, "edge_cut", edge_cut);
+  Set(pr, "seconds", seconds);
+  Set(pr, "imbalance", imbalance);
+  Set(plan->summary, "graph", g);
+  Set(plan->summary, "partition", pr);
+  plan->notes.push_back(StrCat("graph ", name, ": ", nodes, " nodes, ", edges, " edges, ", relations, " relations, ",
+                               classes, " classes"));
+  if (parts > 1) {
+    std::string imb;
+    for (size_t i = 0; i < constraints.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %s %.3f", constraints[i].c_str(), imbalances[i]);
+      imb += buf;
+    }
+    plan->notes.push_back(
+        StrCat("partitioned with ", method, " into ", parts, " parts: edge cut ", edge_cut, ", imbalance", imb));
+  }
+}
+
+// data.format = "partitions": the plan from partition.json alone; each worker reads its part file.
+Result<std::vector<PartFacts>> PartsFromManifest(const jobs::JobSpec& spec, int32_t num_workers,
+                                                 std::vector<workers::PartFile>* files, Plan* plan) {
+  TESSEL_ASSIGN_OR_RETURN(storage::PartitionManifest m, storage::ReadPartitionManifest(spec.data.partitions));
+  if (m.parts != num_workers) {
+    return UsageError(StrCat(jobs::KeyOrigin(spec, "data.partitions"), ": ", spec.data.partitions, "/",
+                             storage::kPartitionManifestName, " holds ", m.parts, " parts, but the job has ",
+                             num_workers, " workers; partition the graph into ", num_workers,
+                             " parts or set resources.workers = ", m.parts));
+  }
+  // The parts fix the cut: a job that asks for another method or seed than they were cut with is refused.
+  const std::string seed = std::to_string(spec.partition.seed);
+  for (const auto& [key, asked, cut] : {std::tuple<std::string_view, std::string, std::string>{
+                                            "partition.method", std::string(NameOf(spec.partition.method)), m.method},
+                                        {"partition.seed", seed, std::to_string(m.seed)}}) {
+    if (spec.origins.contains(key) && asked != cut) {
+      return UsageError(StrCat(jobs::KeyOrigin(spec, key), ": ", key, " = ", asked, ", but the parts in ",
+                               spec.data.partitions, " were cut with ", key, " = ", cut,
+                               "; partition the graph again with it, or leave the key out"));
+    }
+  }
+  Describe(m.graph_name, m.nodes, m.edges, m.relations, m.classes, m.method, m.parts, m.edge_cut, m.seconds,
+           m.constraints, m.imbalance, plan);
+  plan->notes.push_back(
+      StrCat("parts read by their workers from ", spec.data.partitions, " (graph ", m.graph_hash, ")"));
+  std::vector<PartFacts> facts;
+  for (int32_t w = 0; w < m.parts; ++w) {
+    facts.push_back({m.per_part[static_cast<size_t>(w)], m.nodes, m.feature_dim, m.classes, m.relations, m.parts});
+    files->push_back(
+        {std::filesystem::absolute(m.PartFile(spec.data.partitions, w)).string(), m.graph_hash, w, m.parts});
+  }
+  return facts;
+}
+
+}  // namespace
+
 Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_workers, const Logger& log) {
   if (num_workers < 1) return UsageError("the job needs at least one worker");
   TESSEL_RETURN_IF_ERROR(Check(spec));  // the model's own rules, before the graph is read
   Plan plan;
   plan.step_unit = "epoch";
   plan.num_steps = spec.train.epochs;
-  std::vector<storage::WorkerPartition> parts;
-  {
+  Set(plan.summary, "model", spec.model.name);
+  std::vector<storage::WorkerPartition> parts;  // sent in the assignments, or
+  std::vector<workers::PartFile> files;         // read by the workers (data.format = "partitions")
+  std::vector<PartFacts> facts;
+  if (spec.data.format == jobs::DataFormat::kPartitions) {
+    TESSEL_ASSIGN_OR_RETURN(facts, PartsFromManifest(spec, num_workers, &files, &plan));
+  } else {
     // The whole graph lives only in this scope: once partitioned, the workers' shares are all that is kept.
     TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec, log));
     TESSEL_ASSIGN_OR_RETURN(PartitionResult partition,
                             PartitionGraph(graph, num_workers, spec.partition.method, spec.partition.seed));
+    Describe(graph.name, graph.num_nodes(), graph.num_edges(), static_cast<int64_t>(graph.relations.size()),
+             graph.num_classes, partition.method, num_workers, partition.edge_cut, partition.seconds,
+             partition.constraint_names, partition.imbalance, &plan);
     if (spec.train.mode == jobs::TrainMode::kSampled) {
       TESSEL_RETURN_IF_ERROR(AddSampledWorkers(spec, graph, partition.part_of, num_workers, &plan));
-    } else {
-      TESSEL_ASSIGN_OR_RETURN(parts, storage::BuildWorkerPartitions(graph, partition.part_of, num_workers));
+      return plan;
     }
-    Record g;
-    Set(g, "name", graph.name);
-    Set(g, "nodes", graph.num_nodes());
-    Set(g, "edges", graph.num_edges());
-    Set(g, "relations", static_cast<int64_t>(graph.relations.size()));
-    Set(g, "classes", graph.num_classes);
-    Record imbalance;
-    for (size_t i = 0; i < partition.constraint_names.size(); ++i)
-      Set(imbalance, partition.constraint_names[i], partition.imbalance[i]);
-    Record pr;
-    Set(pr, "method", partition.method);
-    Set(pr, "parts", static_cast<int64_t>(num_workers));
-    Set(pr, "edge_cut", partition.edge_cut);
-    Set(pr, "seconds", partition.seconds);
-    Set(pr, "imbalance", imbalance);
-    Set(plan.summary, "model", spec.model.name);
-    Set(plan.summary, "graph", g);
-    Set(plan.summary, "partition", pr);
-    plan.notes.push_back(StrCat("graph ", graph.name, ": ", graph.num_nodes(), " nodes, ", graph.num_edges(),
-                                " edges, ", graph.relations.size(), " relations, ", graph.num_classes, " classes"));
-    if (num_workers > 1) {
-      std::string imb;
-      for (size_t i = 0; i < partition.constraint_names.size(); ++i) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, " %s %.3f", partition.constraint_names[i].c_str(), partition.imbalance[i]);
-        imb += buf;
-      }
-      plan.notes.push_back(StrCat("partitioned with ", partition.method, " into ", num_workers, " parts: edge cut ",
-                                  partition.edge_cut, ", imbalance", imb));
-    }
+    TESSEL_ASSIGN_OR_RETURN(parts, storage::BuildWorkerPartitions(graph, partition.part_of, num_workers));
+    for (const storage::WorkerPartition& p : parts) facts.push_back(FactsOf(p));
   }
-  if (spec.train.mode == jobs::TrainMode::kSampled) return plan;
-  const int64_t feature_dim = parts.front().feature_dim;
-  TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
+  const PartFacts& first = facts.front();
+  TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, first.feature_dim));
   {
-    const storage::WorkerPartition& p = parts.front();
     workers::ModelShape shape;
-    shape.input_dim = settings.input == ModelInput::kOneHot ? p.total_nodes : p.feature_dim;
-    shape.classes = p.num_classes;
-    shape.workers = p.num_parts;
+    shape.input_dim = settings.input == ModelInput::kOneHot ? first.total_nodes : first.feature_dim;
+    shape.classes = first.num_classes;
+    shape.workers = first.num_parts;
     TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan.notes));
   }
   const int64_t budget = spec.resources.memory_budget_bytes;
-  for (size_t w = 0; w < parts.size(); ++w) {
-    const WorkerCost c = Estimate(settings, spec.resources.threads_per_worker, parts[w]);
+  for (size_t w = 0; w < facts.size(); ++w) {
+    const WorkerCost c = Estimate(settings, spec.resources.threads_per_worker, facts[w]);
     if (budget > 0 && c.total_bytes() > budget) {
       return UsageError(StrCat(jobs::KeyOrigin(spec, "resources.memory_budget_bytes"),
                                ": resources.memory_budget_bytes = ", budget, " but worker ", w, " needs about ",
@@ -310,7 +368,11 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
     Set(wp.details, "halo", c.halo);
     Set(wp.details, "edges", c.edges);
     Set(wp.details, "pairs", c.uniq_pairs);
-    wp.payload = std::make_unique<workers::RgnnAssignment>(settings, std::move(parts[w]));
+    if (files.empty()) {
+      wp.payload = std::make_unique<workers::RgnnAssignment>(settings, std::move(parts[w]));
+    } else {
+      wp.payload = std::make_unique<workers::RgnnAssignment>(settings, std::move(files[w]));
+    }
     plan.workers.push_back(std::move(wp));
   }
   return plan;

@@ -1,5 +1,6 @@
 // GraphPlanner: plans a full-graph RGNN job (job.kind = "rgnn"). It loads (or imports) the graph,
-// partitions it with METIS (or the job's method) into one part per worker, turns the job's model
+// partitions it with METIS (or the job's method) into one part per worker, or, with data.format =
+// "partitions", reads only partition.json and has each worker read its part file; it turns the job's model
 // settings into the RgnnSettings every worker receives, and predicts each worker's memory and epoch time
 // with a roofline cost model, refusing a plan that passes the memory budget.
 // Thread safety: one thread. Failure: see Planner.

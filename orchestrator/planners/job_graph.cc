@@ -55,6 +55,9 @@ Result<storage::HeteroGraph> BuildGraph(const jobs::JobSpec& spec) {
     case jobs::DataFormat::kLlmc:
     case jobs::DataFormat::kGeneratedText:
       return UsageError(StrCat("data.format = \"", NameOf(d.format), "\" holds tokens, not a graph"));
+    case jobs::DataFormat::kPartitions:
+      // The graph planner reads partition.json instead; no rank loads the whole graph.
+      return InternalError("data.format = \"partitions\" has no whole graph to load");
     case jobs::DataFormat::kGraph:
       break;
   }
@@ -84,6 +87,9 @@ std::string DataFingerprint(const jobs::JobSpec& spec) {
     }
     case jobs::DataFormat::kGraph:
       f += " graph=" + FileFacts(d.graph);
+      break;
+    case jobs::DataFormat::kPartitions:
+      f += " partitions=" + FileFacts(d.partitions + "/partition.json");
       break;
     case jobs::DataFormat::kText:
     case jobs::DataFormat::kLlmc:

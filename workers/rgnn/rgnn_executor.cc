@@ -68,6 +68,9 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
 Result<std::unique_ptr<Executor>> Build(std::unique_ptr<AssignmentPayload> payload, const ExecutorContext& context) {
   auto* assignment = dynamic_cast<RgnnAssignment*>(payload.get());
   if (assignment == nullptr) return InternalError("an rgnn.full executor got a payload of another kind");
+  if (!assignment->source.file.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(assignment->partition, ReadPartFile(assignment->source));
+  }
   TESSEL_ASSIGN_OR_RETURN(auto executor,
                           RgnnExecutor::Create(assignment->settings, std::move(assignment->partition), context));
   return std::unique_ptr<Executor>(std::move(executor));

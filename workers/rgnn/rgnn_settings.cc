@@ -4,10 +4,29 @@ namespace tessel::workers {
 
 void RgnnAssignment::Encode(ByteWriter& out) const {
   EncodeFields(settings, out);
-  out.PutVector(storage::EncodePartition(partition));
+  EncodeFields(source, out);
+  if (source.file.empty()) out.PutVector(storage::EncodePartition(partition));
+}
+
+Result<storage::WorkerPartition> ReadPartFile(const PartFile& ref) {
+  TESSEL_ASSIGN_OR_RETURN(storage::WorkerPartition p, storage::ReadPartitionFile(ref.file));
+  if (p.graph_hash != ref.graph_hash) {
+    return BadDataError(StrCat(ref.file, ": cut from the graph with hash ",
+                               p.graph_hash.empty() ? "(none)" : p.graph_hash,
+                               ", but the partition.json beside it names ", ref.graph_hash,
+                               " (a part file of another partitioning? partition the graph again)"));
+  }
+  if (p.part != ref.part || p.num_parts != ref.parts) {
+    return BadDataError(StrCat(ref.file, ": holds part ", p.part, " of ", p.num_parts, ", but the plan needs part ",
+                               ref.part, " of ", ref.parts));
+  }
+  return p;
 }
 
 std::string RgnnAssignment::Describe() const {
+  if (!source.file.empty()) {
+    return StrCat(settings.model, " partition ", source.part, " of ", source.parts, " from ", source.file);
+  }
   return StrCat(settings.model, " partition ", partition.part, " of ", partition.num_parts, ": ", partition.num_owned,
                 " owned, ", partition.num_rows() - partition.num_owned, " halo rows, ", partition.src.size(), " edges");
 }
@@ -34,6 +53,10 @@ std::string RgnnAssignment::SizedBy() const {
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   RgnnSettings settings;
   DecodeFields(settings, in, "settings");
+  PartFile source;
+  DecodeFields(source, in, "partition source");
+  if (!in.ok()) return nullptr;
+  if (!source.file.empty()) return std::make_unique<RgnnAssignment>(settings, std::move(source));
   const std::vector<uint8_t> bytes = in.GetVector<uint8_t>("partition");
   if (!in.ok()) return nullptr;
   Result<storage::WorkerPartition> part = storage::DecodePartition(bytes.data(), bytes.size());

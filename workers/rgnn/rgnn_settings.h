@@ -73,12 +73,28 @@ constexpr double L2Decay(double l2) { return 2.0 * l2; }
 // The dtype an RGNN executor computes in: train.precision = "fp64" is f64, else f32.
 constexpr DType RgnnDType(Precision precision) { return precision == Precision::kFp64 ? DType::kF64 : DType::kF32; }
 
-// The payload of kind "rgnn.full": settings and one worker's partition.
+// Where a worker's partition comes from: sent in the payload (file empty), or, with data.format =
+// "partitions", read by the worker from `file`, which must be part `part` of `parts` cut from the graph
+// whose GraphHash (storage/partition_manifest.h) partition.json names: graph_hash.
+#define TESSEL_PART_FILE_FIELDS(X) \
+  X(std::string, file)             \
+  X(std::string, graph_hash)       \
+  X(int32_t, part)                 \
+  X(int32_t, parts)
+struct PartFile {
+  TESSEL_FIELDS(PartFile, TESSEL_PART_FILE_FIELDS)
+};
+
+// Reads `ref`'s part file and checks it is the part the plan was made for. kBadData naming the file.
+Result<storage::WorkerPartition> ReadPartFile(const PartFile& ref);
+
+// The payload of kind "rgnn.full": settings and one worker's partition, or the part file it reads.
 class RgnnAssignment final : public AssignmentPayload {
  public:
   static constexpr std::string_view kKind = "rgnn.full";
   RgnnAssignment(RgnnSettings settings, storage::WorkerPartition partition)
       : settings(settings), partition(std::move(partition)) {}
+  RgnnAssignment(RgnnSettings settings, PartFile source) : settings(settings), source(std::move(source)) {}
 
   std::string_view kind() const override { return kKind; }
   void Encode(ByteWriter& out) const override;
@@ -87,7 +103,8 @@ class RgnnAssignment final : public AssignmentPayload {
   std::string SizedBy() const override;
 
   RgnnSettings settings;
-  storage::WorkerPartition partition;
+  storage::WorkerPartition partition;  // empty until read when source.file is set
+  PartFile source;
 };
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in);

@@ -35,7 +35,7 @@ TEST(FieldTable, DescribesDefaultsFromTheStructs) {
   EXPECT_EQ(by_key.at("job.kind").allowed, "\"rgnn\", \"llm\"");
   EXPECT_EQ(by_key.at("data.format").default_value, "required");
   EXPECT_EQ(by_key.at("data.format").allowed,
-            "\"graph\", \"rdf\", \"edges\", \"synthetic\", \"text\", \"llmc\", \"generated_text\"");
+            "\"graph\", \"rdf\", \"edges\", \"synthetic\", \"partitions\", \"text\", \"llmc\", \"generated_text\"");
   EXPECT_EQ(by_key.at("data.order").allowed, "\"sequential\", \"shuffled\"");
   EXPECT_EQ(by_key.at("data.generated_bytes").type, "bytes");
   EXPECT_EQ(by_key.at("data.generated_bytes").default_value, "1048576");

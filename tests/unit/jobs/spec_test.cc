@@ -228,7 +228,7 @@ TEST(ParseJob, EnumValueOutsideTheChoicesListsThem) {
             "t.toml:7:1: data.order: \"random\" is not allowed; allowed values: \"sequential\", \"shuffled\"");
   EXPECT_EQ(UsageMessage(Parse(Job(), {"data.format=tokens"})),
             "--set data.format=tokens: data.format: \"tokens\" is not allowed; allowed values: \"graph\", \"rdf\", "
-            "\"edges\", \"synthetic\", \"text\", \"llmc\", \"generated_text\"");
+            "\"edges\", \"synthetic\", \"partitions\", \"text\", \"llmc\", \"generated_text\"");
   EXPECT_EQ(UsageMessage(Parse(Job(), {"data.feature_store=memory"})),
             "--set data.feature_store=memory: data.feature_store: \"memory\" is not allowed; allowed values: \"auto\", "
             "\"mapped\", \"pinned\"");

@@ -376,6 +376,18 @@ TEST(ValidateJob, EachDataFormatNeedsItsInputs) {
   EXPECT_THAT(Problem(Job(), {"data.format=graph"}), HasSubstr("t.toml:5:2: missing required key 'data.graph'"));
 }
 
+TEST(ValidateJob, PartitionsNeedTheirDirectory) {
+  EXPECT_THAT(Problem(Job("", "rgnn", "partitions")),
+              HasSubstr("missing required key 'data.partitions' (the directory `tessel partition --out` wrote)"));
+  EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n", "rgnn", "partitions")));
+  // [partition] keys are allowed (one file switches between formats); the planner compares them with the cut.
+  EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n[partition]\nseed = 3\n", "rgnn", "partitions")));
+  EXPECT_THAT(Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"), {"train.mode=sampled"}),
+              HasSubstr("train.mode = \"sampled\" with data.format = \"partitions\" is not supported by this build"));
+  EXPECT_THAT(Problem(kLlmJob, {"data.format=partitions", "data.partitions=parts"}),
+              HasSubstr("is a graph; an llm job reads"));
+}
+
 TEST(ValidateJob, KeysOfOtherFormatsAreIgnored) {
   // One file can be switched between formats with --set data.format=...
   EXPECT_TRUE(Valid(Job("triples = \"a.nt\"\n[data.synthetic]\nnodes = 100\n", "rgnn", "graph"), {"data.graph=g.h5"}));
