@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/logging.h"
 
@@ -287,6 +288,51 @@ void ReapPendingSends() {
   }
 }
 
+// `bytes` bytes as (count, datatype) for one MPI call. Up to INT_MAX that is (bytes, MPI_BYTE); past it,
+// MPI's int count would overflow, so the message is one element of a derived type: whole pieces of
+// 1 GiB and the rest (BigMPI's way). The receiver learns the size from MPI_Get_elements_x, 64-bit.
+class ByteSpan {
+ public:
+  static Result<ByteSpan> Of(size_t bytes) {
+    ByteSpan s;
+    if (bytes <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+      s.count_ = static_cast<int>(bytes);
+      return s;
+    }
+    constexpr size_t kPiece = size_t{1} << 30;
+    MPI_Datatype piece = MPI_DATATYPE_NULL, pieces = MPI_DATATYPE_NULL;
+    TESSEL_RETURN_IF_ERROR(
+        MpiCheck(MPI_Type_contiguous(static_cast<int>(kPiece), MPI_BYTE, &piece), "MPI_Type_contiguous"));
+    Status st = MpiCheck(MPI_Type_contiguous(static_cast<int>(bytes / kPiece), piece, &pieces), "MPI_Type_contiguous");
+    MPI_Type_free(&piece);
+    TESSEL_RETURN_IF_ERROR(st);
+    const int lengths[2] = {1, static_cast<int>(bytes % kPiece)};
+    const MPI_Aint offsets[2] = {0, static_cast<MPI_Aint>(bytes - bytes % kPiece)};
+    const MPI_Datatype types[2] = {pieces, MPI_BYTE};
+    st = MpiCheck(MPI_Type_create_struct(lengths[1] > 0 ? 2 : 1, lengths, offsets, types, &s.type_),
+                  "MPI_Type_create_struct");
+    MPI_Type_free(&pieces);
+    TESSEL_RETURN_IF_ERROR(st);
+    s.owned_ = true;
+    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Type_commit(&s.type_), "MPI_Type_commit"));
+    s.count_ = 1;
+    return s;
+  }
+  ByteSpan(ByteSpan&& o) noexcept : type_(o.type_), count_(o.count_), owned_(std::exchange(o.owned_, false)) {}
+  ByteSpan& operator=(ByteSpan&&) = delete;
+  ~ByteSpan() {
+    if (owned_) MPI_Type_free(&type_);
+  }
+  MPI_Datatype type() const { return type_; }
+  int count() const { return count_; }
+
+ private:
+  ByteSpan() = default;
+  MPI_Datatype type_ = MPI_BYTE;
+  int count_ = 0;
+  bool owned_ = false;
+};
+
 // A send past its limit: asked to cancel, and kept with its buffer until it completes.
 Status AbandonSend(MPI_Request req, std::vector<uint8_t> bytes, int dest) {
   MPI_Cancel(&req);
@@ -301,12 +347,10 @@ Status AbandonSend(MPI_Request req, std::vector<uint8_t> bytes, int dest) {
 
 Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::duration<double> timeout) {
   ReapPendingSends();
-  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return InternalError("message of " + std::to_string(bytes.size()) + " bytes exceeds MPI's 2 GiB limit");
-  }
+  TESSEL_ASSIGN_OR_RETURN(const ByteSpan span, ByteSpan::Of(bytes.size()));
   MPI_Request req;
-  TESSEL_RETURN_IF_ERROR(MpiCheck(
-      MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req), "MPI_Isend"));
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Isend(bytes.data(), span.count(), span.type(), dest, tag, MPI_COMM_WORLD, &req), "MPI_Isend"));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // A big message moves in fragments, each only when this side calls into MPI: a sleeping sender would
   // make an 800 MB assignment take minutes, so past 1 MiB it only yields between tests.
@@ -332,12 +376,15 @@ Result<Message> TryReceive(int source, int tag, const std::function<void()>& bet
   TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Improbe(source, tag, MPI_COMM_WORLD, &flag, &handle, &st), "MPI_Improbe"));
   Message m;
   if (!flag) return m;
-  int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
+  MPI_Count count = 0;  // 64-bit: a message may exceed 2 GiB (ByteSpan)
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Get_elements_x(&st, MPI_BYTE, &count), "MPI_Get_elements_x"));
+  if (count < 0) return RankFailedError("a message whose size MPI cannot tell (MPI_UNDEFINED)");
   m.bytes.resize(static_cast<size_t>(count));
+  TESSEL_ASSIGN_OR_RETURN(const ByteSpan span, ByteSpan::Of(m.bytes.size()));
   if (between && count > (1 << 20)) {
     MPI_Request req;
-    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Imrecv(m.bytes.data(), count, MPI_BYTE, &handle, &req), "MPI_Imrecv"));
+    TESSEL_RETURN_IF_ERROR(
+        MpiCheck(MPI_Imrecv(m.bytes.data(), span.count(), span.type(), &handle, &req), "MPI_Imrecv"));
     for (;;) {
       int done = 0;
       TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Test(&req, &done, &st), "MPI_Test"));
@@ -349,7 +396,7 @@ Result<Message> TryReceive(int source, int tag, const std::function<void()>& bet
     m.tag = st.MPI_TAG;
     return m;
   }
-  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Mrecv(m.bytes.data(), count, MPI_BYTE, &handle, &st), "MPI_Mrecv"));
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Mrecv(m.bytes.data(), span.count(), span.type(), &handle, &st), "MPI_Mrecv"));
   m.source = st.MPI_SOURCE;
   m.tag = st.MPI_TAG;
   return m;

@@ -104,7 +104,8 @@ Status MpiCheck(int rc, const char* what);
 // Sends bytes to `dest` with `tag` on MPI_COMM_WORLD and waits for completion by polling
 // (MPI_Test + backoff sleep) up to `timeout`; then kRankFailed. A send that timed out may still be read
 // by MPI later (Open MPI does not cancel sends), so it keeps `bytes` (hence by value: move them in) until
-// it completes; each later call drops those that have.
+// it completes; each later call drops those that have. Any size: past 2 GiB the bytes go as one message
+// of a derived datatype (MPI's counts are int), which TryReceive takes whole.
 Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::duration<double> timeout);
 
 // The sleep between polls: 50 us, doubling to 20 ms, so latency stays low without busy-waiting.
