@@ -4,7 +4,8 @@
 # under mpirun (each worker reads its own part-K.h5, the coordinator only partition.json) give the same
 # epoch losses, bit for bit, and the same test predictions as the coordinator's own path on the same graph
 # (it reads the whole graph and cuts it with the same method and seed). The reference is that path, which
-# exactness.sh holds to the embedded run and PyTorch (rgnn_parity.sh) in turn.
+# exactness.sh holds to the embedded run and PyTorch (rgnn_parity.sh) in turn. `tessel plan` predicts the
+# same worker table from partition.json alone as from the graph.
 # Then each bad input: a part count that differs from the workers (exit 2), a partition.seed other than
 # the cut's (2), no partition.json (2), a corrupt one (3), a missing, truncated or foreign part file (3,
 # naming the file): none trains.
@@ -50,6 +51,21 @@ PY
       fail "$model with $workers workers trains differently from part files"
   done
 done
+
+# `tessel plan` from partition.json alone predicts each worker's sizes, memory and epoch as from the graph.
+for workers in 2 3; do
+  for how in graph partitions; do
+    sets=(--set data.format=$how --set resources.workers=$workers)
+    [ $how = graph ] && sets+=(--set data.graph="$graph") || sets+=(--set data.partitions="$TESSEL_WORK/parts-$workers")
+    "$TESSEL" plan jobs/examples/rgcn-synthetic.toml "${sets[@]}" > "$TESSEL_WORK/plan-$how.txt" ||
+      fail "tessel plan from $how failed"
+    sed -n '/^worker/,$p' "$TESSEL_WORK/plan-$how.txt" > "$TESSEL_WORK/plan-$how.rows"
+  done
+  [ "$(wc -l < "$TESSEL_WORK/plan-graph.rows")" -eq $((workers + 1)) ] || fail "no worker table in tessel plan"
+  diff "$TESSEL_WORK/plan-graph.rows" "$TESSEL_WORK/plan-partitions.rows" ||
+    fail "tessel plan from partition.json predicts otherwise than from the graph ($workers workers)"
+done
+echo "tessel plan from partition.json: the same worker table as from the graph (2 and 3 workers)"
 
 # Bad inputs: each refused with its exit code and a message naming the file; no run trains.
 bad() {  # bad CODE PATTERN DIR [WORKERS [SETS...]]
