@@ -15,19 +15,16 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cluster/two_ranks.h"
 #include "workers/comm/mpi_comm.h"
 
 namespace {
 
 using namespace tessel;
+using testing::Fail;
 
 constexpr int kTag = 77;
 constexpr size_t kBytes = size_t{8} << 20;
-
-int Fail(int rank, const std::string& what) {
-  std::fprintf(stderr, "FAIL rank %d: %s\n", rank, what.c_str());
-  return 1;
-}
 
 uint8_t Pattern(size_t i, int round) { return static_cast<uint8_t>((i * 131 + i / 4096 + round * 7) & 0xff); }
 
@@ -77,15 +74,4 @@ int Receiver() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  auto session = tessel::workers::MpiSession::Init(&argc, &argv);
-  if (!session.ok()) return Fail(-1, session.status().ToString());
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 2) return Fail(rank, "run with mpirun -np 2");
-  const int rc = rank == 0 ? Sender() : Receiver();
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
-}
+int main(int argc, char** argv) { return tessel::testing::RunTwoRanks(argc, argv, &Sender, &Receiver); }
