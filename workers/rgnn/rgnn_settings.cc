@@ -43,6 +43,11 @@ std::string ModelSizedBy(const RgnnSettings& s) {
 }  // namespace
 
 std::string RgnnAssignment::SizedBy() const {
+  // Asked before the executor is built, so a part file is not read yet: it is named instead.
+  if (!source.file.empty()) {
+    return StrCat(ModelSizedBy(settings), " and this worker's part file ", source.file, " (part ", source.part, " of ",
+                  source.parts, "; more parts make it smaller)");
+  }
   const int64_t input = settings.input == ModelInput::kOneHot ? partition.total_nodes : partition.feature_dim;
   return StrCat(ModelSizedBy(settings), " and this worker's partition (", partition.num_rows(), " rows, ",
                 partition.src.size(), " edges, ", partition.num_relations(), " relations, an input width of ", input,

@@ -8,9 +8,12 @@
 // where the job's defaults are 0.01 and 0.999): LlmStageAssignment{}'s train.lr would read 0.0003, and
 // ZeroByDefault fails naming "train.lr"; a decoder that refused seq_len > context would refuse the
 // hostile payload of DecodersCheckOnlyBytes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -78,6 +81,7 @@ TEST(PayloadFields, WorkerSideStructsHaveNoDefaultsOfTheirOwn) {
   ExpectZeroByDefault<RgnnSettings>("RgnnSettings");
   ExpectZeroByDefault<SamplingSettings>("SamplingSettings");
   ExpectZeroByDefault<RgnnSampledAssignment>("RgnnSampledAssignment");
+  ExpectZeroByDefault<PartFile>("PartFile");
   ExpectZeroByDefault<GptConfig>("GptConfig");
   ExpectZeroByDefault<LlmTrainSettings>("LlmTrainSettings");
   ExpectZeroByDefault<LlmDataSettings>("LlmDataSettings");
@@ -118,6 +122,23 @@ TEST(PayloadFields, DecodersCheckOnlyBytes) {
       auto back = DecodeRgnnAssignment(in);
       ASSERT_NE(back, nullptr) << "rgnn.full refused values only the job's rules forbid: " << in.error();
       EXPECT_EQ(dynamic_cast<RgnnAssignment&>(*back).settings, s);
+    }
+    {
+      RgnnSettings s;
+      Fill(s, pass);
+      PartFile source;
+      Fill(source, pass);
+      if (source.file.empty()) source.file = "parts/part-0.h5";  // an empty file means "sent inline"
+      RgnnAssignment a(s, source);
+      const std::vector<uint8_t> bytes = Bytes(a);
+      ByteReader in(bytes.data(), bytes.size());
+      auto back = DecodeRgnnAssignment(in);
+      ASSERT_NE(back, nullptr) << "rgnn.full with a part file refused: " << in.error();
+      const auto& b = dynamic_cast<RgnnAssignment&>(*back);
+      EXPECT_EQ(b.settings, s);
+      EXPECT_EQ(b.source, source);
+      EXPECT_TRUE(in.done());
+      EXPECT_NE(b.SizedBy().find(source.file), std::string::npos) << b.SizedBy();
     }
     {
       RgnnSampledAssignment a;
@@ -182,6 +203,38 @@ TEST(PayloadFields, DescriptionsNameEveryField) {
                            "block_policies=[offload,keep]", "spill.checksum=false"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << " in: " << text;
   }
+}
+
+// A worker reads only the part the plan named: of the graph partition.json names, part K of N.
+TEST(PartFile, ReadsOnlyThePartThePlanNamed) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / StrCat("tessel-part-file-test-", ::getpid());
+  std::filesystem::create_directories(dir);
+  storage::WorkerPartition p;
+  p.part = 1;
+  p.num_parts = 2;
+  p.offsets = {0, 0, 0};
+  p.type_offsets = {0, 0};
+  p.rel_ptr = {0};
+  p.graph_hash = "00000000000000aa";
+  const std::string file = (dir / "part-1.h5").string();
+  ASSERT_TRUE(storage::WritePartitionFile(p, file).ok());
+  EXPECT_TRUE(ReadPartFile({file, "00000000000000aa", 1, 2}).ok());
+  const auto error = [](const PartFile& ref) {
+    Result<storage::WorkerPartition> r = ReadPartFile(ref);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kBadData);
+    return r.status().message();
+  };
+  EXPECT_THAT(error({file, "00000000000000bb", 1, 2}),
+              ::testing::HasSubstr(file + ": cut from the graph with hash 00000000000000aa, but the partition.json "
+                                          "beside it names 00000000000000bb"));
+  EXPECT_THAT(error({file, "00000000000000aa", 0, 2}),
+              ::testing::HasSubstr("holds part 1 of 2, but the plan needs part 0 of 2"));
+  EXPECT_THAT(error({file, "00000000000000aa", 1, 3}), ::testing::HasSubstr("but the plan needs part 1 of 3"));
+  EXPECT_THAT(error({(dir / "part-9.h5").string(), "00000000000000aa", 9, 10}),
+              ::testing::HasSubstr("part-9.h5: cannot open partition file"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
