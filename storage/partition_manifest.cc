@@ -204,12 +204,12 @@ Result<PartitionManifest> ReadPartitionManifest(const std::string& dir) {
   if (!doc.is_object()) return BadDataError(StrCat(path, ": expected a JSON object"));
   const Reader r(doc, path);
   PartitionManifest m;
+  if (!doc.contains("graph_hash")) {
+    return r.Bad("graph_hash", "missing: an older `tessel partition` wrote it; partition the graph again");
+  }
   const auto format = r.Text("format");
   if (!format.ok() || *format != "tessel-partition") {
     return r.Bad("format", "missing or not \"tessel-partition\": not written by `tessel partition`");
-  }
-  if (!doc.contains("graph_hash")) {
-    return r.Bad("graph_hash", "missing: an older `tessel partition` wrote it; partition the graph again");
   }
   TESSEL_ASSIGN_OR_RETURN(m.format_version, r.Count("format_version"));
   if (m.format_version != kPartitionManifestVersion) {

@@ -123,6 +123,12 @@ struct BadCase {
 TEST(PartitionManifest, RefusesEachMalformedManifestNamingTheKey) {
   const BadCase cases[] = {
       {"no graph_hash (an older Tessel)", [](Json& d) { d.erase("graph_hash"); }, "graph_hash: missing"},
+      {"stop 42's manifest: no format either",
+       [](Json& d) {
+         d.erase("graph_hash");
+         d.erase("format");
+       },
+       "graph_hash: missing: an older `tessel partition` wrote it"},
       {"another format", [](Json& d) { d["format"] = "dgl"; }, "format: "},
       {"a newer version", [](Json& d) { d["format_version"] = 9; }, "format_version: 9 is not supported"},
       {"parts against per_part", [](Json& d) { d["parts"] = 3; }, "per_part: expected a list of 3 parts"},
