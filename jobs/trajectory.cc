@@ -37,7 +37,8 @@ std::vector<std::pair<std::string, std::string>> TrajectorySettings(const JobSpe
     if (const auto* one = std::get_if<std::string>(&value)) paths.push_back(*one);
     if (const auto* many = std::get_if<std::vector<std::string>>(&value)) paths = *many;
     for (std::string path : paths) {
-      // A partitions directory is replaced whole by `tessel partition`, its manifest with it.
+      // A partitions directory is replaced whole by `tessel partition`, its manifest with it (the name
+      // is storage::kPartitionManifestName; jobs does not depend on storage).
       if (f.key == "data.partitions" && !path.empty()) path += "/partition.json";
       if (!path.empty()) out.emplace_back(StrCat(f.key, " file ", path), DescribeInputFile(path));
     }

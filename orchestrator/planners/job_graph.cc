@@ -88,9 +88,7 @@ std::string DataFingerprint(const jobs::JobSpec& spec) {
     case jobs::DataFormat::kGraph:
       f += " graph=" + FileFacts(d.graph);
       break;
-    case jobs::DataFormat::kPartitions:
-      f += " partitions=" + FileFacts(d.partitions + "/partition.json");
-      break;
+    case jobs::DataFormat::kPartitions:  // nothing is imported or cached: the workers read the parts
     case jobs::DataFormat::kText:
     case jobs::DataFormat::kLlmc:
     case jobs::DataFormat::kGeneratedText:
