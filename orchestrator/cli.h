@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "storage/chunked_import.h"
 
 namespace tessel::cli {
 
@@ -19,6 +20,10 @@ void RegisterPartitionCommands(CLI::App& app, Status* result);  // partition (cl
 void RegisterPluginCommands(CLI::App& app, Status* result);     // plugin list|inspect|check (cli_plugin.cc)
 void RegisterSmokeCommand(CLI::App& app, Status* result);       // smoke (cli_smoke.cc)
 void RegisterReportCommand(CLI::App& app, Status* result);      // report (cli_report.cc)
+
+// How a chunked graph is read (the node_data keys and the derived relations), for `tessel import chunked`
+// and `tessel partition --input` alike (cli_data.cc).
+void AddChunkedReadOptions(CLI::App* cmd, storage::ChunkedImportOptions* options);
 
 // The check of a whole-number option: "--parts: must be a whole number >= 1, got 0" (CLI::PositiveNumber
 // would print a double's range, "0.000000 to 1797693...", 309 digits).

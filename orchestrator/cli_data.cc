@@ -78,12 +78,9 @@ void RegisterImportEdges(CLI::App& import, Status* result) {
   });
 }
 
-void RegisterImportChunked(CLI::App& import, Status* result) {
-  auto opts = std::make_shared<storage::ChunkedImportOptions>();
-  auto out = std::make_shared<std::string>();
-  CLI::App* cmd = import.add_subcommand(
-      "chunked", "Import a graph in DGL's chunked graph format (a directory with metadata.json, CSV and .npy chunks)");
-  cmd->add_option("DIR", opts->dir, "The directory that holds metadata.json")->required();
+}  // namespace
+
+void AddChunkedReadOptions(CLI::App* cmd, storage::ChunkedImportOptions* opts) {
   cmd->add_option("--features", opts->features, "node_data key read as node features")->capture_default_str();
   cmd->add_option("--labels", opts->labels, "node_data key read as class labels (-1 = unlabelled)")
       ->capture_default_str();
@@ -92,8 +89,19 @@ void RegisterImportChunked(CLI::App& import, Status* result) {
   cmd->add_option("--test-mask", opts->test_mask, "node_data key of the test mask")->capture_default_str();
   cmd->add_flag("--add-inverse", opts->add_inverse, "Add an inverse relation R^-1 per edge type");
   cmd->add_flag("--add-self-loop", opts->add_self_loop, "Add a self-loop relation per node type");
-  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
   cmd->add_option("--name", opts->name, "Graph name (default: metadata.json's graph_name)");
+}
+
+namespace {
+
+void RegisterImportChunked(CLI::App& import, Status* result) {
+  auto opts = std::make_shared<storage::ChunkedImportOptions>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = import.add_subcommand(
+      "chunked", "Import a graph in DGL's chunked graph format (a directory with metadata.json, CSV and .npy chunks)");
+  cmd->add_option("DIR", opts->dir, "The directory that holds metadata.json")->required();
+  AddChunkedReadOptions(cmd, opts.get());
+  cmd->add_option("--out", *out, "Graph file to write (.h5)")->required();
   cmd->callback([opts, out, result] {
     const auto start = Clock::now();
     Result<storage::ChunkedImport> imported = storage::ImportChunked(*opts);

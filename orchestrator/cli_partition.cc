@@ -1,11 +1,13 @@
 // `tessel partition GRAPH --parts N --out DIR [--method metis|random|range] [--seed S]`
+// `mpirun -np P tessel partition --input CHUNKED_DIR --parts N --out DIR [--method ptscotch|random|range]`
 //
-// Reads a graph file, partitions it, and writes DIR/part-K.h5 (one WorkerPartition per part) and
-// DIR/partition.json. Everything is written into a sibling temporary directory that is renamed into
-// place at the end, so a failure leaves no partial output. partition.json's "files" lists every file the
-// command wrote (itself included). An existing DIR is replaced only when it is empty or provably an
-// earlier output: its partition.json lists every entry of the directory, and nothing else is there;
-// anything else is refused (exit 2) naming the entries it would have removed.
+// Reads a graph file (or, with --input, every rank its share of a chunked graph:
+// orchestrator/partitioning/chunked_partition.h), partitions it, and writes DIR/part-K.h5 (one WorkerPartition per
+// part) and DIR/partition.json. Everything is written into a sibling temporary directory that is renamed into place at
+// the end, so a failure leaves no partial output. partition.json's "files" lists every file the command wrote (itself
+// included). An existing DIR is replaced only when it is empty or provably an earlier output: its partition.json lists
+// every entry of the directory, and nothing else is there; anything else is refused (exit 2) naming the entries it
+// would have removed.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,9 +31,12 @@
 #include "jobs/spec.h"
 #include "orchestrator/cli.h"
 #include "orchestrator/graph_partitioner.h"
+#include "orchestrator/partitioning/chunked_partition.h"
+#include "orchestrator/partitioning/rank_group.h"
 #include "storage/graph.h"
 #include "storage/partition.h"
 #include "storage/partition_manifest.h"
+#include "workers/comm/mpi_comm.h"
 
 namespace tessel::cli {
 namespace {
@@ -43,8 +48,9 @@ using orchestrator::PartitionResult;
 // defaults are the parts `tessel run` cuts with its own.
 struct PartitionOptions {
   std::string graph;
+  storage::ChunkedImportOptions input;  // --input DIR: a chunked graph, partitioned by every rank of an mpirun
   std::string out;
-  std::string method = std::string(NameOf(jobs::PartitionSection{}.method));
+  std::string method;  // empty: the job file's default (metis) for GRAPH, ptscotch for --input
   int32_t parts = 0;
   uint64_t seed = jobs::PartitionSection{}.seed;
 };
@@ -150,32 +156,30 @@ storage::PartitionManifest ManifestOf(const PartitionOptions& opts, const storag
   return m;
 }
 
-void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::HeteroGraph& g, const PartitionResult& r,
-                const storage::PartitionManifest& m, double total_seconds, const fs::path& out) {
-  const int64_t random_edge_cut = m.random_edge_cut;
+void PrintTable(std::ostream& os, const storage::PartitionManifest& m, double total_seconds, const fs::path& out) {
   char line[256];
-  os << "graph        " << opts.graph << " (" << g.num_nodes() << " nodes, " << g.num_edges() << " edges, "
-     << g.relations.size() << " relations)\n";
-  os << "method       " << r.method << ", " << r.num_parts << " parts, seed " << opts.seed << "\n";
-  if (random_edge_cut > 0) {
+  os << "graph        " << m.graph << " (" << m.nodes << " nodes, " << m.edges << " edges, " << m.relations
+     << " relations)\n";
+  os << "method       " << m.method << ", " << m.parts << " parts, seed " << m.seed << "\n";
+  if (m.random_edge_cut > 0) {
     std::snprintf(line, sizeof line, "edge cut     %" PRId64 "  (random partition: %" PRId64 ", ratio %.3f)\n",
-                  r.edge_cut, random_edge_cut, static_cast<double>(r.edge_cut) / random_edge_cut);
+                  m.edge_cut, m.random_edge_cut, static_cast<double>(m.edge_cut) / m.random_edge_cut);
   } else {
-    std::snprintf(line, sizeof line, "edge cut     %" PRId64 "  (random partition: %" PRId64 ")\n", r.edge_cut,
-                  random_edge_cut);
+    std::snprintf(line, sizeof line, "edge cut     %" PRId64 "  (random partition: %" PRId64 ")\n", m.edge_cut,
+                  m.random_edge_cut);
   }
   os << line;
   os << "imbalance   ";
   bool over = false;
-  for (size_t c = 0; c < r.constraint_names.size(); ++c) {
-    std::snprintf(line, sizeof line, " %s %.3f", r.constraint_names[c].c_str(), r.imbalance[c]);
+  for (size_t c = 0; c < m.constraints.size(); ++c) {
+    std::snprintf(line, sizeof line, " %s %.3f", m.constraints[c].c_str(), m.imbalance[c]);
     os << line;
-    over = over || r.imbalance[c] > orchestrator::kMaxImbalance;
+    over = over || m.imbalance[c] > orchestrator::kMaxImbalance;
   }
   os << (over ? "  (above the 1.05 target: no move could repair it, e.g. one node outweighs a part's slack)" : "")
      << "\n";
-  std::snprintf(line, sizeof line, "time         partition %.3f s (%d rebalancing moves), total %.3f s\n", r.seconds,
-                r.rebalance_moves, total_seconds);
+  std::snprintf(line, sizeof line, "time         partition %.3f s (%" PRId64 " rebalancing moves), total %.3f s\n",
+                m.seconds, m.rebalance_moves, total_seconds);
   os << line;
   std::snprintf(line, sizeof line, "%6s %12s %12s %12s %10s\n", "part", "owned", "halo", "edges", "train");
   os << line;
@@ -187,15 +191,139 @@ void PrintTable(std::ostream& os, const PartitionOptions& opts, const storage::H
   os << "wrote        " << (out / "part-*.h5").string() << " and " << (out / "partition.json").string() << "\n";
 }
 
-Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::optional<PartitionMethod> chosen = ChoiceNamed<PartitionMethod>(opts.method);
-  if (!chosen)
-    return UsageError(StrCat("unknown partition method '", opts.method, "' (expected metis, random or range)"));
-  const PartitionMethod method = *chosen;
+Result<fs::path> OutputDirectory(const PartitionOptions& opts) {
   const fs::path out = fs::path(opts.out).lexically_normal();
   if (out.filename().empty() || out.filename() == "." || out.filename() == "..")
     return UsageError(StrCat("--out ", opts.out, " does not name a directory"));
+  return out;
+}
+
+// A new temporary directory beside `out`: mkdir refuses anything already there (a link included), and
+// nothing there is removed.
+Result<fs::path> MakeTemporaryDirectory(const fs::path& out) {
+  std::error_code ec;
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) return StorageError(StrCat("cannot create ", parent.string(), ": ", ec.message()));
+  const fs::path tmp = TemporaryPathFor(out.string());
+  if (::mkdir(tmp.c_str(), 0755) != 0) return StorageError(StrCat("cannot create ", DescribeCreateFailure(tmp, errno)));
+  return tmp;
+}
+
+Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator::ChunkedPartitionOptions& o,
+                        const fs::path& out, std::chrono::steady_clock::time_point start, std::ostream& os);
+
+// `mpirun -np P tessel partition --input DIR ...`: every rank reads its share and writes the parts it
+// owns into one temporary directory on the storage they share; rank 0 writes partition.json and renames
+// the directory into place once every rank has written, and removes it when any rank failed.
+Status RunChunkedPartition(const PartitionOptions& opts, std::ostream& os) {
+  const auto start = std::chrono::steady_clock::now();
+  orchestrator::ChunkedPartitionOptions o;
+  o.input = opts.input;
+  o.parts = opts.parts;
+  o.seed = opts.seed;
+  const std::string method = opts.method.empty() ? "ptscotch" : opts.method;
+  if (method == "ptscotch") {
+    o.method = orchestrator::ShardedMethod::kPtScotch;
+  } else if (method == "random") {
+    o.method = orchestrator::ShardedMethod::kRandom;
+  } else if (method == "range") {
+    o.method = orchestrator::ShardedMethod::kRange;
+  } else {
+    return UsageError(StrCat("--method ", method,
+                             " does not partition a chunked graph (--input): expected ptscotch, "
+                             "random or range; metis runs on one process over a graph file"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(const fs::path out, OutputDirectory(opts));
+  TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
+  TESSEL_ASSIGN_OR_RETURN(const orchestrator::RankGroup group, orchestrator::RankGroup::World());
+  const Status st = PartitionOnRanks(group, o, out, start, os);
+  // Every rank has the same (agreed) error; rank 0 alone prints it.
+  return st.ok() || group.rank() == 0 ? st : Status(st.code(), "");
+}
+
+Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator::ChunkedPartitionOptions& o,
+                        const fs::path& out, std::chrono::steady_clock::time_point start, std::ostream& os) {
+  const bool root = group.rank() == 0;
+  TESSEL_RETURN_IF_ERROR(group.Agree(root ? CheckReplaceable(out) : Status::Ok()));
+  std::string tmp;
+  Status st;
+  if (root) {
+    Result<fs::path> made = MakeTemporaryDirectory(out);
+    st = made.status();
+    if (made.ok()) tmp = made->string();
+  }
+  TESSEL_RETURN_IF_ERROR(group.Agree(st));
+  TESSEL_RETURN_IF_ERROR(group.Broadcast(&tmp, 0));
+  const auto abandon = [&](const Status& why) {
+    std::error_code ec;
+    if (root) fs::remove_all(tmp, ec);
+    return why;
+  };
+  std::error_code ec;
+  st = group.Agree(fs::is_directory(tmp, ec) ? Status::Ok()
+                                             : StorageError(StrCat("cannot see ", tmp,
+                                                                   ", which rank 0 created: --out must be on storage "
+                                                                   "every rank shares")));
+  if (!st.ok()) return abandon(st);
+  Result<orchestrator::ChunkedPartition> r = orchestrator::PartitionChunked(group, o);
+  if (!r.ok()) return abandon(r.status());
+  for (const storage::WorkerPartition& p : r->parts) {
+    st = storage::WritePartitionFile(p, (fs::path(tmp) / StrCat("part-", p.part, ".h5")).string());
+    if (!st.ok()) break;
+  }
+  st = group.Agree(st);
+  if (!st.ok()) return abandon(st);
+  if (root) {
+    st = WriteFileAtomically(fs::path(tmp) / kReport, storage::FormatPartitionManifest(r->manifest));
+    if (st.ok()) st = CommitDirectory(tmp, out);
+  }
+  st = group.Agree(st);
+  if (!st.ok()) return abandon(st);
+  if (!root) return Status::Ok();
+  for (const std::string& what : r->ignored) {
+    os << "note: " << what << " is not read (Tessel trains on node features, labels and masks only)\n";
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintTable(os, r->manifest, total, out);
+  char line[160];
+  std::snprintf(line, sizeof line, "phases       read %.3f s, partition %.3f s, build %.3f s on %d ranks\n",
+                r->read_seconds, r->partition_seconds, r->build_seconds, group.size());
+  os << line;
+  std::snprintf(line, sizeof line, "%6s %12s %12s %14s\n", "rank", "home nodes", "in-edges", "peak RSS MB");
+  os << line;
+  for (size_t i = 0; i < r->ranks.size(); ++i) {
+    std::snprintf(line, sizeof line, "%6zu %12" PRId64 " %12" PRId64 " %14.1f\n", i, r->ranks[i].home_nodes,
+                  r->ranks[i].in_edges, static_cast<double>(r->ranks[i].peak_rss_bytes) / 1e6);
+    os << line;
+  }
+  return Status::Ok();
+}
+
+Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
+  if (opts.graph.empty() == opts.input.dir.empty()) {
+    return UsageError("name either a graph file (GRAPH) or a chunked graph directory (--input DIR)");
+  }
+  if (!opts.input.dir.empty()) return RunChunkedPartition(opts, os);
+  const storage::ChunkedImportOptions plain;
+  const storage::ChunkedImportOptions& in = opts.input;
+  if (in.add_inverse || in.add_self_loop || !in.name.empty() || in.features != plain.features ||
+      in.labels != plain.labels || in.train_mask != plain.train_mask || in.val_mask != plain.val_mask ||
+      in.test_mask != plain.test_mask) {
+    return UsageError(
+        "--features, --labels, the masks, --add-inverse, --add-self-loop and --name read a chunked graph (--input); "
+        "a graph file (GRAPH) already has its relations and data");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string method_name =
+      opts.method.empty() ? std::string(NameOf(jobs::PartitionSection{}.method)) : opts.method;
+  const std::optional<PartitionMethod> chosen = ChoiceNamed<PartitionMethod>(method_name);
+  if (!chosen)
+    return UsageError(StrCat("--method ", method_name,
+                             " does not partition a graph file: expected metis, random or "
+                             "range; ptscotch runs over a chunked graph (--input DIR)"));
+  const PartitionMethod method = *chosen;
+  TESSEL_ASSIGN_OR_RETURN(const fs::path out, OutputDirectory(opts));
   TESSEL_RETURN_IF_ERROR(CheckReplaceable(out));
 
   TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph g, storage::ReadGraph(opts.graph));
@@ -212,13 +340,8 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   for (storage::WorkerPartition& p : parts) p.graph_hash = graph_hash;
   const storage::PartitionManifest manifest = ManifestOf(opts, g, graph_hash, r, random_edge_cut, parts);
 
+  TESSEL_ASSIGN_OR_RETURN(const fs::path tmp, MakeTemporaryDirectory(out));
   std::error_code ec;
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  if (ec) return StorageError(StrCat("cannot create ", parent.string(), ": ", ec.message()));
-  // A new name: mkdir refuses anything already there (a link included), and nothing there is removed.
-  const fs::path tmp = TemporaryPathFor(out.string());
-  if (::mkdir(tmp.c_str(), 0755) != 0) return StorageError(StrCat("cannot create ", DescribeCreateFailure(tmp, errno)));
   Status st;
   for (const storage::WorkerPartition& p : parts) {
     st = storage::WritePartitionFile(p, (tmp / StrCat("part-", p.part, ".h5")).string());
@@ -231,7 +354,7 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
     return st;
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PrintTable(os, opts, g, r, manifest, total, out);
+  PrintTable(os, manifest, total, out);
   return Status::Ok();
 }
 
@@ -239,12 +362,19 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
 
 void RegisterPartitionCommands(CLI::App& app, Status* result) {
   auto opts = std::make_shared<PartitionOptions>();
-  CLI::App* cmd = app.add_subcommand("partition", "Partition a graph file into per-worker parts (METIS k-way)");
-  cmd->add_option("GRAPH", opts->graph, "Graph file (.h5)")->required();
+  CLI::App* cmd = app.add_subcommand(
+      "partition",
+      "Partition a graph file (METIS k-way), or under mpirun a chunked graph directory (PT-Scotch), into per-worker "
+      "parts");
+  cmd->add_option("GRAPH", opts->graph, "Graph file (.h5)");
+  cmd->add_option("--input", opts->input.dir,
+                  "A graph in DGL's chunked format (the directory of metadata.json), read by every rank of an mpirun");
+  AddChunkedReadOptions(cmd, &opts->input);
   cmd->add_option("--parts", opts->parts, "Number of parts (workers)")->required()->check(WholeNumberAtLeast(1));
   cmd->add_option("--out", opts->out, "Output directory for part-K.h5 and partition.json")->required();
-  cmd->add_option("--method", opts->method, "metis (default), random or range")
-      ->check(CLI::IsMember({"metis", "random", "range"}));
+  cmd->add_option("--method", opts->method,
+                  "GRAPH: metis (default), random or range; --input: ptscotch (default), random or range")
+      ->check(CLI::IsMember({"metis", "ptscotch", "random", "range"}));
   cmd->add_option("--seed", opts->seed, "Seed for METIS and the random baseline (default: the job's partition.seed)")
       ->capture_default_str();
   cmd->callback([opts, result] { *result = RunPartition(*opts, std::cout); });

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "orchestrator/partitioning/rebalancer.h"
 
 namespace tessel::orchestrator {
 namespace {
@@ -31,6 +32,20 @@ uint64_t SplitMix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+
+}  // namespace
+
+int32_t RangePartOf(int64_t node, int64_t n, int32_t num_parts) {
+  return static_cast<int32_t>(static_cast<unsigned __int128>(node) * static_cast<uint64_t>(num_parts) /
+                              static_cast<uint64_t>(n));
+}
+
+int32_t RandomPartOf(int64_t node, int32_t num_parts, uint64_t seed) {
+  return static_cast<int32_t>(SplitMix64(SplitMix64(seed) + static_cast<uint64_t>(node)) %
+                              static_cast<uint64_t>(num_parts));
+}
+
+namespace {
 
 // Vertex weights, one row of `ncon` per node, for the active constraints.
 struct VertexWeights {
@@ -144,150 +159,15 @@ Csr BuildSymmetricCsr(const storage::HeteroGraph& g) {
   return csr;
 }
 
-// METIS's multi-constraint k-way routinely ends a few percent over its ubvec on some constraint, and
-// often trades one constraint against another between two parts (part 0 heavy in nodes, part 1 in
-// edges), so that no single move keeps every part within bounds. This pass repairs both: it measures
-// balance by the total normalised excess
-//     Phi = sum over parts p and constraints c of max(0, W[p][c] - cap[c]) / cap[c]
-// and makes only moves that strictly lower Phi. It takes the most overweight (part, constraint) and
-// moves nodes out of it, cheapest first by added edge cut per unit of Phi removed, preferring
-// destinations the node already has neighbours in. Phi = 0 means every constraint is within the cap;
-// since Phi falls with every move the pass cannot cycle, and it stops when no move lowers Phi.
-class Rebalancer {
- public:
-  // `target` is the imbalance each constraint is repaired to (max part / mean part).
-  Rebalancer(const Csr& csr, const VertexWeights& vw, int32_t k, double target, std::vector<int32_t>& part_of)
-      : csr_(csr),
-        vw_(vw),
-        k_(k),
-        ncon_(vw.ncon),
-        part_of_(part_of),
-        pw_(PartWeights(vw, part_of, k)),
-        cap_(vw.ncon),
-        conn_(k, 0) {
-    for (int32_t c = 0; c < ncon_; ++c) cap_[c] = target * static_cast<double>(vw.total[c]) / k;
+// The symmetric CSR as the repair pass sees it (orchestrator/partitioning/rebalancer.h).
+struct CsrView {
+  const Csr& csr;
+  const std::vector<int32_t>& part_of;
+  int64_t nodes() const { return static_cast<int64_t>(part_of.size()); }
+  template <typename F>
+  void ForEachNeighbourPart(int64_t u, F&& f) const {
+    for (idx_t e = csr.xadj[u]; e < csr.xadj[u + 1]; ++e) f(part_of[csr.adjncy[e]]);
   }
-
-  // Returns the number of nodes moved.
-  int32_t Run() {
-    int32_t moves = 0;
-    const int32_t max_rounds = 8 * k_ * ncon_ + 64;
-    for (int32_t round = 0; round < max_rounds; ++round) {
-      std::vector<std::tuple<double, int32_t, int32_t>> over;  // (excess, part, constraint)
-      for (int32_t p = 0; p < k_; ++p) {
-        for (int32_t c = 0; c < ncon_; ++c) {
-          const double e = Excess(pw_[p * ncon_ + c], c);
-          if (e > 0) over.emplace_back(e, p, c);
-        }
-      }
-      if (over.empty()) break;
-      std::sort(over.begin(), over.end(), std::greater<>());
-      int32_t moved = 0;
-      for (const auto& [excess, p, c] : over) {
-        moved = Drain(p, c);
-        if (moved > 0) break;
-      }
-      if (moved == 0) break;  // no move lowers Phi: report the imbalance as it is
-      moves += moved;
-    }
-    return moves;
-  }
-
- private:
-  static constexpr double kMinGain = 1e-12;
-
-  double Excess(int64_t weight, int32_t c) const {
-    return std::max(0.0, static_cast<double>(weight) - cap_[c]) / cap_[c];
-  }
-  // How much Phi falls if u moves from p to q (positive = better balance).
-  double Gain(int64_t u, int32_t p, int32_t q) const {
-    double gain = 0;
-    for (int32_t c = 0; c < ncon_; ++c) {
-      const int64_t w = vw_.w[u * ncon_ + c];
-      if (w == 0) continue;
-      const int64_t wp = pw_[p * ncon_ + c], wq = pw_[q * ncon_ + c];
-      gain += Excess(wp, c) - Excess(wp - w, c) + Excess(wq, c) - Excess(wq + w, c);
-    }
-    return gain;
-  }
-  void Move(int64_t u, int32_t p, int32_t q) {
-    for (int32_t c = 0; c < ncon_; ++c) {
-      pw_[p * ncon_ + c] -= vw_.w[u * ncon_ + c];
-      pw_[q * ncon_ + c] += vw_.w[u * ncon_ + c];
-    }
-    part_of_[u] = q;
-  }
-
-  // Moves nodes out of part p until its constraint c is within the cap or no move lowers Phi.
-  int32_t Drain(int32_t p, int32_t c) {
-    // Fallback destinations for nodes without a useful neighbouring part: the least loaded parts.
-    std::vector<std::pair<double, int32_t>> by_load;
-    for (int32_t q = 0; q < k_; ++q) {
-      if (q == p) continue;
-      double load = 0;
-      for (int32_t d = 0; d < ncon_; ++d) load = std::max(load, pw_[q * ncon_ + d] / cap_[d]);
-      by_load.emplace_back(load, q);
-    }
-    std::sort(by_load.begin(), by_load.end());
-    if (by_load.size() > 8) by_load.resize(8);
-
-    struct Candidate {
-      double cost_per_gain;  // edge cut added per unit of Phi removed; negative when the cut shrinks
-      int64_t node;
-      int32_t dest;
-      bool operator<(const Candidate& o) const {
-        return cost_per_gain != o.cost_per_gain ? cost_per_gain < o.cost_per_gain : node < o.node;
-      }
-    };
-    std::vector<Candidate> cands;
-    const int64_t n = static_cast<int64_t>(part_of_.size());
-    for (int64_t u = 0; u < n; ++u) {
-      if (part_of_[u] != p || vw_.w[u * ncon_ + c] == 0) continue;
-      int32_t conn_p = 0;
-      for (idx_t e = csr_.xadj[u]; e < csr_.xadj[u + 1]; ++e) {
-        const int32_t q = part_of_[csr_.adjncy[e]];
-        if (q == p) {
-          ++conn_p;
-        } else if (conn_[q]++ == 0) {
-          touched_.push_back(q);
-        }
-      }
-      Candidate best{std::numeric_limits<double>::infinity(), u, -1};
-      for (int32_t q : touched_) {
-        const double gain = Gain(u, p, q);
-        if (gain > kMinGain) best = std::min(best, Candidate{(conn_p - conn_[q]) / gain, u, q});
-      }
-      for (int32_t q : touched_) conn_[q] = 0;
-      touched_.clear();
-      if (best.dest < 0) {
-        for (const auto& [load, q] : by_load) {
-          const double gain = Gain(u, p, q);
-          if (gain > kMinGain) best = std::min(best, Candidate{conn_p / gain, u, q});
-        }
-      }
-      if (best.dest >= 0) cands.push_back(best);
-    }
-    std::sort(cands.begin(), cands.end());
-
-    int32_t moved = 0;
-    for (const Candidate& cand : cands) {
-      if (Excess(pw_[p * ncon_ + c], c) == 0) break;
-      if (Gain(cand.node, p, cand.dest) <= kMinGain) continue;  // earlier moves changed the picture
-      Move(cand.node, p, cand.dest);
-      ++moved;
-    }
-    return moved;
-  }
-
-  const Csr& csr_;
-  const VertexWeights& vw_;
-  const int32_t k_;
-  const int32_t ncon_;
-  std::vector<int32_t>& part_of_;
-  std::vector<int64_t> pw_;    // [k * ncon] current part weights
-  std::vector<double> cap_;    // [ncon] largest part weight within the target
-  std::vector<int32_t> conn_;  // scratch: neighbours of the current node per part
-  std::vector<int32_t> touched_;
 };
 
 Status CheckMetisLimits(const storage::HeteroGraph& g) {
@@ -384,15 +264,10 @@ Result<PartitionResult> PartitionGraph(const storage::HeteroGraph& g, int32_t nu
     result.part_of.assign(n, 0);
   } else if (method == PartitionMethod::kRange) {
     result.part_of.resize(n);
-    for (int64_t i = 0; i < n; ++i) {
-      result.part_of[i] = static_cast<int32_t>(static_cast<unsigned __int128>(i) * num_parts / n);
-    }
+    for (int64_t i = 0; i < n; ++i) result.part_of[i] = RangePartOf(i, n, num_parts);
   } else if (method == PartitionMethod::kRandom) {
     result.part_of.resize(n);
-    const uint64_t base = SplitMix64(seed);
-    for (int64_t i = 0; i < n; ++i) {
-      result.part_of[i] = static_cast<int32_t>(SplitMix64(base + static_cast<uint64_t>(i)) % num_parts);
-    }
+    for (int64_t i = 0; i < n; ++i) result.part_of[i] = RandomPartOf(i, num_parts, seed);
   } else {
     Csr csr = BuildSymmetricCsr(g);
     TESSEL_ASSIGN_OR_RETURN(result.part_of, MetisParts(g, csr, vw, num_parts, seed));
@@ -401,7 +276,9 @@ Result<PartitionResult> PartitionGraph(const storage::HeteroGraph& g, int32_t nu
     // target makes the lighter side's near-full constraint count as excess too, which unlocks the
     // moves in both directions; the first target that brings everything within the limit wins.
     for (double target : {kMaxImbalance, 1.045, 1.04, 1.03}) {
-      result.rebalance_moves += Rebalancer(csr, vw, num_parts, target - kTargetMargin, result.part_of).Run();
+      result.rebalance_moves += Rebalancer(CsrView{csr, result.part_of}, vw.w.data(), vw.ncon, vw.total, num_parts,
+                                           target - kTargetMargin, result.part_of)
+                                    .Run();
       const std::vector<double> imbalance = Imbalance(vw, result.part_of, num_parts);
       if (*std::max_element(imbalance.begin(), imbalance.end()) <= kMaxImbalance) break;
     }

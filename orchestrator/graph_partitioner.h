@@ -31,6 +31,12 @@ struct PartitionResult {
   int32_t rebalance_moves = 0;  // nodes moved by the repair pass after METIS
 };
 
+// The baselines' part of node `node` (of `n`): range cuts the id space into equal runs; random hashes the
+// id with the seed. Pure functions of their arguments, so a rank that holds any share of the nodes
+// assigns them as PartitionGraph does.
+int32_t RangePartOf(int64_t node, int64_t n, int32_t num_parts);
+int32_t RandomPartOf(int64_t node, int32_t num_parts, uint64_t seed);
+
 // Partitions `g` into `num_parts` parts, deterministically for a given seed.
 // Fails with kUsage when num_parts < 1 or num_parts > num_nodes (and the graph is not empty), with
 // kUsage when METIS is asked for a graph beyond its 32-bit idx_t (nodes or 2 * edges > INT32_MAX),

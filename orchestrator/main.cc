@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;  // every usage error is exit 2
   }
   if (!result.ok()) {
+    // An empty message was printed elsewhere (by rank 0 of an mpirun whose ranks agreed on the error).
+    if (result.message().empty()) return result.exit_code();
     // A stop (exit 7) is not an error: "tessel: stopped by SIGTERM after step ...".
     std::fprintf(stderr, "tessel: %s%s\n",
                  result.code() == tessel::Code::kStopped ? "" : "error: ", result.message().c_str());

@@ -16,6 +16,7 @@ packages=(
   prometheus-cpp-dev                           # metric families and the text format (monitoring/)
   libgtest-dev libgmock-dev
   libmetis-dev
+  libptscotch-dev                              # the distributed partitioner (its int64 build)
   libtomlplusplus-dev
   libopenblas-dev
   zlib1g-dev

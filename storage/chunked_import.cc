@@ -143,29 +143,41 @@ Status CheckId(const ChunkedGraph& g, const Where& where, const char* end, int64
   return Status::Ok();
 }
 
-// Reads node_data `key` of node type `t` (every chunk, rows concatenated) as T into *out; *width gets
-// the row width. Absent key: *out stays empty.
+// Appends rows [first, first + count) of node_data `key` of node type `t` as T to *out, reading only the
+// chunks (and within them the rows) that hold them; *width gets the row width from the chunks' headers,
+// so every reader of any share agrees on it. Absent key: *out stays empty, *width 0. Every chunk's
+// header is checked (widths agree, the rows add up to the type's count) whatever share is read.
 template <typename T>
-Status ReadNodeData(const ChunkedGraph& g, int32_t t, const std::string& key, std::vector<T>* out, int64_t* width) {
+Status ReadNodeData(const ChunkedGraph& g, int32_t t, const std::string& key, int64_t first, int64_t count,
+                    std::vector<T>* out, int64_t* width) {
   const ChunkedNodeType& type = g.node_types[static_cast<size_t>(t)];
+  *width = 0;
   const auto it =
       std::find_if(type.data.begin(), type.data.end(), [&](const ChunkedNodeData& d) { return d.key == key; });
   if (it == type.data.end()) return Status::Ok();
+  std::vector<NpyHeader> heads;
   int64_t rows = 0;
-  *width = -1;
   for (const std::string& path : it->files.paths) {
-    TESSEL_ASSIGN_OR_RETURN(NpyHeader h, AppendNpy(path, out));
+    TESSEL_ASSIGN_OR_RETURN(NpyHeader h, ReadNpyHeader(path));
     if (h.shape.empty()) return BadDataError(StrCat(path, ": a scalar; expected one row per node"));
-    if (*width >= 0 && h.row_width() != *width) {
+    if (!heads.empty() && h.row_width() != heads.front().row_width()) {
       return BadDataError(StrCat(path, ": rows of ", h.row_width(), " values, the earlier chunks of ", type.name, "/",
-                                 key, " have ", *width));
+                                 key, " have ", heads.front().row_width()));
     }
-    *width = h.row_width();
     rows += h.rows();
+    heads.push_back(std::move(h));
   }
   if (rows != type.count) {
     return BadDataError(StrCat(g.metadata_path, ": node_data.", type.name, ".", key, ": its chunks hold ", rows,
                                " rows, node type '", type.name, "' has ", type.count, " nodes"));
+  }
+  *width = heads.empty() ? 0 : heads.front().row_width();
+  out->reserve(out->size() + static_cast<size_t>(count * *width));
+  int64_t start = 0;
+  for (size_t c = 0; c < heads.size(); start += heads[c].rows(), ++c) {
+    const int64_t lo = std::max(first, start), hi = std::min(first + count, start + heads[c].rows());
+    if (lo >= hi) continue;
+    TESSEL_RETURN_IF_ERROR(AppendNpyRows(it->files.paths[c], lo - start, hi - lo, out).status());
   }
   return Status::Ok();
 }
@@ -325,6 +337,70 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
   return Status::Ok();
 }
 
+Result<ChunkedNodeRows> ReadNodeRows(const ChunkedGraph& g, const ChunkedImportOptions& o, int32_t t, int64_t first,
+                                     int64_t count) {
+  const ChunkedNodeType& ct = g.node_types[static_cast<size_t>(t)];
+  ChunkedNodeRows rows;
+  TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, o.features, first, count, &rows.features, &rows.feature_dim));
+  int64_t width = 0;
+  TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, o.labels, first, count, &rows.labels, &width));
+  if (!rows.labels.empty() && width != 1) {
+    return BadDataError(StrCat(g.metadata_path, ": node_data.", ct.name, ".", o.labels, ": rows of ", width,
+                               " values; expected one class id per node"));
+  }
+  for (size_t i = 0; i < rows.labels.size(); ++i) {
+    if (rows.labels[i] < -1) {
+      return BadDataError(StrCat(g.metadata_path, ": node_data.", ct.name, ".", o.labels, ": node ",
+                                 first + static_cast<int64_t>(i), " has label ", rows.labels[i],
+                                 " (a class id, or -1 for unlabelled)"));
+    }
+  }
+  for (const auto& [key, mask] : {std::pair{&o.train_mask, &rows.train_mask}, std::pair{&o.val_mask, &rows.val_mask},
+                                  std::pair{&o.test_mask, &rows.test_mask}}) {
+    TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, *key, first, count, mask, &width));
+    if (!mask->empty() && width != 1) {
+      return BadDataError(StrCat(g.metadata_path, ": node_data.", ct.name, ".", *key, ": rows of ", width,
+                                 " values; expected one 0/1 per node"));
+    }
+  }
+  return rows;
+}
+
+HeteroGraph ChunkedSkeleton(const ChunkedGraph& cg, bool add_inverse, bool add_self_loop) {
+  HeteroGraph g;
+  for (const ChunkedNodeType& ct : cg.node_types) {
+    NodeType& nt = g.node_types.emplace_back();
+    nt.name = ct.name;
+    nt.count = ct.count;
+  }
+  std::map<std::string, int> uses;
+  for (const ChunkedEdgeType& et : cg.edge_types) ++uses[et.relation];
+  for (const ChunkedEdgeType& et : cg.edge_types) {
+    Relation& r = g.relations.emplace_back();
+    r.name = uses[et.relation] == 1 ? et.relation : et.canonical;
+    r.src_type = et.src_type;
+    r.dst_type = et.dst_type;
+  }
+  for (Relation& d : DerivedRelationHeads(g, add_inverse, add_self_loop)) g.relations.push_back(std::move(d));
+  return g;
+}
+
+std::vector<std::string> IgnoredChunkedData(const ChunkedGraph& cg, const ChunkedImportOptions& o) {
+  std::vector<std::string> ignored;
+  for (const ChunkedNodeType& ct : cg.node_types) {
+    for (const ChunkedNodeData& d : ct.data) {
+      if (d.key != o.features && d.key != o.labels && d.key != o.train_mask && d.key != o.val_mask &&
+          d.key != o.test_mask) {
+        ignored.push_back(StrCat(ct.name, "/", d.key));
+      }
+    }
+  }
+  for (const ChunkedEdgeType& et : cg.edge_types) {
+    for (const std::string& key : et.data_keys) ignored.push_back(StrCat(et.canonical, "/", key));
+  }
+  return ignored;
+}
+
 Result<ChunkedImport> ImportChunked(const ChunkedImportOptions& o) {
   TESSEL_ASSIGN_OR_RETURN(ChunkedGraph cg, ReadChunkedMetadata(o.dir));
   ChunkedImport out;
@@ -334,52 +410,25 @@ Result<ChunkedImport> ImportChunked(const ChunkedImportOptions& o) {
       StrCat("chunked ", DescribeSourceFile(cg.metadata_path), "; features=", o.features, "; labels=", o.labels,
              "; masks=", o.train_mask, ",", o.val_mask, ",", o.test_mask, "; inverse=", o.add_inverse ? 1 : 0,
              "; self_loop=", o.add_self_loop ? 1 : 0, "; name=", g.name);
+  const HeteroGraph skeleton = ChunkedSkeleton(cg, false, false);
   int64_t max_label = -1;
   for (int32_t t = 0; t < static_cast<int32_t>(cg.node_types.size()); ++t) {
     const ChunkedNodeType& ct = cg.node_types[static_cast<size_t>(t)];
-    NodeType& nt = g.node_types.emplace_back();
-    nt.name = ct.name;
-    nt.count = ct.count;
-    int64_t width = 0;
-    TESSEL_RETURN_IF_ERROR(ReadNodeData(cg, t, o.features, &nt.features, &width));
-    nt.feature_dim = nt.features.empty() ? 0 : width;
-    TESSEL_RETURN_IF_ERROR(ReadNodeData(cg, t, o.labels, &nt.labels, &width));
-    if (!nt.labels.empty() && width != 1) {
-      return BadDataError(StrCat(cg.metadata_path, ": node_data.", ct.name, ".", o.labels, ": rows of ", width,
-                                 " values; expected one class id per node"));
-    }
-    for (size_t i = 0; i < nt.labels.size(); ++i) {
-      if (nt.labels[i] < -1) {
-        return BadDataError(StrCat(cg.metadata_path, ": node_data.", ct.name, ".", o.labels, ": node ", i,
-                                   " has label ", nt.labels[i], " (a class id, or -1 for unlabelled)"));
-      }
-      max_label = std::max(max_label, nt.labels[i]);
-    }
-    for (const auto& [key, mask] : {std::pair{&o.train_mask, &nt.train_mask}, std::pair{&o.val_mask, &nt.val_mask},
-                                    std::pair{&o.test_mask, &nt.test_mask}}) {
-      TESSEL_RETURN_IF_ERROR(ReadNodeData(cg, t, *key, mask, &width));
-      if (!mask->empty() && width != 1) {
-        return BadDataError(StrCat(cg.metadata_path, ": node_data.", ct.name, ".", *key, ": rows of ", width,
-                                   " values; expected one 0/1 per node"));
-      }
-    }
-    for (const ChunkedNodeData& d : ct.data) {
-      if (d.key != o.features && d.key != o.labels && d.key != o.train_mask && d.key != o.val_mask &&
-          d.key != o.test_mask) {
-        out.ignored.push_back(StrCat(ct.name, "/", d.key));
-      }
-    }
+    TESSEL_ASSIGN_OR_RETURN(ChunkedNodeRows rows, ReadNodeRows(cg, o, t, 0, ct.count));
+    NodeType& nt = g.node_types.emplace_back(skeleton.node_types[static_cast<size_t>(t)]);
+    nt.features = std::move(rows.features);
+    nt.feature_dim = nt.features.empty() ? 0 : rows.feature_dim;
+    nt.labels = std::move(rows.labels);
+    nt.train_mask = std::move(rows.train_mask);
+    nt.val_mask = std::move(rows.val_mask);
+    nt.test_mask = std::move(rows.test_mask);
+    for (const int64_t l : nt.labels) max_label = std::max(max_label, l);
   }
   g.num_classes = max_label + 1;
 
-  std::map<std::string, int> uses;
-  for (const ChunkedEdgeType& et : cg.edge_types) ++uses[et.relation];
   for (int32_t e = 0; e < static_cast<int32_t>(cg.edge_types.size()); ++e) {
     const ChunkedEdgeType& et = cg.edge_types[static_cast<size_t>(e)];
-    Relation& r = g.relations.emplace_back();
-    r.name = uses[et.relation] == 1 ? et.relation : et.canonical;
-    r.src_type = et.src_type;
-    r.dst_type = et.dst_type;
+    Relation& r = g.relations.emplace_back(skeleton.relations[static_cast<size_t>(e)]);
     r.src.reserve(static_cast<size_t>(et.count));
     r.dst.reserve(static_cast<size_t>(et.count));
     for (int32_t c = 0; c < static_cast<int32_t>(et.files.paths.size()); ++c) {
@@ -389,8 +438,8 @@ Result<ChunkedImport> ImportChunked(const ChunkedImportOptions& o) {
       return BadDataError(StrCat(cg.metadata_path, ": edge type '", et.canonical, "': its chunks hold ", r.src.size(),
                                  " edges, metadata.json says ", et.count));
     }
-    for (const std::string& key : et.data_keys) out.ignored.push_back(StrCat(et.canonical, "/", key));
   }
+  out.ignored = IgnoredChunkedData(cg, o);
   AddDerivedRelations(g, o.add_inverse, o.add_self_loop);
   TESSEL_RETURN_IF_ERROR(g.Validate());
   return out;

@@ -78,34 +78,44 @@ HeteroGraph TripleCollector::Build(const BuildOptions& options) {
   return g;
 }
 
-void AddDerivedRelations(HeteroGraph& g, bool add_inverse, bool add_self_loop) {
-  const size_t base = g.relations.size();
+std::vector<Relation> DerivedRelationHeads(const HeteroGraph& g, bool add_inverse, bool add_self_loop) {
+  std::vector<Relation> heads;
   if (add_inverse) {
-    g.relations.reserve(2 * base + (add_self_loop ? g.node_types.size() : 0));
-    for (size_t r = 0; r < base; ++r) {
-      const Relation& b = g.relations[r];
-      Relation inv;
+    for (const Relation& b : g.relations) {
+      Relation& inv = heads.emplace_back();
       inv.name = StrCat(b.name, kInverseSuffix);
       inv.kind = RelationKind::kInverse;
       inv.src_type = b.dst_type;
       inv.dst_type = b.src_type;
-      inv.src = b.dst;
-      inv.dst = b.src;
-      g.relations.push_back(std::move(inv));
     }
   }
   if (add_self_loop) {
     const size_t types = g.node_types.size();
     for (size_t t = 0; t < types; ++t) {
-      Relation self;
+      Relation& self = heads.emplace_back();
       self.name = types == 1 ? std::string(kSelfLoopName) : StrCat(kSelfLoopName, ":", g.node_types[t].name);
       self.kind = RelationKind::kSelfLoop;
       self.src_type = self.dst_type = static_cast<int32_t>(t);
-      self.src.resize(static_cast<size_t>(g.node_types[t].count));
-      std::iota(self.src.begin(), self.src.end(), int64_t{0});
-      self.dst = self.src;
-      g.relations.push_back(std::move(self));
     }
+  }
+  return heads;
+}
+
+void AddDerivedRelations(HeteroGraph& g, bool add_inverse, bool add_self_loop) {
+  const size_t base = g.relations.size();
+  std::vector<Relation> heads = DerivedRelationHeads(g, add_inverse, add_self_loop);
+  g.relations.reserve(base + heads.size());
+  for (Relation& d : heads) {
+    if (d.kind == RelationKind::kInverse) {
+      const Relation& b = g.relations[g.relations.size() - base];
+      d.src = b.dst;
+      d.dst = b.src;
+    } else {
+      d.src.resize(static_cast<size_t>(g.node_types[static_cast<size_t>(d.src_type)].count));
+      std::iota(d.src.begin(), d.src.end(), int64_t{0});
+      d.dst = d.src;
+    }
+    g.relations.push_back(std::move(d));
   }
 }
 

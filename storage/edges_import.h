@@ -31,6 +31,9 @@ inline constexpr std::string_view kEntityType = "entity";
 inline constexpr std::string_view kInverseSuffix = "^-1";
 inline constexpr std::string_view kSelfLoopName = "self_loop";
 void AddDerivedRelations(HeteroGraph& graph, bool add_inverse, bool add_self_loop);
+// Those relations without their edges (name, kind, types), in the same order: what a reader that holds
+// only a share of the edges (the distributed partitioner) fills itself.
+std::vector<Relation> DerivedRelationHeads(const HeteroGraph& graph, bool add_inverse, bool add_self_loop);
 
 struct EdgesImportOptions {
   std::vector<std::string> inputs;   // plain, .gz or tar(.gz) files of head<TAB>relation<TAB>tail lines

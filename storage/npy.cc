@@ -206,17 +206,21 @@ Result<NpyHeader> ReadNpyHeader(const std::string& path) {
 }
 
 template <typename T>
-Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out) {
+Result<NpyHeader> AppendNpyRows(const std::string& path, int64_t first_row, int64_t rows, std::vector<T>* out) {
   TESSEL_ASSIGN_OR_RETURN(NpyHeader h, ReadNpyHeader(path));
+  if (rows < 0) rows = h.rows() - first_row;
+  if (first_row < 0 || rows < 0 || first_row + rows > h.rows()) {
+    return UsageError(StrCat(path, ": rows [", first_row, ", ", first_row + rows, ") are outside its ", h.rows()));
+  }
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint8_t>) {
     if (h.kind == 'f') return Bad(path, StrCat("dtype '", h.descr, "' holds floating-point values; expected integers"));
   }
+  const int64_t skip = first_row * h.row_width();
   File f(std::fopen(path.c_str(), "rb"));
-  if (!f || std::fseek(f.get(), h.data_offset, SEEK_SET) != 0) {
+  if (!f || std::fseek(f.get(), static_cast<long>(h.data_offset + skip * h.item_bytes), SEEK_SET) != 0) {
     return StorageError(StrCat(path, ": cannot read: ", std::strerror(errno)));
   }
-  int64_t elements = 1;
-  for (const int64_t d : h.shape) elements *= d;
+  const int64_t elements = rows * h.row_width();
   const Converter<T> convert = ConverterFor<T>(h.kind, h.item_bytes);
   const size_t base = out->size();
   out->resize(base + static_cast<size_t>(elements));
@@ -229,13 +233,13 @@ Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out) {
     const size_t bytes = static_cast<size_t>(n * h.item_bytes);
     if (std::fread(block.data(), 1, bytes, f.get()) != bytes) {
       out->resize(base);
-      return StorageError(StrCat(path, ": read failed at element ", done, ": ", std::strerror(errno)));
+      return StorageError(StrCat(path, ": read failed at element ", skip + done, ": ", std::strerror(errno)));
     }
     for (int64_t i = 0; i < n; ++i) {
       if (!convert(block.data() + i * h.item_bytes, dst + done + i)) {
         out->resize(base);
-        return Bad(path,
-                   StrCat("element ", done + i, " (dtype '", h.descr, "') is not representable as ", TypeName<T>()));
+        return Bad(path, StrCat("element ", skip + done + i, " (dtype '", h.descr, "') is not representable as ",
+                                TypeName<T>()));
       }
     }
     done += n;
@@ -243,6 +247,14 @@ Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out) {
   return h;
 }
 
+template <typename T>
+Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out) {
+  return AppendNpyRows(path, 0, -1, out);
+}
+
+template Result<NpyHeader> AppendNpyRows<float>(const std::string&, int64_t, int64_t, std::vector<float>*);
+template Result<NpyHeader> AppendNpyRows<int64_t>(const std::string&, int64_t, int64_t, std::vector<int64_t>*);
+template Result<NpyHeader> AppendNpyRows<uint8_t>(const std::string&, int64_t, int64_t, std::vector<uint8_t>*);
 template Result<NpyHeader> AppendNpy<float>(const std::string&, std::vector<float>*);
 template Result<NpyHeader> AppendNpy<double>(const std::string&, std::vector<double>*);
 template Result<NpyHeader> AppendNpy<int64_t>(const std::string&, std::vector<int64_t>*);

@@ -39,4 +39,9 @@ Result<NpyHeader> ReadNpyHeader(const std::string& path);
 template <typename T>
 Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out);
 
+// The same for rows [first_row, first_row + rows) alone (rows = -1: through the last), reading only
+// their bytes: a rank's share of a chunk. Rows outside the array are kUsage.
+template <typename T>
+Result<NpyHeader> AppendNpyRows(const std::string& path, int64_t first_row, int64_t rows, std::vector<T>* out);
+
 }  // namespace tessel::storage

@@ -288,51 +288,6 @@ void ReapPendingSends() {
   }
 }
 
-// `bytes` bytes as (count, datatype) for one MPI call. Up to INT_MAX that is (bytes, MPI_BYTE); past it,
-// MPI's int count would overflow, so the message is one element of a derived type: whole pieces of
-// 1 GiB and the rest (BigMPI's way). The receiver learns the size from MPI_Get_elements_x, 64-bit.
-class ByteSpan {
- public:
-  static Result<ByteSpan> Of(size_t bytes) {
-    ByteSpan s;
-    if (bytes <= static_cast<size_t>(std::numeric_limits<int>::max())) {
-      s.count_ = static_cast<int>(bytes);
-      return s;
-    }
-    constexpr size_t kPiece = size_t{1} << 30;
-    MPI_Datatype piece = MPI_DATATYPE_NULL, pieces = MPI_DATATYPE_NULL;
-    TESSEL_RETURN_IF_ERROR(
-        MpiCheck(MPI_Type_contiguous(static_cast<int>(kPiece), MPI_BYTE, &piece), "MPI_Type_contiguous"));
-    Status st = MpiCheck(MPI_Type_contiguous(static_cast<int>(bytes / kPiece), piece, &pieces), "MPI_Type_contiguous");
-    MPI_Type_free(&piece);
-    TESSEL_RETURN_IF_ERROR(st);
-    const int lengths[2] = {1, static_cast<int>(bytes % kPiece)};
-    const MPI_Aint offsets[2] = {0, static_cast<MPI_Aint>(bytes - bytes % kPiece)};
-    const MPI_Datatype types[2] = {pieces, MPI_BYTE};
-    st = MpiCheck(MPI_Type_create_struct(lengths[1] > 0 ? 2 : 1, lengths, offsets, types, &s.type_),
-                  "MPI_Type_create_struct");
-    MPI_Type_free(&pieces);
-    TESSEL_RETURN_IF_ERROR(st);
-    s.owned_ = true;
-    TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Type_commit(&s.type_), "MPI_Type_commit"));
-    s.count_ = 1;
-    return s;
-  }
-  ByteSpan(ByteSpan&& o) noexcept : type_(o.type_), count_(o.count_), owned_(std::exchange(o.owned_, false)) {}
-  ByteSpan& operator=(ByteSpan&&) = delete;
-  ~ByteSpan() {
-    if (owned_) MPI_Type_free(&type_);
-  }
-  MPI_Datatype type() const { return type_; }
-  int count() const { return count_; }
-
- private:
-  ByteSpan() = default;
-  MPI_Datatype type_ = MPI_BYTE;
-  int count_ = 0;
-  bool owned_ = false;
-};
-
 // A send past its limit: asked to cancel, and kept with its buffer until it completes.
 Status AbandonSend(MPI_Request req, std::vector<uint8_t> bytes, int dest) {
   MPI_Cancel(&req);
@@ -344,6 +299,32 @@ Status AbandonSend(MPI_Request req, std::vector<uint8_t> bytes, int dest) {
 }
 
 }  // namespace
+
+Result<ByteSpan> ByteSpan::Of(size_t bytes) {
+  ByteSpan s;
+  if (bytes <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    s.count_ = static_cast<int>(bytes);
+    return s;
+  }
+  constexpr size_t kPiece = size_t{1} << 30;
+  MPI_Datatype piece = MPI_DATATYPE_NULL, pieces = MPI_DATATYPE_NULL;
+  TESSEL_RETURN_IF_ERROR(
+      MpiCheck(MPI_Type_contiguous(static_cast<int>(kPiece), MPI_BYTE, &piece), "MPI_Type_contiguous"));
+  Status st = MpiCheck(MPI_Type_contiguous(static_cast<int>(bytes / kPiece), piece, &pieces), "MPI_Type_contiguous");
+  MPI_Type_free(&piece);
+  TESSEL_RETURN_IF_ERROR(st);
+  const int lengths[2] = {1, static_cast<int>(bytes % kPiece)};
+  const MPI_Aint offsets[2] = {0, static_cast<MPI_Aint>(bytes - bytes % kPiece)};
+  const MPI_Datatype types[2] = {pieces, MPI_BYTE};
+  st = MpiCheck(MPI_Type_create_struct(lengths[1] > 0 ? 2 : 1, lengths, offsets, types, &s.type_),
+                "MPI_Type_create_struct");
+  MPI_Type_free(&pieces);
+  TESSEL_RETURN_IF_ERROR(st);
+  s.owned_ = true;
+  TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Type_commit(&s.type_), "MPI_Type_commit"));
+  s.count_ = 1;
+  return s;
+}
 
 Status SendBytes(std::vector<uint8_t> bytes, int dest, int tag, std::chrono::duration<double> timeout) {
   ReapPendingSends();

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -100,6 +101,27 @@ class MpiWorkerComm final : public WorkerComm {
 
 // Returns "MPI_Xxx failed: <error string>" as kRankFailed when rc != MPI_SUCCESS.
 Status MpiCheck(int rc, const char* what);
+
+// `bytes` bytes as (count, datatype) for one MPI call. Up to INT_MAX that is (bytes, MPI_BYTE); past it,
+// MPI's int count would overflow, so the message is one element of a derived type: whole pieces of
+// 1 GiB and the rest (BigMPI's way). The receiver learns the size from MPI_Get_elements_x, 64-bit.
+class ByteSpan {
+ public:
+  static Result<ByteSpan> Of(size_t bytes);
+  ByteSpan(ByteSpan&& o) noexcept : type_(o.type_), count_(o.count_), owned_(std::exchange(o.owned_, false)) {}
+  ByteSpan& operator=(ByteSpan&&) = delete;
+  ~ByteSpan() {
+    if (owned_) MPI_Type_free(&type_);
+  }
+  MPI_Datatype type() const { return type_; }
+  int count() const { return count_; }
+
+ private:
+  ByteSpan() = default;
+  MPI_Datatype type_ = MPI_BYTE;
+  int count_ = 0;
+  bool owned_ = false;
+};
 
 // Sends bytes to `dest` with `tag` on MPI_COMM_WORLD and waits for completion by polling
 // (MPI_Test + backoff sleep) up to `timeout`; then kRankFailed. A send that timed out may still be read

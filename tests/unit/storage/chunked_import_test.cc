@@ -276,5 +276,48 @@ TEST(Npy, VersionTwoHeadersAndIntegerLimits) {
   EXPECT_THAT(ReadNpyHeader(dir.File("c.npy")).status().message(), HasSubstr("unsupported dtype '<c8'"));
 }
 
+// A rank's share: only the rows asked, and their element numbers in errors are the file's.
+TEST(Npy, RowRangesReadOnlyTheirRows) {
+  ScratchDir dir;
+  WriteText(dir.File("f.npy"), Npy("<f8", "(4, 3)", std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  std::vector<float> out;
+  ASSERT_TRUE(AppendNpyRows(dir.File("f.npy"), 1, 2, &out).ok());
+  EXPECT_EQ(out, (std::vector<float>{3, 4, 5, 6, 7, 8}));
+  out.clear();
+  ASSERT_TRUE(AppendNpyRows(dir.File("f.npy"), 3, -1, &out).ok());  // through the last row
+  EXPECT_EQ(out, (std::vector<float>{9, 10, 11}));
+  ASSERT_TRUE(AppendNpyRows(dir.File("f.npy"), 4, 0, &out).ok());  // an empty share
+  EXPECT_EQ(out.size(), 3u);
+  EXPECT_EQ(AppendNpyRows(dir.File("f.npy"), 3, 2, &out).status().code(), Code::kUsage);
+  WriteText(dir.File("m.npy"), Npy("|u1", "(4,)", std::vector<uint8_t>{0, 1, 1, 2}));
+  std::vector<uint8_t> mask;
+  EXPECT_TRUE(AppendNpyRows(dir.File("m.npy"), 0, 3, &mask).ok());  // the bad value is outside the share
+  EXPECT_THAT(AppendNpyRows(dir.File("m.npy"), 2, 2, &mask).status().message(), HasSubstr("element 3 "));
+}
+
+// Any share of a type reads its rows and every chunk's header, so all readers agree on the widths.
+TEST(ChunkedImport, NodeRowsOfAShareAcrossChunks) {
+  Fixture f;
+  WriteText(f.dir.File("metadata.json"), FormatJson(f.meta, JsonLayout::kIndented));
+  Result<ChunkedGraph> g = ReadChunkedMetadata(f.dir.path().string());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Result<ChunkedNodeRows> rows = ReadNodeRows(*g, ChunkedImportOptions{}, 1, 2, 2);  // paper rows 2 and 3
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->feature_dim, 2);
+  EXPECT_EQ(rows->features, (std::vector<float>{5, 6, 7.5, -8}));  // across the two feature chunks
+  EXPECT_EQ(rows->labels, (std::vector<int64_t>{1, -1}));
+  EXPECT_EQ(rows->train_mask, (std::vector<uint8_t>{0, 0}));
+  EXPECT_TRUE(rows->test_mask.empty());  // no such key
+  rows = ReadNodeRows(*g, ChunkedImportOptions{}, 1, 4, 0);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->feature_dim, 2);
+  EXPECT_TRUE(rows->features.empty());
+  const HeteroGraph skeleton = ChunkedSkeleton(*g, true, true);
+  ASSERT_EQ(skeleton.relations.size(), 6u);
+  EXPECT_EQ(skeleton.relations[2].name, "writes^-1");
+  EXPECT_EQ(skeleton.relations[5].name, "self_loop:paper");
+  EXPECT_TRUE(skeleton.relations[0].src.empty());
+}
+
 }  // namespace
 }  // namespace tessel::storage

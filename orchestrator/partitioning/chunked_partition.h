@@ -1,0 +1,64 @@
+// The distributed partitioner: `mpirun -np P tessel partition --input DIR --parts K --out PARTS` over a
+// graph in DGL's chunked format (storage/chunked_import.h), with no rank ever holding the whole graph.
+//
+// The global id space is ImportChunked's (node types concatenated in metadata order), and every rank
+// is the "home" of one contiguous 1/P of it. Each rank reads the node data of its home range (only those
+// rows of each .npy chunk) and every P-th edge chunk; edges travel to the home of their destination, the
+// symmetric adjacency is built at the homes, and the method assigns each home node a part:
+//   ptscotch: PT-Scotch's k-way partition of the distributed graph (its int64 build), one vertex weight
+//             combining the training-node and in-edge constraints, then the same balance repair rounds;
+//   random / range: the baselines of `tessel partition GRAPH`, the same function of the node id.
+// New ids order nodes by (part, original id), as BuildWorkerPartitions does. Part k is built by rank
+// k % P from what the homes send it (its nodes with their features and labels, its in-edges), and its
+// halo's features come from the owners of those nodes. The parts are exactly those `tessel import
+// chunked` followed by `tessel partition GRAPH` builds from the same assignment (tests/cluster
+// partition_chunked.sh compares them), apart from graph_hash, which here digests the input files.
+//
+// Failure: every step ends with RankGroup::Agree, so a rank's error (kBadData naming the chunk file and
+// the row, or metadata.json and the key; kStorage for a directory a rank cannot read) is every rank's,
+// prefixed with its rank. Nothing is written here: the caller writes the parts (cli_partition.cc).
+// Thread safety: one call per rank, on the rank's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "orchestrator/partitioning/rank_group.h"
+#include "storage/chunked_import.h"
+#include "storage/partition.h"
+#include "storage/partition_manifest.h"
+
+namespace tessel::orchestrator {
+
+enum class ShardedMethod { kPtScotch, kRandom, kRange };
+const char* ShardedMethodName(ShardedMethod m);
+
+struct ChunkedPartitionOptions {
+  storage::ChunkedImportOptions input;  // the directory, the node_data keys, the derived relations
+  int32_t parts = 0;
+  ShardedMethod method = ShardedMethod::kPtScotch;
+  uint64_t seed = 0;
+};
+
+// The rank that builds and writes part `part`.
+inline int OwnerOfPart(int32_t part, int ranks) { return part % ranks; }
+
+struct RankFigures {
+  int64_t home_nodes = 0;      // nodes whose data it read
+  int64_t in_edges = 0;        // edges it held at their destination's home
+  int64_t peak_rss_bytes = 0;  // the process's peak resident set when the parts were built
+};
+
+struct ChunkedPartition {
+  std::vector<storage::WorkerPartition> parts;  // the parts this rank owns, ascending
+  storage::PartitionManifest manifest;          // the same on every rank, per_part included
+  std::vector<RankFigures> ranks;               // every rank's
+  std::vector<std::string> ignored;             // node or edge data the graph has no place for
+  double read_seconds = 0, partition_seconds = 0, build_seconds = 0;
+};
+
+Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& options);
+
+}  // namespace tessel::orchestrator
