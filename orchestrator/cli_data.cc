@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -13,13 +15,18 @@
 #include <string>
 
 #include "core/logging.h"
+#include "core/safe_file.h"
 #include "orchestrator/cli.h"
+#include "orchestrator/partitioning/rank_group.h"
+#include "orchestrator/partitioning/rank_output.h"
+#include "storage/chunked_generator.h"
 #include "storage/chunked_import.h"
 #include "storage/edges_import.h"
 #include "storage/generator.h"
 #include "storage/graph.h"
 #include "storage/inspect.h"
 #include "storage/rdf_import.h"
+#include "workers/comm/mpi_comm.h"
 
 namespace tessel::cli {
 namespace {
@@ -116,6 +123,53 @@ void RegisterImportChunked(CLI::App& import, Status* result) {
   });
 }
 
+// `mpirun -np P tessel generate graph --chunked --out DIR`: rank k writes chunk k of every array, rank 0
+// metadata.json; the directory appears whole or not at all. An existing DIR is refused unless empty.
+Status GenerateChunkedOnRanks(const orchestrator::RankGroup& group, const storage::GenerateOptions& o,
+                              const std::filesystem::path& out, Clock::time_point start, std::ostream& os) {
+  std::error_code ec;
+  const bool taken =
+      std::filesystem::exists(std::filesystem::symlink_status(out, ec)) &&
+      !(std::filesystem::is_directory(std::filesystem::symlink_status(out, ec)) && std::filesystem::is_empty(out, ec));
+  TESSEL_RETURN_IF_ERROR(group.Agree(
+      group.rank() == 0 && taken
+          ? UsageError(StrCat("--out ", out.string(), " exists and is not an empty directory; choose another"))
+          : storage::ValidateGenerateOptions(o)));
+  TESSEL_RETURN_IF_ERROR(orchestrator::WriteDirectoryOnRanks(
+      group, out,
+      [&](const std::filesystem::path& tmp) {
+        return storage::WriteChunkedShare(o, tmp.string(), group.rank(), group.size());
+      },
+      [&](const std::filesystem::path& tmp) {
+        TESSEL_RETURN_IF_ERROR(
+            WriteFileAtomically(tmp / "metadata.json", storage::ChunkedGraphMetadata(o, group.size())));
+        std::error_code rename_ec;
+        std::filesystem::remove(out, rename_ec);  // an empty directory, or nothing
+        std::filesystem::rename(tmp, out, rename_ec);
+        if (rename_ec)
+          return StorageError(StrCat("cannot rename ", tmp.string(), " to ", out.string(), ": ", rename_ec.message()));
+        return Status::Ok();
+      }));
+  if (group.rank() == 0) {
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto edges = static_cast<int64_t>(std::llround(static_cast<double>(o.nodes) * o.avg_degree / 2.0));
+    os << "wrote " << out.string() << " (DGL's chunked format, " << group.size() << " chunks per array) in "
+       << std::fixed << std::setprecision(2) << total << " s: " << storage::WithThousands(o.nodes) << " nodes in "
+       << o.node_types << " types, " << storage::WithThousands(edges) << " edges in " << o.relations << " relations, "
+       << o.classes << " classes, features " << o.feature_dim << std::defaultfloat << "\n"
+       << "note: no inverse or self-loop relations are written; add them with --add-inverse --add-self-loop "
+          "(tessel import chunked, tessel partition --input)\n";
+  }
+  return Status::Ok();
+}
+
+Status GenerateChunked(const storage::GenerateOptions& o, const std::string& out, Clock::time_point start,
+                       std::ostream& os) {
+  TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
+  TESSEL_ASSIGN_OR_RETURN(const orchestrator::RankGroup group, orchestrator::RankGroup::World());
+  return group.PrintedOnce(GenerateChunkedOnRanks(group, o, std::filesystem::path(out).lexically_normal(), start, os));
+}
+
 void RegisterGenerateGraph(CLI::App& generate, Status* result) {
   auto opts = std::make_shared<storage::GenerateOptions>();
   auto out = std::make_shared<std::string>();
@@ -145,11 +199,16 @@ void RegisterGenerateGraph(CLI::App& generate, Status* result) {
   cmd->add_option("--name", opts->name, "Graph name")->capture_default_str();
   cmd->add_flag("--no-inverse", *no_inverse, "Do not add inverse relations");
   cmd->add_flag("--no-self-loop", *no_self_loop, "Do not add self-loop relations");
-  cmd->callback([opts, out, no_inverse, no_self_loop, result] {
+  auto chunked = std::make_shared<bool>(false);
+  cmd->add_flag("--chunked", *chunked,
+                "Write DGL's chunked graph format into the directory --out, each rank of an mpirun its own chunks "
+                "(no derived relations: add them when importing or partitioning)");
+  cmd->callback([opts, out, no_inverse, no_self_loop, chunked, result] {
     opts->add_inverse = !*no_inverse;
     opts->add_self_loop = !*no_self_loop;
     const auto start = Clock::now();
-    *result = WriteAndReport(storage::GenerateGraph(*opts), *out, start, std::cout);
+    *result = *chunked ? GenerateChunked(*opts, *out, start, std::cout)
+                       : WriteAndReport(storage::GenerateGraph(*opts), *out, start, std::cout);
   });
 }
 

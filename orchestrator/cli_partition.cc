@@ -33,6 +33,7 @@
 #include "orchestrator/graph_partitioner.h"
 #include "orchestrator/partitioning/chunked_partition.h"
 #include "orchestrator/partitioning/rank_group.h"
+#include "orchestrator/partitioning/rank_output.h"
 #include "storage/graph.h"
 #include "storage/partition.h"
 #include "storage/partition_manifest.h"
@@ -198,18 +199,6 @@ Result<fs::path> OutputDirectory(const PartitionOptions& opts) {
   return out;
 }
 
-// A new temporary directory beside `out`: mkdir refuses anything already there (a link included), and
-// nothing there is removed.
-Result<fs::path> MakeTemporaryDirectory(const fs::path& out) {
-  std::error_code ec;
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  if (ec) return StorageError(StrCat("cannot create ", parent.string(), ": ", ec.message()));
-  const fs::path tmp = TemporaryPathFor(out.string());
-  if (::mkdir(tmp.c_str(), 0755) != 0) return StorageError(StrCat("cannot create ", DescribeCreateFailure(tmp, errno)));
-  return tmp;
-}
-
 Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator::ChunkedPartitionOptions& o,
                         const fs::path& out, std::chrono::steady_clock::time_point start, std::ostream& os);
 
@@ -237,49 +226,28 @@ Status RunChunkedPartition(const PartitionOptions& opts, std::ostream& os) {
   TESSEL_ASSIGN_OR_RETURN(const fs::path out, OutputDirectory(opts));
   TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
   TESSEL_ASSIGN_OR_RETURN(const orchestrator::RankGroup group, orchestrator::RankGroup::World());
-  const Status st = PartitionOnRanks(group, o, out, start, os);
-  // Every rank has the same (agreed) error; rank 0 alone prints it.
-  return st.ok() || group.rank() == 0 ? st : Status(st.code(), "");
+  return group.PrintedOnce(PartitionOnRanks(group, o, out, start, os));
 }
 
 Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator::ChunkedPartitionOptions& o,
                         const fs::path& out, std::chrono::steady_clock::time_point start, std::ostream& os) {
   const bool root = group.rank() == 0;
   TESSEL_RETURN_IF_ERROR(group.Agree(root ? CheckReplaceable(out) : Status::Ok()));
-  std::string tmp;
-  Status st;
-  if (root) {
-    Result<fs::path> made = MakeTemporaryDirectory(out);
-    st = made.status();
-    if (made.ok()) tmp = made->string();
-  }
-  TESSEL_RETURN_IF_ERROR(group.Agree(st));
-  TESSEL_RETURN_IF_ERROR(group.Broadcast(&tmp, 0));
-  const auto abandon = [&](const Status& why) {
-    std::error_code ec;
-    if (root) fs::remove_all(tmp, ec);
-    return why;
-  };
-  std::error_code ec;
-  st = group.Agree(fs::is_directory(tmp, ec) ? Status::Ok()
-                                             : StorageError(StrCat("cannot see ", tmp,
-                                                                   ", which rank 0 created: --out must be on storage "
-                                                                   "every rank shares")));
-  if (!st.ok()) return abandon(st);
-  Result<orchestrator::ChunkedPartition> r = orchestrator::PartitionChunked(group, o);
-  if (!r.ok()) return abandon(r.status());
-  for (const storage::WorkerPartition& p : r->parts) {
-    st = storage::WritePartitionFile(p, (fs::path(tmp) / StrCat("part-", p.part, ".h5")).string());
-    if (!st.ok()) break;
-  }
-  st = group.Agree(st);
-  if (!st.ok()) return abandon(st);
-  if (root) {
-    st = WriteFileAtomically(fs::path(tmp) / kReport, storage::FormatPartitionManifest(r->manifest));
-    if (st.ok()) st = CommitDirectory(tmp, out);
-  }
-  st = group.Agree(st);
-  if (!st.ok()) return abandon(st);
+  Result<orchestrator::ChunkedPartition> r = InternalError("not partitioned");
+  TESSEL_RETURN_IF_ERROR(orchestrator::WriteDirectoryOnRanks(
+      group, out,
+      [&](const fs::path& tmp) {
+        r = orchestrator::PartitionChunked(group, o);
+        if (!r.ok()) return r.status();
+        for (const storage::WorkerPartition& p : r->parts) {
+          TESSEL_RETURN_IF_ERROR(storage::WritePartitionFile(p, (tmp / StrCat("part-", p.part, ".h5")).string()));
+        }
+        return Status::Ok();
+      },
+      [&](const fs::path& tmp) {
+        TESSEL_RETURN_IF_ERROR(WriteFileAtomically(tmp / kReport, storage::FormatPartitionManifest(r->manifest)));
+        return CommitDirectory(tmp, out);
+      }));
   if (!root) return Status::Ok();
   for (const std::string& what : r->ignored) {
     os << "note: " << what << " is not read (Tessel trains on node features, labels and masks only)\n";
@@ -340,7 +308,7 @@ Status RunPartition(const PartitionOptions& opts, std::ostream& os) {
   for (storage::WorkerPartition& p : parts) p.graph_hash = graph_hash;
   const storage::PartitionManifest manifest = ManifestOf(opts, g, graph_hash, r, random_edge_cut, parts);
 
-  TESSEL_ASSIGN_OR_RETURN(const fs::path tmp, MakeTemporaryDirectory(out));
+  TESSEL_ASSIGN_OR_RETURN(const fs::path tmp, orchestrator::MakeTemporaryDirectory(out));
   std::error_code ec;
   Status st;
   for (const storage::WorkerPartition& p : parts) {

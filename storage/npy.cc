@@ -9,6 +9,7 @@
 #include <memory>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "core/logging.h"
 
@@ -259,5 +260,57 @@ template Result<NpyHeader> AppendNpy<float>(const std::string&, std::vector<floa
 template Result<NpyHeader> AppendNpy<double>(const std::string&, std::vector<double>*);
 template Result<NpyHeader> AppendNpy<int64_t>(const std::string&, std::vector<int64_t>*);
 template Result<NpyHeader> AppendNpy<uint8_t>(const std::string&, std::vector<uint8_t>*);
+
+Result<NpyWriter> NpyWriter::Create(const std::string& path, const std::string& descr, int64_t rows, int64_t width) {
+  const int64_t item = descr.size() == 3 ? descr[2] - '0' : 0;
+  if (item != 1 && item != 2 && item != 4 && item != 8) return UsageError(StrCat(path, ": bad dtype '", descr, "'"));
+  NpyWriter w;
+  w.path_ = path;
+  w.rows_ = rows;
+  w.row_bytes_ = width * item;
+  std::string dict = StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", rows,
+                            width == 1 ? "," : StrCat(", ", width), "), }");
+  // The header (magic, version, length, dict) pads with spaces to a multiple of 64 and ends with a newline.
+  const size_t total = kMagic.size() + 4 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict.push_back('\n');
+  std::string head(kMagic.begin(), kMagic.end());
+  head += {'\x01', '\x00', static_cast<char>(dict.size() & 0xff), static_cast<char>(dict.size() >> 8)};
+  head += dict;
+  w.file_ = std::fopen(path.c_str(), "wb");
+  if (!w.file_) return StorageError(StrCat(path, ": cannot create: ", std::strerror(errno)));
+  if (std::fwrite(head.data(), 1, head.size(), w.file_) != head.size()) {
+    return StorageError(StrCat(path, ": write failed: ", std::strerror(errno)));
+  }
+  return w;
+}
+
+NpyWriter::NpyWriter(NpyWriter&& o) noexcept
+    : path_(std::move(o.path_)),
+      file_(std::exchange(o.file_, nullptr)),
+      rows_(o.rows_),
+      written_(o.written_),
+      row_bytes_(o.row_bytes_) {}
+
+NpyWriter::~NpyWriter() {
+  if (file_) std::fclose(file_);
+}
+
+Status NpyWriter::Append(const void* data, int64_t rows) {
+  if (written_ + rows > rows_) return InternalError(StrCat(path_, ": more than the ", rows_, " rows of its header"));
+  const auto bytes = static_cast<size_t>(rows * row_bytes_);
+  if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
+    return StorageError(StrCat(path_, ": write failed: ", std::strerror(errno)));
+  }
+  written_ += rows;
+  return Status::Ok();
+}
+
+Status NpyWriter::Close() {
+  if (written_ != rows_) return InternalError(StrCat(path_, ": ", written_, " rows written, its header says ", rows_));
+  std::FILE* f = std::exchange(file_, nullptr);
+  if (std::fclose(f) != 0) return StorageError(StrCat(path_, ": write failed: ", std::strerror(errno)));
+  return Status::Ok();
+}
 
 }  // namespace tessel::storage

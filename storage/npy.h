@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,25 @@ Result<NpyHeader> AppendNpy(const std::string& path, std::vector<T>* out);
 // their bytes: a rank's share of a chunk. Rows outside the array are kUsage.
 template <typename T>
 Result<NpyHeader> AppendNpyRows(const std::string& path, int64_t first_row, int64_t rows, std::vector<T>* out);
+
+// Writes a .npy file (format 1.0, C order) of `rows` rows of `width` elements of `descr` ("<f4", "<i8",
+// "|b1"), streamed: Append the rows in order, then Close, which checks that exactly `rows` rows came.
+// Failure: kStorage naming the file. The caller removes a half-written file (a whole output is written
+// into a temporary directory).
+class NpyWriter {
+ public:
+  static Result<NpyWriter> Create(const std::string& path, const std::string& descr, int64_t rows, int64_t width);
+  NpyWriter(NpyWriter&& o) noexcept;
+  NpyWriter& operator=(NpyWriter&&) = delete;
+  ~NpyWriter();
+  Status Append(const void* data, int64_t rows);
+  Status Close();
+
+ private:
+  NpyWriter() = default;
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  int64_t rows_ = 0, written_ = 0, row_bytes_ = 0;
+};
 
 }  // namespace tessel::storage

@@ -1,5 +1,6 @@
 #include "orchestrator/partitioning/rank_group.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/logging.h"
@@ -33,7 +34,11 @@ Status RankGroup::Agree(const Status& mine) const {
   std::string message = mine.message();
   TESSEL_RETURN_IF_ERROR(MpiCheck(MPI_Bcast(&code, 1, MPI_INT64_T, first, comm_), "MPI_Bcast"));
   TESSEL_RETURN_IF_ERROR(Broadcast(&message, first));
-  return Status(static_cast<Code>(code), size_ > 1 ? StrCat("rank ", first, ": ", message) : message);
+  // An error agreed on before (a step inside a step) keeps its one "rank R: ".
+  const bool named = message.rfind("rank ", 0) == 0 && message.find(": ") != std::string::npos &&
+                     std::all_of(message.begin() + 5, message.begin() + static_cast<ptrdiff_t>(message.find(": ")),
+                                 [](char c) { return c >= '0' && c <= '9'; });
+  return Status(static_cast<Code>(code), size_ > 1 && !named ? StrCat("rank ", first, ": ", message) : message);
 }
 
 Status RankGroup::Sum(int64_t* values, int64_t n) const {

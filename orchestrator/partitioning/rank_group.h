@@ -33,8 +33,15 @@ class RankGroup {
   MPI_Comm comm() const { return comm_; }  // for a library that runs over the same ranks (PT-Scotch)
 
   // Every rank passes its own outcome; every rank returns the lowest failing rank's, its code kept and its
-  // message prefixed "rank R: " when there is more than one rank, or Ok when none failed.
+  // message prefixed "rank R: " when there is more than one rank (once: an error agreed on before keeps
+  // its prefix), or Ok when none failed.
   Status Agree(const Status& mine) const;
+
+  // What this rank's command returns for an agreed status: rank 0 keeps the message, which main() prints;
+  // the other ranks keep the code alone (main prints nothing for an empty message), so it prints once.
+  Status PrintedOnce(const Status& agreed) const {
+    return agreed.ok() || rank_ == 0 ? agreed : Status(agreed.code(), "");
+  }
 
   Status Sum(int64_t* values, int64_t n) const;  // element-wise over the ranks, in place
   Status Max(int64_t* values, int64_t n) const;

@@ -8,6 +8,7 @@
 #    path and hash. cluster_partitions holds such part files to training from the graph itself.
 # 2. PT-Scotch on 1, 2 and 3 ranks: every constraint within 1.05, the cut below the random one's and
 #    within 15% of METIS's on the same graph; RGCN trains from its parts on 3 workers.
+#    `tessel generate graph --chunked` on 3 ranks writes the graph 1 rank writes; partitioned, it trains.
 # 3. Bad input, each on 2 ranks: chunk sizes that disagree with metadata.json (per chunk and per type), an
 #    id out of range, a chunk a rank cannot open, a method or part count that cannot be, an --out that is
 #    not an earlier output: each exits with its code, names the file (and the rank), and leaves nothing.
@@ -82,6 +83,32 @@ s = json.load(open(sys.argv[1]))
 assert s['workers'] == 3 and len(s['epoch_loss']) == 3 and all(math.isfinite(x) for x in s['epoch_loss']), s['epoch_loss']
 print('RGCN from PT-Scotch parts, 3 workers: losses', s['epoch_loss'])" "$w/train/summary.json" ||
   fail "training from PT-Scotch's parts gave no losses"
+
+# `tessel generate graph --chunked` under mpirun: 3 ranks write the graph 1 rank writes (each its chunks),
+# and the distributed partitioner takes it; an existing --out is refused.
+for ranks in 1 3; do
+  mpirun "${MPIRUN_FLAGS[@]}" -np $ranks "$TESSEL" generate graph --chunked --nodes 4000 --feature-dim 8 \
+    --out "$w/gen-$ranks" > "$w/gen-$ranks.log" 2>&1 || { cat "$w/gen-$ranks.log"; fail "generate --chunked on $ranks ranks failed"; }
+  [ "$(ls "$w/gen-$ranks/edges" | wc -l)" = $((6 * ranks)) ] || fail "generate --chunked on $ranks ranks: not 6 x $ranks edge chunks"
+  "$TESSEL" import chunked "$w/gen-$ranks" --out "$w/gen-$ranks.h5" > /dev/null || fail "importing gen-$ranks failed"
+done
+"$python" - "$w/gen-1.h5" "$w/gen-3.h5" <<'PY' || fail "generate --chunked: 1 and 3 ranks wrote different graphs"
+import sys, h5py
+def arrays(path):
+    out = {}
+    with h5py.File(path) as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[()].tobytes()) if isinstance(o, h5py.Dataset) else None)
+    return out
+a, b = arrays(sys.argv[1]), arrays(sys.argv[2])
+assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), sorted(k for k in a if a[k] != b.get(k))
+print(f"generate --chunked: 1 and 3 ranks write the same graph ({len(a)} arrays)")
+PY
+mpirun "${MPIRUN_FLAGS[@]}" -np 2 "$TESSEL" partition --input "$w/gen-3" --add-inverse --add-self-loop --parts 2 \
+  --out "$w/gen-parts" > "$w/gen-parts.log" 2>&1 || { cat "$w/gen-parts.log"; fail "partitioning the generated graph failed"; }
+rc=0
+mpirun "${MPIRUN_FLAGS[@]}" -np 2 "$TESSEL" generate graph --chunked --nodes 400 --out "$w/gen-3" > "$w/gen-again.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "exists and is not an empty directory" "$w/gen-again.log" || { cat "$w/gen-again.log"; fail "generate --chunked over an existing graph: exit $rc"; }
+[ -f "$w/gen-3/metadata.json" ] || fail "generate --chunked over an existing graph touched it"
 
 # 3. Bad input: a code, the file or the rank, and nothing left behind.
 expect_refusal() {  # expect_refusal NAME CODE PATTERN ARGS...: 2 ranks refuse, naming PATTERN
