@@ -214,6 +214,8 @@ Status RunChunkedPartition(const PartitionOptions& opts, std::ostream& os) {
   const std::string method = opts.method.empty() ? "ptscotch" : opts.method;
   if (method == "ptscotch") {
     o.method = orchestrator::ShardedMethod::kPtScotch;
+  } else if (method == "stream") {
+    o.method = orchestrator::ShardedMethod::kStream;
   } else if (method == "random") {
     o.method = orchestrator::ShardedMethod::kRandom;
   } else if (method == "range") {
@@ -221,7 +223,7 @@ Status RunChunkedPartition(const PartitionOptions& opts, std::ostream& os) {
   } else {
     return UsageError(StrCat("--method ", method,
                              " does not partition a chunked graph (--input): expected ptscotch, "
-                             "random or range; metis runs on one process over a graph file"));
+                             "stream, random or range; metis runs on one process over a graph file"));
   }
   TESSEL_ASSIGN_OR_RETURN(const fs::path out, OutputDirectory(opts));
   TESSEL_ASSIGN_OR_RETURN(auto session, workers::MpiSession::Init(nullptr, nullptr));
@@ -341,8 +343,8 @@ void RegisterPartitionCommands(CLI::App& app, Status* result) {
   cmd->add_option("--parts", opts->parts, "Number of parts (workers)")->required()->check(WholeNumberAtLeast(1));
   cmd->add_option("--out", opts->out, "Output directory for part-K.h5 and partition.json")->required();
   cmd->add_option("--method", opts->method,
-                  "GRAPH: metis (default), random or range; --input: ptscotch (default), random or range")
-      ->check(CLI::IsMember({"metis", "ptscotch", "random", "range"}));
+                  "GRAPH: metis (default), random or range; --input: ptscotch (default), stream, random or range")
+      ->check(CLI::IsMember({"metis", "ptscotch", "stream", "random", "range"}));
   cmd->add_option("--seed", opts->seed, "Seed for METIS and the random baseline (default: the job's partition.seed)")
       ->capture_default_str();
   cmd->callback([opts, result] { *result = RunPartition(*opts, std::cout); });

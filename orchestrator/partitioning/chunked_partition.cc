@@ -12,8 +12,11 @@
 
 #include "core/logging.h"
 #include "orchestrator/graph_partitioner.h"
+#include "orchestrator/partitioning/home_graph.h"
+#include "orchestrator/partitioning/part_builder.h"
 #include "orchestrator/partitioning/ptscotch_parts.h"
 #include "orchestrator/partitioning/rebalancer.h"
+#include "orchestrator/partitioning/stream_parts.h"
 #include "storage/digest.h"
 #include "storage/edges_import.h"
 
@@ -27,243 +30,6 @@ using storage::RelationKind;
 using storage::WorkerPartition;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// An edge in global original ids. `pad` keeps the bytes MPI moves defined.
-struct Edge {
-  int64_t src = 0, dst = 0;
-  int32_t rel = 0, pad = 0;
-};
-
-// Where a node went: its part and its new id.
-struct Placed {
-  int64_t new_id = 0;
-  int32_t part = 0, pad = 0;
-};
-
-// A node as its part's builder receives it.
-struct NodeOut {
-  int64_t new_id = 0, orig_id = 0, label = -1;
-  uint8_t train = 0, val = 0, test = 0, pad[5] = {};
-};
-
-// An in-edge as its part's builder receives it.
-struct EdgeOut {
-  int64_t src_new = 0, dst_new = 0;
-  int32_t rel = 0, pad = 0;
-};
-
-// The id space and its home ranges.
-struct Layout {
-  std::vector<int64_t> type_offsets;  // [types + 1]
-  std::vector<int64_t> home;          // [ranks + 1]: rank r is the home of [home[r], home[r + 1])
-  int64_t n = 0;
-  Layout(const HeteroGraph& skeleton, int ranks) {
-    type_offsets.push_back(0);
-    for (const storage::NodeType& t : skeleton.node_types) type_offsets.push_back(type_offsets.back() + t.count);
-    n = type_offsets.back();
-    for (int r = 0; r <= ranks; ++r) {
-      home.push_back(static_cast<int64_t>(static_cast<unsigned __int128>(n) * static_cast<uint64_t>(r) /
-                                          static_cast<uint64_t>(ranks)));
-    }
-  }
-  int HomeOf(int64_t id) const {
-    return static_cast<int>(std::upper_bound(home.begin(), home.end(), id) - home.begin()) - 1;
-  }
-  int32_t TypeOf(int64_t id) const {
-    return static_cast<int32_t>(std::upper_bound(type_offsets.begin(), type_offsets.end(), id) - type_offsets.begin()) -
-           1;
-  }
-};
-
-// What a home rank holds of its nodes [lo, hi).
-struct Home {
-  int64_t lo = 0, hi = 0;
-  int64_t feature_dim = 0;  // the graph's common width (0: featureless or the types disagree)
-  std::vector<float> features;
-  std::vector<int64_t> labels;
-  std::vector<uint8_t> train, val, test;
-  int64_t max_label = -1;
-  int64_t size() const { return hi - lo; }
-};
-
-// Reads the node data of the home range (and every type's chunk headers, so every rank agrees on the
-// widths).
-Status ReadHome(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o, const Layout& layout, int rank,
-                Home* home) {
-  home->lo = layout.home[static_cast<size_t>(rank)];
-  home->hi = layout.home[static_cast<size_t>(rank) + 1];
-  const size_t types = cg.node_types.size();
-  std::vector<storage::ChunkedNodeRows> rows(types);
-  std::vector<int64_t> dims(types, 0);
-  for (size_t t = 0; t < types; ++t) {
-    const int64_t off = layout.type_offsets[t], count = cg.node_types[t].count;
-    const int64_t a = std::clamp(home->lo, off, off + count), b = std::clamp(home->hi, off, off + count);
-    TESSEL_ASSIGN_OR_RETURN(rows[t], storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), a - off, b - a));
-    dims[t] = count > 0 ? rows[t].feature_dim : 0;
-  }
-  home->feature_dim =
-      std::all_of(dims.begin(), dims.end(), [&](int64_t d) { return d == dims.front(); }) ? dims.front() : 0;
-  const auto n = static_cast<size_t>(home->size());
-  home->labels.assign(n, -1);
-  home->train.assign(n, 0);
-  home->val.assign(n, 0);
-  home->test.assign(n, 0);
-  home->features.reserve(n * static_cast<size_t>(home->feature_dim));
-  for (size_t t = 0; t < types; ++t) {
-    const int64_t off = layout.type_offsets[t], count = cg.node_types[t].count;
-    const int64_t a = std::clamp(home->lo, off, off + count), b = std::clamp(home->hi, off, off + count);
-    const auto at = static_cast<size_t>(a - home->lo);
-    const storage::ChunkedNodeRows& r = rows[t];
-    std::copy(r.labels.begin(), r.labels.end(), home->labels.begin() + static_cast<ptrdiff_t>(at));
-    std::copy(r.train_mask.begin(), r.train_mask.end(), home->train.begin() + static_cast<ptrdiff_t>(at));
-    std::copy(r.val_mask.begin(), r.val_mask.end(), home->val.begin() + static_cast<ptrdiff_t>(at));
-    std::copy(r.test_mask.begin(), r.test_mask.end(), home->test.begin() + static_cast<ptrdiff_t>(at));
-    if (home->feature_dim > 0) home->features.insert(home->features.end(), r.features.begin(), r.features.end());
-    (void)b;
-  }
-  for (const int64_t l : home->labels) home->max_label = std::max(home->max_label, l);
-  return Status::Ok();
-}
-
-// Reads every ranks-th edge chunk and sends each edge to the home of its destination (and, without
-// inverse relations, the reversed pair to the home of its source for the symmetric adjacency). Appends
-// the edges whose destination this rank is the home of, self-loops included, to *in_edges and the
-// reversed pairs to *out_pairs; *counts gets the edges this rank read of each edge type.
-Status ReadEdges(const ChunkedGraph& cg, const HeteroGraph& skeleton, const Layout& layout, const RankGroup& group,
-                 bool add_inverse, std::vector<Edge>* in_edges, std::vector<Edge>* out_pairs) {
-  const int ranks = group.size();
-  const auto base = static_cast<int32_t>(cg.edge_types.size());
-  std::vector<std::vector<Edge>> to_dst(static_cast<size_t>(ranks)), to_src(static_cast<size_t>(ranks));
-  std::vector<int64_t> counts(static_cast<size_t>(base), 0);
-  Status st;
-  int64_t index = 0;
-  std::vector<int64_t> src, dst;
-  for (int32_t e = 0; e < base && st.ok(); ++e) {
-    const storage::ChunkedEdgeType& et = cg.edge_types[static_cast<size_t>(e)];
-    const int64_t so = layout.type_offsets[static_cast<size_t>(et.src_type)];
-    const int64_t doff = layout.type_offsets[static_cast<size_t>(et.dst_type)];
-    for (int32_t c = 0; c < static_cast<int32_t>(et.files.paths.size()); ++c, ++index) {
-      if (index % ranks != group.rank()) continue;
-      src.clear();
-      dst.clear();
-      st = storage::ReadEdgeChunk(cg, e, c, &src, &dst);
-      if (!st.ok()) break;
-      counts[static_cast<size_t>(e)] += static_cast<int64_t>(src.size());
-      for (size_t i = 0; i < src.size(); ++i) {
-        const int64_t s = so + src[i], d = doff + dst[i];
-        to_dst[static_cast<size_t>(layout.HomeOf(d))].push_back({s, d, e, 0});
-        if (add_inverse) {
-          to_dst[static_cast<size_t>(layout.HomeOf(s))].push_back({d, s, base + e, 0});
-        } else if (s != d) {
-          to_src[static_cast<size_t>(layout.HomeOf(s))].push_back({d, s, e, 0});
-        }
-      }
-    }
-  }
-  TESSEL_RETURN_IF_ERROR(group.Agree(st));
-  TESSEL_RETURN_IF_ERROR(group.Sum(counts.data(), base));
-  for (int32_t e = 0; e < base; ++e) {
-    const storage::ChunkedEdgeType& et = cg.edge_types[static_cast<size_t>(e)];
-    if (counts[static_cast<size_t>(e)] != et.count) {
-      return BadDataError(StrCat(cg.metadata_path, ": edge type '", et.canonical, "': its chunks hold ",
-                                 counts[static_cast<size_t>(e)], " edges, metadata.json says ", et.count));
-    }
-  }
-  TESSEL_ASSIGN_OR_RETURN(*in_edges, group.Exchange(to_dst));
-  to_dst = {};
-  TESSEL_ASSIGN_OR_RETURN(*out_pairs, group.Exchange(to_src));
-  // Self-loops are made where they land.
-  const int64_t lo = layout.home[static_cast<size_t>(group.rank())];
-  const int64_t hi = layout.home[static_cast<size_t>(group.rank()) + 1];
-  for (int32_t r = 0; r < static_cast<int32_t>(skeleton.relations.size()); ++r) {
-    const storage::Relation& rel = skeleton.relations[static_cast<size_t>(r)];
-    if (rel.kind != RelationKind::kSelfLoop) continue;
-    const int64_t a = std::max(lo, layout.type_offsets[static_cast<size_t>(rel.src_type)]);
-    const int64_t b = std::min(hi, layout.type_offsets[static_cast<size_t>(rel.src_type) + 1]);
-    for (int64_t v = a; v < b; ++v) in_edges->push_back({v, v, r, 0});
-  }
-  return Status::Ok();
-}
-
-// The symmetric, deduplicated, self-loop-free adjacency of the home nodes, in global ids: the sources of
-// their base and inverse in-edges and the reversed pairs.
-void BuildAdjacency(const HeteroGraph& skeleton, const Home& home, const std::vector<Edge>& in_edges,
-                    const std::vector<Edge>& out_pairs, std::vector<int64_t>* ptr, std::vector<int64_t>* adj) {
-  const auto n = static_cast<size_t>(home.size());
-  ptr->assign(n + 1, 0);
-  const auto counts = [&](const Edge& e) {
-    return e.src != e.dst && skeleton.relations[static_cast<size_t>(e.rel)].kind != RelationKind::kSelfLoop;
-  };
-  for (const std::vector<Edge>* list : {&in_edges, &out_pairs}) {
-    for (const Edge& e : *list) {
-      if (counts(e)) ++(*ptr)[static_cast<size_t>(e.dst - home.lo) + 1];
-    }
-  }
-  for (size_t i = 0; i < n; ++i) (*ptr)[i + 1] += (*ptr)[i];
-  adj->resize(static_cast<size_t>(ptr->back()));
-  std::vector<int64_t> cursor(ptr->begin(), ptr->end() - 1);
-  for (const std::vector<Edge>* list : {&in_edges, &out_pairs}) {
-    for (const Edge& e : *list) {
-      if (counts(e)) (*adj)[static_cast<size_t>(cursor[static_cast<size_t>(e.dst - home.lo)]++)] = e.src;
-    }
-  }
-  // Sort and deduplicate each list in place, compacting.
-  int64_t w = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const auto b = adj->begin() + (*ptr)[i], e = adj->begin() + (*ptr)[i + 1];
-    std::sort(b, e);
-    const auto end = std::unique(b, e);
-    const int64_t start = w;
-    for (auto it = b; it != end; ++it) (*adj)[static_cast<size_t>(w++)] = *it;
-    (*ptr)[i] = start;
-  }
-  (*ptr)[n] = w;
-  adj->resize(static_cast<size_t>(w));
-  adj->shrink_to_fit();
-}
-
-// The value of each of `ids` (sorted and unique, of any home) in `values` (one per home node), asked of
-// their homes. Ids of one home are one run of `ids`, and every home answers in the order asked.
-template <typename T>
-Result<std::vector<T>> Resolve(const RankGroup& group, const Layout& layout, int64_t lo, const std::vector<T>& values,
-                               const std::vector<int64_t>& ids) {
-  std::vector<std::vector<int64_t>> ask(static_cast<size_t>(group.size()));
-  for (const int64_t id : ids) ask[static_cast<size_t>(layout.HomeOf(id))].push_back(id);
-  std::vector<int64_t> from;
-  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> asked, group.Exchange(ask, &from));
-  ask = {};
-  std::vector<std::vector<T>> answer(static_cast<size_t>(group.size()));
-  for (int r = 0; r < group.size(); ++r) {
-    for (int64_t i = from[static_cast<size_t>(r)]; i < from[static_cast<size_t>(r) + 1]; ++i) {
-      answer[static_cast<size_t>(r)].push_back(values[static_cast<size_t>(asked[static_cast<size_t>(i)] - lo)]);
-    }
-  }
-  return group.Exchange(answer);
-}
-
-// The home nodes' adjacency as the repair pass sees it: the parts of home neighbours live, those of
-// other homes' nodes as they were when the pass began (`neighbours` sorted, `remote_part` aligned).
-struct HomeView {
-  const std::vector<int64_t>& ptr;
-  const std::vector<int64_t>& adj;
-  const std::vector<int32_t>& part;
-  int64_t lo, hi;
-  const std::vector<int64_t>& neighbours;
-  const std::vector<int32_t>& remote_part;
-  int64_t nodes() const { return static_cast<int64_t>(part.size()); }
-  template <typename F>
-  void ForEachNeighbourPart(int64_t u, F&& f) const {
-    for (int64_t e = ptr[static_cast<size_t>(u)]; e < ptr[static_cast<size_t>(u) + 1]; ++e) {
-      const int64_t v = adj[static_cast<size_t>(e)];
-      if (v >= lo && v < hi) {
-        f(part[static_cast<size_t>(v - lo)]);
-      } else {
-        f(remote_part[static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) -
-                                          neighbours.begin())]);
-      }
-    }
-  }
-};
 
 // The global per-constraint imbalance of `part`.
 Result<std::vector<double>> GlobalImbalance(const RankGroup& group, const std::vector<std::vector<int64_t>>& w,
@@ -298,56 +64,10 @@ std::vector<int64_t> CombinedWeight(const std::vector<std::vector<int64_t>>& w, 
   return out;
 }
 
-// The digest of the input: metadata.json's bytes, the reading options, and every chunk file's bytes
-// (file i digested by rank i % ranks).
-Result<std::string> InputHash(const RankGroup& group, const ChunkedGraph& cg, const std::string& options) {
-  std::vector<std::string> files{cg.metadata_path};
-  for (const storage::ChunkedEdgeType& et : cg.edge_types) {
-    files.insert(files.end(), et.files.paths.begin(), et.files.paths.end());
-  }
-  for (const storage::ChunkedNodeType& nt : cg.node_types) {
-    for (const storage::ChunkedNodeData& d : nt.data) {
-      files.insert(files.end(), d.files.paths.begin(), d.files.paths.end());
-    }
-  }
-  std::vector<int64_t> digests(files.size(), 0);
-  Status st;
-  std::vector<char> block(size_t{1} << 20);
-  for (size_t i = static_cast<size_t>(group.rank()); i < files.size() && st.ok();
-       i += static_cast<size_t>(group.size())) {
-    std::ifstream in(files[i], std::ios::binary);
-    if (!in) {
-      st = BadDataError(StrCat(files[i], ": cannot open (listed in ", cg.metadata_path, ")"));
-      break;
-    }
-    storage::Digest d;
-    while (in) {
-      in.read(block.data(), static_cast<std::streamsize>(block.size()));
-      d.Bytes(block.data(), static_cast<size_t>(in.gcount()));
-    }
-    if (in.bad()) st = StorageError(StrCat(files[i], ": read failed"));
-    digests[i] = static_cast<int64_t>(d.Value());
-  }
-  TESSEL_RETURN_IF_ERROR(group.Agree(st));
-  TESSEL_RETURN_IF_ERROR(group.Sum(digests.data(), static_cast<int64_t>(digests.size())));
-  storage::Digest all;
-  all.Str("chunked");
-  all.Str(options);
-  for (const int64_t d : digests) all.Int(d);
-  return all.Hex();
-}
-
 int64_t PeakRssBytes() {
   struct rusage ru;
   return ::getrusage(RUSAGE_SELF, &ru) == 0 ? static_cast<int64_t>(ru.ru_maxrss) * 1024 : 0;
 }
-
-// One part from what its builder received, laid out as BuildWorkerPartitions lays it out.
-struct PartInput {
-  std::vector<NodeOut> nodes;  // by row (new id - lo)
-  std::vector<float> features;
-  std::vector<EdgeOut> edges;
-};
 
 }  // namespace
 
@@ -355,6 +75,8 @@ const char* ShardedMethodName(ShardedMethod m) {
   switch (m) {
     case ShardedMethod::kPtScotch:
       return "ptscotch";
+    case ShardedMethod::kStream:
+      return "stream";
     case ShardedMethod::kRandom:
       return "random";
     case ShardedMethod::kRange:
@@ -432,40 +154,42 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   std::vector<int64_t> adj_ptr, adj;
   BuildAdjacency(skeleton, home, in_edges, out_pairs, &adj_ptr, &adj);
   out_pairs = {};
+  std::vector<int64_t> neighbours(adj);
+  std::sort(neighbours.begin(), neighbours.end());
+  neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
+  std::vector<int64_t> interleaved(hn * w.size()), local(w.size(), 0);  // the weights, node by node
+  for (size_t i = 0; i < hn; ++i) {
+    for (size_t c = 0; c < w.size(); ++c) {
+      interleaved[i * w.size() + c] = w[c][i];
+      local[c] += w[c][i];
+    }
+  }
+  const auto ncon = static_cast<int32_t>(w.size());
   std::vector<int32_t> part(hn, 0);
+  int64_t moves = 0;
   if (k > 1 && o.method == ShardedMethod::kRange) {
     for (size_t i = 0; i < hn; ++i) part[i] = RangePartOf(home.lo + static_cast<int64_t>(i), n, k);
   } else if (k > 1 && o.method == ShardedMethod::kRandom) {
     for (size_t i = 0; i < hn; ++i) part[i] = RandomPartOf(home.lo + static_cast<int64_t>(i), k, o.seed);
+  } else if (k > 1 && o.method == ShardedMethod::kStream) {
+    TESSEL_ASSIGN_OR_RETURN(part, StreamParts(group, layout, home, adj_ptr, adj, neighbours, interleaved, ncon, k,
+                                              kMaxImbalance - 1e-9));
   } else if (k > 1) {
     TESSEL_ASSIGN_OR_RETURN(part,
                             PtScotchParts(group, layout.home, adj_ptr, adj, CombinedWeight(w, totals, n), k, o.seed));
-  }
-  std::vector<int64_t> neighbours(adj);
-  std::sort(neighbours.begin(), neighbours.end());
-  neighbours.erase(std::unique(neighbours.begin(), neighbours.end()), neighbours.end());
-  int64_t moves = 0;
-  if (k > 1 && o.method == ShardedMethod::kPtScotch) {
     // PT-Scotch balances one weight; the repair brings every constraint within the target. Each rank
     // repairs its own home nodes to its own totals, which bounds the sum; tighter targets as the
     // one-process path tries them, until the whole is within kMaxImbalance.
-    std::vector<int64_t> interleaved(hn * w.size()), local(w.size(), 0);
-    for (size_t i = 0; i < hn; ++i) {
-      for (size_t c = 0; c < w.size(); ++c) {
-        interleaved[i * w.size() + c] = w[c][i];
-        local[c] += w[c][i];
-      }
-    }
     for (const double target : {kMaxImbalance, 1.045, 1.04, 1.03}) {
       TESSEL_ASSIGN_OR_RETURN(const std::vector<int32_t> remote, Resolve(group, layout, home.lo, part, neighbours));
       const HomeView view{adj_ptr, adj, part, home.lo, home.hi, neighbours, remote};
-      moves +=
-          Rebalancer(view, interleaved.data(), static_cast<int32_t>(w.size()), local, k, target - 1e-9, part).Run();
+      moves += Rebalancer(view, interleaved.data(), ncon, local, k, target - 1e-9, part).Run();
       TESSEL_ASSIGN_OR_RETURN(const std::vector<double> now, GlobalImbalance(group, w, totals, part, k));
       if (now.empty() || *std::max_element(now.begin(), now.end()) <= kMaxImbalance) break;
     }
     TESSEL_RETURN_IF_ERROR(group.Sum(&moves, 1));
   }
+  interleaved = {};
 
   // 6. New ids: nodes ordered by (part, original id); homes are in id order, so a home's nodes of part p
   // come after those of every lower rank.
@@ -507,190 +231,20 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   w = {};
   out.partition_seconds = Since(part_start);
 
-  // 8. To each part's builder: its nodes (with features) and its in-edges, sources resolved to new ids.
+  // 8. The parts this rank owns.
   const auto build_start = Clock::now();
-  std::vector<int64_t> sources;
-  sources.reserve(in_edges.size());
-  for (const Edge& e : in_edges) sources.push_back(e.src);
-  std::sort(sources.begin(), sources.end());
-  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<Placed> source_at, Resolve(group, layout, home.lo, placed, sources));
-  std::vector<std::vector<EdgeOut>> edges_to(static_cast<size_t>(ranks));
-  for (const Edge& e : in_edges) {
-    const Placed& d = placed[static_cast<size_t>(e.dst - home.lo)];
-    const auto at = std::lower_bound(sources.begin(), sources.end(), e.src) - sources.begin();
-    edges_to[static_cast<size_t>(OwnerOfPart(d.part, ranks))].push_back(
-        {source_at[static_cast<size_t>(at)].new_id, d.new_id, e.rel, 0});
-  }
   RankFigures mine{home.size(), static_cast<int64_t>(in_edges.size()), 0};
-  in_edges = {};
-  sources = {};
-  std::vector<int64_t> edge_from;
-  TESSEL_ASSIGN_OR_RETURN(std::vector<EdgeOut> my_edges, group.Exchange(edges_to, &edge_from));
-  edges_to = {};
-  const auto dim = static_cast<size_t>(home.feature_dim);
-  std::vector<std::vector<NodeOut>> nodes_to(static_cast<size_t>(ranks));
-  std::vector<std::vector<float>> features_to(static_cast<size_t>(ranks));
-  for (size_t i = 0; i < hn; ++i) {
-    const auto r = static_cast<size_t>(OwnerOfPart(part[i], ranks));
-    nodes_to[r].push_back({placed[i].new_id,
-                           home.lo + static_cast<int64_t>(i),
-                           home.labels[i],
-                           home.train[i],
-                           home.val[i],
-                           home.test[i],
-                           {}});
-    features_to[r].insert(features_to[r].end(), home.features.begin() + static_cast<ptrdiff_t>(i * dim),
-                          home.features.begin() + static_cast<ptrdiff_t>((i + 1) * dim));
-  }
-  home.features = {};
-  TESSEL_ASSIGN_OR_RETURN(std::vector<NodeOut> my_nodes, group.Exchange(nodes_to));
-  nodes_to = {};
-  TESSEL_ASSIGN_OR_RETURN(std::vector<float> my_features, group.Exchange(features_to));
-  features_to = {};
-
-  // 9. Each owned part's nodes by row, and its edges.
-  std::vector<int32_t> owned;
-  for (int32_t p = me; p < k; p += ranks) owned.push_back(p);
-  std::vector<PartInput> inputs(owned.size());
-  const auto slot = [&](int32_t p) { return static_cast<size_t>((p - me) / ranks); };
-  for (size_t j = 0; j < owned.size(); ++j) {
-    const auto p = static_cast<size_t>(owned[j]);
-    inputs[j].nodes.resize(static_cast<size_t>(sizes[p]));
-    inputs[j].features.resize(static_cast<size_t>(sizes[p]) * dim);
-  }
-  for (size_t i = 0; i < my_nodes.size(); ++i) {
-    const storage::BookEntry b = storage::LookupRangeBook(offsets, my_nodes[i].new_id);
-    PartInput& in = inputs[slot(b.part)];
-    in.nodes[static_cast<size_t>(b.local)] = my_nodes[i];
-    std::copy(my_features.begin() + static_cast<ptrdiff_t>(i * dim),
-              my_features.begin() + static_cast<ptrdiff_t>((i + 1) * dim),
-              in.features.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(b.local) * dim));
-  }
-  my_nodes = {};
-  my_features = {};
-  for (const EdgeOut& e : my_edges) {
-    inputs[slot(storage::LookupRangeBook(offsets, e.dst_new).part)].edges.push_back(e);
-  }
-  my_edges = {};
-
-  // 10. The halo: every source outside its part, with its original id and features from its builder.
-  std::vector<int64_t> halo_ids;
-  for (size_t j = 0; j < owned.size(); ++j) {
-    const int64_t lo = offsets[static_cast<size_t>(owned[j])], hi = offsets[static_cast<size_t>(owned[j]) + 1];
-    for (const EdgeOut& e : inputs[j].edges) {
-      if (e.src_new < lo || e.src_new >= hi) halo_ids.push_back(e.src_new);
-    }
-  }
-  std::sort(halo_ids.begin(), halo_ids.end());
-  halo_ids.erase(std::unique(halo_ids.begin(), halo_ids.end()), halo_ids.end());
-  std::vector<std::vector<int64_t>> ask(static_cast<size_t>(ranks));
-  for (const int64_t id : halo_ids) {
-    ask[static_cast<size_t>(OwnerOfPart(storage::LookupRangeBook(offsets, id).part, ranks))].push_back(id);
-  }
-  std::vector<int64_t> asked_from;
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> asked, group.Exchange(ask, &asked_from));
-  std::vector<std::vector<int64_t>> orig_back(static_cast<size_t>(ranks));
-  std::vector<std::vector<float>> feat_back(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    for (int64_t i = asked_from[static_cast<size_t>(r)]; i < asked_from[static_cast<size_t>(r) + 1]; ++i) {
-      const storage::BookEntry b = storage::LookupRangeBook(offsets, asked[static_cast<size_t>(i)]);
-      const PartInput& in = inputs[slot(b.part)];
-      orig_back[static_cast<size_t>(r)].push_back(in.nodes[static_cast<size_t>(b.local)].orig_id);
-      const auto row = in.features.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(b.local) * dim);
-      feat_back[static_cast<size_t>(r)].insert(feat_back[static_cast<size_t>(r)].end(), row,
-                                               row + static_cast<ptrdiff_t>(dim));
-    }
-  }
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> halo_orig, group.Exchange(orig_back));
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<float> halo_feat, group.Exchange(feat_back));
-  // The answers come by responder rank; index them by the halo id asked.
-  std::vector<std::pair<int64_t, size_t>> answer_of;  // (new id, answer index), sorted
-  {
-    size_t a = 0;
-    for (int r = 0; r < ranks; ++r) {
-      for (const int64_t id : ask[static_cast<size_t>(r)]) answer_of.emplace_back(id, a++);
-    }
-    std::sort(answer_of.begin(), answer_of.end());
-  }
-  ask = {};
-
-  // 11. The parts, as BuildWorkerPartitions lays them out.
-  const auto num_rel = static_cast<int32_t>(skeleton.relations.size());
-  std::vector<std::string> relation_names;
-  for (const storage::Relation& r : skeleton.relations) relation_names.push_back(r.name);
-  for (size_t j = 0; j < owned.size(); ++j) {
-    PartInput& in = inputs[j];
-    WorkerPartition& wp = out.parts.emplace_back();
-    wp.part = owned[j];
-    wp.num_parts = k;
-    wp.offsets = offsets;
-    const int64_t lo = offsets[static_cast<size_t>(wp.part)], hi = offsets[static_cast<size_t>(wp.part) + 1];
-    wp.num_owned = hi - lo;
-    std::vector<int64_t> halo;
-    for (const EdgeOut& e : in.edges) {
-      if (e.src_new < lo || e.src_new >= hi) halo.push_back(e.src_new);
-    }
-    std::sort(halo.begin(), halo.end());
-    halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
-    const int64_t rows = wp.num_owned + static_cast<int64_t>(halo.size());
-    const auto row_of = [&](int64_t s) {
-      return (s >= lo && s < hi) ? s - lo
-                                 : wp.num_owned + (std::lower_bound(halo.begin(), halo.end(), s) - halo.begin());
-    };
-    wp.row_new_id.resize(static_cast<size_t>(rows));
-    std::iota(wp.row_new_id.begin(), wp.row_new_id.begin() + wp.num_owned, lo);
-    std::copy(halo.begin(), halo.end(), wp.row_new_id.begin() + wp.num_owned);
-    wp.row_orig_id.resize(static_cast<size_t>(rows));
-    wp.feature_dim = home.feature_dim;
-    if (dim > 0) wp.features.resize(static_cast<size_t>(rows) * dim);
-    for (int64_t i = 0; i < wp.num_owned; ++i)
-      wp.row_orig_id[static_cast<size_t>(i)] = in.nodes[static_cast<size_t>(i)].orig_id;
-    if (dim > 0) std::copy(in.features.begin(), in.features.end(), wp.features.begin());
-    for (size_t h = 0; h < halo.size(); ++h) {
-      const auto it = std::lower_bound(answer_of.begin(), answer_of.end(), std::pair<int64_t, size_t>{halo[h], 0});
-      const size_t a = it->second;
-      const size_t row = static_cast<size_t>(wp.num_owned) + h;
-      wp.row_orig_id[row] = halo_orig[a];
-      std::copy(halo_feat.begin() + static_cast<ptrdiff_t>(a * dim),
-                halo_feat.begin() + static_cast<ptrdiff_t>((a + 1) * dim),
-                wp.features.begin() + static_cast<ptrdiff_t>(row * dim));
-    }
-    // Edges grouped by relation, each group sorted by (source row, destination row).
-    std::vector<std::tuple<int32_t, int64_t, int64_t>> edges;
-    edges.reserve(in.edges.size());
-    for (const EdgeOut& e : in.edges) edges.emplace_back(e.rel, row_of(e.src_new), e.dst_new - lo);
-    in.edges = {};
-    std::sort(edges.begin(), edges.end());
-    wp.relation_names = relation_names;
-    wp.rel_ptr.assign(static_cast<size_t>(num_rel) + 1, 0);
-    wp.src.resize(edges.size());
-    wp.dst.resize(edges.size());
-    for (size_t e = 0; e < edges.size(); ++e) {
-      ++wp.rel_ptr[static_cast<size_t>(std::get<0>(edges[e])) + 1];
-      wp.src[e] = std::get<1>(edges[e]);
-      wp.dst[e] = std::get<2>(edges[e]);
-    }
-    for (int32_t r = 0; r < num_rel; ++r) wp.rel_ptr[static_cast<size_t>(r) + 1] += wp.rel_ptr[static_cast<size_t>(r)];
-    wp.labels.resize(static_cast<size_t>(wp.num_owned));
-    wp.train_mask.resize(static_cast<size_t>(wp.num_owned));
-    wp.val_mask.resize(static_cast<size_t>(wp.num_owned));
-    wp.test_mask.resize(static_cast<size_t>(wp.num_owned));
-    for (size_t i = 0; i < static_cast<size_t>(wp.num_owned); ++i) {
-      wp.labels[i] = in.nodes[i].label;
-      wp.train_mask[i] = in.nodes[i].train;
-      wp.val_mask[i] = in.nodes[i].val;
-      wp.test_mask[i] = in.nodes[i].test;
-    }
-    in.nodes = {};
-    in.features = {};
-    wp.type_offsets = layout.type_offsets;
-    wp.total_nodes = n;
-    wp.num_classes = num_classes;
-    wp.total_train = total_train;
-    wp.total_test = total_test;
-    wp.graph_hash = graph_hash;
-  }
+  PartFacts part_facts;
+  part_facts.parts = k;
+  part_facts.offsets = offsets;
+  for (const storage::Relation& r : skeleton.relations) part_facts.relation_names.push_back(r.name);
+  part_facts.type_offsets = layout.type_offsets;
+  part_facts.total_nodes = n;
+  part_facts.num_classes = num_classes;
+  part_facts.total_train = total_train;
+  part_facts.total_test = total_test;
+  part_facts.graph_hash = graph_hash;
+  TESSEL_ASSIGN_OR_RETURN(out.parts, BuildOwnedParts(group, layout, home, std::move(in_edges), placed, part_facts));
   Status valid;
   for (const WorkerPartition& wp : out.parts) {
     valid = storage::ValidatePartition(wp);
@@ -719,7 +273,7 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   for (const storage::ChunkedEdgeType& et : cg.edge_types) edges_total += et.count * (o.input.add_inverse ? 2 : 1);
   if (o.input.add_self_loop) edges_total += n;
   m.edges = edges_total;
-  m.relations = num_rel;
+  m.relations = static_cast<int64_t>(skeleton.relations.size());
   m.classes = num_classes;
   m.feature_dim = home.feature_dim;
   m.method = ShardedMethodName(o.method);

@@ -7,6 +7,7 @@
 // symmetric adjacency is built at the homes, and the method assigns each home node a part:
 //   ptscotch: PT-Scotch's k-way partition of the distributed graph (its int64 build), one vertex weight
 //             combining the training-node and in-edge constraints, then the same balance repair rounds;
+//   stream: linear deterministic greedy in rounds (stream_parts.h), memory linear in a rank's share;
 //   random / range: the baselines of `tessel partition GRAPH`, the same function of the node id.
 // New ids order nodes by (part, original id), as BuildWorkerPartitions does. Part k is built by rank
 // k % P from what the homes send it (its nodes with their features and labels, its in-edges), and its
@@ -32,7 +33,7 @@
 
 namespace tessel::orchestrator {
 
-enum class ShardedMethod { kPtScotch, kRandom, kRange };
+enum class ShardedMethod { kPtScotch, kStream, kRandom, kRange };
 const char* ShardedMethodName(ShardedMethod m);
 
 struct ChunkedPartitionOptions {

@@ -53,13 +53,35 @@ class RankGroup {
   // this one, concatenated in rank order; *from, when given, gets size() + 1 offsets into it.
   template <typename T>
   Result<std::vector<T>> Exchange(const std::vector<std::vector<T>>& send, std::vector<int64_t>* from = nullptr) const {
-    static_assert(std::is_trivially_copyable_v<T>);
     std::vector<const void*> data(send.size());
     std::vector<uint64_t> bytes(send.size());
     for (size_t r = 0; r < send.size(); ++r) {
       data[r] = send[r].data();
       bytes[r] = send[r].size() * sizeof(T);
     }
+    return ExchangeSpans<T>(data, bytes, from);
+  }
+  // The same from one array sorted by destination: counts[r] elements for rank r, in rank order.
+  template <typename T>
+  Result<std::vector<T>> Exchange(const std::vector<T>& send, const std::vector<int64_t>& counts,
+                                  std::vector<int64_t>* from = nullptr) const {
+    std::vector<const void*> data(counts.size());
+    std::vector<uint64_t> bytes(counts.size());
+    size_t at = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      data[r] = send.data() + at;
+      bytes[r] = static_cast<uint64_t>(counts[r]) * sizeof(T);
+      at += static_cast<size_t>(counts[r]);
+    }
+    return ExchangeSpans<T>(data, bytes, from);
+  }
+
+ private:
+  RankGroup() = default;
+  template <typename T>
+  Result<std::vector<T>> ExchangeSpans(const std::vector<const void*>& data, const std::vector<uint64_t>& bytes,
+                                       std::vector<int64_t>* from) const {
+    static_assert(std::is_trivially_copyable_v<T>);
     std::vector<uint64_t> got;
     std::vector<T> out;
     TESSEL_RETURN_IF_ERROR(ExchangeBytes(data, bytes, &got, [&out](size_t n) -> void* {
@@ -72,9 +94,6 @@ class RankGroup {
     }
     return out;
   }
-
- private:
-  RankGroup() = default;
   // Receives into the buffer `alloc` returns for the total bytes (one allocation, no copy).
   Status ExchangeBytes(const std::vector<const void*>& data, const std::vector<uint64_t>& bytes,
                        std::vector<uint64_t>* got, const std::function<void*(size_t)>& alloc) const;

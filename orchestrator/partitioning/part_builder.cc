@@ -1,0 +1,229 @@
+#include "orchestrator/partitioning/part_builder.h"
+
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "core/logging.h"
+#include "orchestrator/partitioning/chunked_partition.h"
+
+namespace tessel::orchestrator {
+namespace {
+
+using storage::WorkerPartition;
+
+// A node as its part's builder receives it.
+struct NodeOut {
+  int64_t new_id = 0, orig_id = 0, label = -1;
+  uint8_t train = 0, val = 0, test = 0, pad[5] = {};
+};
+
+template <typename T>
+void Free(T& v) {
+  T().swap(v);
+}
+
+// The order that groups `n` items by their rank in `rank_of`, and the counts per rank.
+std::vector<size_t> GroupByRank(const std::vector<int>& rank_of, int ranks, std::vector<int64_t>* counts) {
+  counts->assign(static_cast<size_t>(ranks), 0);
+  for (const int r : rank_of) ++(*counts)[static_cast<size_t>(r)];
+  std::vector<int64_t> at(static_cast<size_t>(ranks), 0);
+  for (int r = 1; r < ranks; ++r) at[static_cast<size_t>(r)] = at[static_cast<size_t>(r) - 1] + (*counts)[static_cast<size_t>(r) - 1];
+  std::vector<size_t> order(rank_of.size());
+  for (size_t i = 0; i < rank_of.size(); ++i) order[static_cast<size_t>(at[static_cast<size_t>(rank_of[i])]++)] = i;
+  return order;
+}
+
+}  // namespace
+
+Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, const Layout& layout, Home& home,
+                                                     std::vector<Edge> in_edges, const std::vector<Placed>& placed,
+                                                     const PartFacts& facts) {
+  const int ranks = group.size(), me = group.rank();
+  const int32_t k = facts.parts;
+  const auto dim = static_cast<size_t>(home.feature_dim);
+  const auto part_of_new = [&](int64_t id) { return storage::LookupRangeBook(facts.offsets, id).part; };
+
+  // 1. In-edges in new ids, in place (src, dst := their new ids; pad := the builder's rank), then sorted by
+  // builder and sent.
+  {
+    std::vector<int64_t> sources;
+    sources.reserve(in_edges.size());
+    for (const Edge& e : in_edges) sources.push_back(e.src);
+    std::sort(sources.begin(), sources.end());
+    sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<Placed> source_at, Resolve(group, layout, home.lo, placed, sources));
+    for (Edge& e : in_edges) {
+      const Placed& d = placed[static_cast<size_t>(e.dst - home.lo)];
+      e.src = source_at[static_cast<size_t>(std::lower_bound(sources.begin(), sources.end(), e.src) - sources.begin())]
+                  .new_id;
+      e.dst = d.new_id;
+      e.pad = OwnerOfPart(d.part, ranks);
+    }
+  }
+  std::sort(in_edges.begin(), in_edges.end(), [](const Edge& a, const Edge& b) { return a.pad < b.pad; });
+  std::vector<int64_t> counts(static_cast<size_t>(ranks), 0);
+  for (Edge& e : in_edges) ++counts[static_cast<size_t>(e.pad)], e.pad = 0;
+  TESSEL_ASSIGN_OR_RETURN(std::vector<Edge> edges, group.Exchange(in_edges, counts));
+  Free(in_edges);
+  // Grouped by part: parts are ranges of new ids.
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.dst < b.dst; });
+
+  // 2. The nodes, with their features, to their builders.
+  std::vector<NodeOut> nodes;
+  std::vector<float> features;
+  {
+    std::vector<int> owner(static_cast<size_t>(home.size()));
+    for (size_t i = 0; i < owner.size(); ++i) owner[i] = OwnerOfPart(placed[i].part, ranks);
+    const std::vector<size_t> order = GroupByRank(owner, ranks, &counts);
+    std::vector<NodeOut> send(order.size());
+    std::vector<float> send_features(order.size() * dim);
+    for (size_t j = 0; j < order.size(); ++j) {
+      const size_t i = order[j];
+      send[j] = {placed[i].new_id, home.lo + static_cast<int64_t>(i), home.labels[i], home.train[i], home.val[i],
+                 home.test[i], {}};
+      std::copy_n(home.features.begin() + static_cast<ptrdiff_t>(i * dim), dim,
+                  send_features.begin() + static_cast<ptrdiff_t>(j * dim));
+    }
+    Free(home.features);
+    TESSEL_ASSIGN_OR_RETURN(nodes, group.Exchange(send, counts));
+    Free(send);
+    std::vector<int64_t> feature_counts(counts);
+    for (int64_t& c : feature_counts) c *= static_cast<int64_t>(dim);
+    TESSEL_ASSIGN_OR_RETURN(features, group.Exchange(send_features, feature_counts));
+  }
+  // Each owned node's index in `nodes`, by new id.
+  std::vector<size_t> by_new(nodes.size());
+  std::iota(by_new.begin(), by_new.end(), size_t{0});
+  std::sort(by_new.begin(), by_new.end(), [&](size_t a, size_t b) { return nodes[a].new_id < nodes[b].new_id; });
+  std::vector<int64_t> owned_ids(nodes.size());
+  for (size_t j = 0; j < by_new.size(); ++j) owned_ids[j] = nodes[by_new[j]].new_id;
+  const auto node_index = [&](int64_t id) {
+    return by_new[static_cast<size_t>(std::lower_bound(owned_ids.begin(), owned_ids.end(), id) - owned_ids.begin())];
+  };
+
+  // 3. The halo of every owned part, asked of the halo nodes' builders: their original ids and features.
+  std::vector<int32_t> owned;
+  for (int32_t p = me; p < k; p += ranks) owned.push_back(p);
+  std::vector<std::pair<size_t, size_t>> range(owned.size());  // each owned part's edges in `edges`
+  std::vector<std::vector<int64_t>> halos(owned.size());
+  std::vector<int64_t> asked_ids;
+  for (size_t j = 0; j < owned.size(); ++j) {
+    const int64_t lo = facts.offsets[static_cast<size_t>(owned[j])], hi = facts.offsets[static_cast<size_t>(owned[j]) + 1];
+    const auto b = std::lower_bound(edges.begin(), edges.end(), lo, [](const Edge& e, int64_t v) { return e.dst < v; });
+    const auto e = std::lower_bound(b, edges.end(), hi, [](const Edge& x, int64_t v) { return x.dst < v; });
+    range[j] = {static_cast<size_t>(b - edges.begin()), static_cast<size_t>(e - edges.begin())};
+    for (auto it = b; it != e; ++it) {
+      if (it->src < lo || it->src >= hi) halos[j].push_back(it->src);
+    }
+    std::sort(halos[j].begin(), halos[j].end());
+    halos[j].erase(std::unique(halos[j].begin(), halos[j].end()), halos[j].end());
+    asked_ids.insert(asked_ids.end(), halos[j].begin(), halos[j].end());
+  }
+  std::sort(asked_ids.begin(), asked_ids.end());
+  asked_ids.erase(std::unique(asked_ids.begin(), asked_ids.end()), asked_ids.end());
+  std::vector<int> asked_of(asked_ids.size());
+  for (size_t i = 0; i < asked_ids.size(); ++i) asked_of[i] = OwnerOfPart(part_of_new(asked_ids[i]), ranks);
+  const std::vector<size_t> ask_order = GroupByRank(asked_of, ranks, &counts);
+  Free(asked_of);
+  std::vector<int64_t> ask(ask_order.size());
+  for (size_t j = 0; j < ask_order.size(); ++j) ask[j] = asked_ids[ask_order[j]];
+  std::vector<int64_t> from;
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> wanted, group.Exchange(ask, counts, &from));
+  std::vector<int64_t> orig_back(wanted.size());
+  std::vector<float> features_back(wanted.size() * dim);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const size_t at = node_index(wanted[i]);
+    orig_back[i] = nodes[at].orig_id;
+    std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
+                features_back.begin() + static_cast<ptrdiff_t>(i * dim));
+  }
+  std::vector<int64_t> answer_counts(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) answer_counts[static_cast<size_t>(r)] = from[static_cast<size_t>(r) + 1] - from[static_cast<size_t>(r)];
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> halo_orig, group.Exchange(orig_back, answer_counts));
+  Free(orig_back);
+  for (int64_t& c : answer_counts) c *= static_cast<int64_t>(dim);
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<float> halo_features, group.Exchange(features_back, answer_counts));
+  Free(features_back);
+  // The answers come in ask order; index them by the id asked.
+  std::vector<size_t> answer_of(asked_ids.size());
+  for (size_t j = 0; j < ask_order.size(); ++j) answer_of[ask_order[j]] = j;
+
+  // 4. The parts.
+  std::vector<WorkerPartition> out;
+  const auto num_rel = static_cast<int32_t>(facts.relation_names.size());
+  for (size_t j = 0; j < owned.size(); ++j) {
+    WorkerPartition& wp = out.emplace_back();
+    wp.part = owned[j];
+    wp.num_parts = k;
+    wp.offsets = facts.offsets;
+    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)], hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
+    wp.num_owned = hi - lo;
+    const std::vector<int64_t>& halo = halos[j];
+    const int64_t rows = wp.num_owned + static_cast<int64_t>(halo.size());
+    wp.row_new_id.resize(static_cast<size_t>(rows));
+    std::iota(wp.row_new_id.begin(), wp.row_new_id.begin() + wp.num_owned, lo);
+    std::copy(halo.begin(), halo.end(), wp.row_new_id.begin() + wp.num_owned);
+    wp.row_orig_id.resize(static_cast<size_t>(rows));
+    wp.feature_dim = home.feature_dim;
+    wp.features.resize(static_cast<size_t>(rows) * dim);
+    const auto owned_rows = static_cast<size_t>(wp.num_owned);
+    wp.labels.resize(owned_rows);
+    wp.train_mask.resize(owned_rows);
+    wp.val_mask.resize(owned_rows);
+    wp.test_mask.resize(owned_rows);
+    for (size_t i = 0; i < owned_rows; ++i) {
+      const size_t at = node_index(lo + static_cast<int64_t>(i));
+      const NodeOut& nd = nodes[at];
+      wp.row_orig_id[i] = nd.orig_id;
+      wp.labels[i] = nd.label;
+      wp.train_mask[i] = nd.train;
+      wp.val_mask[i] = nd.val;
+      wp.test_mask[i] = nd.test;
+      std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
+                  wp.features.begin() + static_cast<ptrdiff_t>(i * dim));
+    }
+    for (size_t h = 0; h < halo.size(); ++h) {
+      const size_t a =
+          answer_of[static_cast<size_t>(std::lower_bound(asked_ids.begin(), asked_ids.end(), halo[h]) - asked_ids.begin())];
+      const size_t row = owned_rows + h;
+      wp.row_orig_id[row] = halo_orig[a];
+      std::copy_n(halo_features.begin() + static_cast<ptrdiff_t>(a * dim), dim,
+                  wp.features.begin() + static_cast<ptrdiff_t>(row * dim));
+    }
+    // Edges in rows, in place, grouped by relation and sorted by (source row, destination row).
+    const auto b = edges.begin() + static_cast<ptrdiff_t>(range[j].first);
+    const auto e = edges.begin() + static_cast<ptrdiff_t>(range[j].second);
+    for (auto it = b; it != e; ++it) {
+      it->src = (it->src >= lo && it->src < hi)
+                    ? it->src - lo
+                    : wp.num_owned + (std::lower_bound(halo.begin(), halo.end(), it->src) - halo.begin());
+      it->dst -= lo;
+    }
+    std::sort(b, e, [](const Edge& x, const Edge& y) {
+      return std::tie(x.rel, x.src, x.dst) < std::tie(y.rel, y.src, y.dst);
+    });
+    wp.relation_names = facts.relation_names;
+    wp.rel_ptr.assign(static_cast<size_t>(num_rel) + 1, 0);
+    wp.src.resize(static_cast<size_t>(e - b));
+    wp.dst.resize(static_cast<size_t>(e - b));
+    for (auto it = b; it != e; ++it) {
+      const auto at = static_cast<size_t>(it - b);
+      ++wp.rel_ptr[static_cast<size_t>(it->rel) + 1];
+      wp.src[at] = it->src;
+      wp.dst[at] = it->dst;
+    }
+    for (int32_t r = 0; r < num_rel; ++r) wp.rel_ptr[static_cast<size_t>(r) + 1] += wp.rel_ptr[static_cast<size_t>(r)];
+    wp.type_offsets = facts.type_offsets;
+    wp.total_nodes = facts.total_nodes;
+    wp.num_classes = facts.num_classes;
+    wp.total_train = facts.total_train;
+    wp.total_test = facts.total_test;
+    wp.graph_hash = facts.graph_hash;
+    Free(halos[j]);
+  }
+  return out;
+}
+
+}  // namespace tessel::orchestrator
