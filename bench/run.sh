@@ -34,7 +34,10 @@
 #   metrics        the cost of monitoring: step time with the exporter on (scraped every second) against off,
 #                  interleaved runs, medians, on the RGCN AIFB job, the sampled synthetic job (1/8 of its nodes)
 #                  and the GPT demo job; target at most 1% (bench/metrics/metrics_bench.py)
-#   partition: not implemented yet (exit 2)
+#   partition      the distributed partitioner (mpirun tessel partition --input): PT-Scotch's and the stream
+#                  method's cut and balance against METIS on FB15k-237 and a 21M-edge graph; time and each
+#                  rank's peak RSS at 10M and 30M edges (--full: 100M) on 1, 2, 4 and 8 ranks, beside the
+#                  graph's in-memory size; a table, JSON and an SVG (bench/partition/partition_bench.py)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
 #                      table, 64 MiB batches, 5 repetitions)
@@ -87,6 +90,7 @@ family=""
 args=()
 gather_args=()
 llm_extra=()
+partition_args=()
 spill_args=()
 graph_args=()
 rgnn_only=""
@@ -129,6 +133,7 @@ while (( $# )); do
       [[ "$json" = /* ]] || json="$PWD/$json"
       args+=(--json "$json")
       shift ;;
+    --full) partition_args+=(--full) ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *)
@@ -147,9 +152,7 @@ case "$family" in
   graph) ;;
   accuracy) ;;
   metrics) ;;
-  partition)
-    echo "family $family is not implemented yet" >&2
-    exit 2 ;;
+  partition) ;;
   "") usage >&2; exit 2 ;;
   *) echo "run.sh: unknown family '$family'" >&2; usage >&2; exit 2 ;;
 esac
@@ -276,6 +279,18 @@ if [[ "$family" == accuracy ]]; then
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && acc_args+=(--quick); done
   [[ -n "${json:-}" ]] && acc_args+=(--json "$json")
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/accuracy/accuracy_bench.py" "${acc_args[@]}"
+fi
+if [[ "$family" == partition ]]; then
+  echo "[bench] cmake --build build --target tessel" >&2
+  if ! cmake --build "$BUILD" --target tessel --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
+    tail -n 30 "$BUILD/bench-build.log" >&2
+    echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
+    exit 2
+  fi
+  for a in "${args[@]}"; do [[ "$a" == --quick ]] && partition_args+=(--quick); done
+  [[ -n "${json:-}" ]] && partition_args+=(--json "$json")
+  partition_args+=("${llm_extra[@]}")  # --sections
+  exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/partition/partition_bench.py" "${partition_args[@]}"
 fi
 if [[ "$family" == metrics ]]; then
   if [[ -n "$rgnn_only" || ${#llm_extra[@]} -gt 0 ]]; then

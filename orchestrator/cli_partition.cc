@@ -54,6 +54,7 @@ struct PartitionOptions {
   std::string method;  // empty: the job file's default (metis) for GRAPH, ptscotch for --input
   int32_t parts = 0;
   uint64_t seed = jobs::PartitionSection{}.seed;
+  int64_t memory_budget_bytes = 0;  // --input: each rank's
 };
 
 constexpr const char* kReport = storage::kPartitionManifestName;
@@ -211,6 +212,7 @@ Status RunChunkedPartition(const PartitionOptions& opts, std::ostream& os) {
   o.input = opts.input;
   o.parts = opts.parts;
   o.seed = opts.seed;
+  o.memory_budget_bytes = opts.memory_budget_bytes;
   const std::string method = opts.method.empty() ? "ptscotch" : opts.method;
   if (method == "ptscotch") {
     o.method = orchestrator::ShardedMethod::kPtScotch;
@@ -260,11 +262,13 @@ Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator
   std::snprintf(line, sizeof line, "phases       read %.3f s, partition %.3f s, build %.3f s on %d ranks\n",
                 r->read_seconds, r->partition_seconds, r->build_seconds, group.size());
   os << line;
-  std::snprintf(line, sizeof line, "%6s %12s %12s %14s\n", "rank", "home nodes", "in-edges", "peak RSS MB");
+  std::snprintf(line, sizeof line, "%6s %12s %12s %14s %14s\n", "rank", "home nodes", "in-edges", "peak RSS MB",
+                "predicted MB");
   os << line;
   for (size_t i = 0; i < r->ranks.size(); ++i) {
-    std::snprintf(line, sizeof line, "%6zu %12" PRId64 " %12" PRId64 " %14.1f\n", i, r->ranks[i].home_nodes,
-                  r->ranks[i].in_edges, static_cast<double>(r->ranks[i].peak_rss_bytes) / 1e6);
+    std::snprintf(line, sizeof line, "%6zu %12" PRId64 " %12" PRId64 " %14.1f %14.1f\n", i, r->ranks[i].home_nodes,
+                  r->ranks[i].in_edges, static_cast<double>(r->ranks[i].peak_rss_bytes) / 1e6,
+                  static_cast<double>(r->ranks[i].predicted_bytes) / 1e6);
     os << line;
   }
   return Status::Ok();
@@ -345,6 +349,9 @@ void RegisterPartitionCommands(CLI::App& app, Status* result) {
   cmd->add_option("--method", opts->method,
                   "GRAPH: metis (default), random or range; --input: ptscotch (default), stream, random or range")
       ->check(CLI::IsMember({"metis", "ptscotch", "stream", "random", "range"}));
+  cmd->add_option("--memory-budget", opts->memory_budget_bytes,
+                  "--input: the bytes each rank may use; refused before reading when the predicted peak is above")
+      ->check(WholeNumberAtLeast(1));
   cmd->add_option("--seed", opts->seed, "Seed for METIS and the random baseline (default: the job's partition.seed)")
       ->capture_default_str();
   cmd->callback([opts, result] { *result = RunPartition(*opts, std::cout); });

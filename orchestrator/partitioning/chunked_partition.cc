@@ -85,6 +85,21 @@ const char* ShardedMethodName(ShardedMethod m) {
   return "?";
 }
 
+int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& s) {
+  const double n = static_cast<double>(s.nodes), h = static_cast<double>(s.home_nodes);
+  const double e = n > 0 ? static_cast<double>(s.in_edges) * h / n : 0.0;  // this home's in-edges
+  const double f = static_cast<double>(s.feature_bytes);
+  const double base = 40e6;             // the process: MPI, HDF5, the binary
+  const double home = h * (f + 40.0);   // features, labels, masks, weights, placement
+  const double read = 32.0 * e + home;  // the edges sent and received
+  const double owned = n / std::max(1, s.parts) * std::max(1.0, static_cast<double>(s.parts) / s.ranks);
+  const double halo = std::min(n - std::min(n, owned), 0.5 * e);
+  const double scotch = method == ShardedMethod::kPtScotch ? 250.0 * e : 0.0;
+  const double partition = 40.0 * e + home + scotch;  // the edges, the adjacency and its neighbour list
+  const double build = 48.0 * e + home + 2.0 * (owned + halo) * (f + 16.0);
+  return static_cast<int64_t>(base + std::max({read, partition, build}));
+}
+
 Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& o) {
   const auto start = Clock::now();
   const int ranks = group.size(), me = group.rank();
@@ -101,10 +116,33 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   if (k < 1 || (n > 0 && k > n)) {
     return UsageError(StrCat("cannot split the graph of ", cg.metadata_path, " (", n, " nodes) into ", k, " parts"));
   }
+  if (n >= kMaxPackedId || static_cast<int64_t>(skeleton.relations.size()) >= kMaxPackedRelations) {
+    return UsageError(StrCat(cg.metadata_path, ": ", n, " nodes and ", skeleton.relations.size(),
+                             " relations; the distributed partitioner takes below 2^48 nodes and 2^16 relations"));
+  }
   out.ignored = storage::IgnoredChunkedData(cg, o.input);
   const std::string options = StrCat(
       "features=", o.input.features, "; labels=", o.input.labels, "; masks=", o.input.train_mask, ",", o.input.val_mask,
       ",", o.input.test_mask, "; inverse=", o.input.add_inverse ? 1 : 0, "; self_loop=", o.input.add_self_loop ? 1 : 0);
+  // The memory this rank will need, before anything but the headers is read.
+  Result<int64_t> width = FeatureWidth(cg, o.input);
+  TESSEL_RETURN_IF_ERROR(group.Agree(width.status()));
+  RankShare share;
+  share.nodes = n;
+  share.home_nodes = layout.home[static_cast<size_t>(me) + 1] - layout.home[static_cast<size_t>(me)];
+  for (const storage::ChunkedEdgeType& et : cg.edge_types) share.in_edges += et.count * (o.input.add_inverse ? 2 : 1);
+  if (o.input.add_self_loop) share.in_edges += n;
+  share.feature_bytes = *width * static_cast<int64_t>(sizeof(float));
+  share.parts = k;
+  share.ranks = ranks;
+  const int64_t predicted = PredictRankPeakBytes(o.method, share);
+  TESSEL_RETURN_IF_ERROR(group.Agree(
+      o.memory_budget_bytes > 0 && predicted > o.memory_budget_bytes
+          ? UsageError(StrCat("this rank would need about ", predicted / 1000000, " MB (predicted for ",
+                              share.home_nodes, " of ", n, " nodes), above --memory-budget ",
+                              o.memory_budget_bytes / 1000000, " MB; run on more ranks, each holding less",
+                              o.method == ShardedMethod::kPtScotch ? ", or --method stream (no PT-Scotch copies)" : ""))
+          : Status::Ok()));
   TESSEL_ASSIGN_OR_RETURN(const std::string graph_hash, InputHash(group, cg, options));
 
   // 2. The home range's node data, then the edges at their destinations' homes.
@@ -134,7 +172,7 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
     all_w[0][i] = home.labels[i] >= 0 && home.train[i] ? 1 : 0;
     all_w[2][i] = 1;
   }
-  for (const Edge& e : in_edges) ++all_w[1][static_cast<size_t>(e.dst - home.lo)];
+  for (const Edge& e : in_edges) ++all_w[1][static_cast<size_t>(e.dst() - home.lo)];
   int64_t all_totals[3];
   for (int c = 0; c < 3; ++c) all_totals[c] = std::accumulate(all_w[c].begin(), all_w[c].end(), int64_t{0});
   TESSEL_RETURN_IF_ERROR(group.Sum(all_totals, 3));
@@ -171,15 +209,18 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
     for (size_t i = 0; i < hn; ++i) part[i] = RangePartOf(home.lo + static_cast<int64_t>(i), n, k);
   } else if (k > 1 && o.method == ShardedMethod::kRandom) {
     for (size_t i = 0; i < hn; ++i) part[i] = RandomPartOf(home.lo + static_cast<int64_t>(i), k, o.seed);
-  } else if (k > 1 && o.method == ShardedMethod::kStream) {
-    TESSEL_ASSIGN_OR_RETURN(part, StreamParts(group, layout, home, adj_ptr, adj, neighbours, interleaved, ncon, k,
-                                              kMaxImbalance - 1e-9));
   } else if (k > 1) {
-    TESSEL_ASSIGN_OR_RETURN(part,
-                            PtScotchParts(group, layout.home, adj_ptr, adj, CombinedWeight(w, totals, n), k, o.seed));
-    // PT-Scotch balances one weight; the repair brings every constraint within the target. Each rank
-    // repairs its own home nodes to its own totals, which bounds the sum; tighter targets as the
-    // one-process path tries them, until the whole is within kMaxImbalance.
+    if (o.method == ShardedMethod::kStream) {
+      TESSEL_ASSIGN_OR_RETURN(
+          part, StreamParts(group, layout, home, adj_ptr, adj, neighbours, interleaved, ncon, k, kMaxImbalance - 1e-9));
+    } else {
+      TESSEL_ASSIGN_OR_RETURN(part,
+                              PtScotchParts(group, layout.home, adj_ptr, adj, CombinedWeight(w, totals, n), k, o.seed));
+    }
+    // PT-Scotch balances one weight, and a stream can meet a node heavier than the slack left; the repair
+    // brings every constraint within the target. Each rank repairs its own home nodes to its own totals,
+    // which bounds the sum; tighter targets as the one-process path tries them, until the whole is within
+    // kMaxImbalance.
     for (const double target : {kMaxImbalance, 1.045, 1.04, 1.03}) {
       TESSEL_ASSIGN_OR_RETURN(const std::vector<int32_t> remote, Resolve(group, layout, home.lo, part, neighbours));
       const HomeView view{adj_ptr, adj, part, home.lo, home.hi, neighbours, remote};
@@ -233,7 +274,7 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
 
   // 8. The parts this rank owns.
   const auto build_start = Clock::now();
-  RankFigures mine{home.size(), static_cast<int64_t>(in_edges.size()), 0};
+  RankFigures mine{home.size(), static_cast<int64_t>(in_edges.size()), 0, predicted};
   PartFacts part_facts;
   part_facts.parts = k;
   part_facts.offsets = offsets;
@@ -302,14 +343,11 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   m.files.push_back(storage::kPartitionManifestName);
 
   mine.peak_rss_bytes = PeakRssBytes();
-  for (const int64_t* field : {&mine.home_nodes, &mine.in_edges, &mine.peak_rss_bytes}) {
-    TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> all, group.AllGather(*field));
-    out.ranks.resize(all.size());
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (field == &mine.home_nodes) out.ranks[r].home_nodes = all[r];
-      if (field == &mine.in_edges) out.ranks[r].in_edges = all[r];
-      if (field == &mine.peak_rss_bytes) out.ranks[r].peak_rss_bytes = all[r];
-    }
+  out.ranks.resize(static_cast<size_t>(ranks));
+  for (int64_t RankFigures::*field : {&RankFigures::home_nodes, &RankFigures::in_edges, &RankFigures::peak_rss_bytes,
+                                      &RankFigures::predicted_bytes}) {
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> all, group.AllGather(mine.*field));
+    for (size_t r = 0; r < all.size(); ++r) out.ranks[r].*field = all[r];
   }
   return out;
 }

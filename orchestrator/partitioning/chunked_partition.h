@@ -41,15 +41,32 @@ struct ChunkedPartitionOptions {
   int32_t parts = 0;
   ShardedMethod method = ShardedMethod::kPtScotch;
   uint64_t seed = 0;
+  int64_t memory_budget_bytes = 0;  // per rank: refused before any data is read when predicted above; 0: none
 };
+
+// The model of one rank's peak resident memory, from what metadata.json and the chunk headers say, before
+// anything is read: the largest of its phases (reading; partitioning; building its parts), each the sum of
+// the arrays it holds, in bytes per item, with its home's share of the in-edges (in-edges x home nodes /
+// nodes). The halo of a part is taken as half its in-edges, at most the nodes it does not own; PT-Scotch's
+// own copies as 250 bytes an in-edge (measured: 195 and 250 on 2 and 4 ranks at 10M edges). Measured
+// against the peaks in bench/partition/README.md.
+struct RankShare {
+  int64_t nodes = 0;          // of the whole graph
+  int64_t home_nodes = 0;     // this rank's
+  int64_t in_edges = 0;       // of the whole graph, derived relations included
+  int64_t feature_bytes = 0;  // a node's features
+  int32_t parts = 1, ranks = 1;
+};
+int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& share);
 
 // The rank that builds and writes part `part`.
 inline int OwnerOfPart(int32_t part, int ranks) { return part % ranks; }
 
 struct RankFigures {
-  int64_t home_nodes = 0;      // nodes whose data it read
-  int64_t in_edges = 0;        // edges it held at their destination's home
-  int64_t peak_rss_bytes = 0;  // the process's peak resident set when the parts were built
+  int64_t home_nodes = 0;       // nodes whose data it read
+  int64_t in_edges = 0;         // edges it held at their destination's home
+  int64_t peak_rss_bytes = 0;   // the process's peak resident set when the parts were built
+  int64_t predicted_bytes = 0;  // PredictRankPeakBytes
 };
 
 struct ChunkedPartition {

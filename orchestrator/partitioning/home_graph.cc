@@ -11,21 +11,29 @@ using storage::ChunkedGraph;
 using storage::HeteroGraph;
 using storage::RelationKind;
 
+Result<int64_t> FeatureWidth(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o) {
+  std::vector<int64_t> dims;
+  for (size_t t = 0; t < cg.node_types.size(); ++t) {
+    TESSEL_ASSIGN_OR_RETURN(const storage::ChunkedNodeRows rows,
+                            storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), 0, 0));
+    dims.push_back(cg.node_types[t].count > 0 ? rows.feature_dim : 0);
+  }
+  const bool same = std::all_of(dims.begin(), dims.end(), [&](int64_t d) { return d == dims.front(); });
+  return dims.empty() || !same ? 0 : dims.front();
+}
+
 Status ReadHome(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o, const Layout& layout, int rank,
                 Home* home) {
   home->lo = layout.home[static_cast<size_t>(rank)];
   home->hi = layout.home[static_cast<size_t>(rank) + 1];
   const size_t types = cg.node_types.size();
   std::vector<storage::ChunkedNodeRows> rows(types);
-  std::vector<int64_t> dims(types, 0);
   for (size_t t = 0; t < types; ++t) {
     const int64_t off = layout.type_offsets[t], count = cg.node_types[t].count;
     const int64_t a = std::clamp(home->lo, off, off + count), b = std::clamp(home->hi, off, off + count);
     TESSEL_ASSIGN_OR_RETURN(rows[t], storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), a - off, b - a));
-    dims[t] = count > 0 ? rows[t].feature_dim : 0;
   }
-  home->feature_dim =
-      std::all_of(dims.begin(), dims.end(), [&](int64_t d) { return d == dims.front(); }) ? dims.front() : 0;
+  TESSEL_ASSIGN_OR_RETURN(home->feature_dim, FeatureWidth(cg, o));
   const auto n = static_cast<size_t>(home->size());
   home->labels.assign(n, -1);
   home->train.assign(n, 0);
@@ -70,11 +78,11 @@ Status ReadEdges(const ChunkedGraph& cg, const HeteroGraph& skeleton, const Layo
       counts[static_cast<size_t>(e)] += static_cast<int64_t>(src.size());
       for (size_t i = 0; i < src.size(); ++i) {
         const int64_t s = so + src[i], d = doff + dst[i];
-        to_dst[static_cast<size_t>(layout.HomeOf(d))].push_back({s, d, e, 0});
+        to_dst[static_cast<size_t>(layout.HomeOf(d))].emplace_back(s, d, e);
         if (add_inverse) {
-          to_dst[static_cast<size_t>(layout.HomeOf(s))].push_back({d, s, base + e, 0});
+          to_dst[static_cast<size_t>(layout.HomeOf(s))].emplace_back(d, s, base + e);
         } else if (s != d) {
-          to_src[static_cast<size_t>(layout.HomeOf(s))].push_back({d, s, e, 0});
+          to_src[static_cast<size_t>(layout.HomeOf(s))].emplace_back(d, s, e);
         }
       }
     }
@@ -99,7 +107,7 @@ Status ReadEdges(const ChunkedGraph& cg, const HeteroGraph& skeleton, const Layo
     if (rel.kind != RelationKind::kSelfLoop) continue;
     const int64_t a = std::max(lo, layout.type_offsets[static_cast<size_t>(rel.src_type)]);
     const int64_t b = std::min(hi, layout.type_offsets[static_cast<size_t>(rel.src_type) + 1]);
-    for (int64_t v = a; v < b; ++v) in_edges->push_back({v, v, r, 0});
+    for (int64_t v = a; v < b; ++v) in_edges->emplace_back(v, v, r);
   }
   return Status::Ok();
 }
@@ -109,11 +117,11 @@ void BuildAdjacency(const HeteroGraph& skeleton, const Home& home, const std::ve
   const auto n = static_cast<size_t>(home.size());
   ptr->assign(n + 1, 0);
   const auto counts = [&](const Edge& e) {
-    return e.src != e.dst && skeleton.relations[static_cast<size_t>(e.rel)].kind != RelationKind::kSelfLoop;
+    return e.src != e.dst() && skeleton.relations[static_cast<size_t>(e.rel())].kind != RelationKind::kSelfLoop;
   };
   for (const std::vector<Edge>* list : {&in_edges, &out_pairs}) {
     for (const Edge& e : *list) {
-      if (counts(e)) ++(*ptr)[static_cast<size_t>(e.dst - home.lo) + 1];
+      if (counts(e)) ++(*ptr)[static_cast<size_t>(e.dst() - home.lo) + 1];
     }
   }
   for (size_t i = 0; i < n; ++i) (*ptr)[i + 1] += (*ptr)[i];
@@ -121,7 +129,7 @@ void BuildAdjacency(const HeteroGraph& skeleton, const Home& home, const std::ve
   std::vector<int64_t> cursor(ptr->begin(), ptr->end() - 1);
   for (const std::vector<Edge>* list : {&in_edges, &out_pairs}) {
     for (const Edge& e : *list) {
-      if (counts(e)) (*adj)[static_cast<size_t>(cursor[static_cast<size_t>(e.dst - home.lo)]++)] = e.src;
+      if (counts(e)) (*adj)[static_cast<size_t>(cursor[static_cast<size_t>(e.dst() - home.lo)]++)] = e.src;
     }
   }
   // Sort and deduplicate each list in place, compacting.

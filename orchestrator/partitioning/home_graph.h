@@ -18,11 +18,24 @@
 
 namespace tessel::orchestrator {
 
-// An edge in global original ids. `pad` keeps the bytes MPI moves defined.
+// An edge: source, destination and relation in 16 bytes (the destination's low 48 bits and the relation's
+// 16 above them), since edges are most of what a rank holds. Ids are 64-bit values below kMaxPackedId
+// (2^48, 281 trillion nodes) and relations below kMaxPackedRelations, both checked before any edge is read.
+inline constexpr int64_t kMaxPackedId = int64_t{1} << 48;
+inline constexpr int64_t kMaxPackedRelations = int64_t{1} << 16;
 struct Edge {
-  int64_t src = 0, dst = 0;
-  int32_t rel = 0, pad = 0;
+  int64_t src = 0;
+  uint64_t dst_rel = 0;
+  Edge() = default;
+  Edge(int64_t s, int64_t d, int32_t r)
+      : src(s), dst_rel(static_cast<uint64_t>(d) | (static_cast<uint64_t>(r) << 48)) {}
+  int64_t dst() const { return static_cast<int64_t>(dst_rel & (static_cast<uint64_t>(kMaxPackedId) - 1)); }
+  int32_t rel() const { return static_cast<int32_t>(dst_rel >> 48); }
+  void set_dst(int64_t d) {
+    dst_rel = (dst_rel & ~(static_cast<uint64_t>(kMaxPackedId) - 1)) | static_cast<uint64_t>(d);
+  }
 };
+static_assert(sizeof(Edge) == 16);
 
 // Where a node went: its part and its new id.
 struct Placed {
@@ -64,10 +77,14 @@ struct Home {
   int64_t size() const { return hi - lo; }
 };
 
+// The graph's common feature width (0: featureless, or the node types disagree), from the chunks' headers
+// alone. Local.
+Result<int64_t> FeatureWidth(const storage::ChunkedGraph& cg, const storage::ChunkedImportOptions& o);
+
 // Reads the node data of the home range (and every type's chunk headers, so every rank agrees on the
 // widths). Local: the caller agrees on the result.
-Status ReadHome(const storage::ChunkedGraph& cg, const storage::ChunkedImportOptions& o, const Layout& layout,
-                int rank, Home* home);
+Status ReadHome(const storage::ChunkedGraph& cg, const storage::ChunkedImportOptions& o, const Layout& layout, int rank,
+                Home* home);
 
 // Reads every ranks-th edge chunk and sends each edge to the home of its destination (and, without
 // inverse relations, the reversed pair to the home of its source for the symmetric adjacency). Sets

@@ -29,7 +29,8 @@ std::vector<size_t> GroupByRank(const std::vector<int>& rank_of, int ranks, std:
   counts->assign(static_cast<size_t>(ranks), 0);
   for (const int r : rank_of) ++(*counts)[static_cast<size_t>(r)];
   std::vector<int64_t> at(static_cast<size_t>(ranks), 0);
-  for (int r = 1; r < ranks; ++r) at[static_cast<size_t>(r)] = at[static_cast<size_t>(r) - 1] + (*counts)[static_cast<size_t>(r) - 1];
+  for (int r = 1; r < ranks; ++r)
+    at[static_cast<size_t>(r)] = at[static_cast<size_t>(r) - 1] + (*counts)[static_cast<size_t>(r) - 1];
   std::vector<size_t> order(rank_of.size());
   for (size_t i = 0; i < rank_of.size(); ++i) order[static_cast<size_t>(at[static_cast<size_t>(rank_of[i])]++)] = i;
   return order;
@@ -45,8 +46,7 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
   const auto dim = static_cast<size_t>(home.feature_dim);
   const auto part_of_new = [&](int64_t id) { return storage::LookupRangeBook(facts.offsets, id).part; };
 
-  // 1. In-edges in new ids, in place (src, dst := their new ids; pad := the builder's rank), then sorted by
-  // builder and sent.
+  // 1. In-edges in new ids, in place, then sorted by builder and sent.
   {
     std::vector<int64_t> sources;
     sources.reserve(in_edges.size());
@@ -55,20 +55,23 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
     TESSEL_ASSIGN_OR_RETURN(const std::vector<Placed> source_at, Resolve(group, layout, home.lo, placed, sources));
     for (Edge& e : in_edges) {
-      const Placed& d = placed[static_cast<size_t>(e.dst - home.lo)];
+      const Placed& d = placed[static_cast<size_t>(e.dst() - home.lo)];
       e.src = source_at[static_cast<size_t>(std::lower_bound(sources.begin(), sources.end(), e.src) - sources.begin())]
                   .new_id;
-      e.dst = d.new_id;
-      e.pad = OwnerOfPart(d.part, ranks);
+      e.set_dst(d.new_id);
     }
   }
-  std::sort(in_edges.begin(), in_edges.end(), [](const Edge& a, const Edge& b) { return a.pad < b.pad; });
+  const auto owner_of = [&](const Edge& e) { return OwnerOfPart(part_of_new(e.dst()), ranks); };
+  std::sort(in_edges.begin(), in_edges.end(), [&](const Edge& a, const Edge& b) {
+    const int oa = owner_of(a), ob = owner_of(b);
+    return oa != ob ? oa < ob : a.dst() < b.dst();
+  });
   std::vector<int64_t> counts(static_cast<size_t>(ranks), 0);
-  for (Edge& e : in_edges) ++counts[static_cast<size_t>(e.pad)], e.pad = 0;
+  for (const Edge& e : in_edges) ++counts[static_cast<size_t>(owner_of(e))];
   TESSEL_ASSIGN_OR_RETURN(std::vector<Edge> edges, group.Exchange(in_edges, counts));
   Free(in_edges);
   // Grouped by part: parts are ranges of new ids.
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.dst < b.dst; });
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.dst() < b.dst(); });
 
   // 2. The nodes, with their features, to their builders.
   std::vector<NodeOut> nodes;
@@ -81,8 +84,13 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     std::vector<float> send_features(order.size() * dim);
     for (size_t j = 0; j < order.size(); ++j) {
       const size_t i = order[j];
-      send[j] = {placed[i].new_id, home.lo + static_cast<int64_t>(i), home.labels[i], home.train[i], home.val[i],
-                 home.test[i], {}};
+      send[j] = {placed[i].new_id,
+                 home.lo + static_cast<int64_t>(i),
+                 home.labels[i],
+                 home.train[i],
+                 home.val[i],
+                 home.test[i],
+                 {}};
       std::copy_n(home.features.begin() + static_cast<ptrdiff_t>(i * dim), dim,
                   send_features.begin() + static_cast<ptrdiff_t>(j * dim));
     }
@@ -110,9 +118,11 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
   std::vector<std::vector<int64_t>> halos(owned.size());
   std::vector<int64_t> asked_ids;
   for (size_t j = 0; j < owned.size(); ++j) {
-    const int64_t lo = facts.offsets[static_cast<size_t>(owned[j])], hi = facts.offsets[static_cast<size_t>(owned[j]) + 1];
-    const auto b = std::lower_bound(edges.begin(), edges.end(), lo, [](const Edge& e, int64_t v) { return e.dst < v; });
-    const auto e = std::lower_bound(b, edges.end(), hi, [](const Edge& x, int64_t v) { return x.dst < v; });
+    const int64_t lo = facts.offsets[static_cast<size_t>(owned[j])],
+                  hi = facts.offsets[static_cast<size_t>(owned[j]) + 1];
+    const auto b =
+        std::lower_bound(edges.begin(), edges.end(), lo, [](const Edge& e, int64_t v) { return e.dst() < v; });
+    const auto e = std::lower_bound(b, edges.end(), hi, [](const Edge& x, int64_t v) { return x.dst() < v; });
     range[j] = {static_cast<size_t>(b - edges.begin()), static_cast<size_t>(e - edges.begin())};
     for (auto it = b; it != e; ++it) {
       if (it->src < lo || it->src >= hi) halos[j].push_back(it->src);
@@ -140,11 +150,12 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
                 features_back.begin() + static_cast<ptrdiff_t>(i * dim));
   }
   std::vector<int64_t> answer_counts(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) answer_counts[static_cast<size_t>(r)] = from[static_cast<size_t>(r) + 1] - from[static_cast<size_t>(r)];
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> halo_orig, group.Exchange(orig_back, answer_counts));
+  for (int r = 0; r < ranks; ++r)
+    answer_counts[static_cast<size_t>(r)] = from[static_cast<size_t>(r) + 1] - from[static_cast<size_t>(r)];
+  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> halo_orig, group.Exchange(orig_back, answer_counts));
   Free(orig_back);
   for (int64_t& c : answer_counts) c *= static_cast<int64_t>(dim);
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<float> halo_features, group.Exchange(features_back, answer_counts));
+  TESSEL_ASSIGN_OR_RETURN(std::vector<float> halo_features, group.Exchange(features_back, answer_counts));
   Free(features_back);
   // The answers come in ask order; index them by the id asked.
   std::vector<size_t> answer_of(asked_ids.size());
@@ -158,7 +169,8 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     wp.part = owned[j];
     wp.num_parts = k;
     wp.offsets = facts.offsets;
-    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)], hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
+    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)],
+                  hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
     wp.num_owned = hi - lo;
     const std::vector<int64_t>& halo = halos[j];
     const int64_t rows = wp.num_owned + static_cast<int64_t>(halo.size());
@@ -185,13 +197,34 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
                   wp.features.begin() + static_cast<ptrdiff_t>(i * dim));
     }
     for (size_t h = 0; h < halo.size(); ++h) {
-      const size_t a =
-          answer_of[static_cast<size_t>(std::lower_bound(asked_ids.begin(), asked_ids.end(), halo[h]) - asked_ids.begin())];
+      const size_t a = answer_of[static_cast<size_t>(std::lower_bound(asked_ids.begin(), asked_ids.end(), halo[h]) -
+                                                     asked_ids.begin())];
       const size_t row = owned_rows + h;
       wp.row_orig_id[row] = halo_orig[a];
       std::copy_n(halo_features.begin() + static_cast<ptrdiff_t>(a * dim), dim,
                   wp.features.begin() + static_cast<ptrdiff_t>(row * dim));
     }
+    wp.type_offsets = facts.type_offsets;
+    wp.total_nodes = facts.total_nodes;
+    wp.num_classes = facts.num_classes;
+    wp.total_train = facts.total_train;
+    wp.total_test = facts.total_test;
+    wp.graph_hash = facts.graph_hash;
+  }
+  // Every feature row is in its part: the received rows go before the edges are laid out.
+  Free(nodes);
+  Free(features);
+  Free(by_new);
+  Free(owned_ids);
+  Free(halo_orig);
+  Free(halo_features);
+  Free(answer_of);
+  Free(asked_ids);
+  for (size_t j = 0; j < owned.size(); ++j) {
+    WorkerPartition& wp = out[j];
+    const std::vector<int64_t>& halo = halos[j];
+    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)],
+                  hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
     // Edges in rows, in place, grouped by relation and sorted by (source row, destination row).
     const auto b = edges.begin() + static_cast<ptrdiff_t>(range[j].first);
     const auto e = edges.begin() + static_cast<ptrdiff_t>(range[j].second);
@@ -199,10 +232,11 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
       it->src = (it->src >= lo && it->src < hi)
                     ? it->src - lo
                     : wp.num_owned + (std::lower_bound(halo.begin(), halo.end(), it->src) - halo.begin());
-      it->dst -= lo;
+      it->set_dst(it->dst() - lo);
     }
     std::sort(b, e, [](const Edge& x, const Edge& y) {
-      return std::tie(x.rel, x.src, x.dst) < std::tie(y.rel, y.src, y.dst);
+      const int32_t xr = x.rel(), yr = y.rel();
+      return xr != yr ? xr < yr : x.src != y.src ? x.src < y.src : x.dst() < y.dst();
     });
     wp.relation_names = facts.relation_names;
     wp.rel_ptr.assign(static_cast<size_t>(num_rel) + 1, 0);
@@ -210,17 +244,11 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     wp.dst.resize(static_cast<size_t>(e - b));
     for (auto it = b; it != e; ++it) {
       const auto at = static_cast<size_t>(it - b);
-      ++wp.rel_ptr[static_cast<size_t>(it->rel) + 1];
+      ++wp.rel_ptr[static_cast<size_t>(it->rel()) + 1];
       wp.src[at] = it->src;
-      wp.dst[at] = it->dst;
+      wp.dst[at] = it->dst();
     }
     for (int32_t r = 0; r < num_rel; ++r) wp.rel_ptr[static_cast<size_t>(r) + 1] += wp.rel_ptr[static_cast<size_t>(r)];
-    wp.type_offsets = facts.type_offsets;
-    wp.total_nodes = facts.total_nodes;
-    wp.num_classes = facts.num_classes;
-    wp.total_train = facts.total_train;
-    wp.total_test = facts.total_test;
-    wp.graph_hash = facts.graph_hash;
     Free(halos[j]);
   }
   return out;

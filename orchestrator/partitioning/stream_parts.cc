@@ -26,16 +26,16 @@ Result<std::vector<int32_t>> StreamParts(const RankGroup& group, const Layout& l
     const size_t e = n * static_cast<size_t>(round + 1) / kStreamRounds;
     for (size_t u = b; u < e; ++u) {
       if (part[u] >= 0) {  // a later pass takes the node out and places it again, seeing every neighbour
-        for (size_t c = 0; c < nc; ++c) load[static_cast<size_t>(part[u]) * nc + c] -= static_cast<double>(w[u * nc + c]);
+        for (size_t c = 0; c < nc; ++c)
+          load[static_cast<size_t>(part[u]) * nc + c] -= static_cast<double>(w[u * nc + c]);
       }
       std::fill(conn.begin(), conn.end(), 0);
       for (int64_t j = ptr[u]; j < ptr[u + 1]; ++j) {
         const int64_t v = adj[static_cast<size_t>(j)];
-        const int32_t q =
-            v >= home.lo && v < home.hi
-                ? part[static_cast<size_t>(v - home.lo)]
-                : remote[static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) -
-                                             neighbours.begin())];
+        const int32_t q = v >= home.lo && v < home.hi
+                              ? part[static_cast<size_t>(v - home.lo)]
+                              : remote[static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) -
+                                                           neighbours.begin())];
         if (q >= 0) ++conn[static_cast<size_t>(q)];
       }
       // The fullest constraint of each part with u in it; u goes where it fits and scores best.

@@ -7,7 +7,8 @@
 // Then it streams them again (restreaming, Nishimura and Ugander, KDD 2013): each node leaves its part
 // and is placed anew, now seeing where all of its neighbours went.
 // Capacities are each rank's share: every constraint of every part stays within `target` of the rank's
-// own totals, so within it over the whole graph; no repair pass is needed.
+// own totals, so within it over the whole graph, except where a node outweighs the slack left (a hub):
+// the repair pass (rebalancer.h) runs after it as after PT-Scotch.
 // Deterministic for a given rank count. Thread safety: a collective over the group's ranks.
 #pragma once
 

@@ -7,11 +7,12 @@
 #    files, field by field (compare_parts.py, h5py), and the same partition.json but for the input's
 #    path and hash. cluster_partitions holds such part files to training from the graph itself.
 # 2. PT-Scotch on 1, 2 and 3 ranks: every constraint within 1.05, the cut below the random one's and
-#    within 15% of METIS's on the same graph; RGCN trains from its parts on 3 workers.
+#    within 15% of METIS's on the same graph; the stream method within 1.05 and below random; RGCN trains
+#    from PT-Scotch's parts on 3 workers.
 #    `tessel generate graph --chunked` on 3 ranks writes the graph 1 rank writes; partitioned, it trains.
 # 3. Bad input, each on 2 ranks: chunk sizes that disagree with metadata.json (per chunk and per type), an
-#    id out of range, a chunk a rank cannot open, a method or part count that cannot be, an --out that is
-#    not an earlier output: each exits with its code, names the file (and the rank), and leaves nothing.
+#    id out of range, a chunk a rank cannot open, a method or part count that cannot be, a predicted peak
+#    above --memory-budget, an --out that is not an earlier output: each exits with its code, names the file (and the rank), and leaves nothing.
 source "$(dirname "$0")/../lib.sh"
 export TESSEL  # scripts/tessel-mpirun runs it
 python=$TESSEL_SOURCE_DIR/build/bench-venv/bin/python
@@ -73,6 +74,15 @@ PY
 done
 # The example names partition.method = "metis"; parts cut another way train from a job that leaves it out.
 grep -v '^method = "metis"' jobs/examples/rgcn-synthetic.toml > "$w/rgcn.toml"
+dist 2 --parts 3 --method stream --out "$w/stream" > "$w/stream.log" 2>&1 || { cat "$w/stream.log"; fail "stream failed"; }
+"$python" - "$w/stream/partition.json" "$w/metis-3/partition.json" <<'PY' || fail "stream: quality"
+import json, sys
+st, metis = (json.load(open(p)) for p in sys.argv[1:3])
+assert st["method"] == "stream" and max(st["imbalance"]) <= 1.05, dict(zip(st["constraints"], st["imbalance"]))
+assert st["edge_cut"] < st["random_edge_cut"], (st["edge_cut"], st["random_edge_cut"])
+print(f"stream on 2 ranks: cut {st['edge_cut']} (METIS {metis['edge_cut']}, random {st['random_edge_cut']}), "
+      f"imbalance {max(st['imbalance']):.3f}")
+PY
 "$TESSEL_SOURCE_DIR/scripts/tessel-mpirun" -np 4 "$w/rgcn.toml" --set data.format=partitions \
   --set data.graph= --set data.partitions="$w/pt-2" --set resources.workers=3 --set train.epochs=3 \
   --set metrics.port_base=0 --set job.device=cpu --set job.output_dir="$w/train" > "$w/train.log" 2>&1 ||
@@ -140,6 +150,8 @@ expect_refusal unreadable 3 "rank [01]: .*paper-feat-1.npy: cannot open" --input
 expect_refusal metis-method 2 "does not partition a chunked graph" --input "$w/g" --parts 2 --method metis \
   --out "$w/bad-out"
 expect_refusal too-many-parts 2 "into 99999 parts" --input "$w/g" --parts 99999 --out "$w/bad-out"
+expect_refusal memory-budget 2 "rank [01]: this rank would need about .* MB .*above --memory-budget 1 MB" \
+  --input "$w/g" --parts 2 --memory-budget 1000000 --out "$w/bad-out"
 mkdir -p "$w/keep" && echo precious > "$w/keep/notes.txt"
 expect_refusal foreign-out 2 "refusing to replace it" --input "$w/g" --parts 2 --out "$w/keep"
 [ "$(cat "$w/keep/notes.txt")" = precious ] || fail "foreign-out: the directory was touched"

@@ -1,0 +1,212 @@
+"""The distributed partitioner (bench/run.sh partition): quality against METIS, and time and memory per rank
+as the graph and the rank count grow.
+
+quality  FB15k-237 (tessel import edges, the inverse and self-loop relations added; written as DGL's chunked
+         format by to_chunked.py) and a generated graph of about 21M edges (tessel generate graph --chunked):
+         METIS (`tessel partition G.h5`, one process) against PT-Scotch and the streaming partitioner
+         (`mpirun -np P tessel partition --input DIR`), each cut into 4 parts: edge cut, its ratio to METIS's,
+         the worst imbalance over the constraints, and wall time. Targets: PT-Scotch's cut within 15% of
+         METIS's, every imbalance at most 1.05.
+scale    generated graphs of 10M and 30M edges (and 100M with --full): `--method stream` (and ptscotch up to
+         30M) on P = 1, 2, 4, 8 ranks of this machine, K = P parts: wall time and each rank's peak RSS
+         (the partitioner's own table), beside the graph's in-memory size (the HeteroGraph arrays: 16 bytes
+         an edge with the derived relations, the features, 11 bytes a node) and the one-process path's peak
+         (import + METIS). Writes the table, the JSON rows and an SVG plot (peak RSS per rank against P).
+
+  python partition_bench.py [--quick] [--full] [--sections quality,scale] [--json FILE] [--svg FILE]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+TESSEL = os.path.join(BUILD, "bin", "tessel")
+DATA = os.environ.get("TESSEL_DATA_DIR", os.path.join(os.path.dirname(ROOT), "shared", "data"))
+WORK = os.path.join(BUILD, "bench", "partition")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def mpirun_flags():
+    out = subprocess.run(["bash", "-c", f"source {ROOT}/scripts/lib.sh; tessel_mpirun_base_flags"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def timed(cmd, log):
+    """Runs cmd; returns (seconds, peak RSS MB of the largest process, its output). Raises on failure."""
+    t = time.monotonic()
+    with open(log, "w") as f:
+        p = subprocess.run(["/usr/bin/time", "-f", "TIME_PEAK_KB %M"] + cmd, stdout=f, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - t
+    text = open(log).read()
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {p.returncode}: {text[-600:]}")
+    peak = int(re.findall(r"TIME_PEAK_KB (\d+)", text)[-1]) / 1e3
+    return seconds, peak, text
+
+
+def table_of(text):
+    """The partitioner's printed table: cut, random cut, imbalances, per-rank peaks."""
+    cut = re.search(r"edge cut\s+(\d+)\s+\(random partition: (\d+)", text)
+    imb = [float(x) for x in re.findall(r" [a-z]+ (\d\.\d+)", re.search(r"imbalance(.*)", text).group(1))]
+    ranks = [float(m) for m in re.findall(r"^\s+\d+\s+\d+\s+\d+\s+(\d+\.\d+)$", text, re.M)]
+    return {"edge_cut": int(cut.group(1)), "random_edge_cut": int(cut.group(2)), "imbalance": max(imb),
+            "rank_peak_mb": ranks}
+
+
+def partition_dist(src, ranks, method, parts, tag):
+    out = os.path.join(WORK, f"parts-{tag}")
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["mpirun"] + mpirun_flags() + ["-np", str(ranks), TESSEL, "partition", "--input", src, "--add-inverse",
+                                         "--add-self-loop", "--parts", str(parts), "--method", method, "--out", out]
+    seconds, peak, text = timed(cmd, out + ".log")
+    shutil.rmtree(out, ignore_errors=True)
+    row = table_of(text)
+    row.update(seconds=seconds)
+    return row
+
+
+def partition_metis(h5, parts, tag):
+    out = os.path.join(WORK, f"parts-{tag}")
+    shutil.rmtree(out, ignore_errors=True)
+    seconds, peak, text = timed([TESSEL, "partition", h5, "--parts", str(parts), "--out", out], out + ".log")
+    shutil.rmtree(out, ignore_errors=True)
+    row = table_of(text)
+    row.update(seconds=seconds, peak_mb=peak)
+    return row
+
+
+def generated(edges_m, dim):
+    """A generated chunked graph of about edges_m million base edges (avg degree 8) and its .h5 import."""
+    nodes = int(edges_m * 1e6 / 4)
+    d = os.path.join(WORK, f"gen{edges_m}m-f{dim}")
+    if not os.path.exists(os.path.join(d, "metadata.json")):
+        subprocess.run(["mpirun"] + mpirun_flags() + ["-np", "2", TESSEL, "generate", "graph", "--chunked", "--nodes",
+                                                      str(nodes), "--feature-dim", str(dim), "--out", d],
+                       check=True, capture_output=True)
+    return d, nodes
+
+
+def in_memory_mb(nodes, base_edges, dim):
+    return (16 * (2 * base_edges + nodes) + nodes * (11 + 4 * dim)) / 1e6
+
+
+def quality(args, rows):
+    fb_h5 = os.path.join(WORK, "fb15k.h5")
+    if not os.path.exists(fb_h5):
+        subprocess.run([TESSEL, "import", "edges", "--input", os.path.join(DATA, "fb15k-237", "FB15k-237.tar.gz"),
+                        "--add-inverse", "--add-self-loop", "--out", fb_h5], check=True, capture_output=True)
+    fb_dir = os.path.join(WORK, "fb15k-chunked")
+    if not os.path.exists(os.path.join(fb_dir, "metadata.json")):
+        subprocess.run([sys.executable, os.path.join(HERE, "to_chunked.py"), fb_h5, fb_dir, "4"], check=True)
+    syn_m = 5 if args.quick else 21
+    syn_dir, syn_nodes = generated(syn_m, 8)
+    syn_h5 = syn_dir + ".h5"
+    if not os.path.exists(syn_h5):
+        subprocess.run([TESSEL, "import", "chunked", syn_dir, "--add-inverse", "--add-self-loop", "--out", syn_h5],
+                       check=True, capture_output=True)
+    print(f"\n{'graph':<16} {'method':<9} {'ranks':>5} {'edge cut':>10} {'vs METIS':>9} {'imbalance':>9} {'time s':>8}")
+    for name, h5, d in (("fb15k-237", fb_h5, fb_dir), (f"synthetic-{syn_m}M", syn_h5, syn_dir)):
+        metis = partition_metis(h5, 4, f"{name}-metis")
+        cases = [("metis", 1, metis)]
+        for method in ("ptscotch", "stream"):
+            cases.append((method, 2, partition_dist(d, 2, method, 4, f"{name}-{method}")))
+        for method, ranks, r in cases:
+            ratio = r["edge_cut"] / metis["edge_cut"]
+            print(f"{name:<16} {method:<9} {ranks:>5} {r['edge_cut']:>10} {ratio:>9.3f} {r['imbalance']:>9.3f} "
+                  f"{r['seconds']:>8.1f}")
+            rows.append({"section": "quality", "graph": name, "method": method, "ranks": ranks, "parts": 4,
+                         "edge_cut": r["edge_cut"], "cut_vs_metis": ratio, "imbalance": r["imbalance"],
+                         "seconds": r["seconds"],
+                         "target": "cut within 1.15 of METIS, imbalance <= 1.05" if method == "ptscotch" else ""})
+
+
+def scale(args, rows):
+    sizes = [10] if args.quick else [10, 30] + ([100] if args.full else [])
+    ranks_list = [1, 2] if args.quick else [1, 2, 4, 8]
+    print(f"\n{'edges':>6} {'in-memory MB':>12} {'method':<9} {'P':>2} {'time s':>8} {'peak/rank MB':>13} "
+          f"{'max rank MB':>11}")
+    for m in sizes:
+        dim = 8 if m >= 100 else 32
+        d, nodes = generated(m, dim)
+        graph_mb = in_memory_mb(nodes, m * 1e6, dim)
+        methods = ["stream"] + (["ptscotch"] if m <= 30 else [])
+        for method in methods:
+            for p in ranks_list:
+                try:
+                    r = partition_dist(d, p, method, p, f"scale{m}-{method}-{p}")
+                except RuntimeError as e:
+                    print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2}  failed: {str(e)[-200:]}")
+                    rows.append({"section": "scale", "edges_m": m, "method": method, "ranks": p, "error": str(e)[-400:]})
+                    continue
+                peaks = r["rank_peak_mb"]
+                mean = sum(peaks) / len(peaks)
+                print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2} {r['seconds']:>8.1f} {mean:>13.0f} {max(peaks):>11.0f}")
+                rows.append({"section": "scale", "edges_m": m, "feature_dim": dim, "graph_mb": graph_mb,
+                             "method": method, "ranks": p, "seconds": r["seconds"], "rank_peak_mb": peaks,
+                             "max_rank_peak_mb": max(peaks), "edge_cut": r["edge_cut"], "imbalance": r["imbalance"]})
+
+
+def svg(rows, path):
+    pts = [r for r in rows if r.get("section") == "scale" and "max_rank_peak_mb" in r]
+    if not pts:
+        return
+    series = {}
+    for r in pts:
+        series.setdefault(f"{r['edges_m']}M {r['method']}", []).append((r["ranks"], r["max_rank_peak_mb"]))
+    w, h, pad = 560, 340, 50
+    ymax = max(v for s in series.values() for _, v in s) * 1.1
+    xs = [1, 2, 4, 8]
+    x = lambda p: pad + (xs.index(p) if p in xs else 0) * (w - 2 * pad) / (len(xs) - 1)
+    y = lambda v: h - pad - v / ymax * (h - 2 * pad)
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+           f'<text x="{w/2}" y="16" text-anchor="middle">tessel partition --input: peak RSS of the largest rank</text>',
+           f'<line x1="{pad}" y1="{h-pad}" x2="{w-pad}" y2="{h-pad}" stroke="black"/>',
+           f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h-pad}" stroke="black"/>',
+           f'<text x="{w/2}" y="{h-12}" text-anchor="middle">ranks P (K = P parts)</text>',
+           f'<text x="14" y="{h/2}" transform="rotate(-90 14 {h/2})" text-anchor="middle">MB</text>']
+    for p in xs:
+        out.append(f'<text x="{x(p)}" y="{h-pad+14}" text-anchor="middle">{p}</text>')
+    for i in range(5):
+        v = ymax * i / 4
+        out.append(f'<text x="{pad-4}" y="{y(v)+4}" text-anchor="end">{v:.0f}</text>')
+    for i, (name, s) in enumerate(sorted(series.items())):
+        c = colours[i % len(colours)]
+        s.sort()
+        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="' +
+                   " ".join(f"{x(p):.1f},{y(v):.1f}" for p, v in s) + '"/>')
+        out.append(f'<text x="{w-pad-150}" y="{pad+14*i}" fill="{c}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    print(f"wrote {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full", action="store_true", help="also 100M edges (feature width 8)")
+    ap.add_argument("--sections", default="quality,scale")
+    ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results", "partition.json"))
+    ap.add_argument("--svg", default=os.path.join(BUILD, "bench", "results", "partition-scale.svg"))
+    args = ap.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    rows = []
+    for section in args.sections.split(","):
+        {"quality": quality, "scale": scale}[section](args, rows)
+    with open(args.json, "w") as f:
+        json.dump({"family": "partition", "rows": rows}, f, indent=2)
+    print(f"wrote {args.json}")
+    svg(rows, args.svg)
+
+
+if __name__ == "__main__":
+    main()
