@@ -59,9 +59,6 @@ struct RankShare {
 };
 int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& share);
 
-// The rank that builds and writes part `part`.
-inline int OwnerOfPart(int32_t part, int ranks) { return part % ranks; }
-
 struct RankFigures {
   int64_t home_nodes = 0;       // nodes whose data it read
   int64_t in_edges = 0;         // edges it held at their destination's home

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "core/logging.h"
-#include "orchestrator/partitioning/chunked_partition.h"
 
 namespace tessel::orchestrator {
 namespace {

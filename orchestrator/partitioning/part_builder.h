@@ -21,6 +21,9 @@
 
 namespace tessel::orchestrator {
 
+// The rank that builds and writes part `part`.
+inline int OwnerOfPart(int32_t part, int ranks) { return part % ranks; }
+
 // What every part carries of the whole graph.
 struct PartFacts {
   int32_t parts = 1;
