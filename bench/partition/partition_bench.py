@@ -55,9 +55,9 @@ def table_of(text):
     """The partitioner's printed table: cut, random cut, imbalances, per-rank peaks."""
     cut = re.search(r"edge cut\s+(\d+)\s+\(random partition: (\d+)", text)
     imb = [float(x) for x in re.findall(r" [a-z]+ (\d\.\d+)", re.search(r"imbalance(.*)", text).group(1))]
-    ranks = [float(m) for m in re.findall(r"^\s+\d+\s+\d+\s+\d+\s+(\d+\.\d+)$", text, re.M)]
+    ranks = re.findall(r"^\s+\d+\s+\d+\s+\d+\s+(\d+\.\d+)\s+(\d+\.\d+)$", text, re.M)
     return {"edge_cut": int(cut.group(1)), "random_edge_cut": int(cut.group(2)), "imbalance": max(imb),
-            "rank_peak_mb": ranks}
+            "rank_peak_mb": [float(a) for a, _ in ranks], "rank_predicted_mb": [float(b) for _, b in ranks]}
 
 
 def partition_dist(src, ranks, method, parts, tag):
@@ -131,7 +131,7 @@ def scale(args, rows):
     sizes = [10] if args.quick else [10, 30] + ([100] if args.full else [])
     ranks_list = [1, 2] if args.quick else [1, 2, 4, 8]
     print(f"\n{'edges':>6} {'in-memory MB':>12} {'method':<9} {'P':>2} {'time s':>8} {'peak/rank MB':>13} "
-          f"{'max rank MB':>11}")
+          f"{'max rank MB':>11} {'predicted MB':>12}")
     for m in sizes:
         dim = 8 if m >= 100 else 32
         d, nodes = generated(m, dim)
@@ -147,10 +147,12 @@ def scale(args, rows):
                     continue
                 peaks = r["rank_peak_mb"]
                 mean = sum(peaks) / len(peaks)
-                print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2} {r['seconds']:>8.1f} {mean:>13.0f} {max(peaks):>11.0f}")
+                print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2} {r['seconds']:>8.1f} {mean:>13.0f} {max(peaks):>11.0f} "
+                      f"{max(r['rank_predicted_mb']):>12.0f}", flush=True)
                 rows.append({"section": "scale", "edges_m": m, "feature_dim": dim, "graph_mb": graph_mb,
                              "method": method, "ranks": p, "seconds": r["seconds"], "rank_peak_mb": peaks,
-                             "max_rank_peak_mb": max(peaks), "edge_cut": r["edge_cut"], "imbalance": r["imbalance"]})
+                             "max_rank_peak_mb": max(peaks), "rank_predicted_mb": r["rank_predicted_mb"],
+                             "edge_cut": r["edge_cut"], "imbalance": r["imbalance"]})
 
 
 def svg(rows, path):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Three hosts on one machine (tests/cluster/netns/hosts.sh: network namespaces on a bridge, Open MPI over
 # TCP only, launched through a namespace-entering agent). On them:
-# - RGCN full-graph (also from part files, data.format = "partitions"), RGCN sampled (remote feature rows
+# - RGCN full-graph (also from part files, data.format = "partitions", and from parts the 3 hosts generated
+#   and cut themselves: generate --chunked, partition --input), RGCN sampled (remote feature rows
 #   over the network) and a 3-stage GPT pipeline give
 #   bit for bit the losses of the same ranks on one host (shared memory), and every rank ran where it was
 #   placed (summary.json's rank_hosts);
@@ -53,6 +54,26 @@ python3 -c "import json, sys; a, b = (json.load(open(p))['epoch_loss'] for p in 
   "$TESSEL_WORK/rgcn-full/one/summary.json" "$TESSEL_WORK/rgcn-parts/three/summary.json" ||
   fail "training from part files on 3 hosts differs from the coordinator's cut"
 echo "PASS rgcn-parts: part files on 3 hosts train as the coordinator's own cut, bit for bit"
+# No host holds the whole graph: the 3 hosts write a chunked graph (each its chunks), cut it (each reads its
+# share and writes its part, on the shared filesystem) and train from the parts: the losses of one host
+# training from the imported graph with the same (range) cut.
+netns_mpirun 1 1 1 -- "$TESSEL" generate graph --chunked --nodes 3000 --feature-dim 16 --out "$TESSEL_WORK/chunked" \
+  > "$TESSEL_WORK/chunked.log" 2>&1 || { cat "$TESSEL_WORK/chunked.log"; fail "generate --chunked on 3 hosts"; }
+netns_mpirun 1 1 1 -- "$TESSEL" partition --input "$TESSEL_WORK/chunked" --add-inverse --add-self-loop --parts 3 \
+  --method range --out "$TESSEL_WORK/dparts" > "$TESSEL_WORK/dparts.log" 2>&1 ||
+  { cat "$TESSEL_WORK/dparts.log"; fail "partition --input on 3 hosts"; }
+"$TESSEL" import chunked "$TESSEL_WORK/chunked" --add-inverse --add-self-loop --out "$TESSEL_WORK/chunked.h5" \
+  > /dev/null || fail "importing the 3 hosts' chunked graph"
+chunked=(--set metrics.port_base=0 --set job.seed=7 --set resources.workers=3 --set train.epochs=10
+         --set partition.method=range)
+mpirun "${MPIRUN_FLAGS[@]}" --enable-recovery -np 4 "$TESSEL" run jobs/examples/rgcn-synthetic.toml "${chunked[@]}" \
+  --set data.format=graph --set data.graph="$TESSEL_WORK/chunked.h5" --set job.output_dir="$TESSEL_WORK/dist/one" \
+  > "$TESSEL_WORK/dist.one.log" 2>&1 || { tail "$TESSEL_WORK/dist.one.log"; fail "the chunked graph on one host"; }
+netns_mpirun 2 1 1 -- --enable-recovery "$TESSEL" run jobs/examples/rgcn-synthetic.toml "${chunked[@]}" \
+  --set data.format=partitions --set data.graph= --set data.partitions="$TESSEL_WORK/dparts" \
+  --set job.output_dir="$TESSEL_WORK/dist/three" > "$TESSEL_WORK/dist.three.log" 2>&1 ||
+  { tail "$TESSEL_WORK/dist.three.log"; fail "training from the 3 hosts' parts"; }
+same_losses dist epoch_loss
 run_both rgcn-sampled jobs/examples/rgcn-synthetic.toml "${graph[@]}" --set train.mode='"sampled"' \
   --set train.epochs=3 --set train.batch_size=256 --set train.fanouts=[5,5] --set train.eval_fanouts=[10,10]
 same_losses rgcn-sampled epoch_loss
