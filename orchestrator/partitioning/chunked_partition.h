@@ -48,8 +48,9 @@ struct ChunkedPartitionOptions {
 // anything is read: the largest of its phases (reading; partitioning; building its parts), each the sum of
 // the arrays it holds, in bytes per item, with its home's share of the in-edges (in-edges x home nodes /
 // nodes). The halo of a part is taken as half its in-edges, at most the nodes it does not own; PT-Scotch's
-// own copies as 250 bytes an in-edge (measured: 195 and 250 on 2 and 4 ranks at 10M edges). Measured
-// against the peaks in bench/partition/README.md.
+// own copies on 2 or more ranks as 35 bytes an in-edge of the graph plus 150 of the rank's (measured at 10M
+// edges: about 2.2, 1.4 and 1.2 GB on 2, 4 and 8 ranks; its sequential path on one rank stays below the
+// build phase). Measured against the peaks in bench/partition/README.md.
 struct RankShare {
   int64_t nodes = 0;          // of the whole graph
   int64_t home_nodes = 0;     // this rank's
