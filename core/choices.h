@@ -83,6 +83,12 @@ TESSEL_CHOICE_NAMES(FeatureStoreChoice, "auto", "mapped", "pinned", "memory")
 enum class FeatureGather : int32_t { kAuto, kHost, kZeroCopy };
 TESSEL_CHOICE_NAMES(FeatureGather, "auto", "host", "zero_copy")
 
+// Where a sampled worker's structure lives (workers/rgnn/sampler.h): kReplicated = the whole graph's
+// in-edges on every worker; kPartitioned = each worker's own, the owners drawing their nodes' neighbours;
+// kAuto = partitioned with data.format = "partitions", else replicated.
+enum class SampledStructure : int32_t { kAuto, kReplicated, kPartitioned };
+TESSEL_CHOICE_NAMES(SampledStructure, "auto", "replicated", "partitioned")
+
 enum class OptimizerName : int32_t { kAdam, kSgd, kAdamw };
 TESSEL_CHOICE_NAMES(OptimizerName, "adam", "sgd", "adamw")
 

@@ -182,6 +182,10 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(data.feature_gather, OneOf({"auto", "host", "zero_copy"}),
                        "Sampled, GPU workers: \"zero_copy\" = the GPU reads a batch's rows from the pinned store in "
                        "place, \"host\" = gathered on the host and copied up, \"auto\" = zero_copy where it can run."),
+      TESSEL_RUN_FIELD(data.structure, OneOf({"auto", "replicated", "partitioned"}),
+                       "Sampled: \"replicated\" = every worker holds the whole graph's in-edges, \"partitioned\" = "
+                       "only its own, owners drawing their nodes' neighbours; \"auto\" = partitioned with "
+                       "data.partitions, else replicated."),
       TESSEL_JOB_FIELD(data.add_self_loop, Any(),
                        "Add a self-loop relation per node type (\"edges\", \"synthetic\"; \"rdf\" always does)."),
       TESSEL_INPUT_FIELD(data.text, Any(), "llm: a text file, each byte one token (format \"text\")."),

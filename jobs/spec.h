@@ -96,6 +96,7 @@ struct DataSection {
   bool add_self_loop = true;                                     // importers add a self-loop relation per node type
   FeatureStoreChoice feature_store = FeatureStoreChoice::kAuto;  // sampled training's feature rows
   FeatureGather feature_gather = FeatureGather::kAuto;           // and how a GPU worker reads them
+  SampledStructure structure = SampledStructure::kAuto;          // and where its in-edges live
   // llm jobs:
   std::string text;                      // kText
   std::string train_tokens, val_tokens;  // kLlmc (val_tokens "" = the tail of train_tokens)
@@ -293,7 +294,7 @@ Result<JobSpec> LoadJobFile(const std::string& path, const std::vector<std::stri
 Result<JobSpec> ParseJob(std::string_view toml_text, const std::string& source_name,
                          const std::vector<std::string>& overrides);
 
-// The rules that span fields (jobs/README.md "Rules across fields"). ParseJob() already calls it; call it
+// The rules that span fields (jobs/RULES.md). ParseJob() already calls it; call it
 // again after changing a JobSpec by hand.
 Status ValidateJob(const JobSpec& spec);
 

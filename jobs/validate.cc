@@ -1,4 +1,4 @@
-// The rules that span fields (jobs/README.md "Rules across fields") and the coordinator's check of the
+// The rules that span fields (jobs/RULES.md) and the coordinator's check of the
 // input files. Each message starts with the origin of the key at fault (see KeyOrigin()).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,7 +109,7 @@ void CheckReadableFile(const JobSpec& spec, const std::string& key, const std::s
               StrCat(key, ": cannot read ", schema::QuoteToml(path), ": ", problem, hint));
 }
 
-// The rules of an rgnn job (jobs/README.md rules 2, 3, 9 and 10).
+// The rules of an rgnn job (jobs/RULES.md rules 2, 3, 9 and 10).
 // A key one model declares (core/model_keys.h) means nothing to another: set to other than its default in a
 // job that trains another model, it is refused rather than ignored. (job.toml writes every key with its
 // value, so a key at its default is a key left alone: JobSpec holds only the others.)
@@ -167,8 +167,19 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
     }
   }
   if (train.mode == TrainMode::kSampled && spec.data.format == DataFormat::kPartitions) {
-    not_yet("train.mode", "\"sampled\" with data.format = \"partitions\"",
-            "train from partitions with train.mode = \"full\", or sample from data.graph");
+    // The part files are the only copy of the graph any rank reads: each worker samples from its own.
+    if (spec.data.structure == SampledStructure::kReplicated) {
+      errors->Add(at_either("data.structure", "data.format"),
+                  "data.structure = \"replicated\" puts the whole graph on every worker, but with data.format = "
+                  "\"partitions\" each worker reads only its part; use \"partitioned\" (or \"auto\"), or "
+                  "data.format = \"graph\" where the graph fits one machine");
+    }
+    if (spec.data.feature_store != FeatureStoreChoice::kAuto) {
+      errors->Add(at_either("data.feature_store", "data.format"),
+                  StrCat("data.feature_store = \"", NameOf(spec.data.feature_store),
+                         "\" reads the graph file, but with data.format = \"partitions\" a worker's feature rows "
+                         "come from its part file; leave it \"auto\""));
+    }
   }
   if (train.mode == TrainMode::kSampled) {
     if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
@@ -211,7 +222,7 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
   // them (workers/rgnn/model.h, RgnnModel::Check), and `tessel validate` runs it.
 }
 
-// The rules of an llm job (jobs/README.md rule 11).
+// The rules of an llm job (jobs/RULES.md rule 11).
 void CheckLlm(const JobSpec& spec, ErrorList* errors) {
   const auto at = [&spec](std::string_view key) { return KeyOrigin(spec, key); };
   const auto at_either = [&spec](std::string_view first, std::string_view second) {

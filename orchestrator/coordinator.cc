@@ -580,6 +580,7 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   int done = 0, hellos = 0;
   bool have_result = false;
   int64_t peak_rss = 0;
+  std::vector<double> worker_rss(static_cast<size_t>(world - 1), 0);  // by worker: each one's own peak
   int64_t sleep_us = 100;
   auto last_turn = Clock::now();
   while (done < world - 1) {
@@ -689,11 +690,13 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
         case workers::kTagResult: {
           workers::ResultMsg r;
           TESSEL_RETURN_IF_ERROR(workers::Decode(m.bytes, &r));
-          // Every worker reports the same figures (they are summed across workers); keep the first, and the
-          // largest memory peak.
-          peak_rss = std::max<int64_t>(peak_rss,
-                                       static_cast<int64_t>(FindNumber(r.values, "peak_worker_rss_bytes").value_or(0)));
-          if (!have_result) *result = std::move(r.values), have_result = true;
+          // Every worker reports the same summed figures, but a worker's own (its feature rows, its halo
+          // bytes) are its own: keep worker 0's (rank 1), whichever arrives first, each one's memory peak, and
+          // the largest.
+          const double rss = FindNumber(r.values, "peak_worker_rss_bytes").value_or(0);
+          peak_rss = std::max<int64_t>(peak_rss, static_cast<int64_t>(rss));
+          if (m.source >= 1 && m.source < world) worker_rss[static_cast<size_t>(m.source - 1)] = rss;
+          if (!have_result || m.source == 1) *result = std::move(r.values), have_result = true;
           w.done = true;
           ++done;
           break;
@@ -742,6 +745,8 @@ Status Coordinator::DispatchAndWatch(Plan& plan, Record* result) {
   ShutdownWorkers(session_);
   workers_released_ = true;
   Set(*result, "peak_worker_rss_bytes", peak_rss);
+  Set(*result, "worker_peak_rss_bytes", std::move(worker_rss));
+  Set(*result, "coordinator_peak_rss_bytes", PeakResidentBytes());
   // Where each rank ran (rank 0 is this coordinator): a multi-host run can be told from a one-host one.
   Record hosts;
   Set(hosts, "0", session_.hostname());

@@ -13,7 +13,15 @@ scale    generated graphs of 10M and 30M edges (and 100M with --full): `--method
          an edge with the derived relations, the features, 11 bytes a node) and the one-process path's peak
          (import + METIS). Writes the table, the JSON rows and an SVG plot (peak RSS per rank against P).
 
-  python partition_bench.py [--quick] [--full] [--sections quality,scale] [--json FILE] [--svg FILE]
+memory   no rank holds the whole graph (issue 34, acceptance 2): a generated graph (30M base edges, 100M with
+         --full; 8 features, 1% training and 1% test nodes) cut by `--method stream` into K = P parts on P = 2,
+         4, 8 ranks, then one epoch of full-graph and of sampled RGCN training from the parts (P workers):
+         each rank's peak RSS (the partitioner's table; summary.json's worker_peak_rss_bytes and
+         coordinator_peak_rss_bytes), beside the graph's in-memory size. Then at P = 4 every rank capped
+         (capped.sh: a memory cgroup a rank) below the graph's size: today's path (the coordinator loads
+         data.graph and cuts it, partition.method = "range") must fail, training from the parts must not.
+
+  python partition_bench.py [--quick] [--full] [--sections quality,scale,memory] [--json FILE] [--svg FILE]
 """
 import argparse
 import json
@@ -155,6 +163,103 @@ def scale(args, rows):
                              "edge_cut": r["edge_cut"], "imbalance": r["imbalance"]})
 
 
+def job_without_method():
+    """rgcn-synthetic.toml without its `method = "metis"` line: parts cut by stream train from it."""
+    path = os.path.join(WORK, "rgcn-parts.toml")
+    with open(os.path.join(ROOT, "jobs", "examples", "rgcn-synthetic.toml")) as f:
+        text = "".join(line for line in f if not re.match(r"\s*method\s*=", line))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def train(job, workers, sets, tag, cap_mb=0):
+    """One run under mpirun (-np workers + 1); returns its summary.json, or {"error": ...} when it failed."""
+    out = os.path.join(WORK, f"run-{tag}")
+    shutil.rmtree(out, ignore_errors=True)
+    wrap = [os.path.join(HERE, "capped.sh"), str(cap_mb)] if cap_mb else []
+    cmd = (["mpirun"] + mpirun_flags() + ["--enable-recovery", "-np", str(workers + 1)] + wrap +
+           [TESSEL, "run", job, "--set", f"resources.workers={workers}", "--set", f"job.output_dir={out}",
+            "--set", "metrics.port_base=0", "--set", "train.epochs=1", "--set", "resources.threads_per_worker=1"] + sets)
+    t = time.monotonic()
+    with open(out + ".log", "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - t
+    summary = os.path.join(out, "summary.json")
+    if p.returncode != 0 or not os.path.exists(summary):
+        return {"error": f"exit {p.returncode}: {open(out + '.log').read()[-300:]}", "seconds": seconds}
+    s = json.load(open(summary))
+    s["seconds"] = seconds
+    return s
+
+
+def memory(args, rows):
+    m = 10 if args.quick else (100 if args.full else 30)
+    nodes = int(m * 1e6 / 4)
+    d = os.path.join(WORK, f"mem{m}m")
+    if not os.path.exists(os.path.join(d, "metadata.json")):
+        subprocess.run(["mpirun"] + mpirun_flags() + ["-np", "4", TESSEL, "generate", "graph", "--chunked", "--nodes",
+                                                      str(nodes), "--feature-dim", "8", "--train-fraction", "0.01",
+                                                      "--test-fraction", "0.01", "--out", d], check=True,
+                       capture_output=True)
+    graph_mb = in_memory_mb(nodes, m * 1e6, 8)
+    job = job_without_method()
+    sampled = ["--set", "train.mode=sampled", "--set", "train.batch_size=1024", "--set", "train.fanouts=[5,5]",
+               "--set", "train.eval_fanouts=[5,5]"]
+    print(f"\n{m}M base edges, {nodes} nodes, 8 features: the graph in memory {graph_mb:.0f} MB")
+    print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9}  every rank MB")
+    for p in ([2] if args.quick else [2, 4, 8]):
+        parts = os.path.join(WORK, f"memparts{m}-{p}")
+        if not os.path.exists(os.path.join(parts, "partition.json")):
+            cmd = ["mpirun"] + mpirun_flags() + ["-np", str(p), TESSEL, "partition", "--input", d, "--add-inverse",
+                                                 "--add-self-loop", "--parts", str(p), "--method", "stream", "--out",
+                                                 parts]
+            seconds, _, text = timed(cmd, parts + ".log")
+            part = table_of(text)
+            part["seconds"] = seconds
+            json.dump(part, open(parts + ".json", "w"))
+        part = json.load(open(parts + ".json"))
+        cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"], None)]
+        from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
+        for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
+            r = train(job, p, sets, f"mem{m}-{p}-{what.split()[0]}")
+            if "error" in r:
+                cases.append((what, r["seconds"], [], r["error"]))
+                continue
+            peaks = [v / 1e6 for v in r["worker_peak_rss_bytes"]]
+            cases.append((what, r["seconds"], [r["coordinator_peak_rss_bytes"] / 1e6] + peaks, None))
+        for what, seconds, peaks, error in cases:
+            if error:
+                print(f"{p:>2} {what:<22} {seconds:>8.1f}  failed: {error[-160:]}")
+            else:
+                print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f}  "
+                      + " ".join(f"{v:.0f}" for v in peaks), flush=True)
+            rows.append({"section": "memory", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "what": what,
+                         "seconds": seconds, "rank_peak_mb": peaks, "max_rank_peak_mb": max(peaks) if peaks else None,
+                         "error": error, "target": "P = 8: every rank below graph_mb / 2" if p == 8 else ""})
+    # The same machine cut into 4 capped ranks: today's coordinator path against training from the parts.
+    p = 2 if args.quick else 4
+    cap = int(graph_mb * 0.8)
+    h5 = d + ".h5"
+    if not os.path.exists(h5):
+        subprocess.run([TESSEL, "import", "chunked", d, "--add-inverse", "--add-self-loop", "--out", h5], check=True,
+                       capture_output=True)
+    parts = os.path.join(WORK, f"memparts{m}-{p}")
+    for what, sets in (("coordinator path", ["--set", "data.format=graph", "--set", f"data.graph={h5}",
+                                             "--set", "partition.method=range"]),
+                       ("from parts", ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
+                                       f"data.partitions={parts}"])):
+        r = train(job, p, sets, f"cap{m}-{p}-{what.split()[0]}", cap_mb=cap)
+        ok = "error" not in r
+        peaks = ([r["coordinator_peak_rss_bytes"] / 1e6] + [v / 1e6 for v in r["worker_peak_rss_bytes"]]) if ok else []
+        print(f"capped at {cap} MB a rank, P = {p}, {what:<17}: " +
+              (f"trained, {r['seconds']:.1f} s, largest rank {max(peaks):.0f} MB" if ok else f"failed ({r['error'][:60]})"))
+        rows.append({"section": "memory-capped", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "cap_mb": cap,
+                     "what": what, "trained": ok, "rank_peak_mb": peaks, "error": r.get("error"),
+                     "target": "the coordinator path fails, from parts trains"})
+    subprocess.run(["bash", "-c", "rmdir /sys/fs/cgroup/memory/tessel-cap-* /sys/fs/cgroup/tessel-cap-* 2>/dev/null"])
+
+
 def svg(rows, path):
     pts = [r for r in rows if r.get("section") == "scale" and "max_rank_peak_mb" in r]
     if not pts:
@@ -203,7 +308,7 @@ def main():
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     rows = []
     for section in args.sections.split(","):
-        {"quality": quality, "scale": scale}[section](args, rows)
+        {"quality": quality, "scale": scale, "memory": memory}[section](args, rows)
     with open(args.json, "w") as f:
         json.dump({"family": "partition", "rows": rows}, f, indent=2)
     print(f"wrote {args.json}")

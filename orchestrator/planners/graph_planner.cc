@@ -33,14 +33,6 @@ struct WorkerCost {
   double epoch_seconds = 0;
 };
 
-// What one worker's cost scales with: its part's sizes (from the partition, or from partition.json) and
-// the graph's widths.
-struct PartFacts {
-  storage::PartSizes sizes;
-  int64_t total_nodes = 0, feature_dim = 0, num_classes = 0, num_relations = 0;
-  int32_t num_parts = 1;
-};
-
 PartFacts FactsOf(const storage::WorkerPartition& p) {
   return {storage::SizesOf(p), p.total_nodes, p.feature_dim, p.num_classes, p.num_relations(), p.num_parts};
 }
@@ -84,18 +76,6 @@ int64_t Int(const Record& r, std::string_view name) { return static_cast<int64_t
 const Record* Sub(const Record& r, std::string_view name) {
   const RecordValue* v = Find(r, name);
   return v != nullptr ? std::get_if<Record>(&v->data) : nullptr;
-}
-
-// The uniform feature width of the graph's nodes, or 0 when a type has none or the widths differ (the
-// model then takes one-hot input), as BuildWorkerPartitions decides it.
-int64_t UniformFeatureDim(const storage::HeteroGraph& graph) {
-  int64_t dim = -1;
-  for (const storage::NodeType& t : graph.node_types) {
-    if (t.count == 0) continue;
-    if (dim < 0) dim = t.feature_dim;
-    if (t.feature_dim != dim) return 0;
-  }
-  return std::max<int64_t>(dim, 0);
 }
 
 }  // namespace
@@ -150,98 +130,6 @@ Status CheckRgnnModel(const jobs::JobSpec& spec, const RgnnSettings& settings, c
 
 Status GraphPlanner::Check(const jobs::JobSpec& spec) const {
   return CheckRgnnModel(spec, ModelSettingsOf(spec), workers::ModelShape{}, nullptr);
-}
-
-Status GraphPlanner::AddSampledWorkers(const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
-                                       const std::vector<int32_t>& part_of, int32_t num_workers, Plan* plan) {
-  const int64_t feature_dim = UniformFeatureDim(graph);
-  TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, feature_dim));
-  {
-    workers::ModelShape shape;
-    shape.input_dim = settings.input == ModelInput::kOneHot ? graph.num_nodes() : feature_dim;
-    shape.classes = graph.num_classes;
-    shape.workers = num_workers;
-    shape.full_graph = false;
-    TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan->notes));
-  }
-  auto sampling = jobs::CarryFrom<workers::SamplingSettings>(
-      spec, {.sections = {"train"}, .renamed = {}, .derived = {"fanouts", "store", "gather", "graph_path"}});
-  sampling.fanouts = jobs::FanoutsOf(spec);
-  const bool features = settings.input == ModelInput::kFeatures;
-  const bool has_file = !spec.data.graph.empty() && std::filesystem::exists(spec.data.graph);
-  sampling.store = spec.data.feature_store;
-  if (sampling.store == FeatureStoreChoice::kAuto) {
-    const bool gpu = spec.job.device == DeviceChoice::kCuda || spec.resources.gpus_per_worker > 0;
-    sampling.store =
-        !has_file ? FeatureStoreChoice::kMemory : (gpu ? FeatureStoreChoice::kPinned : FeatureStoreChoice::kMapped);
-  } else if (features && !has_file) {
-    return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_store"), ": data.feature_store = \"",
-                             NameOf(spec.data.feature_store),
-                             "\" reads the graph file, but data.graph names none; set data.graph (the import "
-                             "or generator then writes it there) or use \"auto\""));
-  }
-  if (has_file) sampling.graph_path = std::filesystem::absolute(spec.data.graph).string();
-  sampling.gather = spec.data.feature_gather;
-  if (sampling.gather == FeatureGather::kZeroCopy && features) {
-    // The GPU reads rows in place only from page-locked memory: the pinned store.
-    std::string why;
-    if (spec.job.device == DeviceChoice::kCpu) {
-      why = "job.device = \"cpu\"";
-    } else if (sampling.store != FeatureStoreChoice::kPinned) {
-      why = StrCat("the feature rows are ", sampling.store == FeatureStoreChoice::kMemory
-                                                ? "sent in the assignment (data.graph names no file)"
-                                                : "mapped from the graph file (data.feature_store = \"mapped\")");
-    }
-    if (!why.empty()) {
-      return UsageError(StrCat(jobs::KeyOrigin(spec, "data.feature_gather"),
-                               ": data.feature_gather = \"zero_copy\" has the GPU read feature rows from the pinned "
-                               "store in place, but ",
-                               why,
-                               "; use data.feature_store = \"pinned\" with a GPU, or "
-                               "\"auto\""));
-    }
-  }
-  const auto sampled = std::make_shared<const workers::SampledGraph>(workers::SampledGraph::FromGraph(graph, part_of));
-  const int64_t structure_bytes =
-      static_cast<int64_t>(sampled->in_ptr.size()) * 8 + sampled->num_edges() * 8 + sampled->num_nodes * (4 + 8 + 2);
-  for (int32_t w = 0; w < num_workers; ++w) {
-    auto a = std::make_unique<workers::RgnnSampledAssignment>();
-    a->settings = settings;
-    a->sampling = sampling;
-    a->worker = w;
-    a->num_workers = num_workers;
-    a->feature_dim = features ? feature_dim : 0;
-    a->graph = sampled;
-    int64_t owned = 0;
-    for (size_t t = 0, base = 0; t < graph.node_types.size();
-         base += static_cast<size_t>(graph.node_types[t].count), ++t) {
-      const storage::NodeType& nt = graph.node_types[t];
-      for (size_t i = 0; i < static_cast<size_t>(nt.count); ++i) {
-        if (part_of[base + i] != w) continue;
-        ++owned;
-        if (features && sampling.store == FeatureStoreChoice::kMemory) {
-          const float* row = nt.features.data() + i * static_cast<size_t>(feature_dim);
-          a->owned_features.insert(a->owned_features.end(), row, row + feature_dim);
-        }
-      }
-    }
-    WorkerPlan wp;
-    wp.predicted_memory_bytes = structure_bytes + (features ? owned * feature_dim * 4 : 0);
-    Set(wp.details, "owned", owned);
-    Set(wp.details, "edges", sampled->num_edges());
-    wp.payload = std::move(a);
-    plan->workers.push_back(std::move(wp));
-  }
-  Set(plan->summary, "train_mode", std::string("sampled"));
-  Set(plan->summary, "feature_store", std::string(NameOf(sampling.store)));
-  std::string fanouts;
-  for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
-  plan->notes.push_back(StrCat("sampled training: fanouts [", fanouts, "] ",
-                               sampling.fanout_per == FanoutPer::kRelation ? "per relation" : "in total",
-                               ", batches of ", sampling.batch_size, " seeds, structure replicated (",
-                               FormatBytes(structure_bytes), " a worker), prefetch ",
-                               sampling.prefetch ? "on" : "off"));
-  return Status();
 }
 
 namespace {
@@ -328,6 +216,10 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   std::vector<PartFacts> facts;
   if (spec.data.format == jobs::DataFormat::kPartitions) {
     TESSEL_ASSIGN_OR_RETURN(facts, PartsFromManifest(spec, num_workers, &files, &plan));
+    if (spec.train.mode == jobs::TrainMode::kSampled) {
+      TESSEL_RETURN_IF_ERROR(AddSampledWorkersFromParts(spec, facts, std::move(files), &plan));
+      return plan;
+    }
   } else {
     // The whole graph lives only in this scope: once partitioned, the workers' shares are all that is kept.
     TESSEL_ASSIGN_OR_RETURN(storage::HeteroGraph graph, LoadJobGraph(spec, log));
@@ -418,8 +310,8 @@ void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostre
   }
   char buf[160];
   if (spec.train.mode == jobs::TrainMode::kSampled) {
-    // Every worker holds the whole structure and serves its own nodes' feature rows; the time of a
-    // sampled epoch is not predicted.
+    // Every worker holds the structure (whole, or its own share) and serves its own nodes' feature
+    // rows; the time of a sampled epoch is not predicted.
     std::snprintf(buf, sizeof buf, "%-7s %10s %12s %12s\n", "worker", "owned", "edges", "memory");
     out << buf;
     for (size_t w = 0; w < plan.workers.size(); ++w) {

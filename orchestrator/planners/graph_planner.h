@@ -8,10 +8,19 @@
 
 #include "orchestrator/planners/planner.h"
 #include "storage/graph.h"
+#include "storage/partition_manifest.h"
 #include "workers/rgnn/model.h"
 #include "workers/rgnn/rgnn_settings.h"
 
 namespace tessel::orchestrator {
+
+// What one worker's cost scales with: its part's sizes (from the partition, or from partition.json) and
+// the graph's widths.
+struct PartFacts {
+  storage::PartSizes sizes;
+  int64_t total_nodes = 0, feature_dim = 0, num_classes = 0, num_relations = 0;
+  int32_t num_parts = 1;
+};
 
 class GraphPlanner final : public Planner {
  public:
@@ -23,10 +32,14 @@ class GraphPlanner final : public Planner {
   Status Check(const jobs::JobSpec& spec) const override;
 
  private:
-  // train.mode = "sampled": one rgnn.sampled assignment per worker (the replicated structure, and the
-  // worker's feature rows when the graph has no file to read them from).
+  // train.mode = "sampled" (sampled_plan.cc): one rgnn.sampled assignment per worker. From the graph the
+  // coordinator loaded and its partition: the replicated structure (and the worker's feature rows when
+  // the graph has no file to read them from), or, with data.structure = "partitioned", the worker's
+  // partition. From data.partitions: the worker's part file, its structure partitioned.
   static Status AddSampledWorkers(const jobs::JobSpec& spec, const storage::HeteroGraph& graph,
                                   const std::vector<int32_t>& part_of, int32_t num_workers, Plan* plan);
+  static Status AddSampledWorkersFromParts(const jobs::JobSpec& spec, const std::vector<PartFacts>& facts,
+                                           std::vector<workers::PartFile> files, Plan* plan);
 };
 
 // The workers' settings for `spec` on a graph with `feature_dim` uniform features (0 = none), resolving

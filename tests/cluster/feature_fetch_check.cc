@@ -23,6 +23,15 @@
 
 namespace {
 
+// The owner of each id (-1 for an id outside the graph).
+std::vector<int32_t> OwnersOf(const std::vector<int32_t>& part_of, const std::vector<int64_t>& ids) {
+  std::vector<int32_t> owners(ids.size(), -1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= 0 && ids[i] < static_cast<int64_t>(part_of.size())) owners[i] = part_of[static_cast<size_t>(ids[i])];
+  }
+  return owners;
+}
+
 using namespace tessel;
 
 int Fail(int rank, const std::string& what) {
@@ -62,7 +71,8 @@ int Check(const std::string& path, workers::WorkerComm& comm) {
       if (count > 2) ids[1] = ids[0];  // a repeated row
       std::vector<float> out(count * static_cast<size_t>(dim), -1.0f);
       int64_t local = 0, remote = 0;
-      const Status s = workers::FetchFeatureRows(rows, part_of, rank, ids, out.data(), comm, &local, &remote);
+      const Status s =
+          workers::FetchFeatureRows(rows, OwnersOf(part_of, ids), rank, ids, out.data(), comm, &local, &remote);
       if (!s.ok()) return Fail(rank, StrCat(mode_name, " batch ", batch, ": ", s.ToString()));
       if (local + remote != static_cast<int64_t>(count)) {
         return Fail(rank,
@@ -84,7 +94,8 @@ int Check(const std::string& path, workers::WorkerComm& comm) {
     if (rank == 1) ids.push_back(n + 5);
     std::vector<float> out(ids.size() * static_cast<size_t>(dim));
     int64_t local = 0, remote = 0;
-    const Status s = workers::FetchFeatureRows(rows, part_of, rank, ids, out.data(), comm, &local, &remote);
+    const Status s =
+        workers::FetchFeatureRows(rows, OwnersOf(part_of, ids), rank, ids, out.data(), comm, &local, &remote);
     if (rank == 1) {
       if (s.code() != Code::kBadData || s.message().find("worker 1") == std::string::npos ||
           s.message().find(std::to_string(n + 5)) == std::string::npos) {

@@ -6,6 +6,8 @@
 # (it reads the whole graph and cuts it with the same method and seed). The reference is that path, which
 # exactness.sh holds to the embedded run and PyTorch (rgnn_parity.sh) in turn. `tessel plan` predicts the
 # same worker table from partition.json alone as from the graph.
+# Sampled training from the parts too (structure partitioned) against the coordinator's sampled path
+# (structure replicated), bit for bit.
 # Then each bad input: a part count that differs from the workers (exit 2), a partition.seed other than
 # the cut's (2), no partition.json (2), a corrupt one (3), a missing, truncated or foreign part file (3,
 # naming the file): none trains.
@@ -52,6 +54,41 @@ PY
   done
 done
 
+# Sampled training from the same parts: each worker samples from its own part's in-edges (structure
+# partitioned, the owners drawing their nodes' neighbours) and serves its own rows from the part file;
+# the reference is the coordinator's path with the same cut, its structure replicated. Bit for bit, and
+# with the same feature-row traffic (the same blocks, the same owners).
+for model in rgcn rgat hgt; do
+  sets=(--set model.name=$model --set train.mode=sampled --set train.epochs=3 --set train.batch_size=128)
+  [ $model = hgt ] && sets+=(--set model.heads=2)
+  for workers in 1 2 3; do
+    base=$TESSEL_WORK/$model-$workers-sampled
+    run_job "$base-graph" $workers "${sets[@]}"
+    run_job "$base-parts" $workers "${sets[@]}" --set data.format=partitions --set data.graph= \
+      --set data.partitions="$TESSEL_WORK/parts-$workers"
+    python3 - "$base-graph/summary.json" "$base-parts/summary.json" "$model" "$workers" <<'PY' ||
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+model, workers = sys.argv[3], int(sys.argv[4])
+assert a["train_mode"] == b["train_mode"] == "sampled", (a["train_mode"], b["train_mode"])
+assert (a["structure"], b["structure"]) == ("replicated", "partitioned"), (a["structure"], b["structure"])
+assert len(a["epoch_loss"]) == 3, a["epoch_loss"]
+assert a["epoch_loss"] == b["epoch_loss"], f"{model} x {workers}: {a['epoch_loss']} vs {b['epoch_loss']}"
+for key in ("test_correct", "test_total", "feature_rows_local", "feature_rows_remote"):
+    assert a[key] == b[key], f"{model} x {workers}: {key} {a[key]} vs {b[key]}"
+assert workers == 1 or b["feature_rows_remote"] > 0, "no row came from another worker"
+print(f"{model} x {workers} sampled: {len(a['epoch_loss'])} losses bit-identical (last {b['epoch_loss'][-1]!r}), "
+      f"test {b['test_correct']}/{b['test_total']}, {b['feature_rows_remote']} remote rows")
+PY
+      fail "$model with $workers workers samples differently from part files"
+  done
+done
+# A replicated structure cannot come from part files: refused before any worker starts.
+expect_exit 2 "$TESSEL" validate jobs/examples/rgcn-synthetic.toml --set train.mode=sampled \
+  --set data.format=partitions --set data.partitions="$TESSEL_WORK/parts-2" --set data.structure=replicated
+grep -q 'data.structure = "replicated" puts the whole graph on every worker' "$TESSEL_WORK/stderr" ||
+  { cat "$TESSEL_WORK/stderr"; fail "no data.structure error"; }
+
 # `tessel plan` from partition.json alone predicts each worker's sizes, memory and epoch as from the graph.
 for workers in 2 3; do
   for how in graph partitions; do
@@ -94,6 +131,8 @@ copy parts-2 no-part && rm "$TESSEL_WORK/no-part/part-1.h5"
 bad 3 "no-part/part-1.h5" "$TESSEL_WORK/no-part"
 copy parts-2 cut-part && head -c 4096 "$TESSEL_WORK/parts-2/part-0.h5" > "$TESSEL_WORK/cut-part/part-0.h5"
 bad 3 "cut-part/part-0.h5" "$TESSEL_WORK/cut-part"
+# Sampled: worker 0 cannot read its part while worker 1 has read its own; the run still ends, exit 3.
+bad 3 "cut-part/part-0.h5" "$TESSEL_WORK/cut-part" 2 --set train.mode=sampled
 # A part of another graph, under the same name: its hash is not the one partition.json names.
 "$TESSEL" generate graph --out "$TESSEL_WORK/other.h5" --nodes 3000 --node-types 3 --relations 4 --classes 4 \
   --avg-degree 6 --feature-dim 16 --seed 9 > /dev/null || fail "tessel generate graph --seed 9 failed"
@@ -101,4 +140,4 @@ bad 3 "cut-part/part-0.h5" "$TESSEL_WORK/cut-part"
   fail "tessel partition of the other graph failed"
 copy parts-2 foreign-part && cp "$TESSEL_WORK/other-parts/part-1.h5" "$TESSEL_WORK/foreign-part/part-1.h5"
 bad 3 "foreign-part/part-1.h5: cut from the graph with hash" "$TESSEL_WORK/foreign-part"
-pass "training from part files: RGCN, RGAT and HGT x 1, 2, 3 workers as from the graph, bit for bit; 7 bad inputs refused"
+pass "training from part files: RGCN, RGAT and HGT x 1, 2, 3 workers, full-graph and sampled, as from the graph, bit for bit; 9 bad inputs refused"

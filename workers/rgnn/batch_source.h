@@ -46,6 +46,7 @@ struct SourceFigures {
   // zero-copy by the GPU) and from other workers (remote), and one row's bytes.
   int64_t feature_rows_local = 0, feature_rows_remote = 0, feature_rows_zero_copy = 0, feature_row_bytes = 0;
   std::string feature_gather;  // "zero_copy" | "host"; "" when the model reads no input features
+  std::string structure;       // "replicated" | "partitioned" (data.structure)
   bool prefetch = false;       // batches prepared on a second thread
   double sample_seconds = 0, layout_seconds = 0, feature_seconds = 0, feature_wait_seconds = 0;  // this epoch's
   // Both: the bytes of the worker's graph share as the layers read it (and the current batch).

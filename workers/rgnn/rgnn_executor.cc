@@ -28,8 +28,21 @@ Tensor Rows(const Tensor& t, int64_t rows) { return Tensor::Borrow(t.raw(), t.dt
 
 std::unique_ptr<AssignmentPayload> Decode(ByteReader& in) { return DecodeRgnnAssignment(in); }
 
-// The feature rows a sampled worker owns: from the assignment, or from the graph file.
+// The feature rows a sampled worker owns: from its partition, from the assignment, or from the graph file.
 Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const ExecutorContext& context) {
+  if (a.partitioned()) {
+    storage::WorkerPartition& p = a.partition;
+    if (p.feature_dim != a.feature_dim) {
+      return BadDataError(StrCat("part ", p.part, ": features of width ", p.feature_dim, ", but the plan was made for ",
+                                 a.feature_dim));
+    }
+    // The owned rows only: the halo's are another worker's to serve.
+    std::vector<int64_t> ids(p.row_orig_id.begin(), p.row_orig_id.begin() + p.num_owned);
+    p.features.resize(static_cast<size_t>(p.num_owned * p.feature_dim));
+    p.features.shrink_to_fit();
+    return std::unique_ptr<RowStore>(
+        std::make_unique<MemoryRowStore>(std::move(ids), std::move(p.features), a.feature_dim));
+  }
   std::vector<int64_t> owned;
   for (int64_t v = 0; v < a.graph->num_nodes; ++v) {
     if (a.graph->part_of[static_cast<size_t>(v)] == a.worker) owned.push_back(v);
@@ -40,8 +53,8 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(RgnnSampledAssignment& a, const E
         return BadDataError(StrCat("worker ", a.worker, ": ", a.owned_features.size(), " feature values for ",
                                    owned.size(), " owned nodes of width ", a.feature_dim));
       }
-      return std::unique_ptr<RowStore>(std::make_unique<MemoryRowStore>(std::move(owned), std::move(a.owned_features),
-                                                                        a.feature_dim, a.graph->num_nodes));
+      return std::unique_ptr<RowStore>(
+          std::make_unique<MemoryRowStore>(std::move(owned), std::move(a.owned_features), a.feature_dim));
     }
     default:
       break;
@@ -82,11 +95,15 @@ Result<std::unique_ptr<Executor>> BuildSampled(std::unique_ptr<AssignmentPayload
                                                const ExecutorContext& context) {
   auto* a = dynamic_cast<RgnnSampledAssignment*>(payload.get());
   if (a == nullptr) return InternalError("an rgnn.sampled executor got a payload of another kind");
+  if (!a->source.file.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(a->partition, ReadPartFile(a->source));
+  }
   ModelShape model;
-  model.classes = a->graph->num_classes;
+  model.classes = a->partitioned() ? a->partition.num_classes : a->graph->num_classes;
   model.workers = a->num_workers;
   model.full_graph = false;
-  model.input_dim = a->settings.input == ModelInput::kOneHot ? a->graph->num_nodes : a->feature_dim;
+  const int64_t nodes = a->partitioned() ? a->partition.total_nodes : a->graph->num_nodes;
+  model.input_dim = a->settings.input == ModelInput::kOneHot ? nodes : a->feature_dim;
   {
     KernelSet probe(*context.kernels, context);
     TESSEL_ASSIGN_OR_RETURN(std::vector<const tessel_op_decl*> ops, RgnnExecutor::RequiredOps(a->settings, model));
@@ -121,6 +138,7 @@ void ShowSource(const SourceFigures& f, Record& r) {
     Set(r, "feature_rows_zero_copy", f.feature_rows_zero_copy);
     Set(r, "feature_bytes_zero_copy", f.feature_rows_zero_copy * f.feature_row_bytes);
     if (!f.feature_gather.empty()) Set(r, "feature_gather", f.feature_gather);
+    Set(r, "structure", f.structure);
     Set(r, "prefetch", f.prefetch);
   }
   Set(r, "graph_bytes", f.graph_bytes);

@@ -72,38 +72,92 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   return std::make_unique<RgnnAssignment>(settings, std::move(part).value());
 }
 
+namespace {
+
+// How a sampled payload carries its structure.
+enum class SampledStructureTag : uint8_t { kReplicated = 0, kPartition = 1, kPartFile = 2 };
+
+}  // namespace
+
 void RgnnSampledAssignment::Encode(ByteWriter& out) const {
   EncodeFields(*this, out);
-  graph->Encode(out);
-  out.PutVector(owned_features);
+  if (!partitioned()) {
+    out.Put(SampledStructureTag::kReplicated);
+    graph->Encode(out);
+    out.PutVector(owned_features);
+  } else if (!source.file.empty()) {
+    out.Put(SampledStructureTag::kPartFile);
+    EncodeFields(source, out);
+  } else {
+    out.Put(SampledStructureTag::kPartition);
+    out.PutVector(storage::EncodePartition(partition));
+  }
 }
 
 std::string RgnnSampledAssignment::Describe() const {
-  int64_t owned = 0;
-  for (const int32_t p : graph->part_of) owned += p == worker ? 1 : 0;
-  return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": ", owned, " owned nodes of ",
-                graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
+  if (!partitioned()) {
+    int64_t owned = 0;
+    for (const int32_t p : graph->part_of) owned += p == worker ? 1 : 0;
+    return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": ", owned, " owned nodes of ",
+                  graph->num_nodes, ", ", graph->num_edges(), " edges replicated");
+  }
+  if (!source.file.empty()) {
+    return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": structure partitioned, part ",
+                  source.part, " from ", source.file);
+  }
+  return StrCat(settings.model, " sampled, worker ", worker, " of ", num_workers, ": structure partitioned, ",
+                partition.num_owned, " owned nodes of ", partition.total_nodes, ", ", partition.src.size(),
+                " in-edges");
 }
 
 std::string RgnnSampledAssignment::SizedBy() const {
   std::string fanouts;
   for (const int32_t f : sampling.fanouts) fanouts += StrCat(fanouts.empty() ? "" : ", ", f);
+  const std::string structure = !partitioned() ? StrCat("the graph's structure (", graph->num_nodes, " nodes, ",
+                                                        graph->num_edges(), " edges, held whole by every worker)")
+                                : !source.file.empty()
+                                    ? StrCat("this worker's part file ", source.file, " (part ", source.part, " of ",
+                                             source.parts, "; more parts make it smaller)")
+                                    : StrCat("this worker's partition (", partition.num_owned, " owned nodes, ",
+                                             partition.src.size(), " in-edges; more workers make it smaller)");
   return StrCat(ModelSizedBy(settings), ", train.batch_size = ", sampling.batch_size, ", train.fanouts = [", fanouts,
-                "] and the graph's structure (", graph->num_nodes, " nodes, ", graph->num_edges(),
-                " edges, held whole by every worker)");
+                "] and ", structure);
 }
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {
   auto a = std::make_unique<RgnnSampledAssignment>();
   DecodeFields(*a, in);
+  const auto tag = in.Get<SampledStructureTag>("structure");
   if (!in.ok()) return nullptr;
-  Result<SampledGraph> graph = SampledGraph::Decode(in);
-  if (!graph.ok()) {
-    in.Fail(graph.status().message());
-    return nullptr;
+  switch (tag) {
+    case SampledStructureTag::kReplicated: {
+      Result<SampledGraph> graph = SampledGraph::Decode(in);
+      if (!graph.ok()) {
+        in.Fail(graph.status().message());
+        return nullptr;
+      }
+      a->graph = std::make_shared<const SampledGraph>(std::move(graph).value());
+      a->owned_features = in.GetVector<float>("owned features");
+      break;
+    }
+    case SampledStructureTag::kPartFile:
+      DecodeFields(a->source, in, "partition source");
+      break;
+    case SampledStructureTag::kPartition: {
+      const std::vector<uint8_t> bytes = in.GetVector<uint8_t>("partition");
+      if (!in.ok()) return nullptr;
+      Result<storage::WorkerPartition> part = storage::DecodePartition(bytes.data(), bytes.size());
+      if (!part.ok()) {
+        in.Fail(part.status().message());
+        return nullptr;
+      }
+      a->partition = std::move(part).value();
+      break;
+    }
+    default:
+      in.Fail(StrCat("unknown sampled structure ", static_cast<int>(tag)));
+      return nullptr;
   }
-  a->graph = std::make_shared<const SampledGraph>(std::move(graph).value());
-  a->owned_features = in.GetVector<float>("owned features");
   if (!in.ok()) return nullptr;
   return a;
 }

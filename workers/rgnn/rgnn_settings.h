@@ -127,8 +127,10 @@ struct SamplingSettings {
   TESSEL_FIELDS(SamplingSettings, TESSEL_SAMPLING_SETTINGS_FIELDS)
 };
 
-// The payload of kind "rgnn.sampled": settings, the replicated structure (sampler.h), and, with the
-// memory store, the feature rows of the worker's nodes in id order.
+// The payload of kind "rgnn.sampled": settings and the structure the worker samples from (sampler.h):
+// the replicated graph (with the memory store, the feature rows of the worker's nodes in id order), or,
+// partitioned, the worker's own partition (sent, or read from its part file with data.partitions), whose
+// owned rows carry the features.
 class RgnnSampledAssignment final : public AssignmentPayload {
  public:
   static constexpr std::string_view kKind = "rgnn.sampled";
@@ -146,9 +148,14 @@ class RgnnSampledAssignment final : public AssignmentPayload {
   X(int32_t, num_workers)             \
   X(int64_t, feature_dim)
   TESSEL_FIELD_LIST(TESSEL_RGNN_SAMPLED_FIELDS)
-  // Shared: the coordinator gives every worker's assignment the same structure, encoded per worker.
+  // Replicated: shared, the coordinator gives every worker's assignment the same structure, encoded per
+  // worker. Null with partitioned structure.
   std::shared_ptr<const SampledGraph> graph;
-  std::vector<float> owned_features;  // kMemory: [owned nodes, feature_dim]
+  std::vector<float> owned_features;  // replicated, kMemory: [owned nodes, feature_dim]
+  // Partitioned: the partition, sent, or (source.file set) read by the worker from its part file.
+  storage::WorkerPartition partition;
+  PartFile source;
+  bool partitioned() const { return graph == nullptr; }
 };
 
 std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in);

@@ -33,26 +33,43 @@ struct SampledSource::Prepared {
   Status status;
 };
 
-MemoryRowStore::MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim, int64_t num_nodes)
-    : index_of_(static_cast<size_t>(num_nodes), -1), rows_(std::move(rows)), dim_(dim) {
-  for (size_t i = 0; i < ids.size(); ++i) index_of_[static_cast<size_t>(ids[i])] = static_cast<int32_t>(i);
+MemoryRowStore::MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim)
+    : ids_(std::move(ids)), rows_(std::move(rows)), dim_(dim) {
+  if (std::is_sorted(ids_.begin(), ids_.end())) return;
+  std::vector<size_t> order(ids_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids_[a] < ids_[b]; });
+  std::vector<int64_t> sorted_ids(ids_.size());
+  std::vector<float> sorted_rows(rows_.size());
+  const auto row_floats = static_cast<size_t>(dim_);
+  for (size_t i = 0; i < order.size(); ++i) {
+    sorted_ids[i] = ids_[order[i]];
+    std::memcpy(sorted_rows.data() + i * row_floats, rows_.data() + order[i] * row_floats, row_floats * sizeof(float));
+  }
+  ids_ = std::move(sorted_ids);
+  rows_ = std::move(sorted_rows);
+}
+
+const float* MemoryRowStore::Row(int64_t id) const {
+  const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  if (it == ids_.end() || *it != id) return nullptr;
+  return rows_.data() + (it - ids_.begin()) * dim_;
 }
 
 Status MemoryRowStore::Gather(std::span<const int64_t> ids, float* out, int32_t rank) const {
   const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int64_t id = ids[i];
-    const int32_t at = id >= 0 && id < static_cast<int64_t>(index_of_.size()) ? index_of_[static_cast<size_t>(id)] : -1;
-    if (at < 0) {
-      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", id,
-                                 ", which it does not own (", index_of_.size(), " nodes)"));
+    const float* row = Row(ids[i]);
+    if (row == nullptr) {
+      return BadDataError(StrCat("worker ", rank, " was asked for the feature row of node ", ids[i],
+                                 ", which it does not own (", ids_.size(), " rows)"));
     }
-    std::memcpy(out + static_cast<int64_t>(i) * dim_, rows_.data() + static_cast<int64_t>(at) * dim_, row_bytes);
+    std::memcpy(out + static_cast<int64_t>(i) * dim_, row, row_bytes);
   }
   return Status();
 }
 
-Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+Status ExchangeFeatureRows(const RowStore& store, std::span<const int32_t> owners, int32_t rank,
                            const std::vector<int64_t>& ids, WorkerComm& comm, FeatureRowSources* sources) {
   const int64_t F = store.dim();
   const auto W = static_cast<size_t>(comm.size());
@@ -63,17 +80,17 @@ Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& pa
   // A problem on this side is reported only after the exchange: a worker that left it early would leave
   // the others waiting in it.
   Status problem;
+  if (owners.size() != ids.size())
+    problem = InternalError(StrCat(ids.size(), " feature rows with ", owners.size(), " owners"));
   // Rows by owner: requests to the others, positions in the batch of what comes back.
   std::vector<std::vector<int64_t>> want(W), where(W);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= static_cast<int64_t>(part_of.size())) {
-      if (problem.ok()) {
-        problem = BadDataError(StrCat("worker ", rank, ": feature row ", i, " of the batch is node ", ids[i],
-                                      ", outside the graph's ", part_of.size(), " nodes"));
-      }
-      continue;
+  for (size_t i = 0; i < ids.size() && problem.ok(); ++i) {
+    const int32_t owner = owners[i];
+    if (owner < 0 || owner >= static_cast<int32_t>(W)) {
+      problem = BadDataError(StrCat("worker ", rank, ": feature row ", i, " of the batch (node ", ids[i],
+                                    ") belongs to worker ", owner, " of ", W));
+      break;
     }
-    const int32_t owner = part_of[static_cast<size_t>(ids[i])];
     if (owner == rank) {
       s.local_ids.push_back(ids[i]);
       s.local_at.push_back(static_cast<int64_t>(i));
@@ -109,11 +126,11 @@ Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& pa
   return problem;
 }
 
-Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+Status FetchFeatureRows(const RowStore& store, std::span<const int32_t> owners, int32_t rank,
                         const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* rows_local,
                         int64_t* rows_remote) {
   thread_local FeatureRowSources s;
-  TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(store, part_of, rank, ids, comm, &s));
+  TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(store, owners, rank, ids, comm, &s));
   const int64_t F = store.dim();
   TESSEL_RETURN_IF_ERROR(store.GatherAt(s.local_ids, s.local_at, out, rank));
   for (size_t k = 0; k < s.remote_at.size(); ++k) {
@@ -204,10 +221,9 @@ Status MemoryRowStore::GatherAt(std::span<const int64_t> ids, std::span<const in
                                 int32_t rank) const {
   const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
   for (size_t k = 0; k < ids.size(); ++k) {
-    const int64_t id = ids[k];
-    const int32_t i = id >= 0 && id < static_cast<int64_t>(index_of_.size()) ? index_of_[static_cast<size_t>(id)] : -1;
-    if (i < 0) return BadDataError(StrCat("worker ", rank, " holds no feature row for node ", id));
-    std::memcpy(out + at[k] * dim_, rows_.data() + static_cast<int64_t>(i) * dim_, row_bytes);
+    const float* row = Row(ids[k]);
+    if (row == nullptr) return BadDataError(StrCat("worker ", rank, " holds no feature row for node ", ids[k]));
+    std::memcpy(out + at[k] * dim_, row, row_bytes);
   }
   return Status();
 }
@@ -292,45 +308,113 @@ SampledSource::~SampledSource() {
   }
 }
 
-int64_t SampledSource::input_dim() const {
-  return settings_.input == ModelInput::kOneHot ? graph_->num_nodes : feature_dim_;
+int64_t SampledSource::input_dim() const { return settings_.input == ModelInput::kOneHot ? num_nodes() : feature_dim_; }
+
+int64_t SampledSource::num_nodes() const { return graph_ != nullptr ? graph_->num_nodes : part_->num_nodes; }
+int64_t SampledSource::num_classes() const { return graph_ != nullptr ? graph_->num_classes : part_->num_classes; }
+int32_t SampledSource::num_relations() const {
+  return graph_ != nullptr ? graph_->num_relations : part_->num_relations;
 }
+const std::vector<int64_t>& SampledSource::type_offsets() const {
+  return graph_ != nullptr ? graph_->type_offsets : part_->type_offsets;
+}
+
+bool SampledSource::Owns(int64_t node) const {
+  return graph_ != nullptr ? graph_->part_of[static_cast<size_t>(node)] == rank_ : part_->LocalOf(node) >= 0;
+}
+
+int64_t SampledSource::LabelOf(int64_t node) const {
+  return graph_ != nullptr ? graph_->labels[static_cast<size_t>(node)]
+                           : part_->labels[static_cast<size_t>(part_->LocalOf(node))];
+}
+
+namespace {
+
+// The labelled training and test nodes of the whole graph, sorted, from each worker's own (partitioned
+// structure): every worker sends its lists to every other. 8 bytes a labelled node.
+Status GatherLabelled(const PartStructure& part, WorkerComm& comm, std::vector<int64_t>* train,
+                      std::vector<int64_t>* test) {
+  const auto W = static_cast<size_t>(comm.size());
+  std::vector<int64_t> mine;  // [train count, train ids..., test ids...]
+  std::vector<int64_t> own_test;
+  mine.push_back(0);
+  for (size_t i = 0; i < part.owned.size(); ++i) {
+    if (part.labels[i] < 0) continue;
+    if (part.train_mask[i] != 0) mine.push_back(part.owned[i]);
+    if (part.test_mask[i] != 0) own_test.push_back(part.owned[i]);
+  }
+  mine[0] = static_cast<int64_t>(mine.size()) - 1;
+  mine.insert(mine.end(), own_test.begin(), own_test.end());
+  std::vector<std::vector<int64_t>> send(W, mine), recv;
+  TESSEL_RETURN_IF_ERROR(comm.AllToAll(send, &recv));
+  for (size_t q = 0; q < W; ++q) {
+    const std::vector<int64_t>& r = recv[q];
+    if (r.empty() || r[0] < 0 || r[0] >= static_cast<int64_t>(r.size())) {
+      return BadDataError(StrCat("worker ", comm.rank(), ": worker ", q, "'s labelled nodes are malformed"));
+    }
+    train->insert(train->end(), r.begin() + 1, r.begin() + 1 + r[0]);
+    test->insert(test->end(), r.begin() + 1 + r[0], r.end());
+  }
+  std::sort(train->begin(), train->end());
+  std::sort(test->begin(), test->end());
+  return Status();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<SampledSource>> SampledSource::Build(RgnnSampledAssignment assignment,
                                                             std::unique_ptr<RowStore> store,
                                                             const ExecutorContext& context) {
-  if (assignment.graph == nullptr) return InternalError("a sampled assignment without its graph");
-  TESSEL_RETURN_IF_ERROR(assignment.graph->Validate(assignment.num_workers));
   if (context.comm->size() != assignment.num_workers || context.comm->rank() != assignment.worker) {
     return InternalError(StrCat("worker ", context.comm->rank(), " of ", context.comm->size(),
                                 " got the sampled assignment of worker ", assignment.worker, " of ",
                                 assignment.num_workers));
   }
-  if (assignment.graph->num_classes < 2) {
-    return BadDataError(
-        StrCat("the graph has ", assignment.graph->num_classes, " classes; node classification needs at least 2"));
+  std::unique_ptr<PartStructure> part;
+  if (assignment.partitioned()) {
+    const storage::WorkerPartition& p = assignment.partition;
+    if (p.part != assignment.worker || p.num_parts != assignment.num_workers) {
+      return InternalError(StrCat("worker ", assignment.worker, " of ", assignment.num_workers, " got part ", p.part,
+                                  " of ", p.num_parts));
+    }
+    TESSEL_ASSIGN_OR_RETURN(PartStructure built, PartStructure::FromPartition(p));
+    part = std::make_unique<PartStructure>(std::move(built));
+    assignment.partition = storage::WorkerPartition();  // its rows are in the store, its edges in `part`
+  } else {
+    TESSEL_RETURN_IF_ERROR(assignment.graph->Validate(assignment.num_workers));
+  }
+  const int64_t classes = part != nullptr ? part->num_classes : assignment.graph->num_classes;
+  if (classes < 2) {
+    return BadDataError(StrCat("the graph has ", classes, " classes; node classification needs at least 2"));
   }
   const bool features = assignment.settings.input == ModelInput::kFeatures;
   if (features && (store == nullptr || store->dim() != assignment.feature_dim)) {
     return InternalError("sampled training with feature input needs a feature store of the input width");
   }
   std::unique_ptr<SampledSource> s(new SampledSource(std::move(assignment), std::move(store), context));
-  const SampledGraph& g = *s->graph_;
+  s->part_ = std::move(part);
   s->host_ = DeviceContext{};  // batches are prepared in host memory
   s->shape_view_.device = context.device;
-  s->shape_view_.relations = g.num_relations;
-  s->shape_view_.node_types = static_cast<int32_t>(g.type_offsets.size()) - 1;
-  s->relation_names_.assign(static_cast<size_t>(g.num_relations), std::string());
-  for (int64_t v = 0; v < g.num_nodes; ++v) {
-    if (g.labels[static_cast<size_t>(v)] < 0) continue;
-    if (g.train_mask[static_cast<size_t>(v)] != 0) s->train_nodes_.push_back(v);
-    if (g.test_mask[static_cast<size_t>(v)] != 0) s->test_nodes_.push_back(v);
-  }
-  if (s->train_nodes_.empty()) return BadDataError("the graph has no labelled training nodes to sample from");
-  s->train_sampler_ = std::make_unique<Sampler>(g, s->sampling_.fanouts, s->sampling_.fanout_per);
+  s->shape_view_.relations = s->num_relations();
+  s->shape_view_.node_types = static_cast<int32_t>(s->type_offsets().size()) - 1;
+  s->relation_names_.assign(static_cast<size_t>(s->num_relations()), std::string());
   std::vector<int32_t> eval = s->sampling_.eval_fanouts;
   if (eval.empty()) eval.assign(s->sampling_.fanouts.size(), -1);
-  s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.fanout_per);
+  if (s->part_ != nullptr) {
+    TESSEL_RETURN_IF_ERROR(GatherLabelled(*s->part_, *context.comm, &s->train_nodes_, &s->test_nodes_));
+    s->train_sampler_ = std::make_unique<Sampler>(*s->part_, s->sampling_.fanouts, s->sampling_.fanout_per);
+    s->eval_sampler_ = std::make_unique<Sampler>(*s->part_, std::move(eval), s->sampling_.fanout_per);
+  } else {
+    const SampledGraph& g = *s->graph_;
+    for (int64_t v = 0; v < g.num_nodes; ++v) {
+      if (g.labels[static_cast<size_t>(v)] < 0) continue;
+      if (g.train_mask[static_cast<size_t>(v)] != 0) s->train_nodes_.push_back(v);
+      if (g.test_mask[static_cast<size_t>(v)] != 0) s->test_nodes_.push_back(v);
+    }
+    s->train_sampler_ = std::make_unique<Sampler>(g, s->sampling_.fanouts, s->sampling_.fanout_per);
+    s->eval_sampler_ = std::make_unique<Sampler>(g, std::move(eval), s->sampling_.fanout_per);
+  }
+  if (s->train_nodes_.empty()) return BadDataError("the graph has no labelled training nodes to sample from");
   TESSEL_RETURN_IF_ERROR(s->SetUpZeroCopy());
   if (s->sampling_.prefetch) {
     // Collective: every worker asks, and every worker gets the same answer from the same MPI library.
@@ -454,7 +538,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   std::vector<int64_t> seeds;
   for (int64_t i = begin; i < end; ++i) {
     const int64_t v = order_[static_cast<size_t>(i)];
-    if (graph_->part_of[static_cast<size_t>(v)] == rank_) seeds.push_back(v);
+    if (Owns(v)) seeds.push_back(v);
   }
   std::sort(seeds.begin(), seeds.end());
   Batch& b = p->batch;
@@ -462,23 +546,28 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   b.step_train_rows = training_ ? end - begin : 0;
   const uint64_t key = MixKey(pass_key_, static_cast<uint64_t>(index));
   std::vector<SampledBlock> blocks;
-  if (!seeds.empty()) blocks = (training_ ? train_sampler_ : eval_sampler_)->Sample(seeds, key);
+  // With partitioned structure every worker joins each layer's draw requests, seeds or not.
+  if (!seeds.empty() || part_ != nullptr) {
+    TESSEL_ASSIGN_OR_RETURN(blocks, (training_ ? train_sampler_ : eval_sampler_)->Sample(seeds, key, comm));
+  }
   const auto t1 = Clock::now();
   p->sample_s = Seconds(t1 - t0).count();
 
   // Feature rows of the first layer's inputs: every worker joins the exchange, seeds or not.
   if (settings_.input == ModelInput::kFeatures) {
     const std::vector<int64_t> no_rows;
+    const std::vector<int32_t> no_owners;
     const std::vector<int64_t>& ids = blocks.empty() ? no_rows : blocks.front().src_ids;
+    const std::vector<int32_t>& owners = blocks.empty() ? no_owners : blocks.front().src_owner;
     const int64_t rows = static_cast<int64_t>(ids.size());
     TESSEL_ASSIGN_OR_RETURN(p->feature_storage, TakeFeatureStorage(rows * feature_dim_));
     if (device_gather_ == nullptr) {
       p->features = Tensor::Borrow(p->feature_storage.raw(), DType::kF32, {rows, feature_dim_}, Device::kCpu);
-      TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, graph_->part_of, rank_, ids, p->features.data<float>(), comm,
+      TESSEL_RETURN_IF_ERROR(FetchFeatureRows(*store_, owners, rank_, ids, p->features.data<float>(), comm,
                                               &p->rows_local, &p->rows_remote));
     } else {
       thread_local FeatureRowSources sources;
-      TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(*store_, graph_->part_of, rank_, ids, comm, &sources));
+      TESSEL_RETURN_IF_ERROR(ExchangeFeatureRows(*store_, owners, rank_, ids, comm, &sources));
       const storage::FeatureStore& served = static_cast<const FileRowStore&>(*store_).store();
       std::vector<int64_t> table_rows(sources.local_ids.size());
       for (size_t k = 0; k < table_rows.size(); ++k) {
@@ -501,6 +590,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   const auto t2 = Clock::now();
   p->feature_s = Seconds(t2 - t1).count();
   if (seeds.empty()) return Status();
+  const std::vector<int64_t>& type_offsets = this->type_offsets();
 
   const RgnnModel* model = FindRgnnModel(settings_.model);
   const bool pairs = model != nullptr && model->ReadsRelationPairs(settings_);
@@ -512,10 +602,10 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
     v.device = host_;
     v.rows = static_cast<int64_t>(block.src_ids.size());
     v.owned = block.num_dst;
-    v.relations = graph_->num_relations;
+    v.relations = num_relations();
     v.node_types = shape_view_.node_types;
     std::vector<int32_t> types(block.src_ids.size());
-    for (size_t i = 0; i < types.size(); ++i) types[i] = graph_->TypeOf(block.src_ids[i]);
+    for (size_t i = 0; i < types.size(); ++i) types[i] = NodeTypeOf(type_offsets, block.src_ids[i]);
     v.type_runs = TypeRunsOf(types, v.owned);
     TESSEL_ASSIGN_OR_RETURN(v.row_type, HostTensor(types, {v.rows}));
     TESSEL_ASSIGN_OR_RETURN(v.row_id, HostTensor(block.src_ids, {v.rows}));
@@ -539,7 +629,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   // The seeds are the last layer's output rows, in id order.
   std::vector<int64_t> labels(seeds.size());
   std::vector<uint8_t> train(seeds.size(), training_ ? 1 : 0), test(seeds.size(), training_ ? 0 : 1);
-  for (size_t i = 0; i < seeds.size(); ++i) labels[i] = graph_->labels[static_cast<size_t>(seeds[i])];
+  for (size_t i = 0; i < seeds.size(); ++i) labels[i] = LabelOf(seeds[i]);
   const auto n = static_cast<int64_t>(seeds.size());
   TESSEL_ASSIGN_OR_RETURN(p->labels, HostTensor(labels, {n}));
   TESSEL_ASSIGN_OR_RETURN(p->train_mask, HostTensor(train, {n}));
@@ -627,9 +717,11 @@ SourceFigures SampledSource::Figures() const {
   f.layout_seconds = epoch_layout_s_;
   f.feature_seconds = epoch_feature_s_;
   f.feature_wait_seconds = epoch_wait_s_;
-  // The sampling structure (every worker holds it whole) and the latest batch's blocks, feature rows,
-  // labels and masks; a prefetched batch, about as big, is not counted.
-  f.graph_bytes = graph_->Bytes() + batch_bytes_;
+  // The sampling structure (replicated: every worker holds it whole; partitioned: the worker's share)
+  // and the latest batch's blocks, feature rows, labels and masks; a prefetched batch, about as big, is
+  // not counted.
+  f.graph_bytes = (graph_ != nullptr ? graph_->Bytes() : part_->Bytes()) + batch_bytes_;
+  f.structure = graph_ != nullptr ? "replicated" : "partitioned";
   return f;
 }
 

@@ -3,12 +3,13 @@
 // A training epoch shuffles the labelled training nodes of the whole graph with a key made from the job
 // seed and the epoch, and cuts them into global batches of `batch_size`; each worker trains on the seeds
 // of a global batch that it owns (so every worker runs the same number of batches, and a batch's loss is
-// a mean over the whole global batch). Its seeds' neighbourhoods are sampled from the replicated
-// structure (sampler.h), one block per layer, and each block becomes a GraphView in the kernels'
-// layouts. The first layer's input rows are read from the worker's feature store when it owns them and
-// fetched from their owners in one batched exchange per batch otherwise (AllToAll of ids, AllToAllV of
-// rows); one-hot input needs no rows at all. Evaluation runs the labelled test nodes the same way, with
-// the job's evaluation fanouts (every neighbour by default).
+// a mean over the whole global batch). Its seeds' neighbourhoods are sampled (sampler.h), one block per
+// layer, from the replicated structure or, partitioned, with the neighbours of other workers' nodes
+// drawn by their owners (then the labelled nodes of the whole graph are gathered from every worker's
+// part once, at the start); each block becomes a GraphView in the kernels' layouts. The first layer's input rows are
+// read from the worker's feature store when it owns them and fetched from their owners in one batched exchange per
+// batch otherwise (AllToAll of ids, AllToAllV of rows); one-hot input needs no rows at all. Evaluation runs the
+// labelled test nodes the same way, with the job's evaluation fanouts (every neighbour by default).
 //
 // Prefetch: a second thread prepares batch k+1 (sampling, layouts, feature rows and their exchange, over
 // a duplicated communicator) while batch k trains; `feature_wait_seconds` is the time the training
@@ -20,7 +21,7 @@
 // stream, so the read overlaps the previous batch's compute. Rows from other workers still arrive
 // through the host exchange. `feature_rows_zero_copy` counts the rows read that way.
 //
-// Ownership: owns the replicated graph, the feature store and the prepared batches; borrows the
+// Ownership: owns the sampling structure, the feature store and the prepared batches; borrows the
 // ExecutorContext's communicator. Thread safety: the training thread calls every method; the prefetch
 // thread touches only what Prepare() reads (immutable during a pass) and its own communicator.
 // Failure: kBadData for a feature row a worker does not own (naming the rank), kRankFailed from the
@@ -40,6 +41,7 @@
 #include "workers/executor.h"
 #include "workers/plugin_host/kernel.h"
 #include "workers/rgnn/batch_source.h"
+#include "workers/rgnn/part_structure.h"
 #include "workers/rgnn/rgnn_settings.h"
 #include "workers/rgnn/sampler.h"
 
@@ -56,16 +58,18 @@ class RowStore {
   virtual Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const;
 };
 
-// Rows held in memory, in the order of the sorted ids they belong to.
+// Rows held in memory, found by binary search over their node ids (no array over the whole graph).
 class MemoryRowStore final : public RowStore {
  public:
-  MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim, int64_t num_nodes);
+  // rows[i] ([dim]) is node ids[i]'s, in any order.
+  MemoryRowStore(std::vector<int64_t> ids, std::vector<float> rows, int64_t dim);
   int64_t dim() const override { return dim_; }
   Status Gather(std::span<const int64_t> ids, float* out, int32_t rank) const override;
   Status GatherAt(std::span<const int64_t> ids, std::span<const int64_t> at, float* out, int32_t rank) const override;
 
  private:
-  std::vector<int32_t> index_of_;  // [nodes]: the row of a node, or -1
+  const float* Row(int64_t id) const;  // or null
+  std::vector<int64_t> ids_;           // ascending
   std::vector<float> rows_;
   int64_t dim_;
 };
@@ -81,7 +85,7 @@ struct FeatureRowSources {
 // their owners for, serves its peers' requests from `store`, and receives its own into
 // sources->received. Nothing is read for the local rows. Collective over `comm`, with the same failure
 // rules as FetchFeatureRows.
-Status ExchangeFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+Status ExchangeFeatureRows(const RowStore& store, std::span<const int32_t> owners, int32_t rank,
                            const std::vector<int64_t>& ids, WorkerComm& comm, FeatureRowSources* sources);
 
 // Device scratch for AssembleFeatureRows, grown as needed and reused from batch to batch by one thread.
@@ -101,13 +105,12 @@ Status AssembleFeatureRows(const Kernel& gather, const Tensor& table, std::span<
                            const FeatureRowSources& sources, const DeviceContext& device, RowAssembly* scratch,
                            Tensor& out);
 
-// out[i] = the feature row of global node ids[i] ([ids.size(), store.dim()]): rows `rank` owns (part_of)
-// from `store`, the others from their owners in one exchange (AllToAll of ids, AllToAllV of rows).
-// Collective over `comm`: every worker calls it, with its own ids (possibly none), and every worker
-// completes the exchange even when its own ids or a peer's request are bad (kBadData naming the rank,
-// returned afterwards), so a bad id never leaves the others waiting. Adds the rows read locally and
-// received to *local and *remote.
-Status FetchFeatureRows(const RowStore& store, const std::vector<int32_t>& part_of, int32_t rank,
+// out[i] = the feature row of global node ids[i] ([ids.size(), store.dim()]), which worker owners[i]
+// owns: rows `rank` owns from `store`, the others from their owners in one exchange (AllToAll of ids, AllToAllV of
+// rows). Collective over `comm`: every worker calls it, with its own ids (possibly none), and every worker completes
+// the exchange even when its own ids or a peer's request are bad (kBadData naming the rank, returned afterwards), so a
+// bad id never leaves the others waiting. Adds the rows read locally and received to *local and *remote.
+Status FetchFeatureRows(const RowStore& store, std::span<const int32_t> owners, int32_t rank,
                         const std::vector<int64_t>& ids, float* out, WorkerComm& comm, int64_t* local, int64_t* remote);
 
 // Rows read from the graph file (storage/feature_store.h): mapped in place, or loaded into (pinned)
@@ -137,7 +140,7 @@ class SampledSource final : public BatchSource {
   // The relation and node-type counts the layers are made for (no rows, no edges).
   const GraphView& shape_view() const { return shape_view_; }
   int64_t input_dim() const;
-  int64_t num_classes() const { return graph_->num_classes; }
+  int64_t num_classes() const;
   bool prefetching() const { return prefetch_thread_.joinable(); }
 
   Status Begin(Pass pass, int64_t epoch) override;
@@ -173,7 +176,14 @@ class SampledSource final : public BatchSource {
   SamplingSettings sampling_;
   int32_t rank_ = 0, workers_ = 1;
   int64_t feature_dim_ = 0;
-  std::shared_ptr<const SampledGraph> graph_;  // never null
+  int64_t num_nodes() const;
+  int32_t num_relations() const;
+  const std::vector<int64_t>& type_offsets() const;
+  bool Owns(int64_t node) const;        // this worker owns `node`
+  int64_t LabelOf(int64_t node) const;  // of a node it owns
+
+  std::shared_ptr<const SampledGraph> graph_;  // replicated structure, or null and
+  std::unique_ptr<PartStructure> part_;        // partitioned
   std::unique_ptr<RowStore> store_;
   ExecutorContext context_;
   DeviceContext host_;

@@ -29,12 +29,6 @@ int64_t SampledGraph::Bytes() const {
          bytes_of(labels) + bytes_of(train_mask) + bytes_of(test_mask);
 }
 
-int32_t SampledGraph::TypeOf(int64_t node) const {
-  if (type_offsets.size() < 2) return 0;
-  const auto it = std::upper_bound(type_offsets.begin(), type_offsets.end(), node);
-  return static_cast<int32_t>(it - type_offsets.begin()) - 1;
-}
-
 SampledGraph SampledGraph::FromGraph(const storage::HeteroGraph& graph, const std::vector<int32_t>& part_of) {
   SampledGraph g;
   g.num_nodes = graph.num_nodes();
@@ -152,17 +146,49 @@ Result<SampledGraph> SampledGraph::Decode(ByteReader& in) {
 }
 
 Sampler::Sampler(const SampledGraph& graph, std::vector<int32_t> fanouts, FanoutPer per)
-    : graph_(graph), fanouts_(std::move(fanouts)), per_(per), slot_(static_cast<size_t>(graph.num_nodes), -1) {}
+    : graph_(&graph),
+      type_offsets_(graph.type_offsets),
+      num_relations_(graph.num_relations),
+      fanouts_(std::move(fanouts)),
+      per_(per),
+      slot_(static_cast<size_t>(graph.num_nodes), -1) {}
 
-void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::pair<int32_t, int32_t>>* out) {
-  const int64_t begin = graph_.in_ptr[static_cast<size_t>(node)], end = graph_.in_ptr[static_cast<size_t>(node) + 1];
+Sampler::Sampler(const PartStructure& part, std::vector<int32_t> fanouts, FanoutPer per)
+    : part_(&part),
+      type_offsets_(part.type_offsets),
+      num_relations_(part.num_relations),
+      fanouts_(std::move(fanouts)),
+      per_(per) {}
+
+int32_t Sampler::SlotOf(int64_t node) const {
+  if (graph_ != nullptr) return slot_[static_cast<size_t>(node)];
+  const auto it = slot_map_.find(node);
+  return it == slot_map_.end() ? -1 : it->second;
+}
+
+void Sampler::SetSlot(int64_t node, int32_t slot) {
+  if (graph_ != nullptr) {
+    slot_[static_cast<size_t>(node)] = slot;
+  } else {
+    slot_map_[node] = slot;
+  }
+}
+
+void Sampler::ClearSlots(const std::vector<int64_t>& nodes) {
+  if (graph_ == nullptr) {
+    slot_map_.clear();
+    return;
+  }
+  for (const int64_t id : nodes) slot_[static_cast<size_t>(id)] = -1;
+}
+
+void Sampler::Pick(const int32_t* rel, int64_t begin, int64_t end, int32_t fanout, uint64_t node_key,
+                   std::vector<int64_t>* positions) {
   // Floyd's algorithm: `fanout` distinct positions of [b, e), in increasing order.
   const auto draw = [&](int64_t b, int64_t e, uint64_t stream) {
     const int64_t degree = e - b;
     if (fanout < 0 || degree <= fanout) {
-      for (int64_t i = b; i < e; ++i) {
-        out->emplace_back(graph_.in_rel[static_cast<size_t>(i)], graph_.in_src[static_cast<size_t>(i)]);
-      }
+      for (int64_t i = b; i < e; ++i) positions->push_back(i);
       return;
     }
     uint64_t state = stream;
@@ -173,100 +199,201 @@ void Sampler::Draw(int64_t node, int32_t fanout, uint64_t key, std::vector<std::
       picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : j);
     }
     std::sort(picked.begin(), picked.end());
-    for (const int64_t i : picked) {
-      out->emplace_back(graph_.in_rel[static_cast<size_t>(b + i)], graph_.in_src[static_cast<size_t>(b + i)]);
-    }
+    for (const int64_t i : picked) positions->push_back(b + i);
   };
-  const uint64_t node_key = MixKey(key, static_cast<uint64_t>(node));
   if (per_ == FanoutPer::kTotal) {
     draw(begin, end, node_key);
     return;
   }
   for (int64_t b = begin; b < end;) {
-    const int32_t rel = graph_.in_rel[static_cast<size_t>(b)];
+    const int32_t r = rel[b];
     int64_t e = b;
-    while (e < end && graph_.in_rel[static_cast<size_t>(e)] == rel) ++e;
-    draw(b, e, MixKey(node_key, static_cast<uint64_t>(rel)));
+    while (e < end && rel[e] == r) ++e;
+    draw(b, e, MixKey(node_key, static_cast<uint64_t>(r)));
     b = e;
   }
 }
 
+void Sampler::DrawHeld(int64_t node, int32_t fanout, uint64_t layer_key, std::vector<Drawn>* out) {
+  positions_.clear();
+  if (graph_ != nullptr) {
+    const auto v = static_cast<size_t>(node);
+    Pick(graph_->in_rel.data(), graph_->in_ptr[v], graph_->in_ptr[v + 1], fanout,
+         MixKey(layer_key, static_cast<uint64_t>(node)), &positions_);
+    for (const int64_t i : positions_) {
+      const auto e = static_cast<size_t>(i);
+      const int32_t src = graph_->in_src[e];
+      out->push_back({graph_->in_rel[e], graph_->part_of[static_cast<size_t>(src)], src});
+    }
+    return;
+  }
+  const auto v = static_cast<size_t>(node);  // the index among the owned nodes
+  Pick(part_->in_rel.data(), part_->in_ptr[v], part_->in_ptr[v + 1], fanout,
+       MixKey(layer_key, static_cast<uint64_t>(part_->owned[v])), &positions_);
+  for (const int64_t i : positions_) {
+    const auto e = static_cast<size_t>(i);
+    out->push_back({part_->in_rel[e], part_->in_owner[e], part_->in_src[e]});
+  }
+}
+
+Status Sampler::DrawLayer(const std::vector<int64_t>& dst, const std::vector<int32_t>& dst_owner, int32_t fanout,
+                          uint64_t layer_key, WorkerComm* comm, std::vector<Drawn>* edges,
+                          std::vector<int64_t>* edge_dst) {
+  const auto close = [&](size_t i) { edge_dst->resize(edges->size(), static_cast<int64_t>(i)); };  // dst i's edges
+  if (graph_ != nullptr) {
+    for (size_t i = 0; i < dst.size(); ++i) {
+      DrawHeld(dst[i], fanout, layer_key, edges);
+      close(i);
+    }
+    return Status();
+  }
+  const int32_t me = part_->worker;
+  const auto W = static_cast<size_t>(part_->num_workers);
+  // A problem on this side is returned only after both exchanges, which every worker must finish.
+  Status problem;
+  const auto held = [&](int64_t node) {
+    const int64_t local = part_->LocalOf(node);
+    if (local < 0 && problem.ok()) {
+      problem = BadDataError(StrCat("worker ", me, " was asked to sample the neighbours of node ", node,
+                                    ", which it does not own (", part_->owned.size(), " owned nodes)"));
+    }
+    return local;
+  };
+  std::vector<std::vector<int64_t>> want(W), asked, reply(W), got;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (dst_owner[i] != me) want[static_cast<size_t>(dst_owner[i])].push_back(dst[i]);
+  }
+  if (W > 1) TESSEL_RETURN_IF_ERROR(comm->AllToAll(want, &asked));
+  // Answers: per asked node its count of draws, then (source, relation << 32 | owner) per draw.
+  std::vector<Drawn> drawn;
+  for (size_t q = 0; q < asked.size() && W > 1; ++q) {
+    for (const int64_t node : asked[q]) {
+      drawn.clear();
+      if (const int64_t local = held(node); local >= 0) DrawHeld(local, fanout, layer_key, &drawn);
+      reply[q].push_back(static_cast<int64_t>(drawn.size()));
+      for (const Drawn& d : drawn) {
+        reply[q].push_back(d.src);
+        reply[q].push_back(static_cast<int64_t>((static_cast<uint64_t>(d.rel) << 32) | static_cast<uint32_t>(d.owner)));
+      }
+    }
+  }
+  if (W > 1) TESSEL_RETURN_IF_ERROR(comm->AllToAll(reply, &got));
+  std::vector<size_t> cursor(W, 0);
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const auto owner = static_cast<size_t>(dst_owner[i]);
+    if (dst_owner[i] == me) {
+      if (const int64_t local = held(dst[i]); local >= 0) DrawHeld(local, fanout, layer_key, edges);
+    } else {
+      const std::vector<int64_t>& from = got[owner];
+      size_t& at = cursor[owner];
+      const int64_t n = at < from.size() ? from[at] : -1;
+      if (n < 0 || static_cast<uint64_t>(n) > (from.size() - at - 1) / 2) {
+        return BadDataError(StrCat("worker ", me, ": worker ", owner, "'s answer for node ", dst[i], " is malformed"));
+      }
+      ++at;
+      for (int64_t k = 0; k < n; ++k, at += 2) {
+        const auto packed = static_cast<uint64_t>(from[at + 1]);
+        const auto rel = static_cast<int32_t>(packed >> 32), src_owner = static_cast<int32_t>(packed & 0xffffffffU);
+        if (rel < 0 || rel >= num_relations_ || src_owner < 0 || src_owner >= part_->num_workers || from[at] < 0 ||
+            from[at] >= part_->num_nodes) {
+          return BadDataError(
+              StrCat("worker ", me, ": worker ", owner, " drew an edge out of range for node ", dst[i]));
+        }
+        edges->push_back({rel, src_owner, from[at]});
+      }
+    }
+    close(i);
+  }
+  return problem;
+}
+
 std::vector<SampledBlock> Sampler::Sample(std::span<const int64_t> seeds, uint64_t key) {
+  LocalComm local;
+  Result<std::vector<SampledBlock>> blocks = Sample(seeds, key, local);
+  return blocks.ok() ? std::move(blocks).value() : std::vector<SampledBlock>();
+}
+
+Result<std::vector<SampledBlock>> Sampler::Sample(std::span<const int64_t> seeds, uint64_t key, WorkerComm& comm) {
   const int L = static_cast<int>(fanouts_.size());
   std::vector<SampledBlock> blocks(static_cast<size_t>(L));
   std::vector<int64_t> dst(seeds.begin(), seeds.end());
-  std::vector<std::pair<int32_t, int32_t>> edges;  // (relation, source node) per destination, flattened
+  std::vector<int32_t> dst_owner(dst.size());
+  for (size_t i = 0; i < dst.size(); ++i) {
+    dst_owner[i] = graph_ != nullptr ? graph_->part_of[static_cast<size_t>(dst[i])] : part_->worker;
+  }
+  std::vector<Drawn> edges;  // per destination, flattened
   std::vector<int64_t> edge_dst;
+  Status problem;
   for (int l = L - 1; l >= 0; --l) {
     SampledBlock& b = blocks[static_cast<size_t>(l)];
     b.num_dst = static_cast<int64_t>(dst.size());
-    for (size_t i = 0; i < dst.size(); ++i) slot_[static_cast<size_t>(dst[i])] = static_cast<int32_t>(i);
+    for (size_t i = 0; i < dst.size(); ++i) SetSlot(dst[i], static_cast<int32_t>(i));
     edges.clear();
     edge_dst.clear();
     const uint64_t layer_key = MixKey(key, static_cast<uint64_t>(l));
+    Status drawn = DrawLayer(dst, dst_owner, fanouts_[static_cast<size_t>(l)], layer_key, &comm, &edges, &edge_dst);
+    if (!drawn.ok()) {
+      if (drawn.code() == Code::kRankFailed) return drawn;
+      // Bad data: the layers below still run their exchanges (the peers wait in them), on what was drawn.
+      if (problem.ok()) problem = drawn;
+    }
     std::vector<int64_t> fresh;
-    for (size_t i = 0; i < dst.size(); ++i) {
-      const size_t first = edges.size();
-      Draw(dst[i], fanouts_[static_cast<size_t>(l)], layer_key, &edges);
-      for (size_t e = first; e < edges.size(); ++e) {
-        const int32_t src = edges[e].second;
-        if (slot_[static_cast<size_t>(src)] < 0) {
-          slot_[static_cast<size_t>(src)] = std::numeric_limits<int32_t>::max();  // seen; row assigned below
-          fresh.push_back(src);
-        }
+    std::vector<int32_t> fresh_owner;
+    for (const Drawn& e : edges) {
+      if (SlotOf(e.src) < 0) {
+        SetSlot(e.src, std::numeric_limits<int32_t>::max());  // seen; row assigned below
+        fresh.push_back(e.src);
+        fresh_owner.push_back(e.owner);
       }
-      edge_dst.resize(edges.size(), static_cast<int64_t>(i));
     }
     // The new input rows follow the destinations grouped by node type (so types stay in few runs, one
     // typed GEMM each), in the order they were first drawn within a type: a stable counting sort by type.
     b.src_ids = dst;
-    b.src_ids.reserve(dst.size() + fresh.size());
-    const size_t types = graph_.type_offsets.size() > 1 ? graph_.type_offsets.size() - 1 : 1;
-    if (types == 1) {
-      b.src_ids.insert(b.src_ids.end(), fresh.begin(), fresh.end());
-    } else {
-      std::vector<size_t> start(types + 1, 0);
-      std::vector<int32_t> type_of(fresh.size());
-      for (size_t k = 0; k < fresh.size(); ++k) {
-        type_of[k] = graph_.TypeOf(fresh[k]);
-        ++start[static_cast<size_t>(type_of[k]) + 1];
-      }
-      for (size_t t = 0; t < types; ++t) start[t + 1] += start[t];
-      b.src_ids.resize(dst.size() + fresh.size());
-      for (size_t k = 0; k < fresh.size(); ++k) {
-        b.src_ids[dst.size() + start[static_cast<size_t>(type_of[k])]++] = fresh[k];
-      }
-    }
-    fresh.assign(b.src_ids.begin() + static_cast<std::ptrdiff_t>(dst.size()), b.src_ids.end());
+    b.src_owner = dst_owner;
+    b.src_ids.resize(dst.size() + fresh.size());
+    b.src_owner.resize(b.src_ids.size());
+    const size_t types = type_offsets_.size() > 1 ? type_offsets_.size() - 1 : 1;
+    std::vector<size_t> start(types + 1, 0);
+    std::vector<int32_t> type_of(fresh.size(), 0);
     for (size_t k = 0; k < fresh.size(); ++k) {
-      slot_[static_cast<size_t>(fresh[k])] = static_cast<int32_t>(dst.size() + k);
+      if (types > 1) type_of[k] = NodeTypeOf(type_offsets_, fresh[k]);
+      ++start[static_cast<size_t>(type_of[k]) + 1];
     }
+    for (size_t t = 0; t < types; ++t) start[t + 1] += start[t];
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      const size_t at = dst.size() + start[static_cast<size_t>(type_of[k])]++;
+      b.src_ids[at] = fresh[k];
+      b.src_owner[at] = fresh_owner[k];
+    }
+    for (size_t k = dst.size(); k < b.src_ids.size(); ++k) SetSlot(b.src_ids[k], static_cast<int32_t>(k));
     // Edges sorted by (relation, source row, destination row), as the layouts take them: they arrive in
     // destination order, so a stable counting sort by source row and then one by relation does it.
     const size_t E = edges.size();
     const size_t rows = b.src_ids.size();
-    const auto R = static_cast<size_t>(graph_.num_relations);
+    const auto R = static_cast<size_t>(num_relations_);
     std::vector<int64_t> src_row(E);
-    for (size_t e = 0; e < E; ++e) src_row[e] = slot_[static_cast<size_t>(edges[e].second)];
-    std::vector<int64_t> start(rows + 1, 0);
-    for (size_t e = 0; e < E; ++e) ++start[static_cast<size_t>(src_row[e]) + 1];
-    for (size_t r = 0; r < rows; ++r) start[r + 1] += start[r];
+    for (size_t e = 0; e < E; ++e) src_row[e] = SlotOf(edges[e].src);
+    std::vector<int64_t> row_start(rows + 1, 0);
+    for (size_t e = 0; e < E; ++e) ++row_start[static_cast<size_t>(src_row[e]) + 1];
+    for (size_t r = 0; r < rows; ++r) row_start[r + 1] += row_start[r];
     std::vector<size_t> by_src(E);
-    for (size_t e = 0; e < E; ++e) by_src[static_cast<size_t>(start[static_cast<size_t>(src_row[e])]++)] = e;
+    for (size_t e = 0; e < E; ++e) by_src[static_cast<size_t>(row_start[static_cast<size_t>(src_row[e])]++)] = e;
     b.rel_ptr.assign(R + 1, 0);
-    for (size_t e = 0; e < E; ++e) ++b.rel_ptr[static_cast<size_t>(edges[e].first) + 1];
+    for (size_t e = 0; e < E; ++e) ++b.rel_ptr[static_cast<size_t>(edges[e].rel) + 1];
     for (size_t r = 0; r < R; ++r) b.rel_ptr[r + 1] += b.rel_ptr[r];
     std::vector<int64_t> cursor(b.rel_ptr.begin(), b.rel_ptr.end() - 1);
     b.src.resize(E);
     b.dst.resize(E);
     for (const size_t e : by_src) {
-      const auto k = static_cast<size_t>(cursor[static_cast<size_t>(edges[e].first)]++);
+      const auto k = static_cast<size_t>(cursor[static_cast<size_t>(edges[e].rel)]++);
       b.src[k] = src_row[e];
       b.dst[k] = edge_dst[e];
     }
-    for (const int64_t id : b.src_ids) slot_[static_cast<size_t>(id)] = -1;
+    ClearSlots(b.src_ids);
     dst = b.src_ids;
+    dst_owner = b.src_owner;
   }
+  if (!problem.ok()) return problem;
   return blocks;
 }
 

@@ -382,8 +382,16 @@ TEST(ValidateJob, PartitionsNeedTheirDirectory) {
   EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n", "rgnn", "partitions")));
   // [partition] keys are allowed (one file switches between formats); the planner compares them with the cut.
   EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n[partition]\nseed = 3\n", "rgnn", "partitions")));
-  EXPECT_THAT(Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"), {"train.mode=sampled"}),
-              HasSubstr("train.mode = \"sampled\" with data.format = \"partitions\" is not supported by this build"));
+  // Sampled from part files: the structure is the parts', and so are the feature rows.
+  EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n", "rgnn", "partitions"), {"train.mode=sampled"}));
+  EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n", "rgnn", "partitions"),
+                    {"train.mode=sampled", "data.structure=partitioned"}));
+  EXPECT_THAT(Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"),
+                      {"train.mode=sampled", "data.structure=replicated"}),
+              HasSubstr("data.structure = \"replicated\" puts the whole graph on every worker"));
+  EXPECT_THAT(Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"),
+                      {"train.mode=sampled", "data.feature_store=mapped"}),
+              HasSubstr("a worker's feature rows come from its part file"));
   EXPECT_THAT(Problem(kLlmJob, {"data.format=partitions", "data.partitions=parts"}),
               HasSubstr("is a graph; an llm job reads"));
 }

@@ -75,8 +75,8 @@ void CompareWithFetch(int workers, const std::vector<int64_t>& ids) {
   const KernelRegistry kernels = LoadGather();
   Result<const Kernel*> gather = kernels.Find("gather.rows", Device::kCpu);
   ASSERT_TRUE(gather.ok()) << gather.status().ToString();
-  std::vector<int32_t> part_of(kNodes);
-  for (int64_t v = 0; v < kNodes; ++v) part_of[static_cast<size_t>(v)] = OwnerOf(v, workers);
+  std::vector<int32_t> owners(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) owners[i] = OwnerOf(ids[i], workers);
   ThreadGroup group(workers);
   ThreadGroup::Run(workers, [&](int rank) {
     std::unique_ptr<WorkerComm> comm;
@@ -87,14 +87,14 @@ void CompareWithFetch(int workers, const std::vector<int64_t>& ids) {
     }
     Served served = ServedBy(rank, workers);
     const std::vector<float> table_rows_data = served.rows;
-    MemoryRowStore store(served.ids, std::move(served.rows), kDim, kNodes);
+    MemoryRowStore store(served.ids, std::move(served.rows), kDim);
     const auto M = static_cast<int64_t>(ids.size());
     std::vector<float> fetched(static_cast<size_t>(M * kDim), -1);
     int64_t local = 0, remote = 0;
-    ASSERT_TRUE(FetchFeatureRows(store, part_of, rank, ids, fetched.data(), *comm, &local, &remote).ok());
+    ASSERT_TRUE(FetchFeatureRows(store, owners, rank, ids, fetched.data(), *comm, &local, &remote).ok());
 
     FeatureRowSources sources;
-    ASSERT_TRUE(ExchangeFeatureRows(store, part_of, rank, ids, *comm, &sources).ok());
+    ASSERT_TRUE(ExchangeFeatureRows(store, owners, rank, ids, *comm, &sources).ok());
     EXPECT_EQ(static_cast<int64_t>(sources.local_ids.size()), local);
     EXPECT_EQ(static_cast<int64_t>(sources.remote_at.size()), remote);
     Tensor table = Tensor::Borrow(const_cast<float*>(table_rows_data.data()), DType::kF32,

@@ -4,6 +4,8 @@
 //    the training thread would), for every model;
 //  - one and two workers (threads over ThreadComm) see the same losses, epoch by epoch: the sampled
 //    batches do not depend on the worker count, and the feature exchange delivers the right rows;
+//  - partitioned structure (each worker its partition's in-edges, the owners drawing their nodes'
+//    neighbours) gives the replicated structure's losses bit for bit, with 1, 2, 3 and 4 workers;
 //  - training learns the planted structure, and evaluation reports the test nodes.
 // In the sanitizer build (label sanitize) this also runs the prefetch thread under ASan and UBSan.
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 
 #include "core/thread_pool.h"
 #include "storage/generator.h"
+#include "storage/partition.h"
 #include "tests/unit/workers/rgnn/thread_comm.h"
 #include "workers/executor_registry.h"
 #include "workers/rgnn/rgnn_executor.h"
@@ -50,7 +53,7 @@ KernelRegistry LoadKernels() {
 
 // The assignment of worker `w` of `workers`, as the graph planner makes it (memory feature store).
 std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g, const std::string& model, int w,
-                                                  int workers, bool prefetch, int epochs) {
+                                                  int workers, bool prefetch, int epochs, bool partitioned) {
   std::vector<int32_t> part_of(static_cast<size_t>(g.num_nodes()));
   for (size_t i = 0; i < part_of.size(); ++i) part_of[i] = static_cast<int32_t>((i * 5 + i / 7) % workers);
   auto a = std::make_unique<RgnnSampledAssignment>();
@@ -72,6 +75,12 @@ std::unique_ptr<RgnnSampledAssignment> Assignment(const storage::HeteroGraph& g,
   a->worker = w;
   a->num_workers = workers;
   a->feature_dim = 8;
+  if (partitioned) {
+    auto parts = storage::BuildWorkerPartitions(g, part_of, workers);
+    EXPECT_TRUE(parts.ok()) << parts.status().ToString();
+    a->partition = std::move((*parts)[static_cast<size_t>(w)]);
+    return a;
+  }
   a->graph = std::make_shared<const SampledGraph>(SampledGraph::FromGraph(g, part_of));
   for (int64_t t = 0, base = 0; t < static_cast<int64_t>(g.node_types.size()); ++t) {
     const storage::NodeType& nt = g.node_types[static_cast<size_t>(t)];
@@ -89,7 +98,8 @@ struct Outcome {
   Record eval;
 };
 
-Outcome Train(const storage::HeteroGraph& g, const std::string& model, int workers, bool prefetch, int epochs) {
+Outcome Train(const storage::HeteroGraph& g, const std::string& model, int workers, bool prefetch, int epochs,
+              bool partitioned = false) {
   const KernelRegistry kernels = LoadKernels();
   auto factory = FindExecutor(RgnnSampledAssignment::kKind);
   EXPECT_TRUE(factory.ok()) << factory.status().ToString();
@@ -112,7 +122,7 @@ Outcome Train(const storage::HeteroGraph& g, const std::string& model, int worke
     c.seed = 9;
     // Through the bytes a worker receives.
     ByteWriter out;
-    Assignment(g, model, rank, workers, prefetch, epochs)->Encode(out);
+    Assignment(g, model, rank, workers, prefetch, epochs, partitioned)->Encode(out);
     const std::vector<uint8_t> bytes = out.Take();
     ByteReader in(bytes.data(), bytes.size());
     std::unique_ptr<AssignmentPayload> payload = (*factory)->decode(in);
@@ -158,6 +168,22 @@ TEST_P(SampledExecutor, TwoWorkersMatchOneWorker) {
   // Two workers fetch some rows from each other; one worker reads all of its own.
   EXPECT_GT(FindNumber(two.eval, "feature_rows_remote").value_or(0), 0);
   EXPECT_EQ(FindNumber(one.eval, "feature_rows_remote").value_or(-1), 0);
+}
+
+TEST_P(SampledExecutor, PartitionedStructureGivesTheReplicatedLosses) {
+  const auto g = Graph();
+  for (const int workers : {1, 2, 3, 4}) {
+    const Outcome replicated = Train(g, GetParam(), workers, /*prefetch=*/false, 3);
+    const Outcome partitioned = Train(g, GetParam(), workers, /*prefetch=*/true, 3, /*partitioned=*/true);
+    ASSERT_EQ(replicated.losses.size(), 3u);
+    EXPECT_EQ(replicated.losses, partitioned.losses) << workers << " workers";
+    for (const char* key : {"test_correct", "test_total", "feature_rows_local", "feature_rows_remote"}) {
+      EXPECT_EQ(FindNumber(replicated.eval, key), FindNumber(partitioned.eval, key)) << workers << " workers: " << key;
+    }
+    const RecordValue* structure = Find(partitioned.eval, "structure");
+    ASSERT_NE(structure, nullptr);
+    EXPECT_EQ(std::get<std::string>(structure->data), "partitioned");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SampledExecutor, ::testing::Values("rgcn", "rgat", "hgt"),
