@@ -13,13 +13,14 @@ scale    generated graphs of 10M and 30M edges (and 100M with --full): `--method
          an edge with the derived relations, the features, 11 bytes a node) and the one-process path's peak
          (import + METIS). Writes the table, the JSON rows and an SVG plot (peak RSS per rank against P).
 
-memory   no rank holds the whole graph (issue 34, acceptance 2): a generated graph (30M base edges, 100M with
-         --full; 8 features, 1% training and 1% test nodes) cut by `--method stream` into K = P parts on P = 2,
+memory   no rank holds the whole graph (issue 34, acceptance 2): generated graphs (10M and 30M base edges, 100M
+         with --full; 8 features, 1% training and 1% test nodes) cut by `--method stream` into K = P parts on P = 2,
          4, 8 ranks, then one epoch of full-graph and of sampled RGCN training from the parts (P workers):
          each rank's peak RSS (the partitioner's table; summary.json's worker_peak_rss_bytes and
-         coordinator_peak_rss_bytes), beside the graph's in-memory size. Then at P = 4 every rank capped
-         (capped.sh: a memory cgroup a rank) below the graph's size: today's path (the coordinator loads
-         data.graph and cuts it, partition.method = "range") must fail, training from the parts must not.
+         coordinator_peak_rss_bytes), beside the graph's in-memory size. Then at P = 4 today's path (the
+         coordinator loads data.graph and cuts it, partition.method = "range") and training from the parts,
+         uncapped, then with every rank capped (capped.sh: a memory cgroup a rank) halfway between their
+         largest peaks: today's path must fail, training from the parts must not.
 
   python partition_bench.py [--quick] [--full] [--sections quality,scale,memory] [--json FILE] [--svg FILE]
 """
@@ -187,14 +188,15 @@ def train(job, workers, sets, tag, cap_mb=0):
     seconds = time.monotonic() - t
     summary = os.path.join(out, "summary.json")
     if p.returncode != 0 or not os.path.exists(summary):
-        return {"error": f"exit {p.returncode}: {open(out + '.log').read()[-300:]}", "seconds": seconds}
+        lines = [l for l in open(out + ".log").read().splitlines() if "tessel: error" in l]
+        return {"error": f"exit {p.returncode}: {(lines or ['no error line'])[-1][:300]}", "seconds": seconds}
     s = json.load(open(summary))
     s["seconds"] = seconds
     return s
 
 
-def memory(args, rows):
-    m = 10 if args.quick else (100 if args.full else 30)
+def memory_graph(m):
+    """A generated chunked graph of m million base edges, 8 features, 1% training and 1% test nodes."""
     nodes = int(m * 1e6 / 4)
     d = os.path.join(WORK, f"mem{m}m")
     if not os.path.exists(os.path.join(d, "metadata.json")):
@@ -202,61 +204,85 @@ def memory(args, rows):
                                                       str(nodes), "--feature-dim", "8", "--train-fraction", "0.01",
                                                       "--test-fraction", "0.01", "--out", d], check=True,
                        capture_output=True)
-    graph_mb = in_memory_mb(nodes, m * 1e6, 8)
+    return d, nodes
+
+
+def peaks_of(r):
+    """Every rank's peak MB of a training run, rank 0 (the coordinator) first."""
+    return [r["coordinator_peak_rss_bytes"] / 1e6] + [v / 1e6 for v in r["worker_peak_rss_bytes"]]
+
+
+def memory(args, rows):
+    sizes = [10] if args.quick else ([100] if args.full else [10, 30])
     job = job_without_method()
     sampled = ["--set", "train.mode=sampled", "--set", "train.batch_size=1024", "--set", "train.fanouts=[5,5]",
                "--set", "train.eval_fanouts=[5,5]"]
-    print(f"\n{m}M base edges, {nodes} nodes, 8 features: the graph in memory {graph_mb:.0f} MB")
-    print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9}  every rank MB")
-    for p in ([2] if args.quick else [2, 4, 8]):
-        parts = os.path.join(WORK, f"memparts{m}-{p}")
-        if not os.path.exists(os.path.join(parts, "partition.json")):
-            cmd = ["mpirun"] + mpirun_flags() + ["-np", str(p), TESSEL, "partition", "--input", d, "--add-inverse",
-                                                 "--add-self-loop", "--parts", str(p), "--method", "stream", "--out",
-                                                 parts]
-            seconds, _, text = timed(cmd, parts + ".log")
-            part = table_of(text)
-            part["seconds"] = seconds
-            json.dump(part, open(parts + ".json", "w"))
-        part = json.load(open(parts + ".json"))
-        cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"], None)]
-        from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
-        for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
-            r = train(job, p, sets, f"mem{m}-{p}-{what.split()[0]}")
-            if "error" in r:
-                cases.append((what, r["seconds"], [], r["error"]))
-                continue
-            peaks = [v / 1e6 for v in r["worker_peak_rss_bytes"]]
-            cases.append((what, r["seconds"], [r["coordinator_peak_rss_bytes"] / 1e6] + peaks, None))
-        for what, seconds, peaks, error in cases:
-            if error:
-                print(f"{p:>2} {what:<22} {seconds:>8.1f}  failed: {error[-160:]}")
-            else:
-                print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f}  "
-                      + " ".join(f"{v:.0f}" for v in peaks), flush=True)
-            rows.append({"section": "memory", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "what": what,
-                         "seconds": seconds, "rank_peak_mb": peaks, "max_rank_peak_mb": max(peaks) if peaks else None,
-                         "error": error, "target": "P = 8: every rank below graph_mb / 2" if p == 8 else ""})
-    # The same machine cut into 4 capped ranks: today's coordinator path against training from the parts.
+    for m in sizes:
+        d, nodes = memory_graph(m)
+        graph_mb = in_memory_mb(nodes, m * 1e6, 8)
+        print(f"\n{m}M base edges, {nodes} nodes, 8 features: the graph in memory {graph_mb:.0f} MB")
+        print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9}  every rank MB")
+        for p in ([2] if args.quick else [2, 4, 8]):
+            parts = os.path.join(WORK, f"memparts{m}-{p}")
+            if not os.path.exists(os.path.join(parts, "partition.json")):
+                cmd = ["mpirun"] + mpirun_flags() + ["-np", str(p), TESSEL, "partition", "--input", d,
+                                                     "--add-inverse", "--add-self-loop", "--parts", str(p), "--method",
+                                                     "stream", "--out", parts]
+                seconds, _, text = timed(cmd, parts + ".log")
+                part = table_of(text)
+                part["seconds"] = seconds
+                json.dump(part, open(parts + ".json", "w"))
+            part = json.load(open(parts + ".json"))
+            cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"], None)]
+            from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
+            for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
+                r = train(job, p, sets, f"mem{m}-{p}-{what.split()[0]}")
+                cases.append((what, r["seconds"], [] if "error" in r else peaks_of(r), r.get("error")))
+            for what, seconds, peaks, error in cases:
+                if error:
+                    print(f"{p:>2} {what:<22} {seconds:>8.1f}  failed: {error[-160:]}")
+                else:
+                    print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f}  "
+                          + " ".join(f"{v:.0f}" for v in peaks), flush=True)
+                rows.append({"section": "memory", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "what": what,
+                             "seconds": seconds, "rank_peak_mb": peaks,
+                             "max_rank_peak_mb": max(peaks) if peaks else None, "error": error,
+                             "target": "P = 8: every rank below graph_mb / 2" if p == 8 else ""})
+        capped(args, rows, m, d, graph_mb, job)
+
+
+def capped(args, rows, m, d, graph_mb, job):
+    """P = 4 (2 with --quick): today's path (the coordinator loads data.graph and cuts it by range) and training
+    from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks."""
     p = 2 if args.quick else 4
-    cap = int(graph_mb * 0.8)
     h5 = d + ".h5"
     if not os.path.exists(h5):
         subprocess.run([TESSEL, "import", "chunked", d, "--add-inverse", "--add-self-loop", "--out", h5], check=True,
                        capture_output=True)
-    parts = os.path.join(WORK, f"memparts{m}-{p}")
-    for what, sets in (("coordinator path", ["--set", "data.format=graph", "--set", f"data.graph={h5}",
-                                             "--set", "partition.method=range"]),
-                       ("from parts", ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
-                                       f"data.partitions={parts}"])):
+    paths = (("coordinator path", ["--set", "data.format=graph", "--set", f"data.graph={h5}",
+                                   "--set", "partition.method=range"]),
+             ("from parts", ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
+                             f"data.partitions={os.path.join(WORK, f'memparts{m}-{p}')}"]))
+    need = {}
+    for what, sets in paths:
+        r = train(job, p, sets, f"need{m}-{p}-{what.split()[0]}")
+        need[what] = max(peaks_of(r)) if "error" not in r else None
+        print(f"uncapped, P = {p}, {what:<17}: " + (f"largest rank {need[what]:.0f} MB, rank 0 "
+              f"{peaks_of(r)[0]:.0f} MB, {r['seconds']:.1f} s" if need[what] else f"failed ({r['error'][-80:]})"))
+    if not all(need.values()) or need["from parts"] >= need["coordinator path"]:
+        rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": f"no cap between them: {need}"})
+        return
+    cap = int((need["from parts"] + need["coordinator path"]) / 2)
+    for what, sets in paths:
         r = train(job, p, sets, f"cap{m}-{p}-{what.split()[0]}", cap_mb=cap)
         ok = "error" not in r
-        peaks = ([r["coordinator_peak_rss_bytes"] / 1e6] + [v / 1e6 for v in r["worker_peak_rss_bytes"]]) if ok else []
         print(f"capped at {cap} MB a rank, P = {p}, {what:<17}: " +
-              (f"trained, {r['seconds']:.1f} s, largest rank {max(peaks):.0f} MB" if ok else f"failed ({r['error'][:60]})"))
+              (f"trained, {r['seconds']:.1f} s, largest rank {max(peaks_of(r)):.0f} MB" if ok else
+               f"failed ({r['error'][-100:]!r})"))
         rows.append({"section": "memory-capped", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "cap_mb": cap,
-                     "what": what, "trained": ok, "rank_peak_mb": peaks, "error": r.get("error"),
-                     "target": "the coordinator path fails, from parts trains"})
+                     "what": what, "uncapped_max_rank_mb": need[what], "trained": ok,
+                     "rank_peak_mb": peaks_of(r) if ok else [], "error": r.get("error"),
+                     "target": "the coordinator path fails under the cap, from parts trains"})
     subprocess.run(["bash", "-c", "rmdir /sys/fs/cgroup/memory/tessel-cap-* /sys/fs/cgroup/tessel-cap-* 2>/dev/null"])
 
 

@@ -1,5 +1,7 @@
 #include "workers/rgnn/rgnn_settings.h"
 
+#include <optional>
+
 namespace tessel::workers {
 
 void RgnnAssignment::Encode(ByteWriter& out) const {
@@ -55,6 +57,22 @@ std::string RgnnAssignment::SizedBy() const {
                 "; more workers make it smaller)");
 }
 
+namespace {
+
+// An encoded WorkerPartition from `in`, or none (`in` failed, naming what was wrong).
+std::optional<storage::WorkerPartition> GetPartition(ByteReader& in) {
+  const std::vector<uint8_t> bytes = in.GetVector<uint8_t>("partition");
+  if (!in.ok()) return std::nullopt;
+  Result<storage::WorkerPartition> part = storage::DecodePartition(bytes.data(), bytes.size());
+  if (!part.ok()) {
+    in.Fail(part.status().message());
+    return std::nullopt;
+  }
+  return std::move(part).value();
+}
+
+}  // namespace
+
 std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   RgnnSettings settings;
   DecodeFields(settings, in, "settings");
@@ -62,14 +80,9 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnAssignment(ByteReader& in) {
   DecodeFields(source, in, "partition source");
   if (!in.ok()) return nullptr;
   if (!source.file.empty()) return std::make_unique<RgnnAssignment>(settings, std::move(source));
-  const std::vector<uint8_t> bytes = in.GetVector<uint8_t>("partition");
-  if (!in.ok()) return nullptr;
-  Result<storage::WorkerPartition> part = storage::DecodePartition(bytes.data(), bytes.size());
-  if (!part.ok()) {
-    in.Fail(part.status().message());
-    return nullptr;
-  }
-  return std::make_unique<RgnnAssignment>(settings, std::move(part).value());
+  std::optional<storage::WorkerPartition> part = GetPartition(in);
+  if (!part) return nullptr;
+  return std::make_unique<RgnnAssignment>(settings, std::move(*part));
 }
 
 namespace {
@@ -144,14 +157,9 @@ std::unique_ptr<AssignmentPayload> DecodeRgnnSampledAssignment(ByteReader& in) {
       DecodeFields(a->source, in, "partition source");
       break;
     case SampledStructureTag::kPartition: {
-      const std::vector<uint8_t> bytes = in.GetVector<uint8_t>("partition");
-      if (!in.ok()) return nullptr;
-      Result<storage::WorkerPartition> part = storage::DecodePartition(bytes.data(), bytes.size());
-      if (!part.ok()) {
-        in.Fail(part.status().message());
-        return nullptr;
-      }
-      a->partition = std::move(part).value();
+      std::optional<storage::WorkerPartition> part = GetPartition(in);
+      if (!part) return nullptr;
+      a->partition = std::move(*part);
       break;
     }
     default:

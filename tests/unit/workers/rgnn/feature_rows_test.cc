@@ -21,7 +21,6 @@
 namespace tessel::workers {
 namespace {
 
-using testing::ThreadComm;
 using testing::ThreadGroup;
 
 constexpr int64_t kNodes = 300, kDim = 12;
@@ -79,12 +78,7 @@ void CompareWithFetch(int workers, const std::vector<int64_t>& ids) {
   for (size_t i = 0; i < ids.size(); ++i) owners[i] = OwnerOf(ids[i], workers);
   ThreadGroup group(workers);
   ThreadGroup::Run(workers, [&](int rank) {
-    std::unique_ptr<WorkerComm> comm;
-    if (workers == 1) {
-      comm = std::make_unique<LocalComm>();
-    } else {
-      comm = std::make_unique<ThreadComm>(&group, rank);
-    }
+    std::unique_ptr<WorkerComm> comm = testing::CommOf(&group, rank);
     Served served = ServedBy(rank, workers);
     const std::vector<float> table_rows_data = served.rows;
     MemoryRowStore store(served.ids, std::move(served.rows), kDim);

@@ -113,12 +113,7 @@ TEST(PartitionedSampler, BlocksEqualTheReplicatedSamplersForAnyWorkerCount) {
                                        {{-1, -1}, FanoutPer::kTotal}}) {
       ThreadGroup group(workers);
       ThreadGroup::Run(workers, [&](int rank) {
-        std::unique_ptr<WorkerComm> comm;
-        if (workers == 1) {
-          comm = std::make_unique<LocalComm>();
-        } else {
-          comm = std::make_unique<ThreadComm>(&group, rank);
-        }
+        std::unique_ptr<WorkerComm> comm = testing::CommOf(&group, rank);
         Sampler replicated(whole, fanouts, per);
         Sampler partitioned(parts[static_cast<size_t>(rank)], fanouts, per);
         for (int batch = 0; batch < 6; ++batch) {

@@ -23,7 +23,6 @@
 namespace tessel::workers {
 namespace {
 
-using testing::ThreadComm;
 using testing::ThreadGroup;
 
 storage::HeteroGraph Graph() {
@@ -106,12 +105,7 @@ Outcome Train(const storage::HeteroGraph& g, const std::string& model, int worke
   ThreadGroup group(workers);
   std::vector<Outcome> runs(static_cast<size_t>(workers));
   ThreadGroup::Run(workers, [&](int rank) {
-    std::unique_ptr<WorkerComm> comm;
-    if (workers == 1) {
-      comm = std::make_unique<LocalComm>();
-    } else {
-      comm = std::make_unique<ThreadComm>(&group, rank);
-    }
+    std::unique_ptr<WorkerComm> comm = testing::CommOf(&group, rank);
     HostDeviceComm device_comm(*comm);
     ThreadPool pool(1);
     ExecutorContext c;

@@ -107,4 +107,10 @@ class ThreadComm final : public WorkerComm {
   int rank_;
 };
 
+// The communicator of `rank` among `group`'s workers: LocalComm for one worker, else a ThreadComm.
+inline std::unique_ptr<WorkerComm> CommOf(ThreadGroup* group, int rank) {
+  if (group->size() == 1) return std::make_unique<LocalComm>();
+  return std::make_unique<ThreadComm>(group, rank);
+}
+
 }  // namespace tessel::workers::testing
