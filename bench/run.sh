@@ -37,7 +37,11 @@
 #   partition      the distributed partitioner (mpirun tessel partition --input): PT-Scotch's and the stream
 #                  method's cut and balance against METIS on FB15k-237 and a 21M-edge graph; time and each
 #                  rank's peak RSS at 10M and 30M edges (--full: 100M) on 1, 2, 4 and 8 ranks, beside the
-#                  graph's in-memory size; a table, JSON and an SVG (bench/partition/partition_bench.py)
+#                  graph's in-memory size; per-rank memory of cutting and of training from the parts, and a
+#                  capped run against the coordinator path (--sections memory); a table, JSON and an SVG
+#                  (bench/partition/partition_bench.py)
+#   peers-partition  DGL's partition_graph (METIS, one machine, the same threads) beside Tessel's METIS,
+#                  PT-Scotch and stream cuts on FB15k-237 and a 10M-edge graph (partition_bench.py peers)
 #
 #   --quick            5 timed epochs instead of 20, shorter caps and limit measurements (gather: a 512 MiB
 #                      table, 64 MiB batches, 5 repetitions)
@@ -152,7 +156,7 @@ case "$family" in
   graph) ;;
   accuracy) ;;
   metrics) ;;
-  partition) ;;
+  partition|peers-partition) ;;
   "") usage >&2; exit 2 ;;
   *) echo "run.sh: unknown family '$family'" >&2; usage >&2; exit 2 ;;
 esac
@@ -280,13 +284,16 @@ if [[ "$family" == accuracy ]]; then
   [[ -n "${json:-}" ]] && acc_args+=(--json "$json")
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/accuracy/accuracy_bench.py" "${acc_args[@]}"
 fi
-if [[ "$family" == partition ]]; then
+if [[ "$family" == partition || "$family" == peers-partition ]]; then
   echo "[bench] cmake --build build --target tessel" >&2
   if ! cmake --build "$BUILD" --target tessel --parallel 2 >"$BUILD/bench-build.log" 2>&1; then
     tail -n 30 "$BUILD/bench-build.log" >&2
     echo "run.sh: the build failed (full log: build/bench-build.log)" >&2
     exit 2
   fi
+  setup=()
+  [[ "$family" == peers-partition ]] && setup=(--dgl) && partition_args+=(--sections peers)
+  "$ROOT/bench/peers/setup.sh" "${setup[@]}" || { echo "run.sh: bench/peers/setup.sh failed" >&2; exit 2; }
   for a in "${args[@]}"; do [[ "$a" == --quick ]] && partition_args+=(--quick); done
   [[ -n "${json:-}" ]] && partition_args+=(--json "$json")
   partition_args+=("${llm_extra[@]}")  # --sections

@@ -22,7 +22,12 @@ memory   no rank holds the whole graph (issue 34, acceptance 2): generated graph
          uncapped, then with every rank capped (capped.sh: a memory cgroup a rank) halfway between their
          largest peaks: today's path must fail, training from the parts must not.
 
-  python partition_bench.py [--quick] [--full] [--sections quality,scale,memory] [--json FILE] [--svg FILE]
+peers    DGL's dgl.distributed.partition_graph (METIS on one machine, training nodes and edges balanced, 2
+         threads; dgl_partition.py in bench/peers/setup.sh --dgl's venv) beside `tessel partition G.h5` (METIS)
+         and --input with ptscotch and stream on 2 ranks, 4 parts each, on FB15k-237 and the 10M-edge memory
+         graph (--full: also 30M): edge cut (Tessel's definition for both), worst imbalance, time, peak RSS.
+
+  python partition_bench.py [--quick] [--full] [--sections quality,scale,memory,peers] [--json FILE] [--svg FILE]
 """
 import argparse
 import json
@@ -106,7 +111,8 @@ def in_memory_mb(nodes, base_edges, dim):
     return (16 * (2 * base_edges + nodes) + nodes * (11 + 4 * dim)) / 1e6
 
 
-def quality(args, rows):
+def fb15k():
+    """FB15k-237 as a graph file (its inverse and self-loop relations added) and in DGL's chunked format."""
     fb_h5 = os.path.join(WORK, "fb15k.h5")
     if not os.path.exists(fb_h5):
         subprocess.run([TESSEL, "import", "edges", "--input", os.path.join(DATA, "fb15k-237", "FB15k-237.tar.gz"),
@@ -114,6 +120,11 @@ def quality(args, rows):
     fb_dir = os.path.join(WORK, "fb15k-chunked")
     if not os.path.exists(os.path.join(fb_dir, "metadata.json")):
         subprocess.run([sys.executable, os.path.join(HERE, "to_chunked.py"), fb_h5, fb_dir, "4"], check=True)
+    return fb_h5, fb_dir
+
+
+def quality(args, rows):
+    fb_h5, fb_dir = fb15k()
     syn_m = 5 if args.quick else 21
     syn_dir, syn_nodes = generated(syn_m, 8)
     syn_h5 = syn_dir + ".h5"
@@ -286,6 +297,43 @@ def capped(args, rows, m, d, graph_mb, job):
     subprocess.run(["bash", "-c", "rmdir /sys/fs/cgroup/memory/tessel-cap-* /sys/fs/cgroup/tessel-cap-* 2>/dev/null"])
 
 
+def peers(args, rows):
+    """DGL's partition_graph (METIS, one process, the same threads) beside Tessel's METIS path and the
+    distributed methods on 2 ranks, 4 parts each, on the same graphs."""
+    dgl_python = os.path.join(BUILD, "bench-venv-dgl", "bin", "python")
+    graphs = [("fb15k-237",) + fb15k()]
+    for m in [10] + ([30] if args.full else []):
+        d, _ = memory_graph(m)
+        if not os.path.exists(d + ".h5"):
+            subprocess.run([TESSEL, "import", "chunked", d, "--add-inverse", "--add-self-loop", "--out", d + ".h5"],
+                           check=True, capture_output=True)
+        graphs.append((f"synthetic-{m}M", d + ".h5", d))
+    print(f"\n{'graph':<15} {'who':<34} {'edge cut':>10} {'imbalance':>9} {'time s':>8} {'peak MB':>8}")
+
+    def show(name, who, cut, imb, seconds, peak, r):
+        print(f"{name:<15} {who:<34} {cut:>10} {imb:>9.3f} {seconds:>8.1f} {peak:>8.0f}", flush=True)
+        rows.append({"section": "peers", "graph": name, "who": who, "parts": 4, "edge_cut": cut, "imbalance": imb,
+                     "seconds": seconds, "peak_mb": peak, "detail": r})
+
+    for name, h5, d in graphs:
+        out = subprocess.run([dgl_python, os.path.join(HERE, "dgl_partition.py"), h5, "4",
+                              os.path.join(WORK, f"dgl-{name}"), "2"], capture_output=True, text=True)
+        if out.returncode != 0:
+            rows.append({"section": "peers", "graph": name, "who": "dgl", "error": out.stderr[-400:]})
+            print(f"{name:<15} {'dgl partition_graph':<30} failed: {out.stderr[-200:]}")
+        else:
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            show(name, r["peer"], r["edge_cut"], max(r["imbalance"].values()), r["seconds"], r["peak_mb"], r)
+        metis = partition_metis(h5, 4, f"peers-{name}-metis")
+        show(name, "tessel partition G.h5 (metis)", metis["edge_cut"], metis["imbalance"], metis["seconds"],
+             metis["peak_mb"], metis)
+        # PT-Scotch's quality strategy takes over 20 minutes on the 10M graph with 1% training nodes here.
+        for method in ("ptscotch", "stream") if name == "fb15k-237" or args.full else ("stream",):
+            r = partition_dist(d, 2, method, 4, f"peers-{name}-{method}")
+            show(name, f"tessel --input, 2 ranks ({method})", r["edge_cut"], r["imbalance"], r["seconds"],
+                 max(r["rank_peak_mb"]), r)
+
+
 def svg(rows, path):
     pts = [r for r in rows if r.get("section") == "scale" and "max_rank_peak_mb" in r]
     if not pts:
@@ -334,7 +382,7 @@ def main():
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     rows = []
     for section in args.sections.split(","):
-        {"quality": quality, "scale": scale, "memory": memory}[section](args, rows)
+        {"quality": quality, "scale": scale, "memory": memory, "peers": peers}[section](args, rows)
     with open(args.json, "w") as f:
         json.dump({"family": "partition", "rows": rows}, f, indent=2)
     print(f"wrote {args.json}")
