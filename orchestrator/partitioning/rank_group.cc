@@ -1,6 +1,7 @@
 #include "orchestrator/partitioning/rank_group.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "core/logging.h"
@@ -24,6 +25,16 @@ RankGroup::RankGroup(RankGroup&& o) noexcept
 
 RankGroup::~RankGroup() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+Status RankGroup::PrintedOnce(const Status& agreed) const {
+  if (agreed.ok()) return agreed;
+  if (rank_ == 0) {
+    std::fprintf(stderr, "tessel: error: %s\n", agreed.message().c_str());
+    std::fflush(stderr);
+  }
+  if (size_ > 1) MPI_Barrier(comm_);
+  return Status(agreed.code(), "");
 }
 
 Status RankGroup::Agree(const Status& mine) const {

@@ -37,11 +37,11 @@ class RankGroup {
   // its prefix), or Ok when none failed.
   Status Agree(const Status& mine) const;
 
-  // What this rank's command returns for an agreed status: rank 0 keeps the message, which main() prints;
-  // the other ranks keep the code alone (main prints nothing for an empty message), so it prints once.
-  Status PrintedOnce(const Status& agreed) const {
-    return agreed.ok() || rank_ == 0 ? agreed : Status(agreed.code(), "");
-  }
+  // What this rank's command returns for an agreed status, printed once: rank 0 writes the error to stderr
+  // as main() would ("tessel: error: ..."), and only then (a barrier) every rank returns its code with an
+  // empty message, which main() does not print. Were the others to exit first, mpirun would kill rank 0
+  // before it had written the error. Collective when `agreed` is an error (every rank has the same).
+  Status PrintedOnce(const Status& agreed) const;
 
   Status Sum(int64_t* values, int64_t n) const;  // element-wise over the ranks, in place
   Status Max(int64_t* values, int64_t n) const;
