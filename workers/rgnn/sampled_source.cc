@@ -546,9 +546,19 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   b.step_train_rows = training_ ? end - begin : 0;
   const uint64_t key = MixKey(pass_key_, static_cast<uint64_t>(index));
   std::vector<SampledBlock> blocks;
-  // With partitioned structure every worker joins each layer's draw requests, seeds or not.
+  // With partitioned structure every worker joins each layer's draw requests, seeds or not. Bad data in
+  // them is returned after the feature exchange below, which this worker then joins with no rows, so
+  // that no peer is left waiting in it.
+  Status sampled;
   if (!seeds.empty() || part_ != nullptr) {
-    TESSEL_ASSIGN_OR_RETURN(blocks, (training_ ? train_sampler_ : eval_sampler_)->Sample(seeds, key, comm));
+    Result<std::vector<SampledBlock>> drawn = (training_ ? train_sampler_ : eval_sampler_)->Sample(seeds, key, comm);
+    if (drawn.ok()) {
+      blocks = std::move(drawn).value();
+    } else if (drawn.status().code() == Code::kRankFailed) {
+      return drawn.status();
+    } else {
+      sampled = drawn.status();
+    }
   }
   const auto t1 = Clock::now();
   p->sample_s = Seconds(t1 - t0).count();
@@ -589,6 +599,7 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
   }
   const auto t2 = Clock::now();
   p->feature_s = Seconds(t2 - t1).count();
+  TESSEL_RETURN_IF_ERROR(sampled);
   if (seeds.empty()) return Status();
   const std::vector<int64_t>& type_offsets = this->type_offsets();
 
