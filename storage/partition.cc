@@ -198,8 +198,8 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
 
     wp.feature_dim = feature_dim;
     if (feature_dim > 0) {
-      wp.features.resize(static_cast<size_t>(rows * feature_dim));
-      for (int64_t i = 0; i < rows; ++i) {
+      wp.features.resize(static_cast<size_t>(wp.num_owned * feature_dim));
+      for (int64_t i = 0; i < wp.num_owned; ++i) {
         const auto [t, local] = types.Locate(wp.row_orig_id[i]);
         const float* from = graph.node_types[t].features.data() + local * feature_dim;
         std::copy(from, from + feature_dim, wp.features.begin() + i * feature_dim);
@@ -282,10 +282,11 @@ Status ValidatePartition(const WorkerPartition& p) {
   }
   if (p.feature_dim < 0) return bad("negative feature_dim");
   const int64_t num_features = static_cast<int64_t>(p.features.size());
-  const bool features_fit = p.feature_dim == 0 ? num_features == 0
-                            : rows == 0        ? num_features == 0
-                                        : p.feature_dim <= num_features / rows && num_features == rows * p.feature_dim;
-  if (!features_fit) return bad("features size is not num_rows * feature_dim");
+  const bool features_fit =
+      p.feature_dim == 0 ? num_features == 0
+      : p.num_owned == 0 ? num_features == 0
+                         : p.feature_dim <= num_features / p.num_owned && num_features == p.num_owned * p.feature_dim;
+  if (!features_fit) return bad("features size is not num_owned * feature_dim");
   const size_t owned = static_cast<size_t>(p.num_owned);
   if (p.labels.size() != owned || p.train_mask.size() != owned || p.val_mask.size() != owned ||
       p.test_mask.size() != owned) {

@@ -32,8 +32,10 @@ struct WorkerPartition {
   std::vector<int64_t> dst;      // row index, always < num_owned
   int32_t num_relations() const { return static_cast<int32_t>(relation_names.size()); }
 
-  // Input features for every row, [num_rows * feature_dim]; empty (feature_dim 0) when the graph is
-  // featureless or its node types disagree on the feature width: the model then uses one-hot input.
+  // Input features of the owned rows, [num_owned * feature_dim]: a halo row's features are its owner's,
+  // and a worker takes them from there when it loads (a part carries no copy of them). Empty
+  // (feature_dim 0) when the graph is featureless or its node types disagree on the feature width: the
+  // model then uses one-hot input.
   int64_t feature_dim = 0;
   std::vector<float> features;
 

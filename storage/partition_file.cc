@@ -10,7 +10,7 @@
 //   /partition/row_orig_id    int64 [num_rows]
 //   /partition/rel_ptr        int64 [num_relations + 1]
 //   /partition/src, dst       int64 [num_edges]       row indices; chunked + deflate when large
-//   /partition/features       float32 [num_rows, feature_dim], contiguous; absent when feature_dim is 0
+//   /partition/features       float32 [num_owned, feature_dim], contiguous; absent when feature_dim is 0
 //   /partition/labels         int64 [num_owned]
 //   /partition/train, val, test  uint8 [num_owned]
 #include <unistd.h>
@@ -74,7 +74,7 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
   TESSEL_RETURN_IF_ERROR(Write1D(g, "dst", p.dst, file));
   if (p.feature_dim > 0) {
     TESSEL_RETURN_IF_ERROR(h5::WriteArray<float>(
-        g, "features", p.features.data(), {static_cast<hsize_t>(p.num_rows()), static_cast<hsize_t>(p.feature_dim)},
+        g, "features", p.features.data(), {static_cast<hsize_t>(p.num_owned), static_cast<hsize_t>(p.feature_dim)},
         h5::Layout::kContiguous, StrCat(where, "/features")));
   }
   TESSEL_RETURN_IF_ERROR(Write1D(g, "labels", p.labels, file));
@@ -154,10 +154,16 @@ Result<WorkerPartition> ReadPartitionFile(const std::string& path) {
   if (p.feature_dim > 0) {
     std::vector<hsize_t> dims;
     TESSEL_RETURN_IF_ERROR(h5::ReadArray<float>(f, StrCat(kGroup, "/features"), path, 2, &p.features, &dims));
-    if (dims[0] != static_cast<hsize_t>(p.row_new_id.size()) || dims[1] != static_cast<hsize_t>(p.feature_dim)) {
-      return BadDataError(StrCat(where, "/features: shape [", dims[0], ", ", dims[1],
-                                 "] is not [num_rows=", p.row_new_id.size(), ", feature_dim=", p.feature_dim, "]"));
+    // [num_owned, feature_dim]; a part written before 2026-12 carries its halo rows too, which are dropped
+    // (the worker takes them from their owners).
+    const auto owned = static_cast<hsize_t>(p.num_owned);
+    if ((dims[0] != owned && dims[0] != static_cast<hsize_t>(p.row_new_id.size())) ||
+        dims[1] != static_cast<hsize_t>(p.feature_dim)) {
+      return BadDataError(StrCat(where, "/features: shape [", dims[0], ", ", dims[1], "] is not [num_owned=", owned,
+                                 ", feature_dim=", p.feature_dim, "]"));
     }
+    p.features.resize(static_cast<size_t>(owned * dims[1]));
+    p.features.shrink_to_fit();
   }
   TESSEL_RETURN_IF_ERROR(Read1D(f, "labels", path, &p.labels));
   TESSEL_RETURN_IF_ERROR(Read1D(f, "train", path, &p.train_mask));

@@ -29,7 +29,7 @@ struct PartSizes {
   int64_t edges = 0;     // in-edges of the owned nodes
   int64_t pairs = 0;     // distinct (relation, source row) pairs among them
   int64_t train = 0;     // labelled training nodes it owns
-  int64_t features = 0;  // feature values it holds, rows x feature_dim
+  int64_t features = 0;  // feature values it holds, owned x feature_dim (rows x before 2026-12)
 };
 PartSizes SizesOf(const WorkerPartition& p);
 

@@ -101,7 +101,8 @@ int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& s) {
   const double scotch =
       method == ShardedMethod::kPtScotch && s.ranks > 1 ? 35.0 * static_cast<double>(s.in_edges) + 150.0 * e : 0.0;
   const double partition = 40.0 * e + home + scotch;  // the edges, the adjacency and its neighbour list
-  const double build = 48.0 * e + home + 2.0 * (owned + halo) * (f + 16.0);
+  // The parts: owned rows with features (twice at most), halo rows with their ids only.
+  const double build = 48.0 * e + home + 2.0 * owned * (f + 16.0) + 24.0 * halo;
   return static_cast<int64_t>(base + std::max({read, partition, build}));
 }
 

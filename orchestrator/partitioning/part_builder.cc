@@ -110,123 +110,29 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     return by_new[static_cast<size_t>(std::lower_bound(owned_ids.begin(), owned_ids.end(), id) - owned_ids.begin())];
   };
 
-  // 3. The halo of every owned part, asked of the halo nodes' builders: their original ids and features.
+  // 3. Each owned part's halo and its edges in rows (in place, grouped by relation, sorted by (source row,
+  // destination row)), before any feature row is made: the received edges go first.
   std::vector<int32_t> owned;
   for (int32_t p = me; p < k; p += ranks) owned.push_back(p);
-  std::vector<std::pair<size_t, size_t>> range(owned.size());  // each owned part's edges in `edges`
+  std::vector<WorkerPartition> out(owned.size());
   std::vector<std::vector<int64_t>> halos(owned.size());
-  std::vector<int64_t> asked_ids;
-  for (size_t j = 0; j < owned.size(); ++j) {
-    const int64_t lo = facts.offsets[static_cast<size_t>(owned[j])],
-                  hi = facts.offsets[static_cast<size_t>(owned[j]) + 1];
-    const auto b =
-        std::lower_bound(edges.begin(), edges.end(), lo, [](const Edge& e, int64_t v) { return e.dst() < v; });
-    const auto e = std::lower_bound(b, edges.end(), hi, [](const Edge& x, int64_t v) { return x.dst() < v; });
-    range[j] = {static_cast<size_t>(b - edges.begin()), static_cast<size_t>(e - edges.begin())};
-    for (auto it = b; it != e; ++it) {
-      if (it->src < lo || it->src >= hi) halos[j].push_back(it->src);
-    }
-    std::sort(halos[j].begin(), halos[j].end());
-    halos[j].erase(std::unique(halos[j].begin(), halos[j].end()), halos[j].end());
-    asked_ids.insert(asked_ids.end(), halos[j].begin(), halos[j].end());
-  }
-  std::sort(asked_ids.begin(), asked_ids.end());
-  asked_ids.erase(std::unique(asked_ids.begin(), asked_ids.end()), asked_ids.end());
-  std::vector<int> asked_of(asked_ids.size());
-  for (size_t i = 0; i < asked_ids.size(); ++i) asked_of[i] = OwnerOfPart(part_of_new(asked_ids[i]), ranks);
-  const std::vector<size_t> ask_order = GroupByRank(asked_of, ranks, &counts);
-  Free(asked_of);
-  std::vector<int64_t> ask(ask_order.size());
-  for (size_t j = 0; j < ask_order.size(); ++j) ask[j] = asked_ids[ask_order[j]];
-  std::vector<int64_t> from;
-  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> wanted, group.Exchange(ask, counts, &from));
-  std::vector<int64_t> orig_back(wanted.size());
-  std::vector<float> features_back(wanted.size() * dim);
-  for (size_t i = 0; i < wanted.size(); ++i) {
-    const size_t at = node_index(wanted[i]);
-    orig_back[i] = nodes[at].orig_id;
-    std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
-                features_back.begin() + static_cast<ptrdiff_t>(i * dim));
-  }
-  std::vector<int64_t> answer_counts(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r)
-    answer_counts[static_cast<size_t>(r)] = from[static_cast<size_t>(r) + 1] - from[static_cast<size_t>(r)];
-  TESSEL_ASSIGN_OR_RETURN(std::vector<int64_t> halo_orig, group.Exchange(orig_back, answer_counts));
-  Free(orig_back);
-  for (int64_t& c : answer_counts) c *= static_cast<int64_t>(dim);
-  TESSEL_ASSIGN_OR_RETURN(std::vector<float> halo_features, group.Exchange(features_back, answer_counts));
-  Free(features_back);
-  // The answers come in ask order; index them by the id asked.
-  std::vector<size_t> answer_of(asked_ids.size());
-  for (size_t j = 0; j < ask_order.size(); ++j) answer_of[ask_order[j]] = j;
-
-  // 4. The parts.
-  std::vector<WorkerPartition> out;
   const auto num_rel = static_cast<int32_t>(facts.relation_names.size());
   for (size_t j = 0; j < owned.size(); ++j) {
-    WorkerPartition& wp = out.emplace_back();
+    WorkerPartition& wp = out[j];
     wp.part = owned[j];
-    wp.num_parts = k;
-    wp.offsets = facts.offsets;
     const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)],
                   hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
     wp.num_owned = hi - lo;
-    const std::vector<int64_t>& halo = halos[j];
-    const int64_t rows = wp.num_owned + static_cast<int64_t>(halo.size());
-    wp.row_new_id.resize(static_cast<size_t>(rows));
-    std::iota(wp.row_new_id.begin(), wp.row_new_id.begin() + wp.num_owned, lo);
-    std::copy(halo.begin(), halo.end(), wp.row_new_id.begin() + wp.num_owned);
-    wp.row_orig_id.resize(static_cast<size_t>(rows));
-    wp.feature_dim = home.feature_dim;
-    wp.features.resize(static_cast<size_t>(rows) * dim);
-    const auto owned_rows = static_cast<size_t>(wp.num_owned);
-    wp.labels.resize(owned_rows);
-    wp.train_mask.resize(owned_rows);
-    wp.val_mask.resize(owned_rows);
-    wp.test_mask.resize(owned_rows);
-    for (size_t i = 0; i < owned_rows; ++i) {
-      const size_t at = node_index(lo + static_cast<int64_t>(i));
-      const NodeOut& nd = nodes[at];
-      wp.row_orig_id[i] = nd.orig_id;
-      wp.labels[i] = nd.label;
-      wp.train_mask[i] = nd.train;
-      wp.val_mask[i] = nd.val;
-      wp.test_mask[i] = nd.test;
-      std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
-                  wp.features.begin() + static_cast<ptrdiff_t>(i * dim));
+    const auto b =
+        std::lower_bound(edges.begin(), edges.end(), lo, [](const Edge& e, int64_t v) { return e.dst() < v; });
+    const auto e = std::lower_bound(b, edges.end(), hi, [](const Edge& x, int64_t v) { return x.dst() < v; });
+    std::vector<int64_t>& halo = halos[j];
+    for (auto it = b; it != e; ++it) {
+      if (it->src < lo || it->src >= hi) halo.push_back(it->src);
     }
-    for (size_t h = 0; h < halo.size(); ++h) {
-      const size_t a = answer_of[static_cast<size_t>(std::lower_bound(asked_ids.begin(), asked_ids.end(), halo[h]) -
-                                                     asked_ids.begin())];
-      const size_t row = owned_rows + h;
-      wp.row_orig_id[row] = halo_orig[a];
-      std::copy_n(halo_features.begin() + static_cast<ptrdiff_t>(a * dim), dim,
-                  wp.features.begin() + static_cast<ptrdiff_t>(row * dim));
-    }
-    wp.type_offsets = facts.type_offsets;
-    wp.total_nodes = facts.total_nodes;
-    wp.num_classes = facts.num_classes;
-    wp.total_train = facts.total_train;
-    wp.total_test = facts.total_test;
-    wp.graph_hash = facts.graph_hash;
-  }
-  // Every feature row is in its part: the received rows go before the edges are laid out.
-  Free(nodes);
-  Free(features);
-  Free(by_new);
-  Free(owned_ids);
-  Free(halo_orig);
-  Free(halo_features);
-  Free(answer_of);
-  Free(asked_ids);
-  for (size_t j = 0; j < owned.size(); ++j) {
-    WorkerPartition& wp = out[j];
-    const std::vector<int64_t>& halo = halos[j];
-    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)],
-                  hi = facts.offsets[static_cast<size_t>(wp.part) + 1];
-    // Edges in rows, in place, grouped by relation and sorted by (source row, destination row).
-    const auto b = edges.begin() + static_cast<ptrdiff_t>(range[j].first);
-    const auto e = edges.begin() + static_cast<ptrdiff_t>(range[j].second);
+    std::sort(halo.begin(), halo.end());
+    halo.erase(std::unique(halo.begin(), halo.end()), halo.end());
+    halo.shrink_to_fit();
     for (auto it = b; it != e; ++it) {
       it->src = (it->src >= lo && it->src < hi)
                     ? it->src - lo
@@ -248,7 +154,88 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
       wp.dst[at] = it->dst();
     }
     for (int32_t r = 0; r < num_rel; ++r) wp.rel_ptr[static_cast<size_t>(r) + 1] += wp.rel_ptr[static_cast<size_t>(r)];
-    Free(halos[j]);
+  }
+  Free(edges);
+
+  // 4. The owned rows of every part (features only for these: a worker takes its halo rows' from their
+  // owners), from the nodes this rank received; the halo rows are made room for.
+  for (size_t j = 0; j < owned.size(); ++j) {
+    WorkerPartition& wp = out[j];
+    wp.num_parts = k;
+    wp.offsets = facts.offsets;
+    const int64_t lo = facts.offsets[static_cast<size_t>(wp.part)];
+    const std::vector<int64_t>& halo = halos[j];
+    const int64_t rows = wp.num_owned + static_cast<int64_t>(halo.size());
+    wp.row_new_id.resize(static_cast<size_t>(rows));
+    std::iota(wp.row_new_id.begin(), wp.row_new_id.begin() + wp.num_owned, lo);
+    std::copy(halo.begin(), halo.end(), wp.row_new_id.begin() + wp.num_owned);
+    wp.row_orig_id.resize(static_cast<size_t>(rows));
+    wp.feature_dim = home.feature_dim;
+    wp.features.resize(static_cast<size_t>(wp.num_owned) * dim);
+    const auto owned_rows = static_cast<size_t>(wp.num_owned);
+    wp.labels.resize(owned_rows);
+    wp.train_mask.resize(owned_rows);
+    wp.val_mask.resize(owned_rows);
+    wp.test_mask.resize(owned_rows);
+    for (size_t i = 0; i < owned_rows; ++i) {
+      const size_t at = node_index(lo + static_cast<int64_t>(i));
+      const NodeOut& nd = nodes[at];
+      wp.row_orig_id[i] = nd.orig_id;
+      wp.labels[i] = nd.label;
+      wp.train_mask[i] = nd.train;
+      wp.val_mask[i] = nd.val;
+      wp.test_mask[i] = nd.test;
+      std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
+                  wp.features.begin() + static_cast<ptrdiff_t>(i * dim));
+    }
+    wp.type_offsets = facts.type_offsets;
+    wp.total_nodes = facts.total_nodes;
+    wp.num_classes = facts.num_classes;
+    wp.total_train = facts.total_train;
+    wp.total_test = facts.total_test;
+    wp.graph_hash = facts.graph_hash;
+  }
+
+  // 5. The halo rows' original ids, asked of the halo nodes' builders. The answers are made and this
+  // rank's nodes freed before they travel.
+  std::vector<int64_t> asked_ids;
+  for (const std::vector<int64_t>& halo : halos) asked_ids.insert(asked_ids.end(), halo.begin(), halo.end());
+  std::sort(asked_ids.begin(), asked_ids.end());
+  asked_ids.erase(std::unique(asked_ids.begin(), asked_ids.end()), asked_ids.end());
+  std::vector<int> asked_of(asked_ids.size());
+  for (size_t i = 0; i < asked_ids.size(); ++i) asked_of[i] = OwnerOfPart(part_of_new(asked_ids[i]), ranks);
+  const std::vector<size_t> ask_order = GroupByRank(asked_of, ranks, &counts);
+  Free(asked_of);
+  std::vector<int64_t> from;
+  std::vector<int64_t> wanted;
+  {
+    std::vector<int64_t> ask(ask_order.size());
+    for (size_t j = 0; j < ask_order.size(); ++j) ask[j] = asked_ids[ask_order[j]];
+    TESSEL_ASSIGN_OR_RETURN(wanted, group.Exchange(ask, counts, &from));
+  }
+  std::vector<int64_t> orig_back(wanted.size());
+  for (size_t i = 0; i < wanted.size(); ++i) orig_back[i] = nodes[node_index(wanted[i])].orig_id;
+  Free(wanted);
+  Free(nodes);
+  Free(features);
+  Free(by_new);
+  Free(owned_ids);
+  std::vector<int64_t> answer_counts(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r)
+    answer_counts[static_cast<size_t>(r)] = from[static_cast<size_t>(r) + 1] - from[static_cast<size_t>(r)];
+  TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> halo_orig, group.Exchange(orig_back, answer_counts));
+  Free(orig_back);
+  // The answers come in ask order; index them by the id asked.
+  std::vector<size_t> answer_of(asked_ids.size());
+  for (size_t j = 0; j < ask_order.size(); ++j) answer_of[ask_order[j]] = j;
+  for (size_t j = 0; j < owned.size(); ++j) {
+    WorkerPartition& wp = out[j];
+    const auto owned_rows = static_cast<size_t>(wp.num_owned);
+    const std::vector<int64_t>& halo = halos[j];
+    for (size_t h = 0; h < halo.size(); ++h) {
+      wp.row_orig_id[owned_rows + h] = halo_orig[answer_of[static_cast<size_t>(
+          std::lower_bound(asked_ids.begin(), asked_ids.end(), halo[h]) - asked_ids.begin())]];
+    }
   }
   return out;
 }

@@ -1,12 +1,12 @@
 // The last step of the distributed partitioner (chunked_partition.h): once every home node has a part and
 // a new id, the parts this rank owns (part % ranks == rank) are built from what the homes send them:
 // their in-edges (sources resolved to new ids at their homes), their nodes with features and supervision,
-// and their halo's original ids and features from the halo nodes' own builders. The layout is exactly
+// and their halo's original ids from the halo nodes' own builders. The layout is exactly
 // BuildWorkerPartitions' (storage/partition.h): owned rows in new-id order, then the halo sorted by new id;
-// each relation's edges sorted by (source row, destination row).
-// Memory: the in-edges are converted and sorted in place, and every buffer is freed as soon as the next
-// step has what it needs, so a rank's peak is about its edges twice (24 bytes, then the part's 16) plus
-// its parts' feature rows twice.
+// each relation's edges sorted by (source row, destination row); features for the owned rows only.
+// Memory: the in-edges are converted and sorted in place and become the part's edges before any row is
+// made, and every buffer is freed as soon as the next step has what it needs, so a rank's peak is about
+// its edges twice (the received 16 bytes, then the part's 16) or its part's edges, rows and owned features.
 // Thread safety: a collective over the group's ranks.
 #pragma once
 

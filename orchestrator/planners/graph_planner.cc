@@ -66,7 +66,9 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
   c.parameter_bytes = params * 4 * 4;
   c.activation_bytes = act * 4 * 2;  // outputs and their gradients
-  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + p.sizes.features * 4;
+  // The part carries the owned rows' features; with feature input the halo rows' join them at load.
+  const int64_t feature_values = onehot ? p.sizes.features : rows * p.feature_dim;
+  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + feature_values * 4;
   c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
   return c;
 }

@@ -73,9 +73,13 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   }
 
   if (input == Input::kFeatures) {
-    if (static_cast<int64_t>(part.features.size()) != rows * part.feature_dim) {
-      return BadDataError(StrCat("partition ", part.part, ": features do not cover every row"));
+    if (static_cast<int64_t>(part.features.size()) != owned * part.feature_dim) {
+      return BadDataError(StrCat("partition ", part.part, ": features do not cover the owned rows"));
     }
+    // The halo rows' features from their owners, as a layer's activations move (every worker, whatever
+    // its halo, joins the exchange).
+    part.features.resize(static_cast<size_t>(rows * part.feature_dim));
+    if (s->has_peers_) TESSEL_RETURN_IF_ERROR(s->halo_.Forward(part.features.data(), part.feature_dim));
     if (dtype == DType::kF64) {
       const std::vector<double> wide(part.features.begin(), part.features.end());
       TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(wide, {rows, part.feature_dim}, device));

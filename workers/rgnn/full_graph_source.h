@@ -1,5 +1,6 @@
 // FullGraphSource: the batch source of full-graph training. Every step sees the worker's whole
-// partition: its edges in the kernels' layout, the input features (or row ids for one-hot input), the
+// partition: its edges in the kernels' layout, the input features (the owned rows' from the partition,
+// the halo rows' from their owners when it is built; or row ids for one-hot input), the
 // labels and masks of the owned rows, and the halo exchange that fills the rows owned by other workers
 // before each layer (and returns their gradients after it). Every layer reads the same GraphView; the
 // sampled source (sampled_source.h) offers the layers one view per layer and mini-batch instead.

@@ -57,9 +57,9 @@ Status HaloExchange::Forward(float* full, int64_t dim) {
     sc[q] = static_cast<int64_t>(serve_rows_[q].size()) * dim;
     total += sc[q];
   }
-  send_.resize(static_cast<size_t>(total));
+  buffer_.resize(static_cast<size_t>(total));
   for (size_t q = 0; q < n; ++q) {
-    float* out = send_.data() + so[q];
+    float* out = buffer_.data() + so[q];
     for (int64_t row : serve_rows_[q]) {
       std::memcpy(out, full + row * dim, static_cast<size_t>(dim) * sizeof(float));
       out += dim;
@@ -67,7 +67,7 @@ Status HaloExchange::Forward(float* full, int64_t dim) {
     rc[q] = halo_count_[q] * dim;
     ro[q] = (num_owned_ + halo_begin_[q]) * dim;
   }
-  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(send_.data(), sc, so, full, rc, ro));
+  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(buffer_.data(), sc, so, full, rc, ro));
   for (size_t q = 0; q < n; ++q) {
     bytes_sent_ += sc[q] * static_cast<int64_t>(sizeof(float));
     bytes_received_ += rc[q] * static_cast<int64_t>(sizeof(float));
@@ -87,10 +87,10 @@ Status HaloExchange::Backward(float* grad_full, int64_t dim) {
     rc[q] = static_cast<int64_t>(serve_rows_[q].size()) * dim;
     total += rc[q];
   }
-  recv_.resize(static_cast<size_t>(total));
-  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(grad_full, sc, so, recv_.data(), rc, ro));
+  buffer_.resize(static_cast<size_t>(total));
+  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(grad_full, sc, so, buffer_.data(), rc, ro));
   for (size_t q = 0; q < n; ++q) {
-    const float* in = recv_.data() + ro[q];
+    const float* in = buffer_.data() + ro[q];
     for (int64_t row : serve_rows_[q]) {
       float* dst = grad_full + row * dim;
       for (int64_t k = 0; k < dim; ++k) dst[k] += in[k];

@@ -31,7 +31,7 @@ class HaloExchange {
   int64_t num_owned_ = 0;
   std::vector<std::vector<int64_t>> serve_rows_;  // per peer: my owned rows it needs
   std::vector<int64_t> halo_begin_, halo_count_;  // per peer: its block of my halo rows
-  std::vector<float> send_, recv_;
+  std::vector<float> buffer_;                     // the served rows: sent forward, received backward
   int64_t bytes_sent_ = 0;
   int64_t bytes_received_ = 0;
 };

@@ -178,7 +178,7 @@ TEST(PartitionManifest, SizesOfCountsPairsAndTraining) {
     EXPECT_EQ(s.owned + s.halo, p.num_rows());
     EXPECT_GT(s.pairs, 0);
     EXPECT_LE(s.pairs, s.edges);
-    EXPECT_EQ(s.features, p.num_rows() * 4);
+    EXPECT_EQ(s.features, p.num_owned * 4);  // the owned rows' only
     edges += s.edges;
     train += s.train;
   }

@@ -181,9 +181,10 @@ void CheckAgainstRecount(const HeteroGraph& g, const std::vector<int32_t>& part_
     EXPECT_EQ(static_cast<size_t>(wp.num_rows() - wp.num_owned), want_halo.size());
     for (int64_t i = wp.num_owned + 1; i < wp.num_rows(); ++i) EXPECT_LT(wp.row_new_id[i - 1], wp.row_new_id[i]);
 
-    // Features of every row, supervision of owned rows.
+    // Features and supervision of the owned rows only (a halo row's features are its owner's).
     if (wp.feature_dim > 0) {
-      for (int64_t i = 0; i < wp.num_rows(); ++i) {
+      ASSERT_EQ(static_cast<int64_t>(wp.features.size()), wp.num_owned * wp.feature_dim);
+      for (int64_t i = 0; i < wp.num_owned; ++i) {
         const int64_t v = wp.row_orig_id[i];
         const NodeType& t = g.node_types[type_of[v]];
         for (int64_t j = 0; j < wp.feature_dim; ++j) {
