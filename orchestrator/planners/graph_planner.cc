@@ -68,7 +68,9 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   c.activation_bytes = act * 4 * 2;  // outputs and their gradients
   // The part carries the owned rows' features; with feature input the halo rows' join them at load.
   const int64_t feature_values = onehot ? p.sizes.features : rows * p.feature_dim;
-  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * 8 + feature_values * 4;
+  // Every row's node type (i32), and its global id (i64) where a one-hot first layer indexes by it.
+  const int64_t row_bytes = onehot ? 12 : 4;
+  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * row_bytes + feature_values * 4;
   c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
   return c;
 }

@@ -105,6 +105,12 @@ class LocalComm final : public WorkerComm {
 
 namespace tessel::workers {
 
+// Collective: every worker passes its own outcome of a local step that comes before a collective. A worker
+// whose step failed gets its own error back; the others get one of the same code naming the workers that
+// failed. So no worker goes on into a collective that a failed peer will never join (which would wait
+// until the coordinator ends the job). kRankFailed when the agreement itself fails.
+Status AgreeOn(const Status& mine, WorkerComm& comm);
+
 // Host memory: the WorkerComm's allreduce.
 class HostDeviceComm final : public DeviceComm {
  public:

@@ -17,6 +17,52 @@ Result<Tensor> OnDevice(const std::vector<T>& v, std::vector<int64_t> shape, con
 
 }  // namespace
 
+Status FullGraphSource::CheckOwnedRows(const storage::WorkerPartition& part, Input input) {
+  const int64_t owned = part.num_owned;
+  if (input == Input::kFeatures && part.feature_dim <= 0) {
+    return UsageError("model.input = \"features\" but the graph's nodes carry no (uniform) features");
+  }
+  if (static_cast<int64_t>(part.labels.size()) != owned || static_cast<int64_t>(part.train_mask.size()) != owned ||
+      static_cast<int64_t>(part.test_mask.size()) != owned) {
+    return BadDataError(StrCat("partition ", part.part, ": labels or masks do not cover the owned nodes"));
+  }
+  if (input == Input::kFeatures && static_cast<int64_t>(part.features.size()) != owned * part.feature_dim) {
+    return BadDataError(StrCat("partition ", part.part, ": features do not cover the owned rows"));
+  }
+  return Status();
+}
+
+Status FullGraphSource::BuildLayouts(storage::WorkerPartition& part, const Layouts& layouts, DType dtype,
+                                     const ExecutorContext& context) {
+  const DeviceContext& device = context.device;
+  GraphView& v = view_;
+  if (layouts.segments) {
+    const int64_t threads = context.pool != nullptr ? context.pool->num_threads() : 1;
+    const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
+    TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges, dtype));
+  }
+  if (layouts.relation_pairs) {
+    TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction, dtype));
+    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.pairs, device));
+  }
+  // The layouts hold the edges now; the partition's copies go before anything else is allocated.
+  std::vector<int64_t>().swap(part.src);
+  std::vector<int64_t>().swap(part.dst);
+  // Node types: a row's type from its global id (types are concatenated in the id space).
+  const int64_t rows = part.num_rows();
+  std::vector<int32_t> types(static_cast<size_t>(rows), 0);
+  const std::vector<int64_t>& offsets = part.type_offsets;
+  v.node_types = offsets.size() >= 2 ? static_cast<int32_t>(offsets.size() - 1) : 1;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t id = part.row_orig_id[static_cast<size_t>(i)];
+    const auto it = std::upper_bound(offsets.begin(), offsets.end(), id);
+    types[static_cast<size_t>(i)] = offsets.size() >= 2 ? static_cast<int32_t>(it - offsets.begin()) - 1 : 0;
+  }
+  v.type_runs = TypeRunsOf(types, part.num_owned);
+  TESSEL_ASSIGN_OR_RETURN(v.row_type, OnDevice(types, {rows}, device));
+  return Status();
+}
+
 Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerPartition part, Input input,
                                                                 Layouts layouts, int32_t layers, DType dtype,
                                                                 const ExecutorContext& context) {
@@ -37,58 +83,39 @@ Result<std::unique_ptr<FullGraphSource>> FullGraphSource::Build(storage::WorkerP
   if (part.num_classes < 2) {
     return BadDataError(StrCat("the graph has ", part.num_classes, " classes; node classification needs at least 2"));
   }
-  if (input == Input::kFeatures && part.feature_dim <= 0) {
-    return UsageError("model.input = \"features\" but the graph's nodes carry no (uniform) features");
-  }
   const int64_t rows = part.num_rows(), owned = part.num_owned;
-  if (static_cast<int64_t>(part.labels.size()) != owned || static_cast<int64_t>(part.train_mask.size()) != owned ||
-      static_cast<int64_t>(part.test_mask.size()) != owned) {
-    return BadDataError(StrCat("partition ", part.part, ": labels or masks do not cover the owned nodes"));
-  }
-  TESSEL_ASSIGN_OR_RETURN(s->halo_, HaloExchange::Build(part, *context.comm));
-  if (layouts.segments) {
-    const int64_t threads = context.pool != nullptr ? context.pool->num_threads() : 1;
-    const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
-    TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, layouts.compaction, device, block_edges, dtype));
-  }
-  if (layouts.relation_pairs) {
-    TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, layouts.compaction, dtype));
-    TESSEL_RETURN_IF_ERROR(MoveToDevice(v.pairs, device));
-  }
-  // The layouts hold the edges now; the partition's copies go before anything else is allocated.
-  std::vector<int64_t>().swap(part.src);
-  std::vector<int64_t>().swap(part.dst);
-  // Node types: a row's type from its global id (types are concatenated in the id space).
-  {
-    std::vector<int32_t> types(static_cast<size_t>(rows), 0);
-    const std::vector<int64_t>& offsets = part.type_offsets;
-    v.node_types = offsets.size() >= 2 ? static_cast<int32_t>(offsets.size() - 1) : 1;
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t id = part.row_orig_id[static_cast<size_t>(i)];
-      const auto it = std::upper_bound(offsets.begin(), offsets.end(), id);
-      types[static_cast<size_t>(i)] = offsets.size() >= 2 ? static_cast<int32_t>(it - offsets.begin()) - 1 : 0;
-    }
-    v.type_runs = TypeRunsOf(types, owned);
-    TESSEL_ASSIGN_OR_RETURN(v.row_type, OnDevice(types, {rows}, device));
-  }
+  WorkerComm& comm = *context.comm;
+  // The steps of one part alone come before each collective, and the workers agree on their outcome
+  // (AgreeOn), so a bad part stops every worker rather than leaving its peers waiting in an exchange.
+  TESSEL_RETURN_IF_ERROR(AgreeOn(CheckOwnedRows(part, input), comm));
+  TESSEL_ASSIGN_OR_RETURN(s->halo_, HaloExchange::Build(part, comm));
+  TESSEL_RETURN_IF_ERROR(AgreeOn(s->BuildLayouts(part, layouts, dtype, context), comm));
 
   if (input == Input::kFeatures) {
-    if (static_cast<int64_t>(part.features.size()) != owned * part.feature_dim) {
-      return BadDataError(StrCat("partition ", part.part, ": features do not cover the owned rows"));
-    }
     // The halo rows' features from their owners, as a layer's activations move (every worker, whatever
-    // its halo, joins the exchange).
-    part.features.resize(static_cast<size_t>(rows * part.feature_dim));
-    if (s->has_peers_) TESSEL_RETURN_IF_ERROR(s->halo_.Forward(part.features.data(), part.feature_dim));
-    if (dtype == DType::kF64) {
-      const std::vector<double> wide(part.features.begin(), part.features.end());
-      TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(wide, {rows, part.feature_dim}, device));
+    // its halo, joins the exchange). On the CPU in f32 they land in the tensor itself: the part's copy of
+    // the owned rows goes first.
+    if (device.device == Device::kCpu && dtype == DType::kF32) {
+      TESSEL_ASSIGN_OR_RETURN(s->features_, Tensor::Empty(DType::kF32, {rows, part.feature_dim}, *device.allocator));
+      std::copy(part.features.begin(), part.features.end(), s->features_.data<float>());
+      std::vector<float>().swap(part.features);
+      if (s->has_peers_) TESSEL_RETURN_IF_ERROR(s->halo_.Forward(s->features_.data<float>(), part.feature_dim));
     } else {
-      TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
+      part.features.resize(static_cast<size_t>(rows * part.feature_dim));
+      if (s->has_peers_) TESSEL_RETURN_IF_ERROR(s->halo_.Forward(part.features.data(), part.feature_dim));
+      if (dtype == DType::kF64) {
+        const std::vector<double> wide(part.features.begin(), part.features.end());
+        TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(wide, {rows, part.feature_dim}, device));
+      } else {
+        TESSEL_ASSIGN_OR_RETURN(s->features_, OnDevice(part.features, {rows, part.feature_dim}, device));
+      }
+      std::vector<float>().swap(part.features);
     }
-    std::vector<float>().swap(part.features);
   }
-  TESSEL_ASSIGN_OR_RETURN(v.row_id, OnDevice(part.row_orig_id, {rows}, device));
+  // Global ids index the first layer's tables under one-hot input only; with features no kernel reads them.
+  if (input != Input::kFeatures) {
+    TESSEL_ASSIGN_OR_RETURN(v.row_id, OnDevice(part.row_orig_id, {rows}, device));
+  }
   TESSEL_ASSIGN_OR_RETURN(s->labels_, OnDevice(part.labels, {owned}, device));
   TESSEL_ASSIGN_OR_RETURN(s->train_mask_, OnDevice(part.train_mask, {owned}, device));
   TESSEL_ASSIGN_OR_RETURN(s->test_mask_, OnDevice(part.test_mask, {owned}, device));

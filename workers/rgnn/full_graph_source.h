@@ -78,6 +78,12 @@ class FullGraphSource final : public BatchSource {
 
  private:
   FullGraphSource() = default;
+  // The steps of one part alone, each before a collective (the caller agrees on their outcome):
+  // whether the labels, masks and features cover the owned rows; and the edge layouts and row types
+  // (which release the partition's edges).
+  static Status CheckOwnedRows(const storage::WorkerPartition& part, Input input);
+  Status BuildLayouts(storage::WorkerPartition& part, const Layouts& layouts, DType dtype,
+                      const ExecutorContext& context);
   // Runs the exchange on a host copy when the tensor is in device memory.
   Status Exchange(Tensor& full, bool forward);
 

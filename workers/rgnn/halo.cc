@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/logging.h"
+
 namespace tessel::workers {
 
 Result<HaloExchange> HaloExchange::Build(const storage::WorkerPartition& p, WorkerComm& comm) {
@@ -10,94 +12,114 @@ Result<HaloExchange> HaloExchange::Build(const storage::WorkerPartition& p, Work
   h.comm_ = &comm;
   h.num_owned_ = p.num_owned;
   const int n = comm.size();
-  if (n != p.num_parts) {
-    return InternalError("partition has " + std::to_string(p.num_parts) + " parts but " + std::to_string(n) +
-                         " workers run");
-  }
-  h.halo_begin_.assign(static_cast<size_t>(n), 0);
-  h.halo_count_.assign(static_cast<size_t>(n), 0);
   std::vector<std::vector<int64_t>> need(static_cast<size_t>(n));
-  for (int64_t row = p.num_owned; row < p.num_rows(); ++row) {
-    const int64_t id = p.row_new_id[static_cast<size_t>(row)];
-    const auto it = std::upper_bound(p.offsets.begin(), p.offsets.end(), id);
-    const int owner = static_cast<int>(it - p.offsets.begin()) - 1;
-    if (owner < 0 || owner >= n || owner == comm.rank()) {
-      return BadDataError("halo row " + std::to_string(row) + " (id " + std::to_string(id) + ") has no valid owner");
+  // What this worker needs of each peer, checked before the workers trade it (AgreeOn: a bad part stops
+  // every worker, none waits in the exchange).
+  const auto plan = [&]() -> Status {
+    if (n != p.num_parts) {
+      return InternalError(StrCat("partition has ", p.num_parts, " parts but ", n, " workers run"));
     }
-    auto& v = need[static_cast<size_t>(owner)];
-    if (v.empty()) h.halo_begin_[static_cast<size_t>(owner)] = row - p.num_owned;
-    if (!v.empty() && row - p.num_owned != h.halo_begin_[static_cast<size_t>(owner)] + static_cast<int64_t>(v.size())) {
-      return BadDataError("halo rows are not grouped by owner");
-    }
-    v.push_back(id);
-  }
-  for (int q = 0; q < n; ++q)
-    h.halo_count_[static_cast<size_t>(q)] = static_cast<int64_t>(need[static_cast<size_t>(q)].size());
-  TESSEL_RETURN_IF_ERROR(comm.AllToAll(need, &h.serve_rows_));
-  const int64_t lo = p.offsets[static_cast<size_t>(comm.rank())];
-  for (int q = 0; q < n; ++q) {
-    for (int64_t& id : h.serve_rows_[static_cast<size_t>(q)]) {
-      if (id < lo || id >= lo + p.num_owned) {
-        return BadDataError("worker " + std::to_string(q) + " asked for node " + std::to_string(id) + " which worker " +
-                            std::to_string(comm.rank()) + " does not own");
+    h.halo_begin_.assign(static_cast<size_t>(n), 0);
+    h.halo_count_.assign(static_cast<size_t>(n), 0);
+    for (int64_t row = p.num_owned; row < p.num_rows(); ++row) {
+      const int64_t id = p.row_new_id[static_cast<size_t>(row)];
+      const auto it = std::upper_bound(p.offsets.begin(), p.offsets.end(), id);
+      const int owner = static_cast<int>(it - p.offsets.begin()) - 1;
+      if (owner < 0 || owner >= n || owner == comm.rank()) {
+        return BadDataError(StrCat("halo row ", row, " (id ", id, ") has no valid owner"));
       }
-      id -= lo;
+      auto& v = need[static_cast<size_t>(owner)];
+      if (v.empty()) h.halo_begin_[static_cast<size_t>(owner)] = row - p.num_owned;
+      if (!v.empty() &&
+          row - p.num_owned != h.halo_begin_[static_cast<size_t>(owner)] + static_cast<int64_t>(v.size())) {
+        return BadDataError("halo rows are not grouped by owner");
+      }
+      v.push_back(id);
     }
-  }
+    for (int q = 0; q < n; ++q)
+      h.halo_count_[static_cast<size_t>(q)] = static_cast<int64_t>(need[static_cast<size_t>(q)].size());
+    return Status();
+  };
+  TESSEL_RETURN_IF_ERROR(AgreeOn(plan(), comm));
+  TESSEL_RETURN_IF_ERROR(comm.AllToAll(need, &h.serve_rows_));
+  const auto served = [&]() -> Status {
+    const int64_t lo = p.offsets[static_cast<size_t>(comm.rank())];
+    for (int q = 0; q < n; ++q) {
+      for (int64_t& id : h.serve_rows_[static_cast<size_t>(q)]) {
+        if (id < lo || id >= lo + p.num_owned) {
+          return BadDataError(
+              StrCat("worker ", q, " asked for node ", id, " which worker ", comm.rank(), " does not own"));
+        }
+        id -= lo;
+      }
+    }
+    return Status();
+  };
+  TESSEL_RETURN_IF_ERROR(AgreeOn(served(), comm));
   return h;
 }
 
+// Both directions move one peer's rows at a time, in n - 1 rounds: in round k a worker sends to the worker
+// k after it and receives from the worker k before it (every link busy in every round), so the buffer
+// holds the rows served to one peer, not to all of them (at 8 workers of a random graph, a seventh).
+namespace {
+
+int Ahead(int me, int k, int n) { return (me + k) % n; }
+int Behind(int me, int k, int n) { return (me - k + n) % n; }
+
+}  // namespace
+
 Status HaloExchange::Forward(float* full, int64_t dim) {
-  const size_t n = static_cast<size_t>(comm_->size());
+  const int n = comm_->size(), me = comm_->rank();
   if (n == 1) return Status();
-  std::vector<int64_t> sc(n), so(n), rc(n), ro(n);
-  int64_t total = 0;
-  for (size_t q = 0; q < n; ++q) {
-    so[q] = total;
-    sc[q] = static_cast<int64_t>(serve_rows_[q].size()) * dim;
-    total += sc[q];
-  }
-  buffer_.resize(static_cast<size_t>(total));
-  for (size_t q = 0; q < n; ++q) {
-    float* out = buffer_.data() + so[q];
-    for (int64_t row : serve_rows_[q]) {
+  std::vector<int64_t> sc(static_cast<size_t>(n), 0), so(static_cast<size_t>(n), 0), rc(static_cast<size_t>(n), 0),
+      ro(static_cast<size_t>(n), 0);
+  for (int k = 1; k < n; ++k) {
+    const auto to = static_cast<size_t>(Ahead(me, k, n)), from = static_cast<size_t>(Behind(me, k, n));
+    const std::vector<int64_t>& rows = serve_rows_[to];
+    buffer_.resize(rows.size() * static_cast<size_t>(dim));
+    float* out = buffer_.data();
+    for (const int64_t row : rows) {
       std::memcpy(out, full + row * dim, static_cast<size_t>(dim) * sizeof(float));
       out += dim;
     }
-    rc[q] = halo_count_[q] * dim;
-    ro[q] = (num_owned_ + halo_begin_[q]) * dim;
-  }
-  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(buffer_.data(), sc, so, full, rc, ro));
-  for (size_t q = 0; q < n; ++q) {
-    bytes_sent_ += sc[q] * static_cast<int64_t>(sizeof(float));
-    bytes_received_ += rc[q] * static_cast<int64_t>(sizeof(float));
+    std::fill(sc.begin(), sc.end(), 0);
+    std::fill(rc.begin(), rc.end(), 0);
+    sc[to] = static_cast<int64_t>(rows.size()) * dim;
+    rc[from] = halo_count_[from] * dim;
+    ro[from] = (num_owned_ + halo_begin_[from]) * dim;
+    TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(buffer_.data(), sc, so, full, rc, ro));
+    bytes_sent_ += sc[to] * static_cast<int64_t>(sizeof(float));
+    bytes_received_ += rc[from] * static_cast<int64_t>(sizeof(float));
   }
   return Status();
 }
 
 Status HaloExchange::Backward(float* grad_full, int64_t dim) {
-  const size_t n = static_cast<size_t>(comm_->size());
+  const int n = comm_->size(), me = comm_->rank();
   if (n == 1) return Status();
-  std::vector<int64_t> sc(n), so(n), rc(n), ro(n);
-  int64_t total = 0;
-  for (size_t q = 0; q < n; ++q) {
-    sc[q] = halo_count_[q] * dim;
-    so[q] = (num_owned_ + halo_begin_[q]) * dim;
-    ro[q] = total;
-    rc[q] = static_cast<int64_t>(serve_rows_[q].size()) * dim;
-    total += rc[q];
-  }
-  buffer_.resize(static_cast<size_t>(total));
-  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(grad_full, sc, so, buffer_.data(), rc, ro));
-  for (size_t q = 0; q < n; ++q) {
-    const float* in = buffer_.data() + ro[q];
-    for (int64_t row : serve_rows_[q]) {
+  std::vector<int64_t> sc(static_cast<size_t>(n), 0), so(static_cast<size_t>(n), 0), rc(static_cast<size_t>(n), 0),
+      ro(static_cast<size_t>(n), 0);
+  // The reverse of Forward: the halo rows' gradients go back to their owners, who add them in round order.
+  for (int k = 1; k < n; ++k) {
+    const auto to = static_cast<size_t>(Behind(me, k, n)), from = static_cast<size_t>(Ahead(me, k, n));
+    const std::vector<int64_t>& rows = serve_rows_[from];
+    buffer_.resize(rows.size() * static_cast<size_t>(dim));
+    std::fill(sc.begin(), sc.end(), 0);
+    std::fill(rc.begin(), rc.end(), 0);
+    std::fill(so.begin(), so.end(), 0);
+    sc[to] = halo_count_[to] * dim;
+    so[to] = (num_owned_ + halo_begin_[to]) * dim;
+    rc[from] = static_cast<int64_t>(rows.size()) * dim;
+    TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(grad_full, sc, so, buffer_.data(), rc, ro));
+    const float* in = buffer_.data();
+    for (const int64_t row : rows) {
       float* dst = grad_full + row * dim;
-      for (int64_t k = 0; k < dim; ++k) dst[k] += in[k];
+      for (int64_t c = 0; c < dim; ++c) dst[c] += in[c];
       in += dim;
     }
-    bytes_sent_ += sc[q] * static_cast<int64_t>(sizeof(float));
-    bytes_received_ += rc[q] * static_cast<int64_t>(sizeof(float));
+    bytes_sent_ += sc[to] * static_cast<int64_t>(sizeof(float));
+    bytes_received_ += rc[from] * static_cast<int64_t>(sizeof(float));
   }
   return Status();
 }

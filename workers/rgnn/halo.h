@@ -1,8 +1,11 @@
 // HaloExchange: moves layer activations of halo rows from their owners (forward) and the
 // gradients of halo rows back to their owners (backward). Built once per job from the partition's
-// range book: halo rows are sorted by new id, so each peer's rows form one contiguous block.
-// Thread safety: the training thread only. Failure: comm errors (kRankFailed); a peer asking for a
-// row it does not own is kBadData.
+// range book: halo rows are sorted by new id, so each peer's rows form one contiguous block. The rows move
+// one peer at a time (n - 1 rounds, each worker sending to one peer and receiving from another), so the
+// exchange's own memory is the rows served to one peer.
+// Thread safety: the training thread only. Failure: comm errors (kRankFailed); a halo row without a
+// valid owner, or a peer asking for a row it does not own, is kBadData; Build is collective and every
+// worker returns an error when one part is bad (AgreeOn), none waits in the exchange.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,8 @@ class HaloExchange {
 
   // full: [num_rows, dim]; fills rows [num_owned, num_rows) from the owners.
   Status Forward(float* full, int64_t dim);
-  // grad_full: [num_rows, dim]; adds the halo rows' gradients into their owners' rows, in peer order.
+  // grad_full: [num_rows, dim]; adds the halo rows' gradients into their owners' rows, the peers' in the
+  // order of the rounds (worker me + 1's first); the order is fixed by the rank count alone.
   Status Backward(float* grad_full, int64_t dim);
 
   int64_t bytes_sent() const { return bytes_sent_; }
@@ -31,7 +35,7 @@ class HaloExchange {
   int64_t num_owned_ = 0;
   std::vector<std::vector<int64_t>> serve_rows_;  // per peer: my owned rows it needs
   std::vector<int64_t> halo_begin_, halo_count_;  // per peer: its block of my halo rows
-  std::vector<float> buffer_;                     // the served rows: sent forward, received backward
+  std::vector<float> buffer_;                     // one peer's served rows: sent forward, received backward
   int64_t bytes_sent_ = 0;
   int64_t bytes_received_ = 0;
 };

@@ -13,7 +13,11 @@ namespace {
 using testing::ThreadComm;
 using testing::ThreadGroup;
 
-TEST(HaloExchange, ForwardFillsHaloRowsAndBackwardSumsIntoOwners) {
+// Rows move one peer a round (round k: to the worker k ahead, from the worker k behind); 2 to 5 workers
+// cover every shift, including those that are not their own inverse.
+class HaloExchangeWorkers : public ::testing::TestWithParam<int> {};
+
+TEST_P(HaloExchangeWorkers, ForwardFillsHaloRowsAndBackwardSumsIntoOwners) {
   storage::GenerateOptions o;
   o.nodes = 300;
   o.node_types = 1;
@@ -23,9 +27,9 @@ TEST(HaloExchange, ForwardFillsHaloRowsAndBackwardSumsIntoOwners) {
   o.feature_dim = 0;
   auto g = storage::GenerateGraph(o);
   ASSERT_TRUE(g.ok());
-  const int parts = 3;
+  const int parts = GetParam();
   std::vector<int32_t> part_of(static_cast<size_t>(g->num_nodes()));
-  for (size_t i = 0; i < part_of.size(); ++i) part_of[i] = static_cast<int32_t>(i % 3);
+  for (size_t i = 0; i < part_of.size(); ++i) part_of[i] = static_cast<int32_t>((i * 7 + i / 5) % parts);
   auto built = storage::BuildWorkerPartitions(*g, part_of, parts);
   ASSERT_TRUE(built.ok());
 
@@ -65,6 +69,8 @@ TEST(HaloExchange, ForwardFillsHaloRowsAndBackwardSumsIntoOwners) {
     EXPECT_GT(halo->bytes_sent(), 0);
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Workers, HaloExchangeWorkers, ::testing::Values(2, 3, 4, 5));
 
 }  // namespace
 }  // namespace tessel::workers

@@ -161,6 +161,30 @@ TEST(RgnnExecutor, FeatureInputWithoutFeaturesIsRefused) {
   EXPECT_EQ(executor.status().code(), Code::kUsage);
 }
 
+// A part that fails its own checks stops every worker, each with an error, before any exchange: none of
+// its peers waits for it (here a wait would hang the test).
+TEST(RgnnExecutor, ABadPartStopsEveryWorkerBeforeTheExchange) {
+  const auto g = SmallGraph(6);
+  std::vector<storage::WorkerPartition> parts = Partition(g, 3);
+  parts[1].labels.pop_back();
+  const KernelRegistry kernels = LoadKernels();
+  ThreadGroup group(3);
+  std::vector<Status> got(3);
+  ThreadGroup::Run(3, [&](int rank) {
+    ThreadComm comm(&group, rank);
+    HostDeviceComm device_comm(comm);
+    ThreadPool pool(1);
+    auto executor =
+        RgnnExecutor::Create(Settings(ModelInput::kFeatures, 1), std::move(parts[static_cast<size_t>(rank)]),
+                             Context(comm, device_comm, pool, kernels, 0));
+    got[static_cast<size_t>(rank)] = executor.status();
+  });
+  for (const Status& st : got) EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
+  EXPECT_NE(got[1].message().find("labels or masks do not cover"), std::string::npos) << got[1].ToString();
+  EXPECT_NE(got[0].message().find("worker(s) 1 failed"), std::string::npos) << got[0].ToString();
+  EXPECT_NE(got[2].message().find("worker(s) 1 failed"), std::string::npos) << got[2].ToString();
+}
+
 // --- Against the independent reference -------------------------------------------------------------
 
 // Elementwise |a - b| <= tol * (|b| + 5e-2 * max|b|): relative, with a floor scaled to the tensor
