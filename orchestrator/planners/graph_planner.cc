@@ -27,8 +27,8 @@ constexpr double kBandwidth = 5e9;
 struct WorkerCost {
   int64_t owned = 0, halo = 0, edges = 0, uniq_pairs = 0;
   int64_t parameter_bytes = 0;   // weights + gradients + Adam moments
-  int64_t activation_bytes = 0;  // per-layer outputs kept for backward
-  int64_t graph_bytes = 0;       // edge arrays, features, labels
+  int64_t activation_bytes = 0;  // per-layer outputs kept for backward, and their gradients
+  int64_t graph_bytes = 0;       // edge arrays, features, labels, the halo exchange's own
   int64_t total_bytes() const { return parameter_bytes + activation_bytes + graph_bytes; }
   double epoch_seconds = 0;
 };
@@ -51,10 +51,17 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   const int64_t R = p.num_relations, rows = c.owned + c.halo;
   int64_t params = 0, act = 0;
   double flops = 0, bytes = 0;
+  // RGCN's fused kernels keep no per-pair buffer; the per-pair kernels (reordering off) and the attention
+  // models keep about one [pairs, out] buffer a layer (projections, per-edge scores).
+  const bool per_pair = s.model != "rgcn" || s.reordering == workers::Reordering::kOff;
   for (size_t l = 0; l + 1 < dims.size(); ++l) {
     const int64_t in = dims[l], out = dims[l + 1];
+    const bool last = l + 2 == dims.size();
     params += R * in * out;
-    act += (c.uniq_pairs + c.owned + rows) * out;
+    // What the executor keeps (rgnn_executor.cc, Shape): between two layers the next layer's input and its
+    // gradient over every row (owned + halo) and this layer's output over the owned rows; after the last
+    // layer its output and the loss's gradient over the owned rows.
+    act += (last ? 2 * c.owned : 2 * rows + c.owned) * out + (per_pair ? c.uniq_pairs * out : 0);
     if (l == 0 && onehot) {
       bytes += 2.0 * static_cast<double>(c.uniq_pairs * out) * 4;
     } else {
@@ -65,12 +72,18 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   bytes += static_cast<double>(params) * 4 * 7;                       // Adam reads param/grad/m/v, writes param/m/v
   if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
   c.parameter_bytes = params * 4 * 4;
-  c.activation_bytes = act * 4 * 2;  // outputs and their gradients
+  c.activation_bytes = act * 4;
   // The part carries the owned rows' features; with feature input the halo rows' join them at load.
   const int64_t feature_values = onehot ? p.sizes.features : rows * p.feature_dim;
   // Every row's node type (i32), and its global id (i64) where a one-hot first layer indexes by it.
   const int64_t row_bytes = onehot ? 12 : 4;
-  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * row_bytes + feature_values * 4;
+  // The halo exchange: which owned row each peer asks for (i64, about one per halo row across the peers),
+  // and one peer's rows of the widest that moves (halo.h: one peer a round): the input features at load,
+  // every layer's output but the last's.
+  int64_t widest = onehot ? 0 : p.feature_dim;
+  for (size_t l = 1; l + 1 < dims.size(); ++l) widest = std::max(widest, dims[l]);
+  const int64_t halo_bytes = p.num_parts > 1 ? c.halo * 8 + c.halo / (p.num_parts - 1) * widest * 4 : 0;
+  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * row_bytes + feature_values * 4 + halo_bytes;
   c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
   return c;
 }
