@@ -69,57 +69,54 @@ int Behind(int me, int k, int n) { return (me - k + n) % n; }
 
 }  // namespace
 
+Status HaloExchange::Round(int to, int64_t send_rows, int64_t send_at, const float* send, int from, int64_t recv_rows,
+                           int64_t recv_at, float* recv, int64_t dim) {
+  const auto n = static_cast<size_t>(comm_->size());
+  std::vector<int64_t> sc(n, 0), so(n, 0), rc(n, 0), ro(n, 0);
+  sc[static_cast<size_t>(to)] = send_rows * dim;
+  so[static_cast<size_t>(to)] = send_at * dim;
+  rc[static_cast<size_t>(from)] = recv_rows * dim;
+  ro[static_cast<size_t>(from)] = recv_at * dim;
+  TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(send, sc, so, recv, rc, ro));
+  bytes_sent_ += send_rows * dim * static_cast<int64_t>(sizeof(float));
+  bytes_received_ += recv_rows * dim * static_cast<int64_t>(sizeof(float));
+  return Status();
+}
+
 Status HaloExchange::Forward(float* full, int64_t dim) {
   const int n = comm_->size(), me = comm_->rank();
-  if (n == 1) return Status();
-  std::vector<int64_t> sc(static_cast<size_t>(n), 0), so(static_cast<size_t>(n), 0), rc(static_cast<size_t>(n), 0),
-      ro(static_cast<size_t>(n), 0);
   for (int k = 1; k < n; ++k) {
-    const auto to = static_cast<size_t>(Ahead(me, k, n)), from = static_cast<size_t>(Behind(me, k, n));
-    const std::vector<int64_t>& rows = serve_rows_[to];
+    const int to = Ahead(me, k, n), from = Behind(me, k, n);
+    const std::vector<int64_t>& rows = serve_rows_[static_cast<size_t>(to)];
     buffer_.resize(rows.size() * static_cast<size_t>(dim));
     float* out = buffer_.data();
     for (const int64_t row : rows) {
       std::memcpy(out, full + row * dim, static_cast<size_t>(dim) * sizeof(float));
       out += dim;
     }
-    std::fill(sc.begin(), sc.end(), 0);
-    std::fill(rc.begin(), rc.end(), 0);
-    sc[to] = static_cast<int64_t>(rows.size()) * dim;
-    rc[from] = halo_count_[from] * dim;
-    ro[from] = (num_owned_ + halo_begin_[from]) * dim;
-    TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(buffer_.data(), sc, so, full, rc, ro));
-    bytes_sent_ += sc[to] * static_cast<int64_t>(sizeof(float));
-    bytes_received_ += rc[from] * static_cast<int64_t>(sizeof(float));
+    TESSEL_RETURN_IF_ERROR(Round(to, static_cast<int64_t>(rows.size()), 0, buffer_.data(), from,
+                                 halo_count_[static_cast<size_t>(from)],
+                                 num_owned_ + halo_begin_[static_cast<size_t>(from)], full, dim));
   }
   return Status();
 }
 
 Status HaloExchange::Backward(float* grad_full, int64_t dim) {
   const int n = comm_->size(), me = comm_->rank();
-  if (n == 1) return Status();
-  std::vector<int64_t> sc(static_cast<size_t>(n), 0), so(static_cast<size_t>(n), 0), rc(static_cast<size_t>(n), 0),
-      ro(static_cast<size_t>(n), 0);
   // The reverse of Forward: the halo rows' gradients go back to their owners, who add them in round order.
   for (int k = 1; k < n; ++k) {
-    const auto to = static_cast<size_t>(Behind(me, k, n)), from = static_cast<size_t>(Ahead(me, k, n));
-    const std::vector<int64_t>& rows = serve_rows_[from];
+    const int to = Behind(me, k, n), from = Ahead(me, k, n);
+    const std::vector<int64_t>& rows = serve_rows_[static_cast<size_t>(from)];
     buffer_.resize(rows.size() * static_cast<size_t>(dim));
-    std::fill(sc.begin(), sc.end(), 0);
-    std::fill(rc.begin(), rc.end(), 0);
-    std::fill(so.begin(), so.end(), 0);
-    sc[to] = halo_count_[to] * dim;
-    so[to] = (num_owned_ + halo_begin_[to]) * dim;
-    rc[from] = static_cast<int64_t>(rows.size()) * dim;
-    TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(grad_full, sc, so, buffer_.data(), rc, ro));
+    TESSEL_RETURN_IF_ERROR(Round(to, halo_count_[static_cast<size_t>(to)],
+                                 num_owned_ + halo_begin_[static_cast<size_t>(to)], grad_full, from,
+                                 static_cast<int64_t>(rows.size()), 0, buffer_.data(), dim));
     const float* in = buffer_.data();
     for (const int64_t row : rows) {
       float* dst = grad_full + row * dim;
       for (int64_t c = 0; c < dim; ++c) dst[c] += in[c];
       in += dim;
     }
-    bytes_sent_ += sc[to] * static_cast<int64_t>(sizeof(float));
-    bytes_received_ += rc[from] * static_cast<int64_t>(sizeof(float));
   }
   return Status();
 }
