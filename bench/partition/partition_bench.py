@@ -20,7 +20,11 @@ memory   no rank holds the whole graph (issue 34, acceptance 2): generated graph
          coordinator_peak_rss_bytes), beside the graph's in-memory size. Then at P = 4 today's path (the
          coordinator loads data.graph and cuts it, partition.method = "range") and training from the parts,
          uncapped, then with every rank capped (capped.sh: a memory cgroup a rank) halfway between their
-         largest peaks: today's path must fail, training from the parts must not.
+         largest peaks: today's path must fail, training from the parts must not. Beside each peak, the
+         prediction of the largest rank (the partitioner's own; `tessel plan`'s for training, a worker's data
+         without its process floor). A run whose P ranks are predicted, with margins, past 0.8 of this
+         machine's memory is not started (a row saying so): here all ranks share one machine, on a cluster
+         each has its own.
 
 peers    DGL's dgl.distributed.partition_graph (METIS on one machine, training nodes and edges balanced, 2
          threads; dgl_partition.py in bench/peers/setup.sh --dgl's venv) beside `tessel partition G.h5` (METIS)
@@ -28,6 +32,7 @@ peers    DGL's dgl.distributed.partition_graph (METIS on one machine, training n
          graph (--full: also 30M): edge cut (Tessel's definition for both), worst imbalance, time, peak RSS.
 
   python partition_bench.py [--quick] [--full] [--sections quality,scale,memory,peers] [--json FILE] [--svg FILE]
+  python partition_bench.py --plot JSON [JSON ...] [--svg FILE]   (one plot from several runs' rows)
 """
 import argparse
 import json
@@ -218,6 +223,30 @@ def memory_graph(m):
     return d, nodes
 
 
+def predicted_worker_mb(job, workers, sets):
+    """`tessel plan`'s largest predicted worker in MB (its data: no process floor), or None."""
+    out = subprocess.run([TESSEL, "plan", job, "--set", f"resources.workers={workers}"] + sets,
+                         capture_output=True, text=True)
+    mib = [float(x) * (1024 if unit == "GiB" else 1) for x, unit in
+           re.findall(r"^\d+(?:\s+\d+)+\s+(\d+\.\d+) ([MG]iB)", out.stdout, re.M)]  # full-graph or sampled
+    return max(mib) * 1.048576 if out.returncode == 0 and mib else None
+
+
+def beyond_this_machine(job, workers, sets):
+    """Why a run of `workers` ranks on this one machine is not started, or "": the largest predicted worker
+    (its data, with a quarter more for the model's error, and 200 MB for the process) times the ranks,
+    beside 0.8 of this machine's memory. On a cluster each rank has a machine of its own; here all share one."""
+    worker_mb = predicted_worker_mb(job, workers, sets)
+    if worker_mb is None:
+        return ""
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
+    need_mb = workers * (1.25 * worker_mb + 200)
+    if need_mb <= 0.8 * total_mb:
+        return ""
+    return (f"not run: {workers} ranks of {worker_mb:.0f} MB predicted (with margins {need_mb:.0f} MB in all) "
+            f"exceed 0.8 of this machine's {total_mb:.0f} MB; on a cluster each rank has its own machine")
+
+
 def peaks_of(r):
     """Every rank's peak MB of a training run, rank 0 (the coordinator) first."""
     return [r["coordinator_peak_rss_bytes"] / 1e6] + [v / 1e6 for v in r["worker_peak_rss_bytes"]]
@@ -232,7 +261,8 @@ def memory(args, rows):
         d, nodes = memory_graph(m)
         graph_mb = in_memory_mb(nodes, m * 1e6, 8)
         print(f"\n{m}M base edges, {nodes} nodes, 8 features: the graph in memory {graph_mb:.0f} MB")
-        print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9}  every rank MB")
+        print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9} {'pred. MB':>9}  "
+              "every rank MB")
         for p in ([2] if args.quick else [2, 4, 8]):
             parts = os.path.join(WORK, f"memparts{m}-{p}")
             if not os.path.exists(os.path.join(parts, "partition.json")):
@@ -244,19 +274,28 @@ def memory(args, rows):
                 part["seconds"] = seconds
                 json.dump(part, open(parts + ".json", "w"))
             part = json.load(open(parts + ".json"))
-            cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"], None)]
+            # (what, seconds, every rank's peak MB, the prediction of the largest, error)
+            cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"],
+                      max(part.get("rank_predicted_mb") or [0]) or None, None)]
             from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
             for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
+                # tessel plan's prediction is a worker's data, without the process's own (libraries, buffers).
+                predicted = predicted_worker_mb(job, p, sets)
+                too_big = beyond_this_machine(job, p, sets)
+                if too_big:
+                    cases.append((what, 0.0, [], predicted, too_big))
+                    continue
                 r = train(job, p, sets, f"mem{m}-{p}-{what.split()[0]}")
-                cases.append((what, r["seconds"], [] if "error" in r else peaks_of(r), r.get("error")))
-            for what, seconds, peaks, error in cases:
+                cases.append((what, r["seconds"], [] if "error" in r else peaks_of(r), predicted, r.get("error")))
+            for what, seconds, peaks, predicted, error in cases:
+                shown = f"{predicted:.0f}" if predicted else "-"
                 if error:
-                    print(f"{p:>2} {what:<22} {seconds:>8.1f}  failed: {error[-160:]}")
+                    print(f"{p:>2} {what:<22} {seconds:>8.1f}  predicted {shown} MB; {error[-160:]}")
                 else:
-                    print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f}  "
+                    print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f} {shown:>9}  "
                           + " ".join(f"{v:.0f}" for v in peaks), flush=True)
                 rows.append({"section": "memory", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "what": what,
-                             "seconds": seconds, "rank_peak_mb": peaks,
+                             "seconds": seconds, "rank_peak_mb": peaks, "predicted_mb": predicted,
                              "max_rank_peak_mb": max(peaks) if peaks else None, "error": error,
                              "target": "P = 8: every rank below graph_mb / 2" if p == 8 else ""})
         capped(args, rows, m, d, graph_mb, job)
@@ -266,6 +305,12 @@ def capped(args, rows, m, d, graph_mb, job):
     """P = 4 (2 with --quick): today's path (the coordinator loads data.graph and cuts it by range) and training
     from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks."""
     p = 2 if args.quick else 4
+    too_big = beyond_this_machine(job, p, ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
+                                           f"data.partitions={os.path.join(WORK, f'memparts{m}-{p}')}"])
+    if too_big:
+        print(f"capped, P = {p}: {too_big}")
+        rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": too_big})
+        return
     h5 = d + ".h5"
     if not os.path.exists(h5):
         subprocess.run([TESSEL, "import", "chunked", d, "--add-inverse", "--add-self-loop", "--out", h5], check=True,
@@ -335,12 +380,17 @@ def peers(args, rows):
 
 
 def svg(rows, path):
-    pts = [r for r in rows if r.get("section") == "scale" and "max_rank_peak_mb" in r]
+    """The largest rank's peak against P: the scale section's rows, or else the memory section's partitions."""
+    pts = [(f"{r['edges_m']}M {r['method']}", r) for r in rows
+           if r.get("section") == "scale" and r.get("max_rank_peak_mb")]
+    if not pts:
+        pts = [(f"{r['edges_m']}M stream", r) for r in rows
+               if r.get("section") == "memory" and r.get("what") == "partition (stream)" and r.get("max_rank_peak_mb")]
     if not pts:
         return
     series = {}
-    for r in pts:
-        series.setdefault(f"{r['edges_m']}M {r['method']}", []).append((r["ranks"], r["max_rank_peak_mb"]))
+    for name, r in pts:
+        series.setdefault(name, []).append((r["ranks"], r["max_rank_peak_mb"]))
     w, h, pad = 560, 340, 50
     ymax = max(v for s in series.values() for _, v in s) * 1.1
     xs = [1, 2, 4, 8]
@@ -365,6 +415,7 @@ def svg(rows, path):
                    " ".join(f"{x(p):.1f},{y(v):.1f}" for p, v in s) + '"/>')
         out.append(f'<text x="{w-pad-150}" y="{pad+14*i}" fill="{c}">{name}</text>')
     out.append("</svg>")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
     print(f"wrote {path}")
@@ -377,7 +428,12 @@ def main():
     ap.add_argument("--sections", default="quality,scale")
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results", "partition.json"))
     ap.add_argument("--svg", default=os.path.join(BUILD, "bench", "results", "partition-scale.svg"))
+    ap.add_argument("--plot", nargs="+", metavar="JSON",
+                    help="only draw the SVG, from the rows of these JSON files (runs of other sizes together)")
     args = ap.parse_args()
+    if args.plot:
+        svg([r for f in args.plot for r in json.load(open(f))["rows"]], args.svg)
+        return
     os.makedirs(WORK, exist_ok=True)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     rows = []
