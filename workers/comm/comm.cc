@@ -13,8 +13,9 @@ Status AgreeOn(const Status& mine, WorkerComm& comm) {
   // Each worker's status code in its own slot (0: ok), summed: every worker learns every outcome.
   std::vector<int64_t> codes(static_cast<size_t>(n), 0);
   codes[static_cast<size_t>(comm.rank())] = mine.ok() ? 0 : static_cast<int64_t>(mine.code());
-  TESSEL_RETURN_IF_ERROR(comm.AllreduceSum(codes.data(), n));
-  if (!mine.ok()) return mine;
+  const Status agreed = comm.AllreduceSum(codes.data(), n);
+  if (!mine.ok()) return mine;  // its own cause first, whether or not the others heard of it
+  TESSEL_RETURN_IF_ERROR(agreed);
   std::string failed;
   Code code = Code::kOk;
   for (int q = 0; q < n; ++q) {
