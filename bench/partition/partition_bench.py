@@ -33,6 +33,7 @@ peers    DGL's dgl.distributed.partition_graph (METIS on one machine, training n
 
   python partition_bench.py [--quick] [--full] [--sections quality,scale,memory,peers] [--json FILE] [--svg FILE]
   python partition_bench.py --plot JSON [JSON ...] [--svg FILE]   (one plot from several runs' rows)
+  --sizes M[,M] picks the generated graphs of the memory and peers sections (millions of base edges).
 """
 import argparse
 import json
@@ -253,7 +254,7 @@ def peaks_of(r):
 
 
 def memory(args, rows):
-    sizes = [10] if args.quick else ([100] if args.full else [10, 30])
+    sizes = args.sizes or ([10] if args.quick else ([100] if args.full else [10, 30]))
     job = job_without_method()
     sampled = ["--set", "train.mode=sampled", "--set", "train.batch_size=1024", "--set", "train.fanouts=[5,5]",
                "--set", "train.eval_fanouts=[5,5]"]
@@ -347,7 +348,7 @@ def peers(args, rows):
     distributed methods on 2 ranks, 4 parts each, on the same graphs."""
     dgl_python = os.path.join(BUILD, "bench-venv-dgl", "bin", "python")
     graphs = [("fb15k-237",) + fb15k()]
-    for m in [10] + ([30] if args.full else []):
+    for m in args.sizes or ([10] + ([30] if args.full else [])):
         d, _ = memory_graph(m)
         if not os.path.exists(d + ".h5"):
             subprocess.run([TESSEL, "import", "chunked", d, "--add-inverse", "--add-self-loop", "--out", d + ".h5"],
@@ -428,6 +429,8 @@ def main():
     ap.add_argument("--sections", default="quality,scale")
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results", "partition.json"))
     ap.add_argument("--svg", default=os.path.join(BUILD, "bench", "results", "partition-scale.svg"))
+    ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None, metavar="M[,M]",
+                    help="the generated graphs of the memory and peers sections, in millions of base edges")
     ap.add_argument("--plot", nargs="+", metavar="JSON",
                     help="only draw the SVG, from the rows of these JSON files (runs of other sizes together)")
     args = ap.parse_args()
