@@ -233,11 +233,10 @@ def predicted_worker_mb(job, workers, sets):
     return max(mib) * 1.048576 if out.returncode == 0 and mib else None
 
 
-def beyond_this_machine(job, workers, sets):
+def beyond_this_machine(worker_mb, workers):
     """Why a run of `workers` ranks on this one machine is not started, or "": the largest predicted worker
     (its data, with a quarter more for the model's error, and 200 MB for the process) times the ranks,
     beside 0.8 of this machine's memory. On a cluster each rank has a machine of its own; here all share one."""
-    worker_mb = predicted_worker_mb(job, workers, sets)
     if worker_mb is None:
         return ""
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
@@ -282,7 +281,7 @@ def memory(args, rows):
             for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
                 # tessel plan's prediction is a worker's data, without the process's own (libraries, buffers).
                 predicted = predicted_worker_mb(job, p, sets)
-                too_big = beyond_this_machine(job, p, sets)
+                too_big = beyond_this_machine(predicted, p)
                 if too_big:
                     cases.append((what, 0.0, [], predicted, too_big))
                     continue
@@ -306,8 +305,9 @@ def capped(args, rows, m, d, graph_mb, job):
     """P = 4 (2 with --quick): today's path (the coordinator loads data.graph and cuts it by range) and training
     from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks."""
     p = 2 if args.quick else 4
-    too_big = beyond_this_machine(job, p, ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
-                                           f"data.partitions={os.path.join(WORK, f'memparts{m}-{p}')}"])
+    parts = os.path.join(WORK, f"memparts{m}-{p}")
+    too_big = beyond_this_machine(predicted_worker_mb(job, p, ["--set", "data.format=partitions", "--set",
+                                                               "data.graph=", "--set", f"data.partitions={parts}"]), p)
     if too_big:
         print(f"capped, P = {p}: {too_big}")
         rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": too_big})
@@ -319,7 +319,7 @@ def capped(args, rows, m, d, graph_mb, job):
     paths = (("coordinator path", ["--set", "data.format=graph", "--set", f"data.graph={h5}",
                                    "--set", "partition.method=range"]),
              ("from parts", ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
-                             f"data.partitions={os.path.join(WORK, f'memparts{m}-{p}')}"]))
+                             f"data.partitions={parts}"]))
     need = {}
     for what, sets in paths:
         r = train(job, p, sets, f"need{m}-{p}-{what.split()[0]}")

@@ -51,9 +51,8 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   const int64_t R = p.num_relations, rows = c.owned + c.halo;
   int64_t params = 0, act = 0;
   double flops = 0, bytes = 0;
-  // RGCN's fused kernels keep no per-pair buffer; the per-pair kernels (reordering off) and the attention
-  // models keep about one [pairs, out] buffer a layer (projections, per-edge scores).
-  const bool per_pair = s.model != "rgcn" || s.reordering == workers::Reordering::kOff;
+  const workers::RgnnModel* model = workers::FindRgnnModel(s.model);
+  const bool per_pair = model == nullptr || model->KeepsPairBuffers(s);
   for (size_t l = 0; l + 1 < dims.size(); ++l) {
     const int64_t in = dims[l], out = dims[l + 1];
     const bool last = l + 2 == dims.size();

@@ -84,6 +84,9 @@ class RgnnModel {
                                     KernelSet& kernels, ParameterStore& params) const = 0;
   // Whether the layers read the per-relation (source, destination) pair layout instead of the segments.
   virtual bool ReadsRelationPairs(const RgnnSettings&) const { return false; }
+  // Whether a layer keeps about one [pairs, out] buffer (projections, per-edge scores), for the planner's
+  // memory model; RGCN's fused kernels keep none.
+  virtual bool KeepsPairBuffers(const RgnnSettings&) const { return true; }
 };
 
 }  // namespace tessel::workers

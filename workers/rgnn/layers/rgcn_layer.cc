@@ -296,6 +296,7 @@ class Rgcn final : public RgnnModel {
 
   // Without reordering the layers apply W_r per unique (relation, source) pair.
   bool ReadsRelationPairs(const RgnnSettings& s) const override { return s.reordering == Reordering::kOff; }
+  bool KeepsPairBuffers(const RgnnSettings& s) const override { return ReadsRelationPairs(s); }
 
  private:
   // The layers whose widths the blocks divide, "0, 1".
