@@ -89,6 +89,14 @@ TESSEL_CHOICE_NAMES(FeatureGather, "auto", "host", "zero_copy")
 enum class SampledStructure : int32_t { kAuto, kReplicated, kPartitioned };
 TESSEL_CHOICE_NAMES(SampledStructure, "auto", "replicated", "partitioned")
 
+// How a full-graph worker holds the rows its edges read from other workers (train.halo): kResident keeps
+// every halo row of every layer's input (one exchange a layer each way); kStreamed keeps none, and runs a
+// layer one peer's block of rows at a time as they arrive, fetching them again for the backward pass
+// (memory by owned rows and edges, about 1.5x the exchange). kStreamed needs a model whose layers sum over
+// their input rows (RgnnModel::StreamsHalo: RGCN with model.reorder).
+enum class HaloMode : int32_t { kResident, kStreamed };
+TESSEL_CHOICE_NAMES(HaloMode, "resident", "streamed")
+
 enum class OptimizerName : int32_t { kAdam, kSgd, kAdamw };
 TESSEL_CHOICE_NAMES(OptimizerName, "adam", "sgd", "adamw")
 

@@ -258,6 +258,9 @@ std::vector<Field> BuildFields() {
       TESSEL_RUN_FIELD(train.eval_fanouts, Any(),
                        "Sampled: fanouts of the final evaluation; [] = every neighbour (as full-graph training)."),
       TESSEL_RUN_FIELD(train.prefetch, Any(), "Sampled: prepare batch k+1 (sampling, features) while batch k trains."),
+      TESSEL_RUN_FIELD(train.halo, OneOf({"resident", "streamed"}),
+                       "Full graph: \"resident\" = a worker keeps its halo rows of every layer's input; \"streamed\" "
+                       "= none, each peer's rows are used as they arrive and fetched again for backward (RGCN)."),
       TESSEL_RUN_FIELD(train.steps, AtLeast(0), "llm: optimizer steps (0: only validate and write the weights)."),
       TESSEL_JOB_FIELD(train.seq_len, AtLeast(0), "llm: tokens per sequence; 0 = model.context."),
       TESSEL_JOB_FIELD(train.microbatch_size, AtLeast(0),

@@ -147,6 +147,7 @@ struct TrainSection {
   int32_t batch_size = 1024;          // training nodes per mini-batch, over all workers
   std::vector<int32_t> eval_fanouts;  // empty = every neighbour
   bool prefetch = true;
+  HaloMode halo = HaloMode::kResident;  // full-graph training: how a worker holds its halo rows
   // llm jobs (batch_size is then the global batch in sequences):
   int32_t steps = 100;
   int32_t seq_len = 0;          // 0 = model.context

@@ -181,6 +181,11 @@ void CheckRgnn(const JobSpec& spec, ErrorList* errors) {
                          "come from its part file; leave it \"auto\""));
     }
   }
+  if (train.mode == TrainMode::kSampled && train.halo == HaloMode::kStreamed) {
+    errors->Add(at_either("train.halo", "train.mode"),
+                "train.halo = \"streamed\" is how full-graph training holds its halo rows; sampled training "
+                "fetches each batch's rows and keeps no halo: leave it \"resident\"");
+  }
   if (train.mode == TrainMode::kSampled) {
     if (!train.fanouts.empty() && static_cast<int32_t>(train.fanouts.size()) != spec.model.layers) {
       errors->Add(at_either("train.fanouts", "model.layers"),

@@ -195,7 +195,7 @@ def train(job, workers, sets, tag, cap_mb=0):
     """One run under mpirun (-np workers + 1); returns its summary.json, or {"error": ...} when it failed."""
     out = os.path.join(WORK, f"run-{tag}")
     shutil.rmtree(out, ignore_errors=True)
-    wrap = [os.path.join(HERE, "capped.sh"), str(cap_mb)] if cap_mb else []
+    wrap = [os.path.join(HERE, "capped.sh"), str(int(cap_mb / 1.048576))] if cap_mb else []  # MB -> MiB
     cmd = (["mpirun"] + mpirun_flags() + ["--enable-recovery", "-np", str(workers + 1)] + wrap +
            [TESSEL, "run", job, "--set", f"resources.workers={workers}", "--set", f"job.output_dir={out}",
             "--set", "metrics.port_base=0", "--set", "train.epochs=1", "--set", "resources.threads_per_worker=1"] + sets)
@@ -203,6 +203,8 @@ def train(job, workers, sets, tag, cap_mb=0):
     with open(out + ".log", "w") as f:
         p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - t
+    if cap_mb:  # one cgroup per rank, gone with its processes
+        subprocess.run(["bash", "-c", "rmdir /sys/fs/cgroup/memory/tessel-cap-* /sys/fs/cgroup/tessel-cap-* 2>/dev/null"])
     summary = os.path.join(out, "summary.json")
     if p.returncode != 0 or not os.path.exists(summary):
         lines = [l for l in open(out + ".log").read().splitlines() if "tessel: error" in l]
@@ -233,18 +235,22 @@ def predicted_worker_mb(job, workers, sets):
     return max(mib) * 1.048576 if out.returncode == 0 and mib else None
 
 
-def beyond_this_machine(worker_mb, workers):
-    """Why a run of `workers` ranks on this one machine is not started, or "": the largest predicted worker
-    (its data, with a quarter more for the model's error, and 200 MB for the process) times the ranks,
-    beside 0.8 of this machine's memory. On a cluster each rank has a machine of its own; here all share one."""
+def machine_share(worker_mb, workers):
+    """(cap MB, why not run): how a run of `workers` ranks on this one machine is kept from taking it down. A run
+    whose largest predicted worker (its data, a quarter more for the model's error, 200 MB for the process)
+    times the ranks fits 0.8 of this machine's memory runs as it is (0, ""); else each rank is capped (a memory
+    cgroup, capped.sh) at its share of that 0.8, and killed past it; a run predicted above the share even
+    without the margin is not started (0, why). On a cluster each rank has a machine of its own."""
     if worker_mb is None:
-        return ""
+        return 0, ""
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
-    need_mb = workers * (1.25 * worker_mb + 200)
-    if need_mb <= 0.8 * total_mb:
-        return ""
-    return (f"not run: {workers} ranks of {worker_mb:.0f} MB predicted (with margins {need_mb:.0f} MB in all) "
-            f"exceed 0.8 of this machine's {total_mb:.0f} MB; on a cluster each rank has its own machine")
+    if workers * (1.25 * worker_mb + 200) <= 0.8 * total_mb:
+        return 0, ""
+    share = int(0.8 * total_mb / workers)
+    if worker_mb + 200 > share:
+        return 0, (f"not run: {workers} ranks of {worker_mb:.0f} MB predicted exceed the {share} MB a rank that 0.8 "
+                   f"of this machine's {total_mb:.0f} MB gives them; on a cluster each rank has its own machine")
+    return share, ""
 
 
 def peaks_of(r):
@@ -261,7 +267,7 @@ def memory(args, rows):
         d, nodes = memory_graph(m)
         graph_mb = in_memory_mb(nodes, m * 1e6, 8)
         print(f"\n{m}M base edges, {nodes} nodes, 8 features: the graph in memory {graph_mb:.0f} MB")
-        print(f"{'P':>2} {'what':<22} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9} {'pred. MB':>9}  "
+        print(f"{'P':>2} {'what':<30} {'wall s':>8} {'largest rank MB':>15} {'rank 0 MB':>9} {'pred. MB':>9}  "
               "every rank MB")
         for p in ([2] if args.quick else [2, 4, 8]):
             parts = os.path.join(WORK, f"memparts{m}-{p}")
@@ -278,21 +284,26 @@ def memory(args, rows):
             cases = [("partition (stream)", part.get("seconds", 0), part["rank_peak_mb"],
                       max(part.get("rank_predicted_mb") or [0]) or None, None)]
             from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
-            for what, sets in (("full-graph epoch", from_parts), ("sampled epoch", from_parts + sampled)):
+            streamed = from_parts + ["--set", "train.halo=streamed"]
+            for what, sets in (("full-graph epoch", from_parts), ("full-graph, streamed", streamed),
+                               ("sampled epoch", from_parts + sampled)):
                 # tessel plan's prediction is a worker's data, without the process's own (libraries, buffers).
                 predicted = predicted_worker_mb(job, p, sets)
-                too_big = beyond_this_machine(predicted, p)
+                cap, too_big = machine_share(predicted, p)
                 if too_big:
                     cases.append((what, 0.0, [], predicted, too_big))
                     continue
-                r = train(job, p, sets, f"mem{m}-{p}-{what.split()[0]}")
+                tag = what.replace(",", "").replace(" ", "-")
+                r = train(job, p, sets, f"mem{m}-{p}-{tag}", cap_mb=cap)
+                if cap:
+                    what += f" (cap {cap})"
                 cases.append((what, r["seconds"], [] if "error" in r else peaks_of(r), predicted, r.get("error")))
             for what, seconds, peaks, predicted, error in cases:
                 shown = f"{predicted:.0f}" if predicted else "-"
                 if error:
-                    print(f"{p:>2} {what:<22} {seconds:>8.1f}  predicted {shown} MB; {error[-160:]}")
+                    print(f"{p:>2} {what:<30} {seconds:>8.1f}  predicted {shown} MB; {error[-160:]}")
                 else:
-                    print(f"{p:>2} {what:<22} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f} {shown:>9}  "
+                    print(f"{p:>2} {what:<30} {seconds:>8.1f} {max(peaks):>15.0f} {peaks[0]:>9.0f} {shown:>9}  "
                           + " ".join(f"{v:.0f}" for v in peaks), flush=True)
                 rows.append({"section": "memory", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "what": what,
                              "seconds": seconds, "rank_peak_mb": peaks, "predicted_mb": predicted,
@@ -306,8 +317,8 @@ def capped(args, rows, m, d, graph_mb, job):
     from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks."""
     p = 2 if args.quick else 4
     parts = os.path.join(WORK, f"memparts{m}-{p}")
-    too_big = beyond_this_machine(predicted_worker_mb(job, p, ["--set", "data.format=partitions", "--set",
-                                                               "data.graph=", "--set", f"data.partitions={parts}"]), p)
+    _, too_big = machine_share(predicted_worker_mb(job, p, ["--set", "data.format=partitions", "--set",
+                                                            "data.graph=", "--set", f"data.partitions={parts}"]), p)
     if too_big:
         print(f"capped, P = {p}: {too_big}")
         rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": too_big})
@@ -340,7 +351,6 @@ def capped(args, rows, m, d, graph_mb, job):
                      "what": what, "uncapped_max_rank_mb": need[what], "trained": ok,
                      "rank_peak_mb": peaks_of(r) if ok else [], "error": r.get("error"),
                      "target": "the coordinator path fails under the cap, from parts trains"})
-    subprocess.run(["bash", "-c", "rmdir /sys/fs/cgroup/memory/tessel-cap-* /sys/fs/cgroup/tessel-cap-* 2>/dev/null"])
 
 
 def peers(args, rows):

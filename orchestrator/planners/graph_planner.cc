@@ -48,7 +48,11 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   dims.push_back(onehot ? p.total_nodes : p.feature_dim);
   for (int l = 1; l < s.layers; ++l) dims.push_back(s.hidden);
   dims.push_back(p.num_classes);
-  const int64_t R = p.num_relations, rows = c.owned + c.halo;
+  // A streamed halo (train.halo) keeps no halo rows: the layers' buffers hold the owned rows, and one peer's
+  // block of a layer's input (and its gradient) at a time, about halo / (parts - 1) rows.
+  const bool streamed = s.halo == HaloMode::kStreamed && p.num_parts > 1;
+  const int64_t R = p.num_relations, rows = streamed ? c.owned : c.owned + c.halo;
+  const int64_t block_rows = streamed ? (c.halo + p.num_parts - 2) / (p.num_parts - 1) : 0;
   int64_t params = 0, act = 0;
   double flops = 0, bytes = 0;
   const workers::RgnnModel* model = workers::FindRgnnModel(s.model);
@@ -58,9 +62,10 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
     const bool last = l + 2 == dims.size();
     params += R * in * out;
     // What the executor keeps (rgnn_executor.cc, Shape): between two layers the next layer's input and its
-    // gradient over every row (owned + halo) and this layer's output over the owned rows; after the last
-    // layer its output and the loss's gradient over the owned rows.
-    act += (last ? 2 * c.owned : 2 * rows + c.owned) * out + (per_pair ? c.uniq_pairs * out : 0);
+    // gradient over every row (owned + halo), the layer writing its output into the first (RGAT's concatenated
+    // heads keep theirs apart, not counted); after the last layer its output and the loss's gradient over the
+    // owned rows.
+    act += (last ? 2 * c.owned : 2 * rows) * out + (per_pair ? c.uniq_pairs * out : 0);
     if (l == 0 && onehot) {
       bytes += 2.0 * static_cast<double>(c.uniq_pairs * out) * 4;
     } else {
@@ -71,18 +76,27 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   bytes += static_cast<double>(params) * 4 * 7;                       // Adam reads param/grad/m/v, writes param/m/v
   if (p.num_parts > 1) bytes += static_cast<double>(params) * 4 * 2;  // allreduce
   c.parameter_bytes = params * 4 * 4;
+  int64_t widest_in = 0;
+  for (size_t l = onehot ? 1 : 0; l + 1 < dims.size(); ++l) widest_in = std::max(widest_in, dims[l]);
+  act += 2 * block_rows * widest_in;  // a streamed block of a layer's input, and its gradient
   c.activation_bytes = act * 4;
-  // The part carries the owned rows' features; with feature input the halo rows' join them at load.
+  // The part carries the owned rows' features; with feature input the halo rows' join them at load (a
+  // streamed halo fetches them as the layers run).
   const int64_t feature_values = onehot ? p.sizes.features : rows * p.feature_dim;
-  // Every row's node type (i32), and its global id (i64) where a one-hot first layer indexes by it.
+  // Every row's node type (i32), and its global id (i64) where a one-hot first layer indexes by it (a
+  // streamed halo's blocks keep their rows' ids).
   const int64_t row_bytes = onehot ? 12 : 4;
+  const int64_t block_id_bytes = streamed && onehot ? c.halo * 8 : 0;
   // The halo exchange: which owned row each peer asks for (i64, about one per halo row across the peers),
   // and one peer's rows of the widest that moves (halo.h: one peer a round): the input features at load,
   // every layer's output but the last's.
   int64_t widest = onehot ? 0 : p.feature_dim;
   for (size_t l = 1; l + 1 < dims.size(); ++l) widest = std::max(widest, dims[l]);
   const int64_t halo_bytes = p.num_parts > 1 ? c.halo * 8 + c.halo / (p.num_parts - 1) * widest * 4 : 0;
-  c.graph_bytes = c.edges * (8 * 4 + 4) + c.uniq_pairs * 16 + rows * row_bytes + feature_values * 4 + halo_bytes;
+  // An edge in the segment layout: 8 i32 indices and a norm, or one index fewer where no layer reads dedge_pair.
+  const bool edge_pairs = model == nullptr || model->ReadsEdgePairs(s);
+  c.graph_bytes = c.edges * (edge_pairs ? 36 : 32) + c.uniq_pairs * 16 + rows * row_bytes + block_id_bytes +
+                  feature_values * 4 + halo_bytes;
   c.epoch_seconds = flops / (kGemmFlopsPerThread * std::max(1, threads)) + bytes / kBandwidth;
   return c;
 }
@@ -133,6 +147,14 @@ Status CheckRgnnModel(const jobs::JobSpec& spec, const RgnnSettings& settings, c
                              "\" is not an RGNN model of this build (it has ", names, ")"));
   }
   std::string lines;
+  if (settings.halo == HaloMode::kStreamed && !model->StreamsHalo(settings)) {
+    lines = StrCat(jobs::KeyOrigin(spec, "train.halo"),
+                   ": train.halo = \"streamed\" runs a layer one block of input rows at a time, as a sum, which model "
+                   "\"",
+                   settings.model,
+                   "\" with these settings cannot (RGCN with model.reorder = true can; RGAT's "
+                   "and HGT's softmax spans all of a node's edges): use \"resident\"");
+  }
   for (const workers::SettingProblem& p : model->Check(settings, shape)) {
     const std::string& key = p.or_key.empty() || spec.origins.contains(p.key) ? p.key : p.or_key;
     lines += StrCat(lines.empty() ? "" : "\n", jobs::KeyOrigin(spec, key), ": ", p.message);

@@ -67,6 +67,25 @@ class BatchSource {
   virtual Status HaloForward(Tensor& full) = 0;
   // grad_full: its gradient; adds the gradients of rows past views[l]->owned into their owners' rows.
   virtual Status HaloBackward(Tensor& grad_full) = 0;
+  // A streamed halo (train.halo = "streamed"): the batch's views hold the owned rows only, and every layer
+  // also runs over each peer's block of its input rows, one round a peer, as the block arrives. Round k
+  // (1 <= k <= halo_rounds()) has its view (input rows: the block; output rows: the owned ones). FetchRound
+  // sends the rows of `owned` (a layer's input) that the peers read and receives round k's block into
+  // `block` ([view rows, dim]); ReturnRound sends `dblock`, the block's gradients, back to its owner and
+  // adds those the peers send for this worker's rows into `grad_owned`. Every worker runs every round.
+  virtual int halo_rounds() const { return 0; }
+  virtual const GraphView* RoundView(int k) const {
+    (void)k;
+    return nullptr;
+  }
+  virtual Status FetchRound(int k, const Tensor& owned, Tensor& block) {
+    (void)k, (void)owned, (void)block;
+    return InternalError("this batch source streams no halo");
+  }
+  virtual Status ReturnRound(int k, const Tensor& dblock, Tensor& grad_owned) {
+    (void)k, (void)dblock, (void)grad_owned;
+    return InternalError("this batch source streams no halo");
+  }
   // What the source has moved so far, for summary.json and the metrics.
   virtual SourceFigures Figures() const = 0;
 };

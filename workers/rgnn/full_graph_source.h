@@ -3,7 +3,9 @@
 // the halo rows' from their owners when it is built; or row ids for one-hot input), the
 // labels and masks of the owned rows, and the halo exchange that fills the rows owned by other workers
 // before each layer (and returns their gradients after it). Every layer reads the same GraphView; the
-// sampled source (sampled_source.h) offers the layers one view per layer and mini-batch instead.
+// sampled source (sampled_source.h) offers the layers one view per layer and mini-batch instead. With a
+// streamed halo (Layouts::streamed) the view holds the owned rows only, and each peer's block of rows has a
+// view of its own that the executor runs as the block arrives (BatchSource::halo_rounds).
 //
 // Ownership: built from a partition it consumes (its edge arrays are released once the layout exists,
 // so the worker never holds both for long). Tensors live on the executor's device. Borrows the
@@ -37,6 +39,10 @@ class FullGraphSource final : public BatchSource {
     bool segments = true;
     bool relation_pairs = false;
     Compaction compaction = Compaction::kPerUniquePair;
+    bool edge_pairs = true;  // the segment layout's dedge_pair (RgnnModel::ReadsEdgePairs)
+    // train.halo = "streamed" (segments only): one segment layout per block of input rows, the owned rows'
+    // and each peer's, and no halo rows kept (BatchSource::halo_rounds). With one worker there is no halo.
+    bool streamed = false;
   };
   // `layers`: how many layers read each batch (every one reads the same view). The features take `dtype`
   // (the executor's: f32, or f64 widened from the partition's f32).
@@ -72,6 +78,10 @@ class FullGraphSource final : public BatchSource {
   Status HaloForward(Tensor& full) override;
   // grad_full: [rows, dim]; adds the halo rows' gradients into their owners' rows.
   Status HaloBackward(Tensor& grad_full) override;
+  int halo_rounds() const override { return static_cast<int>(rounds_.size()); }
+  const GraphView* RoundView(int k) const override { return &rounds_[static_cast<size_t>(k - 1)]; }
+  Status FetchRound(int k, const Tensor& owned, Tensor& block) override;
+  Status ReturnRound(int k, const Tensor& dblock, Tensor& grad_owned) override;
   SourceFigures Figures() const override;
   int64_t halo_bytes_sent() const { return halo_.bytes_sent(); }
   int64_t halo_bytes_received() const { return halo_.bytes_received(); }
@@ -86,6 +96,8 @@ class FullGraphSource final : public BatchSource {
                       const ExecutorContext& context);
   // Runs the exchange on a host copy when the tensor is in device memory.
   Status Exchange(Tensor& full, bool forward);
+  // Grows the pinned staging buffer to `floats` (its contents are not kept).
+  Status Stage(int64_t floats);
 
   DeviceContext device_;
   int32_t part_ = 0;
@@ -93,6 +105,7 @@ class FullGraphSource final : public BatchSource {
   int64_t labelled_train_ = 0, labelled_test_ = 0;
   bool has_peers_ = false;
   GraphView view_;
+  std::vector<GraphView> rounds_;  // streamed: round k's block view at k - 1
   HaloExchange halo_;
   Tensor features_, labels_, train_mask_, test_mask_;
   Tensor staging_;  // pinned host copy for the halo exchange of device tensors

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/logging.h"
 
@@ -41,17 +42,28 @@ Result<HaloExchange> HaloExchange::Build(const storage::WorkerPartition& p, Work
     return Status();
   };
   TESSEL_RETURN_IF_ERROR(AgreeOn(plan(), comm));
-  TESSEL_RETURN_IF_ERROR(comm.AllToAll(need, &h.serve_rows_));
+  std::vector<std::vector<int64_t>> asked;
+  TESSEL_RETURN_IF_ERROR(comm.AllToAll(need, &asked));
+  std::vector<std::vector<int64_t>>().swap(need);
   const auto served = [&]() -> Status {
     const int64_t lo = p.offsets[static_cast<size_t>(comm.rank())];
+    if (p.num_owned > std::numeric_limits<int32_t>::max()) {
+      return BadDataError(
+          StrCat("worker ", comm.rank(), " owns ", p.num_owned, " rows, past 2^31 - 1: use more workers"));
+    }
+    h.serve_rows_.resize(static_cast<size_t>(n));
     for (int q = 0; q < n; ++q) {
-      for (int64_t& id : h.serve_rows_[static_cast<size_t>(q)]) {
+      std::vector<int64_t>& ids = asked[static_cast<size_t>(q)];
+      std::vector<int32_t>& rows = h.serve_rows_[static_cast<size_t>(q)];
+      rows.reserve(ids.size());
+      for (const int64_t id : ids) {
         if (id < lo || id >= lo + p.num_owned) {
           return BadDataError(
               StrCat("worker ", q, " asked for node ", id, " which worker ", comm.rank(), " does not own"));
         }
-        id -= lo;
+        rows.push_back(static_cast<int32_t>(id - lo));
       }
+      std::vector<int64_t>().swap(ids);
     }
     return Status();
   };
@@ -83,41 +95,47 @@ Status HaloExchange::Round(int to, int64_t send_rows, int64_t send_at, const flo
   return Status();
 }
 
-Status HaloExchange::Forward(float* full, int64_t dim) {
+int HaloExchange::BlockOwner(int k) const { return Behind(comm_->rank(), k, comm_->size()); }
+
+Status HaloExchange::ForwardRound(int k, const float* owned, float* block, int64_t dim) {
   const int n = comm_->size(), me = comm_->rank();
-  for (int k = 1; k < n; ++k) {
-    const int to = Ahead(me, k, n), from = Behind(me, k, n);
-    const std::vector<int64_t>& rows = serve_rows_[static_cast<size_t>(to)];
-    buffer_.resize(rows.size() * static_cast<size_t>(dim));
-    float* out = buffer_.data();
-    for (const int64_t row : rows) {
-      std::memcpy(out, full + row * dim, static_cast<size_t>(dim) * sizeof(float));
-      out += dim;
-    }
-    TESSEL_RETURN_IF_ERROR(Round(to, static_cast<int64_t>(rows.size()), 0, buffer_.data(), from,
-                                 halo_count_[static_cast<size_t>(from)],
-                                 num_owned_ + halo_begin_[static_cast<size_t>(from)], full, dim));
+  const int to = Ahead(me, k, n), from = Behind(me, k, n);
+  const std::vector<int32_t>& rows = serve_rows_[static_cast<size_t>(to)];
+  buffer_.resize(rows.size() * static_cast<size_t>(dim));
+  float* out = buffer_.data();
+  for (const int64_t row : rows) {
+    std::memcpy(out, owned + row * dim, static_cast<size_t>(dim) * sizeof(float));
+    out += dim;
+  }
+  return Round(to, static_cast<int64_t>(rows.size()), 0, buffer_.data(), from, halo_count_[static_cast<size_t>(from)],
+               0, block, dim);
+}
+
+Status HaloExchange::BackwardRound(int k, const float* dblock, float* grad_owned, int64_t dim) {
+  const int n = comm_->size(), me = comm_->rank();
+  const int to = Behind(me, k, n), from = Ahead(me, k, n);
+  const std::vector<int32_t>& rows = serve_rows_[static_cast<size_t>(from)];
+  buffer_.resize(rows.size() * static_cast<size_t>(dim));
+  TESSEL_RETURN_IF_ERROR(Round(to, halo_count_[static_cast<size_t>(to)], 0, dblock, from,
+                               static_cast<int64_t>(rows.size()), 0, buffer_.data(), dim));
+  const float* in = buffer_.data();
+  for (const int64_t row : rows) {
+    float* dst = grad_owned + row * dim;
+    for (int64_t c = 0; c < dim; ++c) dst[c] += in[c];
+    in += dim;
   }
   return Status();
 }
 
+Status HaloExchange::Forward(float* full, int64_t dim) {
+  for (int k = 1; k <= rounds(); ++k) TESSEL_RETURN_IF_ERROR(ForwardRound(k, full, full + BlockBegin(k) * dim, dim));
+  return Status();
+}
+
 Status HaloExchange::Backward(float* grad_full, int64_t dim) {
-  const int n = comm_->size(), me = comm_->rank();
   // The reverse of Forward: the halo rows' gradients go back to their owners, who add them in round order.
-  for (int k = 1; k < n; ++k) {
-    const int to = Behind(me, k, n), from = Ahead(me, k, n);
-    const std::vector<int64_t>& rows = serve_rows_[static_cast<size_t>(from)];
-    buffer_.resize(rows.size() * static_cast<size_t>(dim));
-    TESSEL_RETURN_IF_ERROR(Round(to, halo_count_[static_cast<size_t>(to)],
-                                 num_owned_ + halo_begin_[static_cast<size_t>(to)], grad_full, from,
-                                 static_cast<int64_t>(rows.size()), 0, buffer_.data(), dim));
-    const float* in = buffer_.data();
-    for (const int64_t row : rows) {
-      float* dst = grad_full + row * dim;
-      for (int64_t c = 0; c < dim; ++c) dst[c] += in[c];
-      in += dim;
-    }
-  }
+  for (int k = 1; k <= rounds(); ++k)
+    TESSEL_RETURN_IF_ERROR(BackwardRound(k, grad_full + BlockBegin(k) * dim, grad_full, dim));
   return Status();
 }
 

@@ -27,6 +27,18 @@ class HaloExchange {
   // order of the rounds (worker me + 1's first); the order is fixed by the rank count alone.
   Status Backward(float* grad_full, int64_t dim);
 
+  // The same rounds one at a time, for a worker that keeps no halo rows (train.halo = "streamed"): round k
+  // (1 <= k < rounds()) sends this worker's rows of `owned` that worker me + k reads, and receives the block
+  // of worker me - k's rows into `block` ([BlockRows(k), dim]).
+  int rounds() const { return comm_->size() - 1; }
+  int BlockOwner(int k) const;  // me - k: whose rows round k brings
+  int64_t BlockRows(int k) const { return halo_count_[static_cast<size_t>(BlockOwner(k))]; }
+  int64_t BlockBegin(int k) const { return num_owned_ + halo_begin_[static_cast<size_t>(BlockOwner(k))]; }
+  Status ForwardRound(int k, const float* owned, float* block, int64_t dim);
+  // The reverse of ForwardRound: sends `dblock` (the gradients of round k's block) back to its owner and
+  // adds the gradients worker me + k sends for this worker's rows into `grad_owned`.
+  Status BackwardRound(int k, const float* dblock, float* grad_owned, int64_t dim);
+
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
 
@@ -38,7 +50,7 @@ class HaloExchange {
 
   WorkerComm* comm_ = nullptr;
   int64_t num_owned_ = 0;
-  std::vector<std::vector<int64_t>> serve_rows_;  // per peer: my owned rows it needs
+  std::vector<std::vector<int32_t>> serve_rows_;  // per peer: my owned rows it needs (local, < 2^31)
   std::vector<int64_t> halo_begin_, halo_count_;  // per peer: its block of my halo rows
   std::vector<float> buffer_;                     // one peer's served rows: sent forward, received backward
   int64_t bytes_sent_ = 0;

@@ -84,9 +84,14 @@ class RgnnModel {
                                     KernelSet& kernels, ParameterStore& params) const = 0;
   // Whether the layers read the per-relation (source, destination) pair layout instead of the segments.
   virtual bool ReadsRelationPairs(const RgnnSettings&) const { return false; }
+  // Whether the layers read the segment layout's dedge_pair (the pair of each edge: 4 bytes an edge).
+  virtual bool ReadsEdgePairs(const RgnnSettings&) const { return true; }
   // Whether a layer keeps about one [pairs, out] buffer (projections, per-edge scores), for the planner's
   // memory model; RGCN's fused kernels keep none.
   virtual bool KeepsPairBuffers(const RgnnSettings&) const { return true; }
+  // Whether each layer's output and parameter gradients are sums over its input rows, so that a full-graph
+  // worker may run a layer one block of input rows at a time (train.halo = "streamed"; RgnnLayer::BackwardAdd).
+  virtual bool StreamsHalo(const RgnnSettings&) const { return false; }
 };
 
 }  // namespace tessel::workers

@@ -186,6 +186,12 @@ Result<std::unique_ptr<RgnnExecutor>> RgnnExecutor::Create(RgnnSettings settings
   layouts.segments = !pairs;
   layouts.relation_pairs = pairs;
   layouts.compaction = settings.compaction;
+  layouts.edge_pairs = chosen->ReadsEdgePairs(settings);
+  if (settings.halo == HaloMode::kStreamed && !chosen->StreamsHalo(settings)) {
+    return UsageError(StrCat("train.halo = \"streamed\" runs a layer one block of input rows at a time, which model \"",
+                             settings.model, "\" with these settings cannot (RGCN with model.reorder = true can)"));
+  }
+  layouts.streamed = settings.halo == HaloMode::kStreamed;
   const auto input =
       settings.input == ModelInput::kOneHot ? FullGraphSource::Input::kOneHot : FullGraphSource::Input::kFeatures;
   // The kernels are checked before the graph is laid out: a missing op fails in milliseconds.
@@ -268,8 +274,9 @@ Status RgnnExecutor::Shape(const Batch& b) {
       TESSEL_ASSIGN_OR_RETURN(hidden_[l], hidden_buf_[l].View({rows, out}, params_.dtype(), alloc));
       TESSEL_ASSIGN_OR_RETURN(dhidden_[l], dhidden_buf_[l].View({rows, out}, params_.dtype(), alloc));
     }
-    if (l + 1 < L && activation_ == Activation::kIdentity) {
-      out_[l] = Rows(hidden_[l], owned);  // the layer writes its output straight into the next layer's input
+    if (l + 1 < L && (activation_ == Activation::kIdentity || !layers_[l]->reads_own_output())) {
+      // The layer writes its output straight into the next layer's input (the ReLU then runs in place).
+      out_[l] = Rows(hidden_[l], owned);
     } else {
       TESSEL_ASSIGN_OR_RETURN(out_[l], out_buf_[l].View({owned, out}, params_.dtype(), alloc));
     }
@@ -297,10 +304,38 @@ const Tensor& RgnnExecutor::LayerInput(const Batch& b, size_t l) const {
   return b.features != nullptr ? *b.features : kNone;
 }
 
+Status RgnnExecutor::AddInto(Tensor& sum, const Tensor& part) {
+  Tensor a = Tensor::Borrow(sum.raw(), sum.dtype(), {sum.numel()}, sum.device());
+  Tensor b = Tensor::Borrow(part.raw(), part.dtype(), {part.numel()}, part.device());
+  return kernels_->Call(tessel_op_nn_add, {&a, &b}, {&a});
+}
+
+Result<Tensor> RgnnExecutor::FetchBlock(const Batch& b, size_t l, int k) {
+  const GraphView& v = *source_->RoundView(k);
+  const Tensor& x = LayerInput(b, l);
+  if (x.raw() == nullptr) return Tensor();  // one-hot input: the block's row ids are its own
+  TESSEL_ASSIGN_OR_RETURN(Tensor block,
+                          block_buf_.View({v.rows, x.dim(1)}, params_.dtype(), *context_.device.allocator));
+  TESSEL_RETURN_IF_ERROR(source_->FetchRound(k, x, block));
+  return block;
+}
+
 Status RgnnExecutor::Forward(const Batch& b) {
   const size_t L = layers_.size();
   for (size_t l = 0; l < L; ++l) {
     TESSEL_RETURN_IF_ERROR(layers_[l]->Forward(LayerInput(b, l), out_[l]));
+    // A streamed halo: each peer's block of input rows adds its share, summed through a buffer that is dead
+    // until the backward pass (this layer's input gradient, or the loss's).
+    Tensor& share = l + 1 < L ? dhidden_[l] : dlogits_;
+    for (int k = 1; k <= source_->halo_rounds(); ++k) {
+      TESSEL_ASSIGN_OR_RETURN(Tensor block, FetchBlock(b, l, k));
+      const GraphView& v = *source_->RoundView(k);
+      if (v.segments.num_edges == 0) continue;
+      TESSEL_RETURN_IF_ERROR(layers_[l]->Bind(v));
+      TESSEL_RETURN_IF_ERROR(layers_[l]->Forward(block, share));
+      TESSEL_RETURN_IF_ERROR(AddInto(out_[l], share));
+    }
+    if (source_->halo_rounds() > 0) TESSEL_RETURN_IF_ERROR(layers_[l]->Bind(*b.views[l]));
     if (l + 1 < L) {
       if (activation_ == Activation::kRelu) {
         Tensor owned_rows = Rows(hidden_[l], b.views[l]->owned);
@@ -332,12 +367,31 @@ Status RgnnExecutor::Backward(const Batch& b) {
     dact = dlast_;
   }
   for (size_t l = layers_.size(); l-- > 0;) {
-    if (l == 0) return layers_[0]->Backward(dact, LayerInput(b, 0), nullptr);
-    Tensor& dx = dhidden_[l - 1];
-    TESSEL_RETURN_IF_ERROR(layers_[l]->Backward(dact, LayerInput(b, l), &dx));
-    TESSEL_RETURN_IF_ERROR(source_->HaloBackward(dx));
+    Tensor* dx = l > 0 ? &dhidden_[l - 1] : nullptr;
+    TESSEL_RETURN_IF_ERROR(layers_[l]->Backward(dact, LayerInput(b, l), dx));
+    // A streamed halo: each peer's block again, its share of the parameter gradients added, its rows'
+    // gradients sent back to their owner (and the peers' for this worker's rows added into dx).
+    for (int k = 1; k <= source_->halo_rounds(); ++k) {
+      TESSEL_ASSIGN_OR_RETURN(Tensor block, FetchBlock(b, l, k));
+      const GraphView& v = *source_->RoundView(k);
+      Tensor dblock;
+      if (dx != nullptr) {
+        TESSEL_ASSIGN_OR_RETURN(dblock,
+                                dblock_buf_.View({v.rows, dx->dim(1)}, params_.dtype(), *context_.device.allocator));
+      }
+      if (v.segments.num_edges > 0) {
+        TESSEL_RETURN_IF_ERROR(layers_[l]->Bind(v));
+        TESSEL_RETURN_IF_ERROR(layers_[l]->BackwardAdd(dact, block, dx != nullptr ? &dblock : nullptr));
+      } else if (dx != nullptr) {
+        TESSEL_RETURN_IF_ERROR(ZeroMemory(dblock.raw(), dblock.device(), dblock.nbytes(), context_.device.stream));
+      }
+      if (dx != nullptr) TESSEL_RETURN_IF_ERROR(source_->ReturnRound(k, dblock, *dx));
+    }
+    if (source_->halo_rounds() > 0) TESSEL_RETURN_IF_ERROR(layers_[l]->Bind(*b.views[l]));
+    if (l == 0) return Status();
+    TESSEL_RETURN_IF_ERROR(source_->HaloBackward(*dx));
     const int64_t owned = b.views[l - 1]->owned;
-    Tensor dx_owned = Rows(dx, owned);
+    Tensor dx_owned = Rows(*dx, owned);
     if (activation_ == Activation::kIdentity) {
       dact = dx_owned;
       continue;
@@ -407,6 +461,7 @@ MemoryUse RgnnExecutor::Memory() const {
   for (const auto* bufs : {&out_buf_, &dout_buf_, &hidden_buf_, &dhidden_buf_}) {
     for (const GrowBuffer& b : *bufs) acts += b.bytes();
   }
+  acts += block_buf_.bytes() + dblock_buf_.bytes();
   std::set<const void*> counted;
   for (const auto& layer : layers_) acts += layer->BufferBytes(counted);
   m.activations = acts;

@@ -71,6 +71,9 @@ class RgnnExecutor final : public Executor {
   // One optimizer step on `batch`: forward, loss, backward, gradient sum, update.
   Status TrainBatch(const Batch& batch, double* loss_sum, int64_t* correct, double* forward_s, double* backward_s);
   const Tensor& LayerInput(const Batch& batch, size_t l) const;
+  // A streamed halo's round k: the peer's block of layer l's input (none with a one-hot input).
+  Result<Tensor> FetchBlock(const Batch& batch, size_t l, int k);
+  Status AddInto(Tensor& sum, const Tensor& part);  // sum += part, elementwise
   // The activation between layers (the model's ModelLayers::relu_between).
   enum class Activation { kRelu, kIdentity };
 
@@ -92,6 +95,7 @@ class RgnnExecutor final : public Executor {
   Tensor dlogits_;
   std::vector<GrowBuffer> out_buf_, dout_buf_, hidden_buf_, dhidden_buf_;
   GrowBuffer logits_buf_, dlast_buf_, dlogits_buf_;
+  GrowBuffer block_buf_, dblock_buf_;  // a streamed halo's block of a layer's input rows, and its gradient
   bool halo_rows_zeroed_ = false;
   bool full_graph_ = true;
   int64_t classes_ = 0;

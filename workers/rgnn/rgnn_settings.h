@@ -60,6 +60,7 @@ constexpr std::span<const std::string_view> NamesOf(Reordering) { return kReorde
   X(double, eps)                       \
   X(double, l2)                        \
   X(Precision, precision)              \
+  X(HaloMode, halo)                    \
   X(Record, options)
 struct RgnnSettings {
   TESSEL_FIELDS(RgnnSettings, TESSEL_RGNN_SETTINGS_FIELDS)

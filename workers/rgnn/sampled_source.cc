@@ -633,7 +633,9 @@ Status SampledSource::Prepare(int64_t index, WorkerComm& comm, void* stream, Pre
       TESSEL_ASSIGN_OR_RETURN(v.pairs, RelationLayout::Build(part, settings_.compaction));
     } else {
       const int64_t block_edges = SegmentLayout::BlockEdgesFor(static_cast<int64_t>(part.dst.size()), threads);
-      TESSEL_ASSIGN_OR_RETURN(v.segments, SegmentLayout::Build(part, settings_.compaction, host_, block_edges));
+      TESSEL_ASSIGN_OR_RETURN(
+          v.segments,
+          SegmentLayout::Build(part, host_, {.compaction = settings_.compaction, .target_block_edges = block_edges}));
     }
     b.views.push_back(&v);
   }

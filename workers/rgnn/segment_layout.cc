@@ -133,8 +133,11 @@ int64_t SegmentLayout::BlockEdgesFor(int64_t edges, int64_t threads) {
   return std::clamp<int64_t>(edges / std::max<int64_t>(8, 4 * threads), 8192, 262144);
 }
 
-Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Compaction compaction,
-                                           const DeviceContext& device, int64_t target_block_edges, DType norm_dtype) {
+Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, const DeviceContext& device,
+                                           const Options& options, const std::vector<int32_t>* group_size) {
+  const Compaction compaction = options.compaction;
+  const int64_t target_block_edges = options.target_block_edges;
+  const DType norm_dtype = options.norm_dtype;
   SegmentLayout l;
   l.num_rows = p.num_rows();
   l.num_dst = p.num_owned;
@@ -200,11 +203,11 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
       SideOut dst_side, WalkSide(
                             order, dst_blocks, dst_block_of, dst_of, [&](int32_t e) { return rel_of(e); }, compaction));
   l.num_segs = dst_side.item_row.numel();
-  std::vector<int32_t> dpos(static_cast<size_t>(E));  // the dst-major position of each partition edge
+  std::vector<int32_t> dpos(static_cast<size_t>(options.edge_pairs ? E : 0));  // each edge's dst-major position
   TESSEL_ASSIGN_OR_RETURN(l.dedge_src, HostTensor<int32_t>(E));
   for (int64_t k = 0; k < E; ++k) {
     const int32_t e = order[static_cast<size_t>(k)];
-    dpos[static_cast<size_t>(e)] = static_cast<int32_t>(k);
+    if (options.edge_pairs) dpos[static_cast<size_t>(e)] = static_cast<int32_t>(k);
     l.dedge_src.data<int32_t>()[k] = static_cast<int32_t>(src_of(e));
   }
   // seg_norm: 1 / |N_r(i)|, the size of each (relation, destination) group (several segments of one
@@ -220,7 +223,11 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
     while (s < l.num_segs) {
       const int32_t first = order[static_cast<size_t>(seg_edge[s])];
       int64_t t = s, count = 0;
-      while (t < l.num_segs) {
+      if (group_size != nullptr) {  // the group's size in the whole partition, of which p holds a block
+        count = (*group_size)[static_cast<size_t>(first)];
+        t = s + 1;
+      }
+      while (group_size == nullptr && t < l.num_segs) {
         const int32_t e = order[static_cast<size_t>(seg_edge[t])];
         if (dst_of(e) != dst_of(first) || rel_of(e) != rel_of(first)) break;
         count += seg_edge[t + 1] - seg_edge[t];
@@ -259,11 +266,15 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
                             order, src_blocks, src_block_of, src_of, [&](int32_t e) { return rel_of(e); }, compaction));
   l.num_pairs = src_side.item_row.numel();
   TESSEL_ASSIGN_OR_RETURN(l.sedge_seg, HostTensor<int32_t>(E));
-  TESSEL_ASSIGN_OR_RETURN(l.dedge_pair, HostTensor<int32_t>(E));
+  if (options.edge_pairs) {
+    TESSEL_ASSIGN_OR_RETURN(l.dedge_pair, HostTensor<int32_t>(E));
+  }
   for (int64_t k = 0; k < E; ++k) {
     const int32_t e = order[static_cast<size_t>(k)];
     l.sedge_seg.data<int32_t>()[k] = dst_side.item_of[static_cast<size_t>(e)];
-    l.dedge_pair.data<int32_t>()[dpos[static_cast<size_t>(e)]] = src_side.item_of[static_cast<size_t>(e)];
+    if (options.edge_pairs) {
+      l.dedge_pair.data<int32_t>()[dpos[static_cast<size_t>(e)]] = src_side.item_of[static_cast<size_t>(e)];
+    }
   }
 
   TESSEL_ASSIGN_OR_RETURN(l.dblk_row, FromVector(dst_bounds));
@@ -284,6 +295,76 @@ Result<SegmentLayout> SegmentLayout::Build(const storage::WorkerPartition& p, Co
     TESSEL_RETURN_IF_ERROR(ToDevice(*t, device));
   }
   return l;
+}
+
+Result<std::vector<SegmentLayout>> SegmentLayout::BuildSourceBlocks(const storage::WorkerPartition& p,
+                                                                    const std::vector<RowRange>& blocks,
+                                                                    const DeviceContext& device, int64_t threads,
+                                                                    Options options) {
+  const int64_t E = static_cast<int64_t>(p.src.size()), N = p.num_owned, R = p.num_relations();
+  if (E > kMaxId || static_cast<int64_t>(p.dst.size()) != E || static_cast<int64_t>(p.rel_ptr.size()) != R + 1 ||
+      p.rel_ptr[static_cast<size_t>(R)] != E) {
+    return BadDataError(StrCat("partition ", p.part, ": rel_ptr does not cover the edges"));
+  }
+  // |N_r(i)| of each edge's (relation, destination) over the whole partition: its edges by destination
+  // (a stable counting sort keeps the partition's relation order), then the runs of one relation.
+  std::vector<int32_t> group_size(static_cast<size_t>(E), 0);
+  {
+    std::vector<int64_t> cursor(static_cast<size_t>(N + 1), 0);
+    for (const int64_t d : p.dst) {
+      if (d < 0 || d >= N) return BadDataError(StrCat("partition ", p.part, ": an edge leaves the owned rows"));
+      ++cursor[static_cast<size_t>(d) + 1];
+    }
+    for (int64_t i = 0; i < N; ++i) cursor[static_cast<size_t>(i + 1)] += cursor[static_cast<size_t>(i)];
+    std::vector<int32_t> by_dst(static_cast<size_t>(E)), rel(static_cast<size_t>(E));
+    std::vector<int64_t> next(cursor.begin(), cursor.end() - 1);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t e = p.rel_ptr[static_cast<size_t>(r)]; e < p.rel_ptr[static_cast<size_t>(r) + 1]; ++e) {
+        by_dst[static_cast<size_t>(next[static_cast<size_t>(p.dst[static_cast<size_t>(e)])]++)] =
+            static_cast<int32_t>(e);
+        rel[static_cast<size_t>(e)] = static_cast<int32_t>(r);
+      }
+    }
+    for (int64_t k = 0; k < E;) {
+      int64_t end = k;
+      const int32_t first = by_dst[static_cast<size_t>(k)];
+      while (end < E &&
+             p.dst[static_cast<size_t>(by_dst[static_cast<size_t>(end)])] == p.dst[static_cast<size_t>(first)] &&
+             rel[static_cast<size_t>(by_dst[static_cast<size_t>(end)])] == rel[static_cast<size_t>(first)]) {
+        ++end;
+      }
+      for (int64_t u = k; u < end; ++u)
+        group_size[static_cast<size_t>(by_dst[static_cast<size_t>(u)])] = static_cast<int32_t>(end - k);
+      k = end;
+    }
+  }
+  // Each block's edges: within a relation the partition's edges are sorted by source, so a block's are a
+  // run; their sources become rows of the block.
+  std::vector<SegmentLayout> out;
+  for (const RowRange& b : blocks) {
+    storage::WorkerPartition sub;
+    sub.part = p.part;
+    sub.num_owned = N;
+    sub.relation_names = p.relation_names;
+    sub.row_new_id.assign(static_cast<size_t>(b.end - b.begin), 0);  // sizes the block's rows
+    sub.rel_ptr.assign(1, 0);
+    std::vector<int32_t> sizes;
+    for (int64_t r = 0; r < R; ++r) {
+      const auto first = p.src.begin() + p.rel_ptr[static_cast<size_t>(r)];
+      const auto last = p.src.begin() + p.rel_ptr[static_cast<size_t>(r) + 1];
+      for (auto it = std::lower_bound(first, last, b.begin); it != last && *it < b.end; ++it) {
+        const auto e = static_cast<size_t>(it - p.src.begin());
+        sub.src.push_back(*it - b.begin);
+        sub.dst.push_back(p.dst[e]);
+        sizes.push_back(group_size[e]);
+      }
+      sub.rel_ptr.push_back(static_cast<int64_t>(sub.src.size()));
+    }
+    options.target_block_edges = BlockEdgesFor(static_cast<int64_t>(sub.src.size()), threads);
+    TESSEL_ASSIGN_OR_RETURN(SegmentLayout l, Build(sub, device, options, &sizes));
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 }  // namespace tessel::workers

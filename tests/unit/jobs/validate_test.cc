@@ -392,6 +392,11 @@ TEST(ValidateJob, PartitionsNeedTheirDirectory) {
   EXPECT_THAT(Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"),
                       {"train.mode=sampled", "data.feature_store=mapped"}),
               HasSubstr("a worker's feature rows come from its part file"));
+  // A streamed halo is full-graph training's; a sampled batch keeps no halo.
+  EXPECT_TRUE(Valid(Job("partitions = \"parts\"\n", "rgnn", "partitions"), {"train.halo=streamed"}));
+  EXPECT_THAT(
+      Problem(Job("partitions = \"parts\"\n", "rgnn", "partitions"), {"train.mode=sampled", "train.halo=streamed"}),
+      HasSubstr("train.halo = \"streamed\" is how full-graph training holds its halo rows"));
   EXPECT_THAT(Problem(kLlmJob, {"data.format=partitions", "data.partitions=parts"}),
               HasSubstr("is a graph; an llm job reads"));
 }

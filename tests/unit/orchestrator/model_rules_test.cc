@@ -58,6 +58,16 @@ TEST(ModelRules, HeadsMustSplitTheHiddenWidth) {
   EXPECT_EQ(Problem(Job("[model]\nheads = 2\n")), "t.toml:8:1: model.heads = 2: RGCN has no attention heads; use 1");
 }
 
+TEST(ModelRules, AStreamedHaloIsForModelsThatSumOverTheirInputRows) {
+  EXPECT_TRUE(Check(Job("[train]\nhalo = \"streamed\"\n")).ok());
+  EXPECT_THAT(Problem(Job("[model]\nreorder = false\n[train]\nhalo = \"streamed\"\n")),
+              HasSubstr("t.toml:10:1: train.halo = \"streamed\" runs a layer one block of input rows at a time"));
+  EXPECT_THAT(
+      Problem(Job("[model]\nname = \"rgat\"\n"), {"train.halo=streamed"}),
+      HasSubstr("--set train.halo=streamed: train.halo = \"streamed\" runs a layer one block of input rows at a "
+                "time, as a sum, which model \"rgat\" with these settings cannot"));
+}
+
 TEST(ModelRules, DecompositionsAreForRgcnAndExclusive) {
   EXPECT_TRUE(Check(Job("[model]\nnum_bases = 30\n")).ok());
   EXPECT_TRUE(Check(Job("[model]\nnum_blocks = 4\n")).ok());

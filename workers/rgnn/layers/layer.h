@@ -69,6 +69,12 @@ class RgnnLayer {
   // overwrite with the input gradient, or null when none is needed (the first layer). Writes (not adds)
   // the gradients of the layer's parameters into the store.
   virtual Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) = 0;
+  // As Backward, but adds the parameter gradients to those in the store, and leaves `dout` as it was: for a
+  // model whose layers sum over their input rows (RgnnModel::StreamsHalo), run once per block of them.
+  virtual Status BackwardAdd(Tensor& dout, const Tensor& x, Tensor* dx) {
+    (void)dout, (void)x, (void)dx;
+    return InternalError("this layer does not sum over its input rows (train.halo = \"streamed\")");
+  }
 
  protected:
   const GraphView* graph_ = nullptr;

@@ -94,6 +94,7 @@ std::vector<const tessel_op_decl*> RgcnLayer::Ops(const Shape& shape) {
     ops.push_back(&tessel_op_rgnn_aggregate_fwd);
     ops.push_back(&tessel_op_rgnn_aggregate_bwd);
   }
+  if (shape.reordering == Reordering::kOn && !shape.row_gradient) ops.push_back(&tessel_op_nn_add);  // BackwardAdd
   if (shape.weights == Weights::kBases) ops.push_back(&tessel_op_nn_gemm);
   if (shape.weights == Weights::kBlocks) {
     ops.push_back(&tessel_op_rgnn_block_diag_fwd);
@@ -181,6 +182,36 @@ Status RgcnLayer::Forward(const Tensor& x, Tensor& out) {
   return k_.Call(tessel_op_rgnn_aggregate_fwd, {&y_, &g.edge_uniq, &g.norm, &g.dst_ptr, &g.dst_edges}, {&out});
 }
 
+Status RgcnLayer::FusedBackward(const Tensor& dout, const Tensor& x, Tensor* dx, Tensor& dw) {
+  const SegmentLayout& g = graph_->segments;
+  if (shape_.one_hot) {
+    std::vector<const Tensor*> in = {&dout, &graph_->row_id, &g.seg_norm, &g.seg_dst};
+    g.AppendSrc(in);
+    return k_.Call(tessel_op_rgnn_rgcn_embed_bwd, in, {&dw});
+  }
+  const Tensor& w = shape_.weights == Weights::kFull ? params_.value(weight_) : w_dense_;
+  std::vector<const Tensor*> in = {&dout, &x, &w, &g.seg_norm, &g.seg_dst};
+  g.AppendSrc(in);
+  return k_.Call(tessel_op_rgnn_rgcn_bwd, in, {dx, &dw});
+}
+
+Status RgcnLayer::BackwardAdd(Tensor& dout, const Tensor& x, Tensor* dx) {
+  if (shape_.reordering != Reordering::kOn || shape_.row_gradient) {
+    return InternalError("an RGCN layer sums its gradients over blocks of rows only through the fused kernels");
+  }
+  const int64_t R = relations_, K = shape_.in_dim, D = shape_.out_dim;
+  TESSEL_RETURN_IF_ERROR(EnsureBuffer(dw_block_, {R, K, D}));
+  if (shape_.weights != Weights::kFull) TESSEL_RETURN_IF_ERROR(EnsureBuffer(dw_dense_, {R, K, D}));
+  Tensor no_dx = Tensor::Borrow(nullptr, params_.dtype(), {0, K}, params_.device().device);
+  TESSEL_RETURN_IF_ERROR(FusedBackward(dout, x, dx != nullptr ? dx : &no_dx, dw_block_));
+  // The dense gradient gains this block's; a decomposition projects the sum again (the projection is linear).
+  Tensor& dense = DenseGradient();
+  Tensor sum = Tensor::Borrow(dense.raw(), dense.dtype(), {dense.numel()}, dense.device());
+  Tensor block = Tensor::Borrow(dw_block_.raw(), dw_block_.dtype(), {dw_block_.numel()}, dw_block_.device());
+  TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_nn_add, {&sum, &block}, {&sum}));
+  return ProjectGradient();
+}
+
 Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   const int64_t R = relations_;
   if (shape_.weights != Weights::kFull)
@@ -191,21 +222,13 @@ Status RgcnLayer::Backward(Tensor& dout, const Tensor& x, Tensor* dx) {
   Tensor no_dx = Tensor::Borrow(nullptr, params_.dtype(), {0, shape_.in_dim}, params_.device().device);
   Tensor* dx_out = dx != nullptr ? dx : &no_dx;
   if (shape_.reordering == Reordering::kOn) {
-    const SegmentLayout& g = graph_->segments;
     if (shape_.row_gradient) {
+      const SegmentLayout& g = graph_->segments;
       std::vector<const Tensor*> in = {&dout, &g.seg_norm, &g.seg_dst};
       g.AppendSrc(in);
       return k_.Call(tessel_op_rgnn_rgcn_embed_bwd_rows, in, {&dw});
     }
-    if (shape_.one_hot) {
-      std::vector<const Tensor*> in = {&dout, &graph_->row_id, &g.seg_norm, &g.seg_dst};
-      g.AppendSrc(in);
-      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_rgcn_embed_bwd, in, {&dw}));
-    } else {
-      std::vector<const Tensor*> in = {&dout, &x, &w, &g.seg_norm, &g.seg_dst};
-      g.AppendSrc(in);
-      TESSEL_RETURN_IF_ERROR(k_.Call(tessel_op_rgnn_rgcn_bwd, in, {dx_out, &dw}));
-    }
+    TESSEL_RETURN_IF_ERROR(FusedBackward(dout, x, dx_out, dw));
     return ProjectGradient();
   }
   // Reordering off: dY overwrites Y (no backward kernel reads Y).
@@ -297,6 +320,9 @@ class Rgcn final : public RgnnModel {
   // Without reordering the layers apply W_r per unique (relation, source) pair.
   bool ReadsRelationPairs(const RgnnSettings& s) const override { return s.reordering == Reordering::kOff; }
   bool KeepsPairBuffers(const RgnnSettings& s) const override { return ReadsRelationPairs(s); }
+  bool ReadsEdgePairs(const RgnnSettings&) const override { return false; }
+  // The fused layer sums over segments of input rows: a block of them at a time adds up to the whole.
+  bool StreamsHalo(const RgnnSettings& s) const override { return s.reordering == Reordering::kOn; }
 
  private:
   // The layers whose widths the blocks divide, "0, 1".

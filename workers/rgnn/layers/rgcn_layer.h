@@ -49,6 +49,7 @@ class RgcnLayer final : public RgnnLayer {
   int64_t out_dim() const override { return shape_.out_dim; }
   Status Forward(const Tensor& x, Tensor& out) override;
   Status Backward(Tensor& dout, const Tensor& x, Tensor* dx) override;
+  Status BackwardAdd(Tensor& dout, const Tensor& x, Tensor* dx) override;
   int64_t BufferBytes(std::set<const void*>& counted) const override { return y_buf_.CountOnce(counted); }
 
  private:
@@ -60,6 +61,8 @@ class RgcnLayer final : public RgnnLayer {
   Tensor& DenseGradient();
   Status ProjectGradient();
   Status EnsureBuffer(Tensor& t, std::vector<int64_t> shape);
+  // The fused kernels' backward (reordering on, no row gradient) into the dense gradient `dw`.
+  Status FusedBackward(const Tensor& dout, const Tensor& x, Tensor* dx, Tensor& dw);
 
   Shape shape_;
   int64_t relations_ = 0;
@@ -67,6 +70,7 @@ class RgcnLayer final : public RgnnLayer {
   ParameterStore& params_;
   size_t weight_ = 0, coef_ = 0;  // "weight" | "bases" (+ "coef") | "blocks"
   Tensor w_dense_, dw_dense_;     // for decomposed weights
+  Tensor dw_block_;               // BackwardAdd: one block's dense gradient
   Tensor y_;                      // reordering off: the [pairs, out] products, reused for their gradient
   GrowBuffer y_buf_;
 };

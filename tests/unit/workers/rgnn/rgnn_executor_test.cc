@@ -241,7 +241,14 @@ struct ReferenceCase {
   bool bias = false;
   WeightInit init = WeightInit::kGlorot;
   Precision precision = Precision::kFp32;
+  HaloMode halo = HaloMode::kResident;
 };
+
+// The case with a streamed halo (train.halo): each peer's block of rows run as it arrives, none kept.
+ReferenceCase Streamed(ReferenceCase c) {
+  c.halo = HaloMode::kStreamed;
+  return c;
+}
 
 // The case run by the executor in double (train.precision = "fp64"): the plugin kernels' double
 // instantiations, through the layers, the loss and Adam, held to the double reference at 1e-10.
@@ -284,7 +291,8 @@ std::string CaseName(const ReferenceCase& c) {
          (c.feature_dim == 6 ? "Skip" : "") + (c.reordering == Reordering::kOff ? "NoReorder" : "") +
          (c.compaction == Compaction::kPerEdge ? "PerEdge" : "") + (c.bias ? "Bias" : "") +
          (c.init == WeightInit::kTorchLinear ? "TorchLinear" : "") +
-         (c.precision == Precision::kFp64 ? "Fp64" + c.model : "");  // one suite holds every model
+         (c.precision == Precision::kFp64 ? "Fp64" + c.model : "") +  // one suite holds every model
+         (c.halo == HaloMode::kStreamed ? "Streamed" : "");
 }
 
 class AgainstReference : public ::testing::TestWithParam<ReferenceCase> {};
@@ -308,6 +316,7 @@ TEST_P(AgainstReference, OneEpochMatchesLossGradientsAndAdamStep) {
   if (c.bias) Set(settings.options, kHgtBias.key, true);
   settings.weight_init = c.init;
   settings.precision = c.precision;
+  settings.halo = c.halo;
   // Float sums in other orders are a few roundings off (measured: 1e-8 of the loss, 1e-6 of a gradient);
   // in double, 1e-15: a planted error of 1e-9 in one gradient path is caught.
   const bool fp64 = c.precision == Precision::kFp64;
@@ -392,6 +401,19 @@ INSTANTIATE_TEST_SUITE_P(
                       HgtBias(ModelInput::kFeatures, 2, 2, 2, 6), HgtBias(ModelInput::kOneHot, 2, 2, 2, 0),
                       HgtBias(ModelInput::kFeatures, 1, 1, 1, 5, WeightInit::kGlorot)),
     [](const auto& info) { return CaseName(info.param); });
+
+// A streamed halo against the same reference: RGCN's fused path with every input, decomposition and
+// compaction, on 2 and 3 workers (with one there is no halo).
+INSTANTIATE_TEST_SUITE_P(Streamed, AgainstReference,
+                         ::testing::Values(Streamed(ReferenceCase{ModelInput::kFeatures, 2, 2}),
+                                           Streamed(ReferenceCase{ModelInput::kFeatures, 2, 3}),
+                                           Streamed(ReferenceCase{ModelInput::kFeatures, 3, 3}),
+                                           Streamed(ReferenceCase{ModelInput::kOneHot, 2, 2}),
+                                           Streamed(ReferenceCase{ModelInput::kFeatures, 2, 3, 3, 0}),
+                                           Streamed(ReferenceCase{ModelInput::kFeatures, 2, 2, 0, 3}),
+                                           Streamed(ReferenceCase{ModelInput::kFeatures, 2, 3, 0, 0, Reordering::kOn,
+                                                                  Compaction::kPerEdge})),
+                         [](const auto& info) { return CaseName(info.param); });
 
 // One worker (fp64 is full-graph training on one worker): every model and kernel path of the suites above.
 INSTANTIATE_TEST_SUITE_P(
