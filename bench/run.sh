@@ -294,7 +294,12 @@ if [[ "$family" == partition || "$family" == peers-partition ]]; then
   setup=()
   [[ "$family" == peers-partition ]] && setup=(--dgl) && partition_args+=(--sections peers)
   "$ROOT/bench/peers/setup.sh" "${setup[@]}" || { echo "run.sh: bench/peers/setup.sh failed" >&2; exit 2; }
-  for a in "${args[@]}"; do [[ "$a" == --quick ]] && partition_args+=(--quick); done
+  for ((i = 0; i < ${#args[@]}; i++)); do  # --quick, and --sizes and --cases with their values
+    case "${args[i]}" in
+      --quick) partition_args+=(--quick) ;;
+      --sizes|--cases) partition_args+=("${args[i]}" "${args[i + 1]}") ;;
+    esac
+  done
   [[ -n "${json:-}" ]] && partition_args+=(--json "$json")
   partition_args+=("${llm_extra[@]}")  # --sections
   exec "$BUILD/bench-venv/bin/python" "$ROOT/bench/partition/partition_bench.py" "${partition_args[@]}"

@@ -287,6 +287,8 @@ def memory(args, rows):
             streamed = from_parts + ["--set", "train.halo=streamed"]
             for what, sets in (("full-graph epoch", from_parts), ("full-graph, streamed", streamed),
                                ("sampled epoch", from_parts + sampled)):
+                if args.cases and not any(c in what for c in args.cases):
+                    continue
                 # tessel plan's prediction is a worker's data, without the process's own (libraries, buffers).
                 predicted = predicted_worker_mb(job, p, sets)
                 cap, too_big = machine_share(predicted, p)
@@ -309,16 +311,24 @@ def memory(args, rows):
                              "seconds": seconds, "rank_peak_mb": peaks, "predicted_mb": predicted,
                              "max_rank_peak_mb": max(peaks) if peaks else None, "error": error,
                              "target": "P = 8: every rank below graph_mb / 2" if p == 8 else ""})
-        capped(args, rows, m, d, graph_mb, job)
+        if not args.cases or "capped" in args.cases:
+            capped(args, rows, m, d, graph_mb, job)
 
 
 def capped(args, rows, m, d, graph_mb, job):
     """P = 4 (2 with --quick): today's path (the coordinator loads data.graph and cuts it by range) and training
-    from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks."""
+    from the parts, uncapped and then with every rank capped halfway between the two paths' largest peaks. Where
+    the parts' full-graph epoch does not fit this machine as it is, its streamed halo (train.halo) is the new
+    path, and every rank is capped at its share of the machine (machine_share) without the uncapped runs:
+    today's path, whose coordinator holds about 3.4 graphs, cannot run here at all then."""
     p = 2 if args.quick else 4
     parts = os.path.join(WORK, f"memparts{m}-{p}")
-    _, too_big = machine_share(predicted_worker_mb(job, p, ["--set", "data.format=partitions", "--set",
-                                                            "data.graph=", "--set", f"data.partitions={parts}"]), p)
+    from_parts = ["--set", "data.format=partitions", "--set", "data.graph=", "--set", f"data.partitions={parts}"]
+    cap, too_big = machine_share(predicted_worker_mb(job, p, from_parts), p)
+    if too_big or cap:
+        from_parts += ["--set", "train.halo=streamed"]
+        cap, too_big = machine_share(predicted_worker_mb(job, p, from_parts), p)
+        cap = cap or int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6 / p)
     if too_big:
         print(f"capped, P = {p}: {too_big}")
         rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": too_big})
@@ -329,18 +339,18 @@ def capped(args, rows, m, d, graph_mb, job):
                        capture_output=True)
     paths = (("coordinator path", ["--set", "data.format=graph", "--set", f"data.graph={h5}",
                                    "--set", "partition.method=range"]),
-             ("from parts", ["--set", "data.format=partitions", "--set", "data.graph=", "--set",
-                             f"data.partitions={parts}"]))
+             ("from parts" + (", streamed" if cap else ""), from_parts))
     need = {}
-    for what, sets in paths:
+    for what, sets in paths if not cap else ():
         r = train(job, p, sets, f"need{m}-{p}-{what.split()[0]}")
         need[what] = max(peaks_of(r)) if "error" not in r else None
         print(f"uncapped, P = {p}, {what:<17}: " + (f"largest rank {need[what]:.0f} MB, rank 0 "
               f"{peaks_of(r)[0]:.0f} MB, {r['seconds']:.1f} s" if need[what] else f"failed ({r['error'][-80:]})"))
-    if not all(need.values()) or need["from parts"] >= need["coordinator path"]:
-        rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": f"no cap between them: {need}"})
-        return
-    cap = int((need["from parts"] + need["coordinator path"]) / 2)
+    if not cap:
+        if not all(need.values()) or need["from parts"] >= need["coordinator path"]:
+            rows.append({"section": "memory-capped", "edges_m": m, "ranks": p, "error": f"no cap between them: {need}"})
+            return
+        cap = int((need["from parts"] + need["coordinator path"]) / 2)
     for what, sets in paths:
         r = train(job, p, sets, f"cap{m}-{p}-{what.split()[0]}", cap_mb=cap)
         ok = "error" not in r
@@ -348,7 +358,7 @@ def capped(args, rows, m, d, graph_mb, job):
               (f"trained, {r['seconds']:.1f} s, largest rank {max(peaks_of(r)):.0f} MB" if ok else
                f"failed ({r['error'][-100:]!r})"))
         rows.append({"section": "memory-capped", "edges_m": m, "graph_mb": graph_mb, "ranks": p, "cap_mb": cap,
-                     "what": what, "uncapped_max_rank_mb": need[what], "trained": ok,
+                     "what": what, "uncapped_max_rank_mb": need.get(what), "trained": ok,
                      "rank_peak_mb": peaks_of(r) if ok else [], "error": r.get("error"),
                      "target": "the coordinator path fails under the cap, from parts trains"})
 
@@ -439,6 +449,9 @@ def main():
     ap.add_argument("--sections", default="quality,scale")
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results", "partition.json"))
     ap.add_argument("--svg", default=os.path.join(BUILD, "bench", "results", "partition-scale.svg"))
+    ap.add_argument("--cases", type=lambda v: v.split(","), default=None, metavar="WHAT[,WHAT]",
+                    help="memory: only the training runs whose name holds one of these (full-graph, streamed, "
+                         "sampled) and, with \"capped\", the capped runs; the partitions' rows always")
     ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None, metavar="M[,M]",
                     help="the generated graphs of the memory and peers sections, in millions of base edges")
     ap.add_argument("--plot", nargs="+", metavar="JSON",

@@ -321,7 +321,9 @@ void GraphPlanner::Publish(const Plan& plan, monitoring::Metrics& metrics) const
 
 void GraphPlanner::Print(const jobs::JobSpec& spec, const Plan& plan, std::ostream& out) const {
   out << "job " << spec.job.name << ": " << NameOf(spec.job.kind) << " / " << spec.model.name << ", "
-      << spec.model.layers << " layers, hidden " << spec.model.hidden << ", " << spec.train.epochs << " epochs\n";
+      << spec.model.layers << " layers, hidden " << spec.model.hidden << ", " << spec.train.epochs << " epochs"
+      << (spec.train.mode == TrainMode::kFull && spec.train.halo == HaloMode::kStreamed ? ", halo streamed" : "")
+      << "\n";
   if (const Record* g = Sub(plan.summary, "graph")) {
     const RecordValue* name = Find(*g, "name");
     out << "graph " << (name ? std::get<std::string>(name->data) : "?") << ": " << Int(*g, "nodes") << " nodes, "

@@ -324,9 +324,9 @@ Status RgnnExecutor::Forward(const Batch& b) {
   const size_t L = layers_.size();
   for (size_t l = 0; l < L; ++l) {
     TESSEL_RETURN_IF_ERROR(layers_[l]->Forward(LayerInput(b, l), out_[l]));
-    // A streamed halo: each peer's block of input rows adds its share, summed through a buffer that is dead
-    // until the backward pass (this layer's input gradient, or the loss's).
-    Tensor& share = l + 1 < L ? dhidden_[l] : dlogits_;
+    // A streamed halo: each peer's block of input rows adds its share, summed through a buffer of the
+    // output's shape that is dead until the backward pass (the next layer's input gradient, or the loss's).
+    Tensor& share = l + 1 < L ? dhidden_[l] : (classifier_ ? dlast_ : dlogits_);
     for (int k = 1; k <= source_->halo_rounds(); ++k) {
       TESSEL_ASSIGN_OR_RETURN(Tensor block, FetchBlock(b, l, k));
       const GraphView& v = *source_->RoundView(k);
