@@ -87,12 +87,12 @@ WorkerCost Estimate(const RgnnSettings& s, int32_t threads, const PartFacts& p) 
   // streamed halo's blocks keep their rows' ids).
   const int64_t row_bytes = onehot ? 12 : 4;
   const int64_t block_id_bytes = streamed && onehot ? c.halo * 8 : 0;
-  // The halo exchange: which owned row each peer asks for (i64, about one per halo row across the peers),
+  // The halo exchange: which owned row each peer asks for (i32, about one per halo row across the peers),
   // and one peer's rows of the widest that moves (halo.h: one peer a round): the input features at load,
   // every layer's output but the last's.
   int64_t widest = onehot ? 0 : p.feature_dim;
   for (size_t l = 1; l + 1 < dims.size(); ++l) widest = std::max(widest, dims[l]);
-  const int64_t halo_bytes = p.num_parts > 1 ? c.halo * 8 + c.halo / (p.num_parts - 1) * widest * 4 : 0;
+  const int64_t halo_bytes = p.num_parts > 1 ? c.halo * 4 + c.halo / (p.num_parts - 1) * widest * 4 : 0;
   // An edge in the segment layout: 8 i32 indices and a norm, or one index fewer where no layer reads dedge_pair.
   const bool edge_pairs = model == nullptr || model->ReadsEdgePairs(s);
   c.graph_bytes = c.edges * (edge_pairs ? 36 : 32) + c.uniq_pairs * 16 + rows * row_bytes + block_id_bytes +
