@@ -1,7 +1,9 @@
 // GraphView: the rows and edges one RGNN layer reads in one pass. Its input has `rows` rows, of which
 // the first `owned` are also its output rows (the destinations). A full-graph batch source has one view
 // for every layer (owned rows + halo rows); the sampled source makes one per layer and mini-batch, where
-// layer l's destinations are layer l+1's input rows (views[l + 1].rows == views[l].owned).
+// layer l's destinations are layer l+1's input rows (views[l + 1].rows == views[l].owned). A streamed halo's
+// round view (BatchSource::RoundView) is the exception: its input rows are one peer's block, none of them an
+// output row, and only layers of a model that streams (RgnnModel::StreamsHalo) are bound to one.
 //
 // Ownership: a value that owns its tensors (on the executor's device). Thread safety: immutable once
 // built; a layer borrows the view it is bound to until the next Bind.
