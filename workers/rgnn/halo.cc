@@ -81,14 +81,12 @@ int Behind(int me, int k, int n) { return (me - k + n) % n; }
 
 }  // namespace
 
-Status HaloExchange::Round(int to, int64_t send_rows, int64_t send_at, const float* send, int from, int64_t recv_rows,
-                           int64_t recv_at, float* recv, int64_t dim) {
+Status HaloExchange::Round(int to, int64_t send_rows, const float* send, int from, int64_t recv_rows, float* recv,
+                           int64_t dim) {
   const auto n = static_cast<size_t>(comm_->size());
-  std::vector<int64_t> sc(n, 0), so(n, 0), rc(n, 0), ro(n, 0);
+  std::vector<int64_t> sc(n, 0), so(n, 0), rc(n, 0), ro(n, 0);  // offsets 0: one peer each way
   sc[static_cast<size_t>(to)] = send_rows * dim;
-  so[static_cast<size_t>(to)] = send_at * dim;
   rc[static_cast<size_t>(from)] = recv_rows * dim;
-  ro[static_cast<size_t>(from)] = recv_at * dim;
   TESSEL_RETURN_IF_ERROR(comm_->AllToAllV(send, sc, so, recv, rc, ro));
   bytes_sent_ += send_rows * dim * static_cast<int64_t>(sizeof(float));
   bytes_received_ += recv_rows * dim * static_cast<int64_t>(sizeof(float));
@@ -107,8 +105,8 @@ Status HaloExchange::ForwardRound(int k, const float* owned, float* block, int64
     std::memcpy(out, owned + row * dim, static_cast<size_t>(dim) * sizeof(float));
     out += dim;
   }
-  return Round(to, static_cast<int64_t>(rows.size()), 0, buffer_.data(), from, halo_count_[static_cast<size_t>(from)],
-               0, block, dim);
+  return Round(to, static_cast<int64_t>(rows.size()), buffer_.data(), from, halo_count_[static_cast<size_t>(from)],
+               block, dim);
 }
 
 Status HaloExchange::BackwardRound(int k, const float* dblock, float* grad_owned, int64_t dim) {
@@ -116,8 +114,8 @@ Status HaloExchange::BackwardRound(int k, const float* dblock, float* grad_owned
   const int to = Behind(me, k, n), from = Ahead(me, k, n);
   const std::vector<int32_t>& rows = serve_rows_[static_cast<size_t>(from)];
   buffer_.resize(rows.size() * static_cast<size_t>(dim));
-  TESSEL_RETURN_IF_ERROR(Round(to, halo_count_[static_cast<size_t>(to)], 0, dblock, from,
-                               static_cast<int64_t>(rows.size()), 0, buffer_.data(), dim));
+  TESSEL_RETURN_IF_ERROR(Round(to, halo_count_[static_cast<size_t>(to)], dblock, from,
+                               static_cast<int64_t>(rows.size()), buffer_.data(), dim));
   const float* in = buffer_.data();
   for (const int64_t row : rows) {
     float* dst = grad_owned + row * dim;

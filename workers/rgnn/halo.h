@@ -43,10 +43,9 @@ class HaloExchange {
   int64_t bytes_received() const { return bytes_received_; }
 
  private:
-  // One round: `send_rows` rows at row `send_at` of `send` to worker `to`, `recv_rows` rows from `from`
-  // into row `recv_at` of `recv` (rows of `dim` floats).
-  Status Round(int to, int64_t send_rows, int64_t send_at, const float* send, int from, int64_t recv_rows,
-               int64_t recv_at, float* recv, int64_t dim);
+  // One round: `send_rows` rows of `send` to worker `to`, `recv_rows` rows from `from` into `recv` (rows of
+  // `dim` floats).
+  Status Round(int to, int64_t send_rows, const float* send, int from, int64_t recv_rows, float* recv, int64_t dim);
 
   WorkerComm* comm_ = nullptr;
   int64_t num_owned_ = 0;
