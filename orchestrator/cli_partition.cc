@@ -241,12 +241,8 @@ Status PartitionOnRanks(const orchestrator::RankGroup& group, const orchestrator
   TESSEL_RETURN_IF_ERROR(orchestrator::WriteDirectoryOnRanks(
       group, out,
       [&](const fs::path& tmp) {
-        r = orchestrator::PartitionChunked(group, o);
-        if (!r.ok()) return r.status();
-        for (const storage::WorkerPartition& p : r->parts) {
-          TESSEL_RETURN_IF_ERROR(storage::WritePartitionFile(p, (tmp / StrCat("part-", p.part, ".h5")).string()));
-        }
-        return Status::Ok();
+        r = orchestrator::PartitionChunked(group, o, tmp);
+        return r.status();
       },
       [&](const fs::path& tmp) {
         TESSEL_RETURN_IF_ERROR(WriteFileAtomically(tmp / kReport, storage::FormatPartitionManifest(r->manifest)));

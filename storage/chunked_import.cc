@@ -338,10 +338,13 @@ Status ReadEdgeChunk(const ChunkedGraph& g, int32_t e, int32_t chunk, std::vecto
 }
 
 Result<ChunkedNodeRows> ReadNodeRows(const ChunkedGraph& g, const ChunkedImportOptions& o, int32_t t, int64_t first,
-                                     int64_t count) {
+                                     int64_t count, NodeColumns columns) {
   const ChunkedNodeType& ct = g.node_types[static_cast<size_t>(t)];
   ChunkedNodeRows rows;
-  TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, o.features, first, count, &rows.features, &rows.feature_dim));
+  // Without the features their headers are still read: the width, and that the chunks add up.
+  TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, o.features, first, columns == NodeColumns::kSupervision ? 0 : count,
+                                      &rows.features, &rows.feature_dim));
+  if (columns == NodeColumns::kFeatures) return rows;
   int64_t width = 0;
   TESSEL_RETURN_IF_ERROR(ReadNodeData(g, t, o.labels, first, count, &rows.labels, &width));
   if (!rows.labels.empty() && width != 1) {

@@ -101,15 +101,17 @@ Result<ChunkedImport> ImportChunked(const ChunkedImportOptions& options);
 
 // What a reader of a share needs, each read as ImportChunked reads it:
 // the features and supervision of rows [first, first + count) of node type `t` (empty vectors for an
-// absent key; feature_dim from the chunks' headers, so any share agrees on it);
+// absent key; feature_dim from the chunks' headers, so any share agrees on it), or only one of the two
+// (the distributed partitioner reads the supervision first and streams the features later);
 struct ChunkedNodeRows {
   std::vector<float> features;  // [count * feature_dim]
   int64_t feature_dim = 0;
   std::vector<int64_t> labels;
   std::vector<uint8_t> train_mask, val_mask, test_mask;
 };
+enum class NodeColumns { kAll, kSupervision, kFeatures };
 Result<ChunkedNodeRows> ReadNodeRows(const ChunkedGraph& g, const ChunkedImportOptions& options, int32_t t,
-                                     int64_t first, int64_t count);
+                                     int64_t first, int64_t count, NodeColumns columns = NodeColumns::kAll);
 // the graph's shape without data: node types (name, count) and relations (names, kinds, types) in
 // ImportChunked's order, the derived ones included when asked, and no edges;
 HeteroGraph ChunkedSkeleton(const ChunkedGraph& g, bool add_inverse, bool add_self_loop);

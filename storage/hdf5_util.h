@@ -288,7 +288,8 @@ Result<T> ReadScalar(hid_t loc, const std::string& path, std::string_view file) 
 enum class Layout { kContiguous, kChunkedDeflate };
 
 // Writes a dataset of shape `dims` from `data` (row-major). kChunkedDeflate uses shuffle + deflate
-// level 1 in chunks of up to 1 Mi elements; kContiguous keeps the bytes mappable in place.
+// level 1 in chunks of up to 1 Mi elements; kContiguous keeps the bytes mappable in place. A null `data`
+// only creates the dataset (contiguous: its bytes allocated, not filled, for the caller to write in place).
 template <typename T>
 Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::vector<hsize_t>& dims, Layout layout,
                   std::string_view where) {
@@ -314,7 +315,8 @@ Status WriteArray(hid_t loc, const std::string& name, const T* data, const std::
   }
   Dataset d(H5Dcreate2(loc, name.c_str(), TypeTraits<T>::Native(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   if (!d.valid()) return WriteError(where, "cannot create dataset");
-  if (total > 0 && H5Dwrite(d.get(), TypeTraits<T>::Native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+  if (total > 0 && data != nullptr &&
+      H5Dwrite(d.get(), TypeTraits<T>::Native(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
     return WriteError(where, "cannot write data");
   }
   if (d.Close() < 0) return WriteError(where, "cannot close dataset");

@@ -229,7 +229,7 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
   return parts;
 }
 
-Status ValidatePartition(const WorkerPartition& p) {
+Status ValidatePartition(const WorkerPartition& p, PartFeatures features) {
   auto bad = [&](const std::string& what) {
     return BadDataError(StrCat("partition ", p.part, " of ", p.num_parts, ": ", what));
   };
@@ -283,8 +283,8 @@ Status ValidatePartition(const WorkerPartition& p) {
   if (p.feature_dim < 0) return bad("negative feature_dim");
   const int64_t num_features = static_cast<int64_t>(p.features.size());
   const bool features_fit =
-      p.feature_dim == 0 ? num_features == 0
-      : p.num_owned == 0 ? num_features == 0
+      p.feature_dim == 0 || features == PartFeatures::kToCome ? num_features == 0
+      : p.num_owned == 0                                      ? num_features == 0
                          : p.feature_dim <= num_features / p.num_owned && num_features == p.num_owned * p.feature_dim;
   if (!features_fit) return bad("features size is not num_owned * feature_dim");
   const size_t owned = static_cast<size_t>(p.num_owned);

@@ -69,8 +69,10 @@ Result<std::vector<WorkerPartition>> BuildWorkerPartitions(const HeteroGraph& gr
 
 // Checks every invariant of a WorkerPartition: the book covers total_nodes, owned rows are the part's
 // range, halo rows are sorted and outside it, rel_ptr is monotone, edge rows are in range and sorted,
-// array sizes agree, labels < num_classes, masks 0/1. kBadData naming the first violation.
-Status ValidatePartition(const WorkerPartition& p);
+// array sizes agree, labels < num_classes, masks 0/1. kBadData naming the first violation. `features`
+// kToCome: the features are empty, to be written to the part file row by row (PartitionFileWriter).
+enum class PartFeatures { kHeld, kToCome };
+Status ValidatePartition(const WorkerPartition& p, PartFeatures features = PartFeatures::kHeld);
 
 // Byte encoding for MPI transfer (magic + version + length-prefixed arrays). Decode validates every
 // size and index and returns kBadData on anything inconsistent.
@@ -79,6 +81,34 @@ Result<WorkerPartition> DecodePartition(const uint8_t* data, size_t size);
 
 // HDF5 files for `tessel partition --out DIR` (DIR/part-K.h5). Write goes through a temporary name.
 Status WritePartitionFile(const WorkerPartition& p, const std::string& path);
+
+// A part file written by one that does not hold its features (the distributed partitioner streams them
+// from the chunk files to their parts' builders, a slab at a time): Create writes everything of `p` but
+// its feature rows, under a temporary name beside `path`, with the features' dataset [num_owned,
+// feature_dim] allocated in place (contiguous, native float); WriteRows puts owned rows there; Commit,
+// once every owned row has been written, syncs the file and renames it to `path`. Destroyed before
+// Commit, it removes the temporary. WritePartitionFile is Create, WriteRows of every row, Commit.
+// Failure: kStorage naming the file; WriteRows past num_owned and Commit with rows missing are kInternal.
+// Thread safety: one owner.
+class PartitionFileWriter {
+ public:
+  static Result<PartitionFileWriter> Create(const WorkerPartition& p, const std::string& path);
+  PartitionFileWriter(PartitionFileWriter&& other) noexcept;
+  PartitionFileWriter& operator=(PartitionFileWriter&&) = delete;
+  PartitionFileWriter(const PartitionFileWriter&) = delete;
+  ~PartitionFileWriter();
+
+  // Owned rows [first, first + count): count * feature_dim floats.
+  Status WriteRows(int64_t first, const float* rows, int64_t count);
+  Status Commit();
+
+ private:
+  PartitionFileWriter() = default;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  int64_t data_offset_ = 0, feature_dim_ = 0, num_owned_ = 0, rows_written_ = 0;
+  std::vector<bool> written_;
+};
 Result<WorkerPartition> ReadPartitionFile(const std::string& path);
 
 }  // namespace tessel::storage

@@ -13,10 +13,12 @@
 //   /partition/features       float32 [num_owned, feature_dim], contiguous; absent when feature_dim is 0
 //   /partition/labels         int64 [num_owned]
 //   /partition/train, val, test  uint8 [num_owned]
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -48,6 +50,7 @@ Status Read1D(hid_t file_id, const std::string& name, std::string_view file, std
   return h5::ReadArray<T>(file_id, StrCat(kGroup, "/", name), file, 1, out, &dims);
 }
 
+// Everything but the feature rows.
 Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view file) {
   const std::string where = StrCat(file, ": ", kGroup);
   h5::Group group(H5Gcreate2(file_id, kGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
@@ -72,9 +75,9 @@ Status WriteContents(const WorkerPartition& p, hid_t file_id, std::string_view f
   TESSEL_RETURN_IF_ERROR(Write1D(g, "rel_ptr", p.rel_ptr, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "src", p.src, file));
   TESSEL_RETURN_IF_ERROR(Write1D(g, "dst", p.dst, file));
-  if (p.feature_dim > 0) {
+  if (p.feature_dim > 0) {  // allocated here, written in place by PartitionFileWriter::WriteRows
     TESSEL_RETURN_IF_ERROR(h5::WriteArray<float>(
-        g, "features", p.features.data(), {static_cast<hsize_t>(p.num_owned), static_cast<hsize_t>(p.feature_dim)},
+        g, "features", nullptr, {static_cast<hsize_t>(p.num_owned), static_cast<hsize_t>(p.feature_dim)},
         h5::Layout::kContiguous, StrCat(where, "/features")));
   }
   TESSEL_RETURN_IF_ERROR(Write1D(g, "labels", p.labels, file));
@@ -95,25 +98,109 @@ Result<int32_t> ReadInt32Attribute(hid_t obj, const std::string& name, std::stri
 }  // namespace
 
 Status WritePartitionFile(const WorkerPartition& p, const std::string& path) {
-  TESSEL_RETURN_IF_ERROR(ValidatePartition(p).WithContext(StrCat("refusing to write ", path)));
-  const std::string tmp = TemporaryPathFor(path);  // created exclusively: a planted link is refused
+  TESSEL_ASSIGN_OR_RETURN(PartitionFileWriter w, PartitionFileWriter::Create(p, path));
+  TESSEL_RETURN_IF_ERROR(w.WriteRows(0, p.features.data(), p.feature_dim > 0 ? p.num_owned : 0));
+  return w.Commit();
+}
+
+Result<PartitionFileWriter> PartitionFileWriter::Create(const WorkerPartition& p, const std::string& path) {
+  TESSEL_RETURN_IF_ERROR(ValidatePartition(p, p.features.empty() ? PartFeatures::kToCome : PartFeatures::kHeld)
+                             .WithContext(StrCat("refusing to write ", path)));
+  PartitionFileWriter w;
+  w.path_ = path;
+  w.tmp_ = TemporaryPathFor(path);  // created exclusively: a planted link is refused
+  w.feature_dim_ = p.feature_dim;
+  w.num_owned_ = p.num_owned;
   h5::ScopedErrorSilencer silence;
   Status st;
   {
     h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
     // As for graph files: v1.8 object headers hold attributes beyond 64 KiB (long relation_names lists).
     H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
-    h5::File file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
+    h5::File file(H5Fcreate(w.tmp_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()));
     if (!file.valid())
-      return StorageError(StrCat("cannot create the partition file: ", DescribeCreateFailure(tmp, errno)));
+      return StorageError(StrCat("cannot create the partition file: ", DescribeCreateFailure(w.tmp_, errno)));
     st = WriteContents(p, file.get(), path);
-    if (st.ok() && file.Close() < 0) st = h5::WriteError(tmp, "cannot close (flush) file");
+    if (st.ok() && p.feature_dim > 0 && p.num_owned > 0) {
+      h5::Dataset d(H5Dopen2(file.get(), StrCat(kGroup, "/features").c_str(), H5P_DEFAULT));
+      const haddr_t at = d.valid() ? H5Dget_offset(d.get()) : HADDR_UNDEF;
+      if (at == HADDR_UNDEF) st = h5::WriteError(w.tmp_, "the features were not allocated in place");
+      w.data_offset_ = static_cast<int64_t>(at);
+    }
+    if (st.ok() && file.Close() < 0) st = h5::WriteError(w.tmp_, "cannot close (flush) file");
   }
-  if (st.ok()) st = CheckNotSymlink(path);
-  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = StorageError(StrCat("cannot rename ", tmp, " to ", path));
+  if (st.ok()) {
+    w.fd_ = ::open(w.tmp_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (w.fd_ < 0) st = StorageError(StrCat("cannot reopen ", w.tmp_, ": ", std::strerror(errno)));
   }
-  if (!st.ok()) std::remove(tmp.c_str());
+  if (!st.ok()) {
+    std::remove(w.tmp_.c_str());
+    return st;
+  }
+  w.written_.assign(static_cast<size_t>(p.feature_dim > 0 ? p.num_owned : 0), false);
+  return w;
+}
+
+PartitionFileWriter::PartitionFileWriter(PartitionFileWriter&& o) noexcept
+    : path_(std::move(o.path_)),
+      tmp_(std::move(o.tmp_)),
+      fd_(o.fd_),
+      data_offset_(o.data_offset_),
+      feature_dim_(o.feature_dim_),
+      num_owned_(o.num_owned_),
+      rows_written_(o.rows_written_),
+      written_(std::move(o.written_)) {
+  o.fd_ = -1;
+  o.tmp_.clear();
+}
+
+PartitionFileWriter::~PartitionFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) std::remove(tmp_.c_str());
+}
+
+Status PartitionFileWriter::WriteRows(int64_t first, const float* rows, int64_t count) {
+  if (count == 0) return Status::Ok();
+  if (fd_ < 0 || first < 0 || count < 0 || first + count > static_cast<int64_t>(written_.size())) {
+    return InternalError(StrCat(path_, ": feature rows [", first, ", ", first + count, ") are not rows of its ",
+                                written_.size(), " owned rows"));
+  }
+  const auto row_bytes = static_cast<size_t>(feature_dim_) * sizeof(float);
+  const auto* bytes = reinterpret_cast<const char*>(rows);
+  size_t left = static_cast<size_t>(count) * row_bytes;
+  auto at = static_cast<off_t>(data_offset_ + first * static_cast<int64_t>(row_bytes));
+  while (left > 0) {
+    const ssize_t n = ::pwrite(fd_, bytes, left, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return StorageError(StrCat(tmp_, ": cannot write features: ", std::strerror(n < 0 ? errno : EIO)));
+    }
+    bytes += n;
+    left -= static_cast<size_t>(n);
+    at += n;
+  }
+  for (int64_t i = first; i < first + count; ++i) {
+    if (!written_[static_cast<size_t>(i)]) ++rows_written_;
+    written_[static_cast<size_t>(i)] = true;
+  }
+  return Status::Ok();
+}
+
+Status PartitionFileWriter::Commit() {
+  if (fd_ < 0) return InternalError(StrCat(path_, ": committed twice"));
+  if (rows_written_ != static_cast<int64_t>(written_.size())) {
+    return InternalError(StrCat(path_, ": ", written_.size() - static_cast<size_t>(rows_written_), " of its ",
+                                written_.size(), " owned rows' features were never written"));
+  }
+  Status st;
+  if (::fsync(fd_) != 0) st = StorageError(StrCat(tmp_, ": fsync: ", std::strerror(errno)));
+  if (::close(fd_) != 0 && st.ok()) st = StorageError(StrCat(tmp_, ": close: ", std::strerror(errno)));
+  fd_ = -1;
+  if (st.ok()) st = CheckNotSymlink(path_);
+  if (st.ok() && std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    st = StorageError(StrCat("cannot rename ", tmp_, " to ", path_));
+  }
+  if (st.ok()) tmp_.clear();  // in place: nothing for the destructor to remove
   return st;
 }
 

@@ -72,7 +72,7 @@ PartSizes SizesOf(const WorkerPartition& p) {
     }
   }
   for (size_t i = 0; i < p.train_mask.size(); ++i) s.train += (p.train_mask[i] && p.labels[i] >= 0) ? 1 : 0;
-  s.features = static_cast<int64_t>(p.features.size());
+  s.features = p.num_owned * p.feature_dim;  // held, or still to be written (PartitionFileWriter)
   return s;
 }
 

@@ -7,8 +7,9 @@ quality  FB15k-237 (tessel import edges, the inverse and self-loop relations add
          (`mpirun -np P tessel partition --input DIR`), each cut into 4 parts: edge cut, its ratio to METIS's,
          the worst imbalance over the constraints, and wall time. Targets: PT-Scotch's cut within 15% of
          METIS's, every imbalance at most 1.05.
-scale    generated graphs of 10M and 30M edges (and 100M with --full): `--method stream` (and ptscotch at
-         10M) on P = 1, 2, 4, 8 ranks of this machine, K = P parts: wall time and each rank's peak RSS
+scale    generated graphs of 10M and 30M edges, 32 features (100M with --full: the memory section's graph, 8
+         features; 10M again with 256 features): `--method stream` (and ptscotch at 10M x 32) on P = 1, 2,
+         4, 8 ranks of this machine, K = P parts: wall time and each rank's peak RSS
          (the partitioner's own table), beside the graph's in-memory size (the HeteroGraph arrays: 16 bytes
          an edge with the derived relations, the features, 11 bytes a node) and the one-process path's peak
          (import + METIS). Writes the table, the JSON rows and an SVG plot (peak RSS per rank against P).
@@ -156,24 +157,29 @@ def quality(args, rows):
 def scale(args, rows):
     sizes = [10] if args.quick else [10, 30] + ([100] if args.full else [])
     ranks_list = [1, 2] if args.quick else [1, 2, 4, 8]
-    print(f"\n{'edges':>6} {'in-memory MB':>12} {'method':<9} {'P':>2} {'time s':>8} {'peak/rank MB':>13} "
+    print(f"\n{'edges':>6} {'dim':>4} {'in-memory MB':>12} {'method':<9} {'P':>2} {'time s':>8} {'peak/rank MB':>13} "
           f"{'max rank MB':>11} {'predicted MB':>12}")
-    for m in sizes:
-        dim = 8 if m >= 100 else 32
-        d, nodes = generated(m, dim)
+    # Each size at 32 features (8 at 100M: the memory section's graph), and 10M again at 256: the features
+    # stream from the chunk files to the part files, so a rank's peak should not grow with their width.
+    graphs = [(m, 8 if m >= 100 else 32) for m in sizes] + [(10, 256)]
+    for m, dim in graphs:
+        d, nodes = memory_graph(m) if m >= 100 else generated(m, dim)
         graph_mb = in_memory_mb(nodes, m * 1e6, dim)
-        methods = ["stream"] + (["ptscotch"] if m <= 10 else [])  # PT-Scotch: 66 s and 2.8 GB a rank at 10M
+        # PT-Scotch: 66 s and 2.8 GB a rank at 10M
+        methods = ["stream"] + (["ptscotch"] if m <= 10 and dim == 32 else [])
         for method in methods:
             for p in ranks_list:
                 try:
-                    r = partition_dist(d, p, method, p, f"scale{m}-{method}-{p}")
+                    r = partition_dist(d, p, method, p, f"scale{m}-f{dim}-{method}-{p}")
                 except RuntimeError as e:
-                    print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2}  failed: {str(e)[-200:]}")
-                    rows.append({"section": "scale", "edges_m": m, "method": method, "ranks": p, "error": str(e)[-400:]})
+                    print(f"{m:>5}M {dim:>4} {graph_mb:>12.0f} {method:<9} {p:>2}  failed: {str(e)[-200:]}")
+                    rows.append({"section": "scale", "edges_m": m, "feature_dim": dim, "method": method, "ranks": p,
+                                 "error": str(e)[-400:]})
                     continue
                 peaks = r["rank_peak_mb"]
                 mean = sum(peaks) / len(peaks)
-                print(f"{m:>5}M {graph_mb:>12.0f} {method:<9} {p:>2} {r['seconds']:>8.1f} {mean:>13.0f} {max(peaks):>11.0f} "
+                print(f"{m:>5}M {dim:>4} {graph_mb:>12.0f} {method:<9} {p:>2} {r['seconds']:>8.1f} {mean:>13.0f} "
+                      f"{max(peaks):>11.0f} "
                       f"{max(r['rank_predicted_mb']):>12.0f}", flush=True)
                 rows.append({"section": "scale", "edges_m": m, "feature_dim": dim, "graph_mb": graph_mb,
                              "method": method, "ranks": p, "seconds": r["seconds"], "rank_peak_mb": peaks,
@@ -402,7 +408,7 @@ def peers(args, rows):
 
 def svg(rows, path):
     """The largest rank's peak against P: the scale section's rows, or else the memory section's partitions."""
-    pts = [(f"{r['edges_m']}M {r['method']}", r) for r in rows
+    pts = [(f"{r['edges_m']}M x {r.get('feature_dim', 32)} {r['method']}", r) for r in rows
            if r.get("section") == "scale" and r.get("max_rank_peak_mb")]
     if not pts:
         pts = [(f"{r['edges_m']}M stream", r) for r in rows

@@ -88,9 +88,8 @@ const char* ShardedMethodName(ShardedMethod m) {
 int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& s) {
   const double n = static_cast<double>(s.nodes), h = static_cast<double>(s.home_nodes);
   const double e = n > 0 ? static_cast<double>(s.in_edges) * h / n : 0.0;  // this home's in-edges
-  const double f = static_cast<double>(s.feature_bytes);
-  const double base = 40e6;             // the process: MPI, HDF5, the binary
-  const double home = h * (f + 40.0);   // features, labels, masks, weights, placement
+  const double base = 40e6;                                                // the process: MPI, HDF5, the binary
+  const double home = h * 40;           // labels, masks, weights, placement (features stay in the chunk files)
   const double read = 32.0 * e + home;  // the edges sent and received
   const double owned = n / std::max(1, s.parts) * std::max(1.0, static_cast<double>(s.parts) / s.ranks);
   const double halo = std::min(n - std::min(n, owned), 0.5 * e);
@@ -101,12 +100,16 @@ int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& s) {
   const double scotch =
       method == ShardedMethod::kPtScotch && s.ranks > 1 ? 35.0 * static_cast<double>(s.in_edges) + 150.0 * e : 0.0;
   const double partition = 40.0 * e + home + scotch;  // the edges, the adjacency and its neighbour list
-  // The parts: owned rows with features (twice at most), halo rows with their ids only.
-  const double build = 48.0 * e + home + 2.0 * owned * (f + 16.0) + 24.0 * halo;
-  return static_cast<int64_t>(base + std::max({read, partition, build}));
+  // The parts: owned rows (twice at most), halo rows with their ids only.
+  const double build = 48.0 * e + home + 32.0 * owned + 24.0 * halo;
+  // The features, streamed into the written parts: a slab read, sent and received (more only when every
+  // home sends its whole slab to one rank).
+  const double stream = s.feature_bytes > 0 ? home + 3.0 * static_cast<double>(kFeatureSlabBytes) : 0.0;
+  return static_cast<int64_t>(base + std::max({read, partition, build, stream}));
 }
 
-Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& o) {
+Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& o,
+                                          const std::filesystem::path& dir) {
   const auto start = Clock::now();
   const int ranks = group.size(), me = group.rank();
   ChunkedPartition out;
@@ -291,23 +294,37 @@ Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedP
   part_facts.total_train = total_train;
   part_facts.total_test = total_test;
   part_facts.graph_hash = graph_hash;
-  TESSEL_ASSIGN_OR_RETURN(out.parts, BuildOwnedParts(group, layout, home, std::move(in_edges), placed, part_facts));
-  Status valid;
-  for (const WorkerPartition& wp : out.parts) {
-    valid = storage::ValidatePartition(wp);
-    if (!valid.ok()) break;
-  }
-  TESSEL_RETURN_IF_ERROR(group.Agree(valid));
-  out.build_seconds = Since(build_start);
-
-  // 12. The manifest, the same on every rank.
+  TESSEL_ASSIGN_OR_RETURN(std::vector<WorkerPartition> parts,
+                          BuildOwnedParts(group, layout, home, std::move(in_edges), placed, part_facts));
   constexpr size_t kSizeFields = 6;
   std::vector<int64_t> part_sizes(static_cast<size_t>(k) * kSizeFields, 0);
-  for (const WorkerPartition& wp : out.parts) {
+  for (const WorkerPartition& wp : parts) {
     const storage::PartSizes s = storage::SizesOf(wp);
     const int64_t fields[kSizeFields] = {s.owned, s.halo, s.edges, s.pairs, s.train, s.features};
     std::copy(fields, fields + kSizeFields, part_sizes.begin() + static_cast<ptrdiff_t>(wp.part * kSizeFields));
   }
+  // Each part's file with all but its features (its arrays freed once there), then the features, from
+  // the chunk files a slab at a time.
+  std::vector<storage::PartitionFileWriter> writers;
+  Status st;
+  for (WorkerPartition& wp : parts) {
+    Result<storage::PartitionFileWriter> w =
+        storage::PartitionFileWriter::Create(wp, (dir / StrCat("part-", wp.part, ".h5")).string());
+    st = w.status();
+    if (!st.ok()) break;
+    writers.push_back(std::move(*w));
+    wp = WorkerPartition();
+  }
+  TESSEL_RETURN_IF_ERROR(group.Agree(st));
+  TESSEL_RETURN_IF_ERROR(StreamOwnedFeatures(group, cg, o.input, layout, home, placed, offsets, writers));
+  for (storage::PartitionFileWriter& w : writers) {
+    st = w.Commit();
+    if (!st.ok()) break;
+  }
+  TESSEL_RETURN_IF_ERROR(group.Agree(st));
+  out.build_seconds = Since(build_start);
+
+  // 9. The manifest, the same on every rank.
   TESSEL_RETURN_IF_ERROR(group.Sum(part_sizes.data(), static_cast<int64_t>(part_sizes.size())));
   storage::PartitionManifest& m = out.manifest;
   m.graph = o.input.dir;

@@ -10,18 +10,22 @@
 //   stream: linear deterministic greedy in rounds (stream_parts.h), memory linear in a rank's share;
 //   random / range: the baselines of `tessel partition GRAPH`, the same function of the node id.
 // New ids order nodes by (part, original id), as BuildWorkerPartitions does. Part k is built by rank
-// k % P from what the homes send it (its nodes with their features and labels, its in-edges), and its
-// halo's features come from the owners of those nodes. The parts are exactly those `tessel import
-// chunked` followed by `tessel partition GRAPH` builds from the same assignment (tests/cluster
-// partition_chunked.sh compares them), apart from graph_hash, which here digests the input files.
+// k % P from what the homes send it (its nodes with their labels, its in-edges) and written into `dir`
+// (part-K.h5); then the homes read their nodes' features from the chunk files a slab at a time and send
+// them to the parts' builders, which write them into the files in place, so no rank holds features beyond
+// a slab. The parts are exactly those `tessel import chunked` followed by `tessel partition GRAPH` builds
+// from the same assignment (tests/cluster partition_chunked.sh compares them), apart from graph_hash,
+// which here digests the input files.
 //
 // Failure: every step ends with RankGroup::Agree, so a rank's error (kBadData naming the chunk file and
 // the row, or metadata.json and the key; kStorage for a directory a rank cannot read) is every rank's,
-// prefixed with its rank. Nothing is written here: the caller writes the parts (cli_partition.cc).
+// prefixed with its rank. A part file is renamed into `dir` only once whole; the caller owns `dir` (a
+// temporary directory it removes on failure, cli_partition.cc) and writes partition.json.
 // Thread safety: one call per rank, on the rank's thread.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -63,18 +67,18 @@ int64_t PredictRankPeakBytes(ShardedMethod method, const RankShare& share);
 struct RankFigures {
   int64_t home_nodes = 0;       // nodes whose data it read
   int64_t in_edges = 0;         // edges it held at their destination's home
-  int64_t peak_rss_bytes = 0;   // the process's peak resident set when the parts were built
+  int64_t peak_rss_bytes = 0;   // the process's peak resident set once its parts were written
   int64_t predicted_bytes = 0;  // PredictRankPeakBytes
 };
 
 struct ChunkedPartition {
-  std::vector<storage::WorkerPartition> parts;  // the parts this rank owns, ascending
-  storage::PartitionManifest manifest;          // the same on every rank, per_part included
-  std::vector<RankFigures> ranks;               // every rank's
-  std::vector<std::string> ignored;             // node or edge data the graph has no place for
+  storage::PartitionManifest manifest;  // the same on every rank, per_part included
+  std::vector<RankFigures> ranks;       // every rank's
+  std::vector<std::string> ignored;     // node or edge data the graph has no place for
   double read_seconds = 0, partition_seconds = 0, build_seconds = 0;
 };
 
-Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& options);
+Result<ChunkedPartition> PartitionChunked(const RankGroup& group, const ChunkedPartitionOptions& options,
+                                          const std::filesystem::path& dir);
 
 }  // namespace tessel::orchestrator

@@ -31,7 +31,8 @@ Status ReadHome(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o, 
   for (size_t t = 0; t < types; ++t) {
     const int64_t off = layout.type_offsets[t], count = cg.node_types[t].count;
     const int64_t a = std::clamp(home->lo, off, off + count), b = std::clamp(home->hi, off, off + count);
-    TESSEL_ASSIGN_OR_RETURN(rows[t], storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), a - off, b - a));
+    TESSEL_ASSIGN_OR_RETURN(rows[t], storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), a - off, b - a,
+                                                           storage::NodeColumns::kSupervision));
   }
   TESSEL_ASSIGN_OR_RETURN(home->feature_dim, FeatureWidth(cg, o));
   const auto n = static_cast<size_t>(home->size());
@@ -39,7 +40,6 @@ Status ReadHome(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o, 
   home->train.assign(n, 0);
   home->val.assign(n, 0);
   home->test.assign(n, 0);
-  home->features.reserve(n * static_cast<size_t>(home->feature_dim));
   for (size_t t = 0; t < types; ++t) {
     const int64_t off = layout.type_offsets[t], count = cg.node_types[t].count;
     const int64_t a = std::clamp(home->lo, off, off + count), b = std::clamp(home->hi, off, off + count);
@@ -49,7 +49,6 @@ Status ReadHome(const ChunkedGraph& cg, const storage::ChunkedImportOptions& o, 
     std::copy(r.train_mask.begin(), r.train_mask.end(), home->train.begin() + static_cast<ptrdiff_t>(at));
     std::copy(r.val_mask.begin(), r.val_mask.end(), home->val.begin() + static_cast<ptrdiff_t>(at));
     std::copy(r.test_mask.begin(), r.test_mask.end(), home->test.begin() + static_cast<ptrdiff_t>(at));
-    if (home->feature_dim > 0) home->features.insert(home->features.end(), r.features.begin(), r.features.end());
     (void)b;
   }
   for (const int64_t l : home->labels) home->max_label = std::max(home->max_label, l);

@@ -66,11 +66,11 @@ struct Layout {
   }
 };
 
-// What a home rank holds of its nodes [lo, hi).
+// What a home rank holds of its nodes [lo, hi): their supervision (their features stay in the chunk files
+// until StreamOwnedFeatures sends them to their parts' files).
 struct Home {
   int64_t lo = 0, hi = 0;
   int64_t feature_dim = 0;  // the graph's common width (0: featureless or the types disagree)
-  std::vector<float> features;
   std::vector<int64_t> labels;
   std::vector<uint8_t> train, val, test;
   int64_t max_label = -1;
@@ -81,8 +81,8 @@ struct Home {
 // alone. Local.
 Result<int64_t> FeatureWidth(const storage::ChunkedGraph& cg, const storage::ChunkedImportOptions& o);
 
-// Reads the node data of the home range (and every type's chunk headers, so every rank agrees on the
-// widths). Local: the caller agrees on the result.
+// Reads the labels and masks of the home range (and every type's chunk headers, so every rank agrees on
+// the widths). Local: the caller agrees on the result.
 Status ReadHome(const storage::ChunkedGraph& cg, const storage::ChunkedImportOptions& o, const Layout& layout, int rank,
                 Home* home);
 

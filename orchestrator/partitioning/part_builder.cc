@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "storage/feature_check.h"
 
 namespace tessel::orchestrator {
 namespace {
@@ -37,12 +38,11 @@ std::vector<size_t> GroupByRank(const std::vector<int>& rank_of, int ranks, std:
 
 }  // namespace
 
-Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, const Layout& layout, Home& home,
+Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, const Layout& layout, const Home& home,
                                                      std::vector<Edge> in_edges, const std::vector<Placed>& placed,
                                                      const PartFacts& facts) {
   const int ranks = group.size(), me = group.rank();
   const int32_t k = facts.parts;
-  const auto dim = static_cast<size_t>(home.feature_dim);
   const auto part_of_new = [&](int64_t id) { return storage::LookupRangeBook(facts.offsets, id).part; };
 
   // 1. In-edges in new ids, in place, then sorted by builder and sent.
@@ -72,15 +72,13 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
   // Grouped by part: parts are ranges of new ids.
   std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.dst() < b.dst(); });
 
-  // 2. The nodes, with their features, to their builders.
+  // 2. The nodes, with their supervision, to their builders (their features follow, StreamOwnedFeatures).
   std::vector<NodeOut> nodes;
-  std::vector<float> features;
   {
     std::vector<int> owner(static_cast<size_t>(home.size()));
     for (size_t i = 0; i < owner.size(); ++i) owner[i] = OwnerOfPart(placed[i].part, ranks);
     const std::vector<size_t> order = GroupByRank(owner, ranks, &counts);
     std::vector<NodeOut> send(order.size());
-    std::vector<float> send_features(order.size() * dim);
     for (size_t j = 0; j < order.size(); ++j) {
       const size_t i = order[j];
       send[j] = {placed[i].new_id,
@@ -90,15 +88,8 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
                  home.val[i],
                  home.test[i],
                  {}};
-      std::copy_n(home.features.begin() + static_cast<ptrdiff_t>(i * dim), dim,
-                  send_features.begin() + static_cast<ptrdiff_t>(j * dim));
     }
-    Free(home.features);
     TESSEL_ASSIGN_OR_RETURN(nodes, group.Exchange(send, counts));
-    Free(send);
-    std::vector<int64_t> feature_counts(counts);
-    for (int64_t& c : feature_counts) c *= static_cast<int64_t>(dim);
-    TESSEL_ASSIGN_OR_RETURN(features, group.Exchange(send_features, feature_counts));
   }
   // Each owned node's index in `nodes`, by new id.
   std::vector<size_t> by_new(nodes.size());
@@ -157,8 +148,7 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
   }
   Free(edges);
 
-  // 4. The owned rows of every part (features only for these: a worker takes its halo rows' from their
-  // owners), from the nodes this rank received; the halo rows are made room for.
+  // 4. The owned rows of every part, from the nodes this rank received; the halo rows are made room for.
   for (size_t j = 0; j < owned.size(); ++j) {
     WorkerPartition& wp = out[j];
     wp.num_parts = k;
@@ -170,8 +160,7 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     std::iota(wp.row_new_id.begin(), wp.row_new_id.begin() + wp.num_owned, lo);
     std::copy(halo.begin(), halo.end(), wp.row_new_id.begin() + wp.num_owned);
     wp.row_orig_id.resize(static_cast<size_t>(rows));
-    wp.feature_dim = home.feature_dim;
-    wp.features.resize(static_cast<size_t>(wp.num_owned) * dim);
+    wp.feature_dim = home.feature_dim;  // the rows come later, straight to the part's file
     const auto owned_rows = static_cast<size_t>(wp.num_owned);
     wp.labels.resize(owned_rows);
     wp.train_mask.resize(owned_rows);
@@ -185,8 +174,6 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
       wp.train_mask[i] = nd.train;
       wp.val_mask[i] = nd.val;
       wp.test_mask[i] = nd.test;
-      std::copy_n(features.begin() + static_cast<ptrdiff_t>(at * dim), dim,
-                  wp.features.begin() + static_cast<ptrdiff_t>(i * dim));
     }
     wp.type_offsets = facts.type_offsets;
     wp.total_nodes = facts.total_nodes;
@@ -217,7 +204,6 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
   for (size_t i = 0; i < wanted.size(); ++i) orig_back[i] = nodes[node_index(wanted[i])].orig_id;
   Free(wanted);
   Free(nodes);
-  Free(features);
   Free(by_new);
   Free(owned_ids);
   std::vector<int64_t> answer_counts(static_cast<size_t>(ranks));
@@ -238,6 +224,80 @@ Result<std::vector<WorkerPartition>> BuildOwnedParts(const RankGroup& group, con
     }
   }
   return out;
+}
+
+Status StreamOwnedFeatures(const RankGroup& group, const storage::ChunkedGraph& cg,
+                           const storage::ChunkedImportOptions& o, const Layout& layout, const Home& home,
+                           const std::vector<Placed>& placed, const std::vector<int64_t>& offsets,
+                           std::vector<storage::PartitionFileWriter>& writers) {
+  const int ranks = group.size(), me = group.rank();
+  const auto dim = static_cast<size_t>(home.feature_dim);
+  if (dim == 0) return Status::Ok();
+  const int64_t slab = std::max<int64_t>(1, kFeatureSlabBytes / static_cast<int64_t>(dim * sizeof(float)));
+  int64_t rounds = (home.size() + slab - 1) / slab;
+  TESSEL_RETURN_IF_ERROR(group.Max(&rounds, 1));
+  std::vector<int64_t> counts;
+  std::vector<float> rows, send;
+  std::vector<int64_t> ids;
+  for (int64_t round = 0; round < rounds; ++round) {
+    // This rank's slab [a, b) of its home, read type by type.
+    const int64_t a = std::min(home.hi, home.lo + round * slab), b = std::min(home.hi, a + slab);
+    rows.clear();
+    Status st;
+    for (size_t t = 0; t + 1 < layout.type_offsets.size() && st.ok(); ++t) {
+      const int64_t off = layout.type_offsets[t], end = layout.type_offsets[t + 1];
+      const int64_t x = std::clamp(a, off, end), y = std::clamp(b, off, end);
+      if (x >= y) continue;
+      Result<storage::ChunkedNodeRows> got =
+          storage::ReadNodeRows(cg, o, static_cast<int32_t>(t), x - off, y - x, storage::NodeColumns::kFeatures);
+      st = got.status();
+      if (!st.ok()) break;
+      const int64_t bad = storage::FirstNonFinite(got->features.data(), static_cast<int64_t>(got->features.size()));
+      if (bad >= 0) {
+        const int64_t local = x - off + bad / static_cast<int64_t>(dim);
+        st = storage::NonFiniteFeatureError(
+            StrCat(cg.metadata_path, ": node_data.", cg.node_types[t].name, ".", o.features), cg.node_types[t].name,
+            local, off + local, bad % static_cast<int64_t>(dim), got->features[static_cast<size_t>(bad)]);
+        break;
+      }
+      rows.insert(rows.end(), got->features.begin(), got->features.end());
+    }
+    TESSEL_RETURN_IF_ERROR(group.Agree(st));
+    // To the builders, each row after its new id; a home's rows of one part have consecutive new ids.
+    std::vector<int> owner(static_cast<size_t>(b - a));
+    for (int64_t i = a; i < b; ++i)
+      owner[static_cast<size_t>(i - a)] = OwnerOfPart(placed[static_cast<size_t>(i - home.lo)].part, ranks);
+    const std::vector<size_t> order = GroupByRank(owner, ranks, &counts);
+    ids.resize(order.size());
+    send.resize(order.size() * dim);
+    for (size_t j = 0; j < order.size(); ++j) {
+      ids[j] = placed[static_cast<size_t>(a - home.lo) + order[j]].new_id;
+      std::copy_n(rows.begin() + static_cast<ptrdiff_t>(order[j] * dim), dim,
+                  send.begin() + static_cast<ptrdiff_t>(j * dim));
+    }
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<int64_t> got_ids, group.Exchange(ids, counts));
+    for (int64_t& c : counts) c *= static_cast<int64_t>(dim);
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<float> got, group.Exchange(send, counts));
+    // Into the parts' files, a run of consecutive rows of one part at a time.
+    for (size_t j = 0; j < got_ids.size() && st.ok();) {
+      const storage::BookEntry at = storage::LookupRangeBook(offsets, got_ids[j]);
+      if (at.part < 0 || OwnerOfPart(at.part, ranks) != me) {
+        st = InternalError(StrCat("rank ", me, " was sent the features of new id ", got_ids[j], ", not of its parts"));
+        break;
+      }
+      const int64_t part_end = offsets[static_cast<size_t>(at.part) + 1];
+      size_t run = 1;
+      while (j + run < got_ids.size() && got_ids[j + run] == got_ids[j] + static_cast<int64_t>(run) &&
+             got_ids[j + run] < part_end) {
+        ++run;
+      }
+      st = writers[static_cast<size_t>((at.part - me) / ranks)].WriteRows(at.local, got.data() + j * dim,
+                                                                          static_cast<int64_t>(run));
+      j += run;
+    }
+    TESSEL_RETURN_IF_ERROR(group.Agree(st));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tessel::orchestrator

@@ -11,7 +11,7 @@
 #    from PT-Scotch's parts on 3 workers.
 #    `tessel generate graph --chunked` on 3 ranks writes the graph 1 rank writes; partitioned, it trains.
 # 3. Bad input, each on 2 ranks: chunk sizes that disagree with metadata.json (per chunk and per type), an
-#    id out of range, a chunk a rank cannot open, a method or part count that cannot be, a predicted peak
+#    id out of range, a chunk a rank cannot open, a NaN feature, a method or part count that cannot be, a predicted peak
 #    above --memory-budget, an --out that is not an earlier output: each exits with its code, names the file (and the rank), and leaves nothing.
 source "$(dirname "$0")/../lib.sh"
 export TESSEL  # scripts/tessel-mpirun runs it
@@ -147,6 +147,11 @@ cp -r "$w/g" "$w/lost"  # read by rank 1 alone (the second of paper's feature ch
 rm "$w/lost/node_data/paper-feat-1.npy"
 expect_refusal unreadable 3 "rank [01]: .*paper-feat-1.npy: cannot open" --input "$w/lost" --parts 2 \
   --out "$w/bad-out"
+cp -r "$w/g" "$w/nan"  # a feature that is NaN: found while the features stream, after the parts' files exist
+"$python" -c "import numpy as np, sys; a = np.load(sys.argv[1]); a[1, 2] = np.nan; np.save(sys.argv[1], a)" \
+  "$w/nan/node_data/paper-feat-1.npy" || fail "cannot plant a NaN"
+expect_refusal nan-feature 3 "node_data.paper.feat: node paper:.* column 2 is NaN; node features must be finite" \
+  --input "$w/nan" --parts 3 --out "$w/bad-out"
 expect_refusal metis-method 2 "does not partition a chunked graph" --input "$w/g" --parts 2 --method metis \
   --out "$w/bad-out"
 expect_refusal too-many-parts 2 "into 99999 parts" --input "$w/g" --parts 99999 --out "$w/bad-out"

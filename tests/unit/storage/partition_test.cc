@@ -459,6 +459,60 @@ TEST_F(PartitionFileTest, MissingTruncatedOrForeignFilesAreBadData) {
   }
 }
 
+// The distributed partitioner's writer: rows in any order and in pieces give WritePartitionFile's file.
+TEST_F(PartitionFileTest, FeatureRowsWrittenInPiecesReadBackAsOne) {
+  const HeteroGraph g = MixedGraph(9);
+  auto parts = BuildWorkerPartitions(g, RandomParts(g.num_nodes(), 2, 4), 2);
+  ASSERT_TRUE(parts.ok());
+  const WorkerPartition& p = parts->at(1);
+  ASSERT_GT(p.feature_dim, 0);
+  ASSERT_GE(p.num_owned, 3);
+  WorkerPartition bare = p;
+  bare.features.clear();
+  const std::string path = (dir_ / "part-1.h5").string();
+  Result<PartitionFileWriter> w = PartitionFileWriter::Create(bare, path);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(path));  // only once committed
+  const auto row = [&](int64_t i) { return p.features.data() + i * p.feature_dim; };
+  const int64_t n = p.num_owned, mid = n / 2;
+  ASSERT_TRUE(w->WriteRows(mid, row(mid), n - mid).ok());  // the second half first
+  ASSERT_TRUE(w->WriteRows(0, row(0), 1).ok());
+  ASSERT_TRUE(w->WriteRows(1, row(1), mid - 1).ok());
+  const Status st = w->Commit();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto q = ReadPartitionFile(path);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(SamePartition(p, *q));
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
+TEST_F(PartitionFileTest, AWriterWithRowsMissingLeavesNothing) {
+  const HeteroGraph g = MixedGraph(9);
+  auto parts = BuildWorkerPartitions(g, RandomParts(g.num_nodes(), 2, 4), 2);
+  ASSERT_TRUE(parts.ok());
+  WorkerPartition p = parts->at(0);
+  std::vector<float> features;
+  features.swap(p.features);
+  const std::string path = (dir_ / "part-0.h5").string();
+  {
+    Result<PartitionFileWriter> w = PartitionFileWriter::Create(p, path);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(w->WriteRows(0, features.data(), p.num_owned - 1).ok());
+    ASSERT_TRUE(w->WriteRows(0, features.data(), 1).ok());                                 // again: still one row short
+    EXPECT_EQ(w->WriteRows(p.num_owned - 1, features.data(), 2).code(), Code::kInternal);  // past the end
+    const Status st = w->Commit();
+    EXPECT_EQ(st.code(), Code::kInternal) << st.ToString();
+    EXPECT_NE(st.message().find("1 of its"), std::string::npos) << st.ToString();
+  }
+  {  // Abandoned: the destructor removes its temporary.
+    Result<PartitionFileWriter> w = PartitionFileWriter::Create(p, path);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));
+}
+
 TEST_F(PartitionFileTest, RefusesToWriteAnInvalidPartition) {
   WorkerPartition p = SamplePartition();
   p.dst[0] = p.num_owned + 5;
