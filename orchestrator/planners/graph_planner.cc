@@ -275,13 +275,20 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   }
   const PartFacts& first = facts.front();
   TESSEL_ASSIGN_OR_RETURN(RgnnSettings settings, RgnnSettingsFor(spec, first.feature_dim));
-  {
-    workers::ModelShape shape;
-    shape.input_dim = settings.input == ModelInput::kOneHot ? first.total_nodes : first.feature_dim;
-    shape.classes = first.num_classes;
-    shape.workers = first.num_parts;
-    TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan.notes));
-  }
+  workers::ModelShape shape;
+  shape.input_dim = settings.input == ModelInput::kOneHot ? first.total_nodes : first.feature_dim;
+  shape.classes = first.num_classes;
+  shape.workers = first.num_parts;
+  TESSEL_RETURN_IF_ERROR(CheckRgnnModel(spec, settings, shape, &plan.notes));
+  // Over the budget with the halo resident: the same worker with it streamed, when the model allows it.
+  const auto streamed_would_need = [&](const PartFacts& f) -> std::string {
+    RgnnSettings streamed = settings;
+    streamed.halo = HaloMode::kStreamed;
+    if (settings.halo == HaloMode::kStreamed || f.num_parts < 2 || !CheckRgnnModel(spec, streamed, shape, nullptr).ok())
+      return "";
+    const int64_t bytes = Estimate(streamed, spec.resources.threads_per_worker, f).total_bytes();
+    return StrCat(", or set train.halo = \"streamed\" (no halo rows kept; about ", FormatBytes(bytes), ")");
+  };
   const int64_t budget = spec.resources.memory_budget_bytes;
   for (size_t w = 0; w < facts.size(); ++w) {
     const WorkerCost c = Estimate(settings, spec.resources.threads_per_worker, facts[w]);
@@ -289,7 +296,7 @@ Result<Plan> GraphPlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
       return UsageError(StrCat(jobs::KeyOrigin(spec, "resources.memory_budget_bytes"),
                                ": resources.memory_budget_bytes = ", budget, " but worker ", w, " needs about ",
                                c.total_bytes(), " bytes (", FormatBytes(c.total_bytes()),
-                               "); add workers or raise the budget"));
+                               "); add workers or raise the budget", streamed_would_need(facts[w])));
     }
     WorkerPlan wp;
     wp.predicted_memory_bytes = c.total_bytes();

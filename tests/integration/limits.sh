@@ -63,6 +63,12 @@ expect_exit_within 60 6 bash -c "ulimit -v 3000000; exec \"\$0\" \"\$@\"" "$TESS
   --set model.layers=3 --set train.epochs=1 --set metrics.port_base=0 --set resources.threads_per_worker=1 \
   --set job.output_dir="$w/ulimit"
 expect_stderr "cpu tensor: out of memory: .*; worker 0's tensors are sized by model.hidden = 3000, model.layers = 3"
+# A full-graph worker over the budget with its halo resident is told what a streamed halo would need.
+expect_exit_within 60 2 "$TESSEL" plan "$graph" --set resources.workers=3 --set resources.memory_budget_bytes=7MiB
+expect_stderr "worker 0 needs about .* \(7.3 MiB\); add workers or raise the budget, or set train.halo = \"streamed\" \(no halo rows kept; about 6.2 MiB\)"
+expect_exit_within 60 2 "$TESSEL" plan "$graph" --set resources.workers=3 --set resources.memory_budget_bytes=5MiB \
+  --set train.halo=streamed
+grep -q "train.halo" "$w/stderr" && fail "a streamed halo over the budget is told to stream: $(cat "$w/stderr")"
 pass "the memory budget before allocating"
 
 # --- row 12: messages in the user's words
