@@ -40,6 +40,14 @@ std::vector<std::pair<std::string, std::string>> TrajectorySettings(const JobSpe
       // A partitions directory is replaced whole by `tessel partition`, its manifest with it (the name
       // is storage::kPartitionManifestName; jobs does not depend on storage).
       if (f.key == "data.partitions" && !path.empty()) path += "/partition.json";
+      // A Hugging Face directory (storage/hf_gpt2.h) is its two files.
+      struct stat st {};
+      if (f.key == "model.init_from" && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        for (const char* name : {"/config.json", "/model.safetensors"}) {
+          out.emplace_back(StrCat(f.key, " file ", path, name), DescribeInputFile(path + name));
+        }
+        continue;
+      }
       if (!path.empty()) out.emplace_back(StrCat(f.key, " file ", path), DescribeInputFile(path));
     }
   }

@@ -454,7 +454,18 @@ Status ValidateDataPaths(const JobSpec& spec) {
     case DataFormat::kGeneratedText:
       break;
   }
-  if (!spec.model.init_from.empty()) CheckReadableFile(spec, "model.init_from", spec.model.init_from, &errors);
+  if (!spec.model.init_from.empty()) {
+    // A Hugging Face directory (storage/hf_gpt2.h; jobs does not depend on storage) or an llm.c file.
+    std::error_code ec;
+    const std::filesystem::path from(spec.model.init_from);
+    if (std::filesystem::is_directory(from, ec)) {
+      for (const char* name : {"config.json", "model.safetensors"}) {
+        CheckReadableFile(spec, "model.init_from", (from / name).string(), &errors);
+      }
+    } else {
+      CheckReadableFile(spec, "model.init_from", spec.model.init_from, &errors);
+    }
+  }
   return errors.ToStatus();
 }
 

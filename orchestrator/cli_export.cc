@@ -1,4 +1,7 @@
-// `tessel export`: a run's trained weights in another format (today: llm.c's GPT-2 checkpoint).
+// `tessel export`: a run's trained weights in another format: llm.c's GPT-2 checkpoint, or Hugging Face's.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,6 +12,8 @@
 #include "core/json.h"
 #include "core/logging.h"
 #include "orchestrator/cli.h"
+#include "orchestrator/partitioning/rank_output.h"
+#include "storage/hf_gpt2.h"
 #include "storage/llmc.h"
 #include "workers/llm/stage_weights.h"
 
@@ -54,9 +59,36 @@ Status FinishedLlmRun(const std::string& run_dir) {
   return Status();
 }
 
+// The trained weights of the finished llm run in RUN_DIR, as one llm.c checkpoint.
+Result<storage::LlmcCheckpoint> TrainedWeights(const std::string& run_dir) {
+  TESSEL_RETURN_IF_ERROR(FinishedLlmRun(run_dir));
+  if (std::error_code ec; !std::filesystem::is_directory(run_dir + "/weights", ec)) {
+    return BadDataError(StrCat(run_dir, "/weights: no such directory, though summary.json says the run finished"));
+  }
+  return workers::AssembleLlmc(run_dir);
+}
+
+// Writes `ck` as Hugging Face's GPT-2 into OUT, a new directory (or an empty one), through a temporary
+// directory beside it renamed into place: OUT is whole or absent.
+Status WriteHfDirectory(const std::string& out, const storage::LlmcCheckpoint& ck) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
+    return UsageError(StrCat(out, " exists and is not an empty directory; remove it or name another"));
+  }
+  TESSEL_ASSIGN_OR_RETURN(const fs::path tmp, orchestrator::MakeTemporaryDirectory(out));
+  Status st = storage::WriteHfGpt2(tmp.string(), ck);
+  if (st.ok() && std::rename(tmp.c_str(), out.c_str()) != 0) {
+    st = StorageError(StrCat("cannot rename ", tmp.string(), " to ", out, ": ", std::strerror(errno)));
+  }
+  if (!st.ok()) fs::remove_all(tmp, ec);
+  return st;
+}
+
 }  // namespace
 
-// tessel export llmc RUN_DIR OUT.bin: an llm run's trained weights as an llm.c GPT-2 checkpoint.
+// tessel export llmc RUN_DIR OUT.bin: an llm run's trained weights as an llm.c checkpoint; tessel export hf
+// RUN_DIR OUT: the same as Hugging Face's GPT2LMHeadModel (config.json, model.safetensors).
 void RegisterExportCommands(CLI::App& app, Status* result) {
   CLI::App* exp = app.add_subcommand("export", "Write a run's trained weights in another format");
   exp->require_subcommand(1);
@@ -66,21 +98,24 @@ void RegisterExportCommands(CLI::App& app, Status* result) {
   cmd->add_option("RUN_DIR", *run_dir, "The run directory (it holds weights/stage-*.bin)")->required();
   cmd->add_option("OUT", *out, "The checkpoint to write")->required();
   cmd->callback([run_dir, out, result] {
-    if (*result = FinishedLlmRun(*run_dir); !result->ok()) return;
-    if (std::error_code ec; !std::filesystem::is_directory(*run_dir + "/weights", ec)) {
-      *result =
-          BadDataError(StrCat(*run_dir, "/weights: no such directory, though summary.json says the run finished"));
-      return;
-    }
-    Result<storage::LlmcCheckpoint> ck = workers::AssembleLlmc(*run_dir);
-    if (!ck.ok()) {
-      *result = ck.status();
-      return;
-    }
-    *result = storage::WriteLlmcCheckpoint(*out, *ck);
+    Result<storage::LlmcCheckpoint> ck = TrainedWeights(*run_dir);
+    *result = ck.ok() ? storage::WriteLlmcCheckpoint(*out, *ck) : ck.status();
     if (result->ok()) {
       std::cout << "wrote " << *out << ": " << ck->params.size() << " parameters, " << ck->config.num_layers
                 << " layers, width " << ck->config.channels << "\n";
+    }
+  });
+  CLI::App* hf = exp->add_subcommand(
+      "hf", "An llm run's GPT-2 as Hugging Face's GPT2LMHeadModel (config.json, model.safetensors)");
+  hf->add_option("RUN_DIR", *run_dir, "The run directory (it holds weights/stage-*.bin)")->required();
+  hf->add_option("OUT", *out, "The directory to write (new, or empty)")->required();
+  hf->callback([run_dir, out, result] {
+    Result<storage::LlmcCheckpoint> ck = TrainedWeights(*run_dir);
+    *result = ck.ok() ? WriteHfDirectory(*out, *ck) : ck.status();
+    if (result->ok()) {
+      std::cout << "wrote " << *out << " (config.json, model.safetensors): " << ck->config.num_layers
+                << " layers, width " << ck->config.channels << ", vocabulary " << ck->config.vocab_size
+                << "; load it with transformers.GPT2LMHeadModel.from_pretrained\n";
     }
   });
 }

@@ -3,7 +3,8 @@
 # at the wrong version, so a second run takes a second or two.
 #
 #   bench/peers/setup.sh            build/bench-venv: numpy + h5py, what every family needs (graph files)
-#   bench/peers/setup.sh --peers    also torch + torch_geometric in build/bench-venv (the PyG peers)
+#   bench/peers/setup.sh --peers    also torch + torch_geometric in build/bench-venv (the PyG peers), and
+#                                   transformers + safetensors (the Hugging Face GPT-2 round trip)
 #   bench/peers/setup.sh --dgl      build/bench-venv-dgl: DGL 2.1.0 with the torch it loads with (below)
 #   (--peers and --dgl may be given together)
 #
@@ -30,7 +31,7 @@ VENV_DGL="$ROOT/build/bench-venv-dgl"
 PYTHON=${PYTHON:-python3}
 
 BASE_PKGS=(numpy==2.4.6 h5py==3.16.0)
-PEER_PKGS=(torch==2.15.0 torch_geometric==2.8.1)
+PEER_PKGS=(torch==2.15.0 torch_geometric==2.8.1 transformers==5.25.0 safetensors==0.8.0)
 DGL_PKGS=(torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 numpy==1.26.4 pandas==2.2.3 pyyaml==6.0.2 pydantic==2.10.6 h5py==3.16.0)
 
 want_peers=0
@@ -39,7 +40,7 @@ for arg in "$@"; do
   case "$arg" in
     --peers) want_peers=1 ;;
     --dgl) want_dgl=1 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: bench/peers/setup.sh [--peers] [--dgl]" >&2; exit 2 ;;
   esac
 done

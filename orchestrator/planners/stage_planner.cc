@@ -8,6 +8,7 @@
 
 #include "core/cuda_device.h"
 #include "orchestrator/planners/stage_settings.h"
+#include "storage/hf_gpt2.h"
 #include "storage/llmc.h"
 #include "storage/spill_store.h"
 #include "workers/llm/token_data.h"
@@ -69,7 +70,7 @@ Result<Plan> StagePlanner::MakePlan(const jobs::JobSpec& spec, int32_t num_worke
   TESSEL_ASSIGN_OR_RETURN(ResolvedPolicies resolved, ResolveBlockPolicies(spec));
   std::vector<SpillPolicy>& policies = resolved.policies;
   if (!spec.model.init_from.empty()) {
-    TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadLlmcCheckpoint(spec.model.init_from));
+    TESSEL_ASSIGN_OR_RETURN(storage::LlmcCheckpoint ck, storage::ReadGpt2Weights(spec.model.init_from));
     const storage::LlmcConfig& h = ck.config;
     model.padded_vocab = h.padded_vocab_size;
     if (h.num_layers != model.layers || h.channels != model.width || h.num_heads != model.heads ||

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "storage/hf_gpt2.h"
 #include "storage/llmc.h"
 #include "workers/llm/stage_weights.h"
 
@@ -58,7 +59,7 @@ Status GptParams::InitialValues(std::vector<float>* host) const {
   std::optional<storage::LlmcCheckpoint> ck;
   std::map<std::string, storage::LlmcTensor> where;
   if (!a_.init_from.empty()) {
-    TESSEL_ASSIGN_OR_RETURN(ck, storage::ReadLlmcCheckpoint(a_.init_from));
+    TESSEL_ASSIGN_OR_RETURN(ck, storage::ReadGpt2Weights(a_.init_from));
     if (!(ck->config == ToLlmc(a_.model))) {
       return UsageError(StrCat(a_.init_from, ": the checkpoint's shape (layers ", ck->config.num_layers, ", width ",
                                ck->config.channels, ", heads ", ck->config.num_heads, ", context ",
