@@ -234,9 +234,9 @@ std::vector<Field> BuildFields() {
       TESSEL_JOB_FIELD(model.context, AtLeast(1),
                        "gpt2: positions the model has (wpe rows); train.seq_len is at most this."),
       TESSEL_JOB_FIELD(model.vocab_size, AtLeast(2).AtMost(65536), "gpt2: vocabulary size; 256 = bytes."),
-      TESSEL_INPUT_FIELD(
-          model.init_from, Any(),
-          "gpt2: an llm.c GPT-2 checkpoint (version 3) to start from; \"\" = initialised from job.seed."),
+      TESSEL_INPUT_FIELD(model.init_from, Any(),
+                         "gpt2: an llm.c GPT-2 checkpoint (version 3), or a Hugging Face GPT2LMHeadModel directory "
+                         "(config.json, model.safetensors), to start from; \"\" = initialised from job.seed."),
       // [train]
       TESSEL_JOB_FIELD(train.mode, Any(),
                        "\"full\": full-graph training; \"sampled\": mini-batches of sampled neighbourhoods."),

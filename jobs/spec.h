@@ -126,7 +126,7 @@ struct ModelSection {
   // gpt2 (hidden is the residual width C, heads the attention heads):
   int32_t context = 256;     // positions (wpe rows); sequences are train.seq_len <= context long
   int32_t vocab_size = 256;  // 256 = bytes
-  std::string init_from;     // an llm.c GPT-2 checkpoint; "" = initialised from job.seed
+  std::string init_from;     // an llm.c GPT-2 checkpoint or a Hugging Face directory; "" = job.seed
   // The keys a model declares for itself (core/model_keys.h) that the job sets to other than their
   // defaults, by key ("model.bias"); a key absent here has its default. Their defaults and rows are the
   // model's, not this file's.

@@ -62,7 +62,8 @@ Status AtomicFileWriter::Write(const void* data, int64_t bytes) {
     const ssize_t put = ::write(fd_->get(), p, want);
     if (put < 0) {
       if (errno == EINTR) continue;
-      return StorageError(StrCat(path_, ": write to ", temp_, " failed at byte ", written_, ": ", std::strerror(errno)));
+      return StorageError(
+          StrCat(path_, ": write to ", temp_, " failed at byte ", written_, ": ", std::strerror(errno)));
     }
     p += put;
     bytes -= put;

@@ -26,14 +26,22 @@ struct Piece {
   bool conv1d;
 };
 constexpr Piece kPieces[] = {
-    {"wte", "wte.weight", false, false},          {"wpe", "wpe.weight", false, false},
-    {"ln1w", "ln_1.weight", true, false},         {"ln1b", "ln_1.bias", true, false},
-    {"qkvw", "attn.c_attn.weight", true, true},   {"qkvb", "attn.c_attn.bias", true, false},
-    {"attprojw", "attn.c_proj.weight", true, true}, {"attprojb", "attn.c_proj.bias", true, false},
-    {"ln2w", "ln_2.weight", true, false},         {"ln2b", "ln_2.bias", true, false},
-    {"fcw", "mlp.c_fc.weight", true, true},       {"fcb", "mlp.c_fc.bias", true, false},
-    {"fcprojw", "mlp.c_proj.weight", true, true}, {"fcprojb", "mlp.c_proj.bias", true, false},
-    {"lnfw", "ln_f.weight", false, false},        {"lnfb", "ln_f.bias", false, false},
+    {"wte", "wte.weight", false, false},
+    {"wpe", "wpe.weight", false, false},
+    {"ln1w", "ln_1.weight", true, false},
+    {"ln1b", "ln_1.bias", true, false},
+    {"qkvw", "attn.c_attn.weight", true, true},
+    {"qkvb", "attn.c_attn.bias", true, false},
+    {"attprojw", "attn.c_proj.weight", true, true},
+    {"attprojb", "attn.c_proj.bias", true, false},
+    {"ln2w", "ln_2.weight", true, false},
+    {"ln2b", "ln_2.bias", true, false},
+    {"fcw", "mlp.c_fc.weight", true, true},
+    {"fcb", "mlp.c_fc.bias", true, false},
+    {"fcprojw", "mlp.c_proj.weight", true, true},
+    {"fcprojb", "mlp.c_proj.bias", true, false},
+    {"lnfw", "ln_f.weight", false, false},
+    {"lnfb", "ln_f.bias", false, false},
 };
 
 // One Hugging Face tensor: its name, its shape there, and where its values sit in the llm.c parameters.
@@ -118,7 +126,8 @@ Result<LlmcConfig> ReadConfig(const std::string& path) {
     return (it == doc.end() ? absent : *it) == want;
   };
   if (const auto it = doc.find("activation_function");
-      it != doc.end() && !(is("activation_function", "gelu_new", "") || is("activation_function", "gelu_pytorch_tanh", ""))) {
+      it != doc.end() &&
+      !(is("activation_function", "gelu_new", "") || is("activation_function", "gelu_pytorch_tanh", ""))) {
     return bad("activation_function", StrCat(it->dump(), "; Tessel's GPT-2 has GPT-2's tanh GELU (\"gelu_new\")"));
   }
   if (const auto it = doc.find("layer_norm_epsilon");
@@ -128,10 +137,12 @@ Result<LlmcConfig> ReadConfig(const std::string& path) {
   if (const auto it = doc.find("n_inner"); it != doc.end() && !it->is_null() && *it != 4 * c.channels) {
     return bad("n_inner", StrCat(it->dump(), "; Tessel's MLP is 4 x n_embd wide (", 4 * c.channels, ")"));
   }
-  for (const auto& [key, want] : {std::pair{"tie_word_embeddings", true}, std::pair{"scale_attn_weights", true},
-                                  std::pair{"scale_attn_by_inverse_layer_idx", false},
-                                  std::pair{"reorder_and_upcast_attn", false}, std::pair{"add_cross_attention", false}}) {
-    if (!is(key, want, want)) return bad(key, StrCat(doc[key].dump(), "; Tessel's GPT-2 has ", want ? "true" : "false"));
+  for (const auto& [key, want] :
+       {std::pair{"tie_word_embeddings", true}, std::pair{"scale_attn_weights", true},
+        std::pair{"scale_attn_by_inverse_layer_idx", false}, std::pair{"reorder_and_upcast_attn", false},
+        std::pair{"add_cross_attention", false}}) {
+    if (!is(key, want, want))
+      return bad(key, StrCat(doc[key].dump(), "; Tessel's GPT-2 has ", want ? "true" : "false"));
   }
   TESSEL_RETURN_IF_ERROR(ValidateLlmcConfig(c, path, Code::kBadData));
   return c;
@@ -147,7 +158,7 @@ Result<LlmcCheckpoint> ReadHfGpt2(const std::string& dir) {
   TESSEL_ASSIGN_OR_RETURN(const SafetensorsFile file, SafetensorsFile::Open(weights_path));
   const std::string prefix = file.Find("transformer.wte.weight") != nullptr ? "transformer."
                              : file.Find("wte.weight") != nullptr           ? ""
-                                                                             : "transformer.";
+                                                                            : "transformer.";
   ck.params.assign(static_cast<size_t>(LlmcNumParameters(ck.config)), 0.0f);
   std::set<std::string> used;
   std::vector<float> staged;
@@ -214,14 +225,17 @@ Status WriteHfGpt2(const std::string& dir, const LlmcCheckpoint& ck) {
   config["vocab_size"] = c.vocab_size;
   config["layer_norm_epsilon"] = 1e-5;
   config["initializer_range"] = 0.02;
-  config["resid_pdrop"] = config["embd_pdrop"] = config["attn_pdrop"] = 0.1;  // GPT-2's; dropout is off in eval
+  for (const char* dropout : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) config[dropout] = 0.0;  // as Tessel trains
   config["scale_attn_weights"] = true;
   config["tie_word_embeddings"] = true;
   config["use_cache"] = true;
-  if (c.vocab_size == 50257) config["bos_token_id"] = config["eos_token_id"] = 50256;  // GPT-2's <|endoftext|>
+  if (c.vocab_size == 50257) {  // GPT-2's <|endoftext|>
+    config["bos_token_id"] = 50256;
+    config["eos_token_id"] = 50256;
+  }
   config["torch_dtype"] = "float32";
-  TESSEL_RETURN_IF_ERROR(WriteFileAtomically((fs::path(dir) / kHfConfigName).string(),
-                                             FormatJson(config, JsonLayout::kIndented) + "\n"));
+  TESSEL_RETURN_IF_ERROR(
+      WriteFileAtomically((fs::path(dir) / kHfConfigName).string(), FormatJson(config, JsonLayout::kIndented) + "\n"));
   std::vector<Slot> slots = SlotsOf(c, "transformer.");
   std::vector<std::vector<float>> transposed;
   std::vector<SafetensorsTensor> tensors;

@@ -98,6 +98,11 @@ Result<int32_t> ReadInt32Attribute(hid_t obj, const std::string& name, std::stri
 }  // namespace
 
 Status WritePartitionFile(const WorkerPartition& p, const std::string& path) {
+  // Held, every row of them (Create takes empty features as features to come).
+  if (static_cast<int64_t>(p.features.size()) != p.num_owned * p.feature_dim) {
+    return BadDataError(
+        StrCat("refusing to write ", path, ": features size ", p.features.size(), " is not num_owned * feature_dim"));
+  }
   TESSEL_ASSIGN_OR_RETURN(PartitionFileWriter w, PartitionFileWriter::Create(p, path));
   TESSEL_RETURN_IF_ERROR(w.WriteRows(0, p.features.data(), p.feature_dim > 0 ? p.num_owned : 0));
   return w.Commit();

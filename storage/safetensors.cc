@@ -68,12 +68,13 @@ Result<SafetensorsEntry> EntryOf(const std::string& path, const std::string& nam
   if (bytes > 0) {
     int64_t n = 1;
     for (const int64_t d : e.shape) {
-      if (d != 0 && n > std::numeric_limits<int64_t>::max() / 8 / d) return Bad(path, StrCat(where, ": shape overflows"));
+      if (d != 0 && n > std::numeric_limits<int64_t>::max() / 8 / d)
+        return Bad(path, StrCat(where, ": shape overflows"));
       n *= d;
     }
     if (n * bytes != e.end - e.begin) {
-      return Bad(path, StrCat(where, ": ", e.end - e.begin, " bytes for ", n, " values of ", e.dtype, " (",
-                              n * bytes, " bytes)"));
+      return Bad(path, StrCat(where, ": ", e.end - e.begin, " bytes for ", n, " values of ", e.dtype, " (", n * bytes,
+                              " bytes)"));
     }
   }
   return e;
@@ -89,7 +90,8 @@ int64_t SafetensorsEntry::numel() const {
 
 Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   TESSEL_ASSIGN_OR_RETURN(OpenFile file, OpenForReading(path));
-  if (file.size < 8) return Bad(path, StrCat(file.size, " bytes: too short for a safetensors file (8-byte header length)"));
+  if (file.size < 8)
+    return Bad(path, StrCat(file.size, " bytes: too short for a safetensors file (8-byte header length)"));
   uint64_t n = 0;
   TESSEL_RETURN_IF_ERROR(ReadAt(file, &n, 8, 0, path));
   if (n > static_cast<uint64_t>(kMaxHeaderBytes) || static_cast<int64_t>(n) > file.size - 8) {

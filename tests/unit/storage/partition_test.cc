@@ -519,6 +519,14 @@ TEST_F(PartitionFileTest, RefusesToWriteAnInvalidPartition) {
   const std::string path = (dir_ / "bad.h5").string();
   EXPECT_FALSE(WritePartitionFile(p, path).ok());
   EXPECT_FALSE(std::filesystem::exists(path));
+  // Features that are not every owned row's (empty ones are a writer's features to come, not a file's).
+  WorkerPartition q = SamplePartition();
+  ASSERT_GT(q.feature_dim, 0);
+  q.features.clear();
+  const Status st = WritePartitionFile(q, path);
+  EXPECT_EQ(st.code(), Code::kBadData) << st.ToString();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));
 }
 
 }  // namespace
