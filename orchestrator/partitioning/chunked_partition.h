@@ -49,7 +49,8 @@ struct ChunkedPartitionOptions {
 };
 
 // The model of one rank's peak resident memory, from what metadata.json and the chunk headers say, before
-// anything is read: the largest of its phases (reading; partitioning; building its parts), each the sum of
+// anything is read: the largest of its phases (reading; partitioning; building its parts; streaming the
+// features into them, three slabs whatever the width: no phase holds a rank's features), each the sum of
 // the arrays it holds, in bytes per item, with its home's share of the in-edges (in-edges x home nodes /
 // nodes). The halo of a part is taken as half its in-edges, at most the nodes it does not own; PT-Scotch's
 // own copies on 2 or more ranks as 35 bytes an in-edge of the graph plus 150 of the rank's (measured at 10M
