@@ -106,9 +106,11 @@ class PartitionFileWriter {
   PartitionFileWriter() = default;
   std::string path_, tmp_;
   int fd_ = -1;
-  int64_t data_offset_ = 0, feature_dim_ = 0, num_owned_ = 0, rows_written_ = 0;
+  int64_t data_offset_ = 0, feature_dim_ = 0, rows_written_ = 0;  // written_: one flag an owned row
   std::vector<bool> written_;
 };
+
+// Reads DIR/part-K.h5 back (kBadData naming the file for anything missing, truncated or inconsistent).
 Result<WorkerPartition> ReadPartitionFile(const std::string& path);
 
 }  // namespace tessel::storage

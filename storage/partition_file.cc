@@ -115,7 +115,6 @@ Result<PartitionFileWriter> PartitionFileWriter::Create(const WorkerPartition& p
   w.path_ = path;
   w.tmp_ = TemporaryPathFor(path);  // created exclusively: a planted link is refused
   w.feature_dim_ = p.feature_dim;
-  w.num_owned_ = p.num_owned;
   h5::ScopedErrorSilencer silence;
   Status st;
   {
@@ -152,7 +151,6 @@ PartitionFileWriter::PartitionFileWriter(PartitionFileWriter&& o) noexcept
       fd_(o.fd_),
       data_offset_(o.data_offset_),
       feature_dim_(o.feature_dim_),
-      num_owned_(o.num_owned_),
       rows_written_(o.rows_written_),
       written_(std::move(o.written_)) {
   o.fd_ = -1;
